@@ -1,0 +1,18 @@
+import os
+import sys
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(__file__)))
+
+settings.register_profile("default", max_examples=60, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("default")
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _isolated_cache(tmp_path_factory):
+    """Compiled artifacts of the test run go to a private cache, never the user's."""
+    os.environ["TREECOMP_CACHE_DIR"] = str(tmp_path_factory.mktemp("treecomp-cache"))
+    yield

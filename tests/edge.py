@@ -1,0 +1,36 @@
+"""Rows that break tree compilers: on thresholds, one ULP either side, NaN, +/-inf, -0.0."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from treecomp.ir import Forest
+
+
+def edge_rows(forest: Forest, X: np.ndarray, n: int = 200, seed: int = 0,
+              nan: bool = True) -> np.ndarray:
+    """`n` rows built from rows of X with some features replaced by threshold-adjacent values.
+
+    Values are produced in the forest's input dtype (what the library compares), then returned
+    as float64 so the same rows can be fed to the library and to treecomp.
+    """
+    rng = np.random.default_rng(seed)
+    dt = np.dtype(forest.input_dtype)
+    base = X[rng.integers(0, len(X), n)].astype(dt).copy()
+    specials = [dt.type(0.0), dt.type(-0.0), dt.type(np.inf), dt.type(-np.inf)]
+    if nan:
+        specials.append(dt.type(np.nan))
+    nodes = [(t.feature[i], t.threshold[i]) for t in forest.trees
+             for i in np.flatnonzero((t.left >= 0) & (t.cat_index < 0))]
+    for r in range(n):
+        for _ in range(rng.integers(1, 4)):
+            if nodes and rng.random() < 0.8:
+                f, thr = nodes[rng.integers(len(nodes))]
+                v = dt.type(thr)
+                step = rng.integers(-1, 2)
+                if step:
+                    v = np.nextafter(v, dt.type(np.inf * step))
+                base[r, f] = v
+            else:
+                base[r, rng.integers(forest.n_features)] = specials[rng.integers(len(specials))]
+    return base.astype(np.float64)

@@ -1,0 +1,14 @@
+"""treecomp: compile decision-tree ensembles (scikit-learn, XGBoost) into fast, exact predictors."""
+
+from __future__ import annotations
+
+__version__ = "0.1.0"
+
+from .errors import (ArtifactError, CompileError, InvalidModelError, NotFittedError,  # noqa: E402
+                     TreecompError, UnsupportedModelError)
+from .frontends import parse, supported_models  # noqa: E402
+from .ir import Forest, Tree  # noqa: E402
+
+__all__ = ["__version__", "parse", "supported_models", "Forest", "Tree", "TreecompError",
+           "UnsupportedModelError", "InvalidModelError", "NotFittedError", "CompileError",
+           "ArtifactError"]

@@ -1,0 +1,27 @@
+"""The exceptions treecomp raises: one hierarchy, so callers can catch what they mean."""
+
+from __future__ import annotations
+
+
+class TreecompError(Exception):
+    """Base class of every error treecomp raises on purpose."""
+
+
+class UnsupportedModelError(TreecompError):
+    """The model uses a feature treecomp does not handle (named in the message)."""
+
+
+class InvalidModelError(TreecompError, ValueError):
+    """The model (or IR, or model file) is malformed or inconsistent."""
+
+
+class NotFittedError(InvalidModelError):
+    """The estimator has not been fitted."""
+
+
+class CompileError(TreecompError):
+    """A backend or the system toolchain failed to build the model."""
+
+
+class ArtifactError(TreecompError, ValueError):
+    """A compiled artifact (.so, .tc) is missing, corrupt, or built for another ABI."""

@@ -1,0 +1,108 @@
+"""`parse(model_or_path) -> Forest`: the one entry point to every frontend.
+
+Frontends register by library: an object is dispatched on the top-level module and class name
+of its type (walking the MRO, so subclasses work), and the library's frontend module is imported
+only then, so reading an XGBoost file never imports scikit-learn and vice versa. Each frontend
+module exposes ``PARSERS: dict[class name, callable]``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import pickle
+from pathlib import Path
+from typing import Any, Callable
+
+from ..errors import InvalidModelError, UnsupportedModelError
+from ..ir import Forest
+
+_FRONTENDS = {
+    "sklearn": "treecomp.frontends.sklearn",
+    "xgboost": "treecomp.frontends.xgboost",
+}
+
+PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib")
+XGBOOST_SUFFIXES = (".json", ".ubj")
+IR_SUFFIXES = (".tcir",)
+
+
+def _frontend(lib: str):
+    return importlib.import_module(_FRONTENDS[lib])
+
+
+def supported_models() -> list[str]:
+    """Every model class (as 'library.Class') and file kind that parse() accepts."""
+    names = []
+    for lib in _FRONTENDS:
+        try:
+            names += [f"{lib}.{c}" for c in _frontend(lib).PARSERS]
+        except ImportError:  # pragma: no cover - a frontend's own import failed
+            names.append(f"{lib}.*")
+    return names + [f"files: {', '.join(PICKLE_SUFFIXES + XGBOOST_SUFFIXES + IR_SUFFIXES)}"]
+
+
+def _parser_for(model: Any) -> Callable[[Any], Forest] | None:
+    for cls in type(model).__mro__:
+        lib = (cls.__module__ or "").split(".")[0]
+        if lib in _FRONTENDS:
+            fn = _frontend(lib).PARSERS.get(cls.__name__)
+            if fn is not None:
+                return fn
+    return None
+
+
+def parse(model_or_path: Any) -> Forest:
+    """Parse a fitted model object, or a model file, into the treecomp IR.
+
+    Files: .pkl/.pickle/.joblib (pickled estimators; loading a pickle EXECUTES CODE from the
+    file, so only load files you trust), .json/.ubj (XGBoost model files, read without
+    xgboost), .tcir (treecomp IR files).
+    """
+    if isinstance(model_or_path, Forest):
+        return model_or_path
+    if isinstance(model_or_path, (str, os.PathLike)):
+        return parse_file(model_or_path)
+    fn = _parser_for(model_or_path)
+    if fn is None:
+        t = type(model_or_path)
+        raise UnsupportedModelError(
+            f"unsupported model type {t.__module__}.{t.__qualname__}; supported: "
+            + ", ".join(supported_models()))
+    return fn(model_or_path)
+
+
+def parse_file(path: str | os.PathLike) -> Forest:
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"model file not found: {p}")
+    suffix = p.suffix.lower()
+    if suffix in XGBOOST_SUFFIXES:
+        return _frontend("xgboost").parse_xgboost_file(p)
+    if suffix in IR_SUFFIXES:
+        return Forest.load(p)
+    if suffix in PICKLE_SUFFIXES:
+        return parse(load_pickle(p))
+    raise UnsupportedModelError(
+        f"unknown model file type {suffix!r} ({p.name}); supported: "
+        + ", ".join(PICKLE_SUFFIXES + XGBOOST_SUFFIXES + IR_SUFFIXES))
+
+
+def load_pickle(path: Path) -> Any:
+    """Unpickle a model file (joblib when installed: it reads plain pickles too).
+
+    Unpickling runs code from the file: only load files you trust.
+    """
+    try:
+        try:
+            import joblib
+        except ImportError:
+            with open(path, "rb") as f:
+                return pickle.load(f)
+        return joblib.load(path)
+    except ModuleNotFoundError as exc:
+        raise UnsupportedModelError(
+            f"{path.name} needs the module {exc.name!r} to unpickle; install it "
+            "(e.g. pip install 'treecomp[sklearn]' or 'treecomp[xgboost]')") from None
+    except Exception as exc:  # noqa: BLE001 - unpickling can raise anything; report it clearly
+        raise InvalidModelError(f"cannot unpickle {path.name}: {type(exc).__name__}: {exc}") from None

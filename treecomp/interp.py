@@ -1,0 +1,116 @@
+"""The reference interpreter: what the IR means, in vectorised numpy; plus the naive walker.
+
+`predict_raw` is the oracle every backend is tested against. It walks all rows through one tree
+at a time, level by level, with only the rows that have not reached a leaf still active, so deep
+trees cost a loop iteration per level and never recursion. `walk_raw` is the deliberately naive
+baseline of the benchmarks: one row, one node at a time, in pure Python.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from . import outputs
+from .inputs import as_matrix
+from .ir import Forest, Tree
+
+
+def _go_left(tree: Tree, nodes: np.ndarray, x: np.ndarray, strict: bool) -> np.ndarray:
+    """Direction at `nodes` for values `x` (float64 holding input-dtype values)."""
+    thr = tree.threshold[nodes]
+    with np.errstate(invalid="ignore"):
+        left = (x < thr) if strict else (x <= thr)
+    ci = tree.cat_index[nodes]
+    cat = ci >= 0
+    if cat.any():
+        xc, cc = x[cat], ci[cat]
+        nbits = 32 * tree.cat_bits.shape[1]
+        with np.errstate(invalid="ignore"):
+            valid = (xc >= 0) & (xc < nbits)
+        c = np.where(valid, xc, 0).astype(np.int64)  # trunc toward zero, like a C cast
+        bit = (tree.cat_bits[cc, c >> 5] >> (c & 31).astype(np.uint32)) & 1
+        left[cat] = np.where(valid, bit.astype(bool), tree.cat_other_left[cc])
+    nan = np.isnan(x)
+    if nan.any():
+        left[nan] = tree.default_left[nodes[nan]]
+    return left
+
+
+def leaf_indices(tree: Tree, X64: np.ndarray, strict: bool) -> np.ndarray:
+    """Leaf reached by every row of X64 (float64 holding values of the forest's input dtype)."""
+    n = X64.shape[0]
+    node = np.zeros(n, np.int64)
+    active = np.arange(n) if tree.n_nodes > 1 else np.arange(0)
+    while active.size:
+        nd = node[active]
+        x = X64[active, tree.feature[nd]]
+        left = _go_left(tree, nd, x, strict)
+        nxt = np.where(left, tree.left[nd], tree.right[nd])
+        node[active] = nxt
+        active = active[tree.left[nxt] >= 0]
+    return node
+
+
+def _accumulate(forest: Forest, n_rows: int, leaf_value_rows) -> np.ndarray:
+    acc_t = np.dtype(forest.accumulate_dtype)
+    acc = np.empty((n_rows, forest.n_outputs), acc_t)
+    acc[:] = forest.base_score.astype(acc_t)
+    for i, (tree, vals) in enumerate(zip(forest.trees, leaf_value_rows)):
+        o = int(forest.tree_output[i])
+        acc[:, o:o + tree.width] += vals.astype(acc_t)
+    if forest.average:
+        acc /= acc_t.type(forest.n_trees)
+    return acc
+
+
+def predict_raw(forest: Forest, X: Any) -> np.ndarray:
+    """Raw margins, shape (n_rows, n_outputs), dtype = forest.accumulate_dtype."""
+    X64 = as_matrix(X, forest).astype(np.float64)
+    strict = forest.comparison == "<"
+    return _accumulate(forest, X64.shape[0],
+                       (t.value[leaf_indices(t, X64, strict)] for t in forest.trees))
+
+
+def walk_raw(forest: Forest, X: Any) -> np.ndarray:
+    """The naive baseline: a pure-Python node walk per row and tree (same results, slowly)."""
+    X64 = as_matrix(X, forest).astype(np.float64)
+    strict = forest.comparison == "<"
+    per_tree = []
+    for t in forest.trees:
+        left, right, feat, thr = t.left.tolist(), t.right.tolist(), t.feature.tolist(), t.threshold.tolist()
+        dleft, cidx = t.default_left.tolist(), t.cat_index.tolist()
+        nbits = 32 * t.cat_bits.shape[1]
+        leaves = np.empty(X64.shape[0], np.int64)
+        for r, row in enumerate(X64.tolist()):
+            nd = 0
+            while left[nd] >= 0:
+                v = row[feat[nd]]
+                if v != v:  # NaN
+                    go = dleft[nd]
+                elif cidx[nd] >= 0:
+                    if 0 <= v < nbits:
+                        c = int(v)
+                        go = bool((int(t.cat_bits[cidx[nd], c >> 5]) >> (c & 31)) & 1)
+                    else:
+                        go = bool(t.cat_other_left[cidx[nd]])
+                else:
+                    go = v < thr[nd] if strict else v <= thr[nd]
+                nd = left[nd] if go else right[nd]
+            leaves[r] = nd
+        per_tree.append(t.value[leaves])
+    return _accumulate(forest, X64.shape[0], per_tree)
+
+
+# -- library-shaped outputs ---------------------------------------------------------------------
+def predict(forest: Forest, X: Any) -> np.ndarray:
+    return outputs.predict_values(forest, predict_raw(forest, X))
+
+
+def predict_proba(forest: Forest, X: Any):
+    return outputs.predict_proba(forest, predict_raw(forest, X))
+
+
+def decision_function(forest: Forest, X: Any) -> np.ndarray:
+    return outputs.raw_output(forest, predict_raw(forest, X))

@@ -1,0 +1,410 @@
+"""The tree IR: a forest as plain, validated, serialisable numpy data.
+
+Every frontend produces a :class:`Forest`; every pass maps a Forest to a Forest; every backend
+consumes one. What a Forest *means* is defined by :mod:`treecomp.interp`; in short::
+
+    x   = row cast to forest.input_dtype                      (float32 or float64)
+    for each tree, from node 0 until a leaf (left == -1):
+        numeric node:      go left iff  float64(x[f]) <cmp> threshold      (cmp: "<" or "<=")
+        categorical node:  c = x[f]; valid iff 0 <= c < 32 * n_words; then go left iff bit
+                           trunc(c) of cat_bits[cat_index] is set; invalid -> cat_other_left
+        NaN (either kind): go left iff default_left
+    acc = base_score (in accumulate_dtype); acc[o : o + w] += leaf value, tree by tree, in order
+    if average: acc /= n_trees
+    outputs = transform(acc); labels by `decision`   (see treecomp.outputs)
+
+Design notes:
+- A tree is struct-of-arrays with the root at 0 and every child index larger than its parent.
+  That ordering makes validation O(n) and vectorised (no recursion, no cycles possible), and lets
+  backends walk nodes in index order. Frontends renumber when their source does not comply.
+- Thresholds are stored as float64 exactly as the source library holds them; the comparison
+  precision is a forest attribute, and lowering to float32 is a pass (:mod:`treecomp.passes`).
+- Leaf values are float64 holding exactly what the library adds (scales such as sklearn's
+  learning rate are folded in by the frontend only when the product is the one the library
+  computes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import io
+import json
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .errors import InvalidModelError
+
+IR_FORMAT_VERSION = 1
+
+COMPARISONS = ("<", "<=")
+DTYPES = ("float32", "float64")
+#: Output transforms (the libraries' inverse links). Their exact arithmetic is in outputs.py.
+TRANSFORMS = ("identity", "sigmoid", "sigmoid2", "softmax", "exp")
+#: How predicted labels are derived for classifiers ("none" for regressors).
+#:   argmax_raw    classes[argmax(raw)]               sklearn GB multiclass, random forests
+#:   argmax_proba  classes[argmax(transform(raw))]    XGBoost sklearn wrapper, multi:softprob
+#:   raw_ge_0      classes[raw >= 0]  (binary)        sklearn GradientBoostingClassifier
+#:   raw_gt_0      classes[raw > 0]   (binary)        sklearn HistGradientBoostingClassifier
+#:   proba_gt_half classes[sigmoid(raw) > 0.5]        XGBoost sklearn wrapper, binary
+DECISIONS = ("none", "argmax_raw", "argmax_proba", "raw_ge_0", "raw_gt_0", "proba_gt_half")
+
+_TREE_ARRAYS = ("left", "right", "feature", "threshold", "default_left", "value",
+                "cat_index", "cat_bits", "cat_other_left")
+_TREE_DTYPES = {"left": np.int32, "right": np.int32, "feature": np.int32,
+                "threshold": np.float64, "default_left": np.bool_, "value": np.float64,
+                "cat_index": np.int32, "cat_bits": np.uint32, "cat_other_left": np.bool_}
+
+
+def _frozen(a: Any, dtype: Any, ndim: int, name: str) -> np.ndarray:
+    try:
+        arr = np.array(a, dtype=dtype, order="C", copy=True)
+    except (TypeError, ValueError) as exc:
+        raise InvalidModelError(f"tree array {name!r} cannot be converted to {np.dtype(dtype)}: {exc}") from None
+    if arr.ndim != ndim:
+        raise InvalidModelError(f"tree array {name!r} must be {ndim}-D, got shape {arr.shape}")
+    arr.flags.writeable = False
+    return arr
+
+
+@dataclass(frozen=True, eq=False)
+class Tree:
+    """One decision tree, struct-of-arrays over its ``n`` nodes (root = 0).
+
+    left, right     int32 (n,)  child indices, -1 at leaves; children are > their parent
+    feature         int32 (n,)  feature index at internal nodes, -1 at leaves
+    threshold       float64 (n,) numeric split value (0 at leaves and categorical nodes)
+    default_left    bool (n,)   where NaN goes
+    value           float64 (n, w) leaf vector (w = 1 for a scalar leaf); zero at internal nodes
+    cat_index       int32 (n,)  row of cat_bits for a categorical node, -1 for numeric/leaf
+    cat_bits        uint32 (k, n_words) per categorical split: categories that go left
+    cat_other_left  bool (k,)   where a non-NaN value that is no valid category goes
+    """
+
+    left: np.ndarray
+    right: np.ndarray
+    feature: np.ndarray
+    threshold: np.ndarray
+    default_left: np.ndarray
+    value: np.ndarray
+    cat_index: np.ndarray = None  # type: ignore[assignment]
+    cat_bits: np.ndarray = None  # type: ignore[assignment]
+    cat_other_left: np.ndarray = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        n = len(np.asarray(self.left))
+        defaults = {"cat_index": np.full(n, -1, np.int32),
+                    "cat_bits": np.zeros((0, 1), np.uint32),
+                    "cat_other_left": np.zeros(0, np.bool_)}
+        for name in _TREE_ARRAYS:
+            raw = getattr(self, name)
+            if raw is None:
+                raw = defaults[name]
+            ndim = 2 if name in ("value", "cat_bits") else 1
+            if name == "value":
+                raw = np.asarray(raw, dtype=np.float64)
+                if raw.ndim == 1:
+                    raw = raw[:, None]
+            object.__setattr__(self, name, _frozen(raw, _TREE_DTYPES[name], ndim, name))
+        self._validate()
+
+    # -- derived facts (cheap; computed on demand) ---------------------------------------------
+    @property
+    def n_nodes(self) -> int:
+        return len(self.left)
+
+    @property
+    def width(self) -> int:
+        """Length of the leaf vector this tree adds to the margins."""
+        return self.value.shape[1]
+
+    @property
+    def is_leaf(self) -> np.ndarray:
+        return self.left < 0
+
+    @property
+    def n_leaves(self) -> int:
+        return int(np.count_nonzero(self.left < 0))
+
+    @property
+    def has_categorical(self) -> bool:
+        return bool(np.any(self.cat_index >= 0))
+
+    def depths(self) -> np.ndarray:
+        """Depth of every node (root 0); vectorised thanks to the parent-before-child order."""
+        n = self.n_nodes
+        parent = np.full(n, -1, np.int64)
+        internal = np.flatnonzero(self.left >= 0)
+        parent[self.left[internal]] = internal
+        parent[self.right[internal]] = internal
+        depth = np.zeros(n, np.int64)
+        # parents precede children, so one pass in index order settles every depth; done in
+        # chunks of "levels" to stay vectorised without recursion.
+        todo = np.arange(1, n)
+        while todo.size:
+            p = parent[todo]
+            ready = (p == 0) | (depth[p] > 0)
+            depth[todo[ready]] = depth[p[ready]] + 1
+            todo = todo[~ready]
+        return depth
+
+    @property
+    def max_depth(self) -> int:
+        return int(self.depths().max()) if self.n_nodes > 1 else 0
+
+    def _validate(self) -> None:
+        n = self.n_nodes
+        if n < 1:
+            raise InvalidModelError("a tree needs at least one node")
+        for name in ("right", "feature", "threshold", "default_left", "cat_index"):
+            if len(getattr(self, name)) != n:
+                raise InvalidModelError(f"tree array {name!r} has length {len(getattr(self, name))}, expected {n}")
+        if self.value.shape[0] != n or self.value.shape[1] < 1:
+            raise InvalidModelError(f"tree 'value' must have shape ({n}, w>=1), got {self.value.shape}")
+        leaf = self.left < 0
+        if np.any(self.left < -1) or np.any((self.right < 0) != leaf) or np.any(self.right < -1):
+            raise InvalidModelError("tree children must be -1 at leaves (both) or valid node indices (both)")
+        idx = np.arange(n)
+        internal = ~leaf
+        l, r = self.left[internal], self.right[internal]
+        if np.any(l >= n) or np.any(r >= n):
+            raise InvalidModelError(f"tree child index out of range (n_nodes={n})")
+        if np.any(l <= idx[internal]) or np.any(r <= idx[internal]):
+            raise InvalidModelError("tree children must have larger indices than their parent "
+                                    "(root at 0; frontends renumber nodes)")
+        counts = np.bincount(np.concatenate([l, r]), minlength=n)
+        if counts[0] != 0 or np.any(counts[1:] != 1):
+            bad = int(np.flatnonzero(np.concatenate([[counts[0] != 0], counts[1:] != 1]))[0])
+            raise InvalidModelError(f"tree node {bad} has {counts[bad]} parents (orphan or shared node)")
+        if np.any(self.feature[internal] < 0):
+            raise InvalidModelError("internal tree node without a feature index")
+        if np.any(self.feature[leaf] != -1):
+            raise InvalidModelError("leaf nodes must have feature -1")
+        is_cat = self.cat_index >= 0
+        numeric = internal & ~is_cat
+        if np.any(np.isnan(self.threshold[numeric])):
+            raise InvalidModelError("NaN threshold in a numeric split")
+        if not np.all(np.isfinite(self.value[leaf])):
+            raise InvalidModelError("non-finite leaf value")
+        k = self.cat_bits.shape[0]
+        if np.any(self.cat_index < -1) or np.any(self.cat_index >= k):
+            raise InvalidModelError(f"cat_index out of range (have {k} category sets)")
+        if np.any(is_cat & leaf):
+            raise InvalidModelError("a leaf cannot be a categorical split")
+        if len(self.cat_other_left) != k:
+            raise InvalidModelError("cat_other_left must have one entry per category set")
+        if self.cat_bits.shape[1] < 1:
+            raise InvalidModelError("cat_bits needs at least one 32-bit word per set")
+
+
+@dataclass(frozen=True, eq=False)
+class Forest:
+    """An ensemble and everything needed to reproduce its library's outputs."""
+
+    trees: tuple[Tree, ...]
+    n_features: int
+    n_outputs: int
+    #: first raw-margin column each tree adds to (int32, one per tree)
+    tree_output: np.ndarray
+    #: initial margins, float64 (n_outputs,); a float32 library stores float32 values here
+    base_score: np.ndarray
+    input_dtype: str = "float32"
+    comparison: str = "<="
+    accumulate_dtype: str = "float64"
+    average: bool = False
+    transform: str = "identity"
+    decision: str = "none"
+    #: class labels per target (classifiers); () for regressors
+    classes: tuple[np.ndarray, ...] = ()
+    feature_names: tuple[str, ...] | None = None
+    #: False where the source library rejects NaN inputs (then so do we, with a ValueError)
+    allow_nan: bool = True
+    #: free text: where the model came from (not part of the digest)
+    provenance: str = ""
+
+    def __post_init__(self) -> None:
+        trees = tuple(self.trees)
+        if not trees:
+            raise InvalidModelError("a forest needs at least one tree")
+        if not all(isinstance(t, Tree) for t in trees):
+            raise InvalidModelError("forest.trees must hold Tree objects")
+        object.__setattr__(self, "trees", trees)
+        object.__setattr__(self, "tree_output", _frozen(self.tree_output, np.int32, 1, "tree_output"))
+        object.__setattr__(self, "base_score", _frozen(self.base_score, np.float64, 1, "base_score"))
+        object.__setattr__(self, "classes", tuple(np.array(c) for c in self.classes))
+        for c in self.classes:
+            c.flags.writeable = False
+        if self.feature_names is not None:
+            object.__setattr__(self, "feature_names", tuple(str(s) for s in self.feature_names))
+        object.__setattr__(self, "n_features", int(self.n_features))
+        object.__setattr__(self, "n_outputs", int(self.n_outputs))
+        object.__setattr__(self, "average", bool(self.average))
+        object.__setattr__(self, "allow_nan", bool(self.allow_nan))
+        self._validate()
+
+    @property
+    def n_trees(self) -> int:
+        return len(self.trees)
+
+    @property
+    def is_classifier(self) -> bool:
+        return self.decision != "none"
+
+    @property
+    def n_classes(self) -> tuple[int, ...]:
+        return tuple(len(c) for c in self.classes)
+
+    def _validate(self) -> None:
+        for name, allowed in (("comparison", COMPARISONS), ("input_dtype", DTYPES),
+                              ("accumulate_dtype", DTYPES), ("transform", TRANSFORMS),
+                              ("decision", DECISIONS)):
+            if getattr(self, name) not in allowed:
+                raise InvalidModelError(f"forest.{name}={getattr(self, name)!r}; expected one of {allowed}")
+        if self.n_features < 1 or self.n_outputs < 1:
+            raise InvalidModelError("a forest needs n_features >= 1 and n_outputs >= 1")
+        if len(self.tree_output) != len(self.trees):
+            raise InvalidModelError("tree_output needs one entry per tree")
+        if self.base_score.shape != (self.n_outputs,):
+            raise InvalidModelError(f"base_score must have shape ({self.n_outputs},), got {self.base_score.shape}")
+        if not np.all(np.isfinite(self.base_score)):
+            raise InvalidModelError("non-finite base_score")
+        if self.feature_names is not None and len(self.feature_names) != self.n_features:
+            raise InvalidModelError("feature_names must name every feature")
+        for i, t in enumerate(self.trees):
+            o = int(self.tree_output[i])
+            if o < 0 or o + t.width > self.n_outputs:
+                raise InvalidModelError(f"tree {i} writes outputs [{o}, {o + t.width}) beyond n_outputs={self.n_outputs}")
+            if t.n_nodes > 1 and int(t.feature.max()) >= self.n_features:
+                raise InvalidModelError(f"tree {i} splits on feature {int(t.feature.max())}, "
+                                        f"but the forest has {self.n_features} features")
+        if self.is_classifier:
+            if not self.classes:
+                raise InvalidModelError(f"decision={self.decision!r} needs class labels")
+            widths = [len(c) for c in self.classes]
+            binary_margin = self.n_outputs == 1 and widths == [2]
+            if not binary_margin and sum(widths) != self.n_outputs:
+                raise InvalidModelError(f"classes {widths} do not match n_outputs={self.n_outputs}")
+            if self.decision in ("raw_ge_0", "raw_gt_0", "proba_gt_half") and not binary_margin:
+                raise InvalidModelError(f"decision={self.decision!r} needs one margin and two classes")
+        elif self.classes:
+            raise InvalidModelError("a regressor (decision='none') has no classes")
+
+    # -- convenience ---------------------------------------------------------------------------
+    def replace(self, **changes: Any) -> "Forest":
+        return dataclasses.replace(self, **changes)
+
+    def meta(self) -> dict[str, Any]:
+        """Every scalar attribute as JSON-able data (classes included)."""
+        return {
+            "n_features": self.n_features, "n_outputs": self.n_outputs,
+            "input_dtype": self.input_dtype, "comparison": self.comparison,
+            "accumulate_dtype": self.accumulate_dtype, "average": self.average,
+            "transform": self.transform, "decision": self.decision,
+            "classes": [_labels_to_json(c) for c in self.classes],
+            "feature_names": list(self.feature_names) if self.feature_names is not None else None,
+            "allow_nan": self.allow_nan,
+            "provenance": self.provenance,
+        }
+
+    def stats(self) -> dict[str, Any]:
+        """Summary numbers, for `treecomp inspect` and reports."""
+        depths = [t.max_depth for t in self.trees]
+        leaves = [t.n_leaves for t in self.trees]
+        return {"n_trees": self.n_trees, "n_nodes": int(sum(t.n_nodes for t in self.trees)),
+                "max_depth": max(depths), "mean_depth": float(np.mean(depths)),
+                "n_leaves": int(sum(leaves)),
+                "categorical": any(t.has_categorical for t in self.trees)}
+
+    # -- digest and (de)serialisation ----------------------------------------------------------
+    def digest(self) -> str:
+        """sha256 of the forest's meaning (everything but `provenance`); stable across runs."""
+        cached = self.__dict__.get("_digest")
+        if cached is None:
+            h = hashlib.sha256()
+            meta = self.meta()
+            del meta["provenance"]
+            h.update(json.dumps(meta, sort_keys=True).encode())
+            for name, arr in self._arrays():
+                h.update(f"{name}:{arr.dtype.str}:{arr.shape}".encode())
+                h.update(np.ascontiguousarray(arr).tobytes())
+            cached = h.hexdigest()
+            object.__setattr__(self, "_digest", cached)
+        return cached
+
+    def _arrays(self):
+        yield "tree_output", self.tree_output
+        yield "base_score", self.base_score
+        for i, t in enumerate(self.trees):
+            for name in _TREE_ARRAYS:
+                yield f"t{i}.{name}", getattr(t, name)
+
+    def to_bytes(self) -> bytes:
+        """The IR file: a zip with meta.json and one .npy per array (versioned)."""
+        buf = io.BytesIO()
+        with zipfile.ZipFile(buf, "w", compression=zipfile.ZIP_DEFLATED) as z:
+            meta = {"format": "treecomp-ir", "version": IR_FORMAT_VERSION, "n_trees": self.n_trees,
+                    **self.meta()}
+            z.writestr("meta.json", json.dumps(meta, sort_keys=True))
+            for name, arr in self._arrays():
+                b = io.BytesIO()
+                np.save(b, arr, allow_pickle=False)
+                z.writestr(f"{name}.npy", b.getvalue())
+        return buf.getvalue()
+
+    @classmethod
+    def from_bytes(cls, data: bytes) -> "Forest":
+        try:
+            with zipfile.ZipFile(io.BytesIO(data)) as z:
+                meta = json.loads(z.read("meta.json"))
+                if meta.get("format") != "treecomp-ir":
+                    raise InvalidModelError("not a treecomp IR file")
+                if meta.get("version") != IR_FORMAT_VERSION:
+                    raise InvalidModelError(f"IR file version {meta.get('version')} is not supported "
+                                            f"(this treecomp reads version {IR_FORMAT_VERSION})")
+
+                def arr(name: str) -> np.ndarray:
+                    return np.load(io.BytesIO(z.read(f"{name}.npy")), allow_pickle=False)
+
+                trees = tuple(Tree(**{n: arr(f"t{i}.{n}") for n in _TREE_ARRAYS})
+                              for i in range(meta["n_trees"]))
+                return cls(trees=trees, n_features=meta["n_features"], n_outputs=meta["n_outputs"],
+                           tree_output=arr("tree_output"), base_score=arr("base_score"),
+                           input_dtype=meta["input_dtype"], comparison=meta["comparison"],
+                           accumulate_dtype=meta["accumulate_dtype"], average=meta["average"],
+                           transform=meta["transform"], decision=meta["decision"],
+                           classes=tuple(_labels_from_json(c) for c in meta["classes"]),
+                           feature_names=meta["feature_names"], allow_nan=meta["allow_nan"],
+                           provenance=meta["provenance"])
+        except InvalidModelError:
+            raise
+        except (zipfile.BadZipFile, KeyError, ValueError, TypeError, OSError) as exc:
+            raise InvalidModelError(f"corrupt treecomp IR file: {exc}") from None
+
+    def save(self, path: str | Path) -> None:
+        Path(path).write_bytes(self.to_bytes())
+
+    @classmethod
+    def load(cls, path: str | Path) -> "Forest":
+        return cls.from_bytes(Path(path).read_bytes())
+
+
+def _labels_to_json(c: np.ndarray) -> dict[str, Any]:
+    if c.dtype.kind in "iufb":
+        return {"dtype": c.dtype.str, "values": c.tolist()}
+    return {"dtype": "str", "values": [str(v) for v in c.tolist()]}
+
+
+def _labels_from_json(d: dict[str, Any]) -> np.ndarray:
+    if d["dtype"] == "str":
+        return np.array(d["values"], dtype=object)
+    return np.array(d["values"], dtype=np.dtype(d["dtype"]))
+
+
+def leaf_tree(value: float | np.ndarray) -> Tree:
+    """A single-leaf tree (a tree that never split)."""
+    v = np.atleast_1d(np.asarray(value, np.float64))[None, :]
+    return Tree(left=[-1], right=[-1], feature=[-1], threshold=[0.0], default_left=[False], value=v)
