@@ -8,7 +8,9 @@ from .errors import (ArtifactError, CompileError, InvalidModelError, NotFittedEr
                      TreecompError, UnsupportedModelError)
 from .frontends import parse, supported_models  # noqa: E402
 from .ir import Forest, Tree  # noqa: E402
+from .loader import Predictor  # noqa: E402
+from .api import compile, load  # noqa: E402
 
-__all__ = ["__version__", "parse", "supported_models", "Forest", "Tree", "TreecompError",
+__all__ = ["__version__", "parse", "compile", "load", "Predictor", "supported_models", "Forest", "Tree", "TreecompError",
            "UnsupportedModelError", "InvalidModelError", "NotFittedError", "CompileError",
            "ArtifactError"]

@@ -9,8 +9,12 @@ import numpy as np
 from .ir import Forest
 
 
-def as_matrix(X: Any, forest: Forest, dtype: Any | None = None) -> np.ndarray:
+def as_matrix(X: Any, forest: Forest, dtype: Any | None = None, keep_float: bool = False) -> np.ndarray:
     """Return X as a C-contiguous 2-D array of `dtype` (default: the forest's input dtype).
+
+    With keep_float, float32 and float64 data keep their dtype (native kernels cast each value
+    themselves, saving a copy); anything else is converted straight to the input dtype (never
+    through float64: int64 -> float32 must round once, as the library's conversion does).
 
     Raises TypeError for non-numeric data and ValueError for a wrong shape or for NaN where the
     source library rejects it. A DataFrame whose columns carry the model's feature names is
@@ -41,6 +45,8 @@ def as_matrix(X: Any, forest: Forest, dtype: Any | None = None) -> np.ndarray:
                          + ("; use X.reshape(1, -1) for a single row" if arr.ndim == 1 else ""))
     if arr.shape[1] != forest.n_features:
         raise ValueError(f"input has {arr.shape[1]} features, but the model expects {forest.n_features}")
+    if keep_float and arr.dtype in (np.float32, np.float64):
+        dtype = arr.dtype
     out = np.ascontiguousarray(arr, dtype=dtype)
     if not forest.allow_nan and out.dtype.kind == "f" and np.isnan(out).any():
         raise ValueError("input contains NaN, which this model does not accept "

@@ -408,3 +408,60 @@ def leaf_tree(value: float | np.ndarray) -> Tree:
     """A single-leaf tree (a tree that never split)."""
     v = np.atleast_1d(np.asarray(value, np.float64))[None, :]
     return Tree(left=[-1], right=[-1], feature=[-1], threshold=[0.0], default_left=[False], value=v)
+
+
+@dataclass(frozen=True, eq=False)
+class Head:
+    """The part of a Forest a Predictor needs besides the native kernel: shapes, dtypes,
+    output transform and labels. Artifacts embed it as JSON (treecomp_meta_json), so a loaded
+    .so describes itself. It quacks like a Forest for treecomp.outputs and treecomp.inputs."""
+
+    n_features: int
+    n_outputs: int
+    input_dtype: str
+    accumulate_dtype: str
+    transform: str
+    decision: str
+    classes: tuple[np.ndarray, ...]
+    feature_names: tuple[str, ...] | None
+    allow_nan: bool
+    digest: str
+    n_trees: int
+
+    @property
+    def is_classifier(self) -> bool:
+        return self.decision != "none"
+
+    @property
+    def n_classes(self) -> tuple[int, ...]:
+        return tuple(len(c) for c in self.classes)
+
+    def to_json(self, **extra: Any) -> str:
+        d = {k: getattr(self, k) for k in ("n_features", "n_outputs", "input_dtype",
+                                           "accumulate_dtype", "transform", "decision",
+                                           "allow_nan", "digest", "n_trees")}
+        d["classes"] = [_labels_to_json(c) for c in self.classes]
+        d["feature_names"] = list(self.feature_names) if self.feature_names is not None else None
+        d.update(extra)
+        return json.dumps(d, sort_keys=True)
+
+    @classmethod
+    def from_json(cls, text: str) -> "Head":
+        try:
+            d = json.loads(text)
+            return cls(n_features=int(d["n_features"]), n_outputs=int(d["n_outputs"]),
+                       input_dtype=d["input_dtype"], accumulate_dtype=d["accumulate_dtype"],
+                       transform=d["transform"], decision=d["decision"],
+                       classes=tuple(_labels_from_json(c) for c in d["classes"]),
+                       feature_names=tuple(d["feature_names"]) if d["feature_names"] is not None else None,
+                       allow_nan=bool(d["allow_nan"]), digest=d["digest"], n_trees=int(d["n_trees"]))
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InvalidModelError(f"corrupt model metadata: {exc}") from None
+
+
+def head_of(forest: Forest) -> Head:
+    return Head(n_features=forest.n_features, n_outputs=forest.n_outputs,
+                input_dtype=forest.input_dtype, accumulate_dtype=forest.accumulate_dtype,
+                transform=forest.transform, decision=forest.decision, classes=forest.classes,
+                feature_names=forest.feature_names, allow_nan=forest.allow_nan,
+                digest=forest.digest(), n_trees=forest.n_trees)

@@ -1,0 +1,62 @@
+/*
+ * treecomp.h -- the C ABI every treecomp artifact honours (C backend .so, LLVM .so/JIT,
+ * arrays backend). A C program needs only this header and the .so:
+ *
+ *     #include "treecomp.h"
+ *     // cc driver.c ./model.so -o driver   (or dlopen + dlsym)
+ *     double out[N * treecomp_n_outputs()];
+ *     int rc = treecomp_predict(X, TREECOMP_F64, N, out, TREECOMP_TRANSFORM);
+ *
+ * Input: a row-major matrix of n_rows x treecomp_n_features() values, float32 or float64 (the
+ * artifact casts each value to the precision its source library compares in, exactly as the
+ * library does). Output: n_rows x treecomp_n_outputs() values of treecomp_out_dtype()
+ * (32 = float, 64 = double): raw margins (TREECOMP_RAW) or the library's inverse link applied
+ * (TREECOMP_TRANSFORM: sigmoid / softmax / exp / identity). Predicted labels and the class list
+ * are in treecomp_meta_json() ("classes", "decision").
+ *
+ * The raw margins are bit-exact with the source library. The transformed outputs use libm's
+ * exp; the Python Predictor applies the library's own numpy arithmetic to the raw margins
+ * instead, so through Python every output is exact.
+ *
+ * Entry points are reentrant and thread-safe (no global mutable state): split rows across
+ * threads freely.
+ */
+#ifndef TREECOMP_H
+#define TREECOMP_H
+
+#include <stdint.h>
+
+#define TREECOMP_ABI_VERSION 1
+
+/* dtype codes for the input matrix and the output buffer */
+#define TREECOMP_F32 32
+#define TREECOMP_F64 64
+
+/* flags for treecomp_predict */
+#define TREECOMP_RAW 0u
+#define TREECOMP_TRANSFORM 1u
+
+/* return codes */
+#define TREECOMP_OK 0
+#define TREECOMP_EINVAL (-1) /* bad dtype code, negative n_rows, NULL pointer, unknown flag */
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+int32_t treecomp_abi_version(void);        /* == TREECOMP_ABI_VERSION */
+const char *treecomp_version(void);        /* treecomp version that generated the artifact */
+const char *treecomp_digest(void);         /* sha256 of the model IR (hex) */
+const char *treecomp_backend(void);        /* "c", "llvm", ... */
+int32_t treecomp_n_features(void);
+int32_t treecomp_n_outputs(void);          /* width of one output row */
+int32_t treecomp_out_dtype(void);          /* TREECOMP_F32 or TREECOMP_F64 */
+int32_t treecomp_n_classes(void);          /* 0 for regressors; sum over targets otherwise */
+const char *treecomp_meta_json(void);      /* everything above + classes, transform, decision */
+
+int32_t treecomp_predict(const void *X, int32_t x_dtype, int64_t n_rows, void *out, uint32_t flags);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* TREECOMP_H */

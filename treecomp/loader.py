@@ -1,0 +1,230 @@
+"""Predictors: a loaded native kernel plus the output head, with input checks and threads.
+
+Every backend hands back a *kernel*: an object with ``head`` (treecomp.ir.Head), ``backend``,
+``run(X, out, flags)`` over a C-contiguous float32/float64 matrix (the treecomp.h ABI: raw
+margins into a preallocated buffer, GIL released during the native call) and ``to_bytes()`` /
+``kind`` for pickling and saving. The Predictor turns raw margins into the library's outputs
+with treecomp.outputs (the same numpy arithmetic as the library), so every output is exact.
+
+This is the only module that touches native memory (ctypes).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import outputs
+from .errors import ArtifactError
+from .inputs import as_matrix
+from .ir import Head
+
+ABI_VERSION = 1
+TREECOMP_RAW = 0
+TREECOMP_TRANSFORM = 1
+_ELF_MAGIC = b"\x7fELF"
+
+#: below this many rows per thread, splitting a batch costs more than it saves
+MIN_ROWS_PER_THREAD = 2048
+
+
+class SharedLibrary:
+    """A kernel in a shared library honouring runtime/treecomp.h (C backend, LLVM object code)."""
+
+    kind = "so"
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        try:
+            lib = ctypes.CDLL(str(self.path))
+        except OSError as exc:
+            raise ArtifactError(f"cannot load {self.path.name} as a shared library: {exc}") from None
+        try:
+            abi = lib.treecomp_abi_version
+            meta_fn = lib.treecomp_meta_json
+            predict = lib.treecomp_predict
+        except AttributeError:
+            raise ArtifactError(f"{self.path.name} is not a treecomp artifact "
+                                "(no treecomp_abi_version / treecomp_predict symbols)") from None
+        abi.restype = ctypes.c_int32
+        if abi() != ABI_VERSION:
+            raise ArtifactError(f"{self.path.name} uses treecomp ABI {abi()}; this treecomp "
+                                f"reads ABI {ABI_VERSION}: recompile the model")
+        meta_fn.restype = ctypes.c_char_p
+        self.meta_json = meta_fn().decode()
+        self.head = Head.from_json(self.meta_json)
+        import json
+        self.backend = json.loads(self.meta_json).get("backend", "?")
+        predict.restype = ctypes.c_int32
+        predict.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p,
+                            ctypes.c_uint32]
+        self._predict = predict
+        self._lib = lib
+
+    def run(self, X: np.ndarray, out: np.ndarray, flags: int = TREECOMP_RAW) -> None:
+        rc = self._predict(X.ctypes.data, X.dtype.itemsize * 8, X.shape[0], out.ctypes.data, flags)
+        if rc != 0:
+            raise RuntimeError(f"treecomp_predict failed with code {rc}")
+
+    def to_bytes(self) -> bytes:
+        return self.path.read_bytes()
+
+    def save(self, path: str | os.PathLike) -> None:
+        from .toolchain import publish
+        data = self.to_bytes()
+        publish(Path(path).resolve(), lambda p: p.write_bytes(data))
+
+
+_POOL: ThreadPoolExecutor | None = None
+_POOL_LOCK = threading.Lock()
+
+
+def _pool() -> ThreadPoolExecutor:
+    global _POOL
+    with _POOL_LOCK:
+        if _POOL is None:
+            _POOL = ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="treecomp")
+        return _POOL
+
+
+class Predictor:
+    """A compiled model: `predict`, `predict_proba`, `decision_function` like the source library.
+
+    Batches are split over `n_threads` (default: all cores) with the GIL released in native
+    code; a Predictor is safe to call from many Python threads at once. It pickles with its
+    compiled artifact inside and unpickles in a fresh process on the same platform.
+    """
+
+    def __init__(self, kernel: Any, n_threads: int | None = None):
+        self._kernel = kernel
+        self.head: Head = kernel.head
+        self.n_threads = n_threads
+
+    # -- description --------------------------------------------------------------------------
+    @property
+    def backend(self) -> str:
+        return self._kernel.backend
+
+    @property
+    def n_features(self) -> int:
+        return self.head.n_features
+
+    @property
+    def n_outputs(self) -> int:
+        return self.head.n_outputs
+
+    @property
+    def digest(self) -> str:
+        return self.head.digest
+
+    @property
+    def classes_(self):
+        if not self.head.is_classifier:
+            raise AttributeError("classes_ is only defined for classifiers")
+        return self.head.classes[0] if len(self.head.classes) == 1 else list(self.head.classes)
+
+    @property
+    def feature_names_in_(self):
+        if self.head.feature_names is None:
+            raise AttributeError("the model was trained without feature names")
+        return np.array(self.head.feature_names, dtype=object)
+
+    def __repr__(self) -> str:
+        kind = "classifier" if self.head.is_classifier else "regressor"
+        return (f"<treecomp.Predictor {kind} backend={self.backend!r} trees={self.head.n_trees} "
+                f"features={self.n_features} outputs={self.n_outputs} digest={self.digest[:12]}>")
+
+    # -- prediction ---------------------------------------------------------------------------
+    def predict_raw(self, X: Any, n_threads: int | None = None) -> np.ndarray:
+        """Raw margins, shape (n_rows, n_outputs), in the library's accumulation dtype."""
+        return self._run(X, TREECOMP_RAW, n_threads)
+
+    def _run(self, X: Any, flags: int, n_threads: int | None) -> np.ndarray:
+        Xm = as_matrix(X, self.head, keep_float=True)
+        n = Xm.shape[0]
+        out = np.empty((n, self.head.n_outputs), np.dtype(self.head.accumulate_dtype))
+        threads = n_threads or self.n_threads or os.cpu_count() or 1
+        threads = max(1, min(threads, n // MIN_ROWS_PER_THREAD))
+        if threads <= 1:
+            self._kernel.run(Xm, out, flags)
+            return out
+        bounds = np.linspace(0, n, threads + 1).astype(int)
+        futs = [_pool().submit(self._kernel.run, Xm[a:b], out[a:b], flags)
+                for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
+        for f in futs:
+            f.result()
+        return out
+
+    def predict(self, X: Any, n_threads: int | None = None) -> np.ndarray:
+        """What the library's predict returns (labels for classifiers)."""
+        return outputs.predict_values(self.head, self.predict_raw(X, n_threads))
+
+    def predict_proba(self, X: Any, n_threads: int | None = None):
+        if not self.head.is_classifier:
+            raise AttributeError("predict_proba is only available for classifiers")
+        return outputs.predict_proba(self.head, self.predict_raw(X, n_threads))
+
+    def decision_function(self, X: Any, n_threads: int | None = None) -> np.ndarray:
+        """Raw margins shaped like the library's decision_function / output_margin=True."""
+        return outputs.raw_output(self.head, self.predict_raw(X, n_threads))
+
+    # -- persistence --------------------------------------------------------------------------
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the artifact (a .so for the c/llvm backends) so `treecomp.load` reads it back."""
+        self._kernel.save(path)
+
+    def __reduce__(self):
+        return (_restore, (self._kernel.kind, self._kernel.to_bytes(), self.n_threads))
+
+
+def _restore(kind: str, data: bytes, n_threads: int | None) -> Predictor:
+    return Predictor(kernel_from_bytes(kind, data), n_threads)
+
+
+_LOADED: dict[str, Any] = {}
+_LOADED_LOCK = threading.Lock()
+
+
+def kernel_from_bytes(kind: str, data: bytes) -> Any:
+    """A kernel from artifact bytes, loaded once per process (keyed by content)."""
+    key = hashlib.sha256(data).hexdigest()
+    with _LOADED_LOCK:
+        k = _LOADED.get(key)
+        if k is None:
+            if kind == "so":
+                from .toolchain import cached
+                path = cached(f"artifact-{key[:40]}", ".so", lambda p: p.write_bytes(data))
+                k = SharedLibrary(path)
+            else:
+                from .backends import kernel_loader
+                k = kernel_loader(kind)(data)
+            _LOADED[key] = k
+        return k
+
+
+def load(path: str | os.PathLike, n_threads: int | None = None) -> Predictor:
+    """Load a compiled artifact written by `treecomp compile` / `Predictor.save`.
+
+    A .so is loaded through a content-addressed copy (dlopen caches by path, so a file replaced
+    in place must not return the old code). Loading a shared library runs its code: only load
+    artifacts you trust.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"artifact not found: {p}")
+    data = p.read_bytes()
+    if data[:4] == _ELF_MAGIC:
+        return Predictor(kernel_from_bytes("so", data), n_threads)
+    from .backends import kind_of_artifact
+    kind = kind_of_artifact(data)
+    if kind is None:
+        raise ArtifactError(f"{p.name} is not a treecomp artifact (neither a shared library nor "
+                            "a known table file)")
+    return Predictor(kernel_from_bytes(kind, data), n_threads)

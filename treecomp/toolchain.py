@@ -1,0 +1,169 @@
+"""The only module that runs a C compiler or linker, and the content-addressed artifact cache.
+
+Cache layout: ``$TREECOMP_CACHE_DIR`` (default ``$XDG_CACHE_HOME/treecomp`` or
+``~/.cache/treecomp``) holds ``<key>.<suffix>`` files, where the key is a sha256 over everything
+that determines the bytes: IR digest, backend, options, treecomp version and compiler identity.
+Writes go to a temporary file in the same directory and are published with ``os.replace``, so
+two processes building the same model at once never see a half-written file (the loser's
+rename simply replaces an identical file).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable
+
+from . import __version__
+from .errors import CompileError
+
+RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
+
+#: Portable by default: runs on any x86-64 of the same OS. -ffp-contract=off: no FMA fusion,
+#: so every sum and product rounds exactly as the library's does.
+DEFAULT_CFLAGS = ("-O2", "-fPIC", "-ffp-contract=off", "-fno-math-errno", "-fvisibility=hidden")
+NATIVE_CFLAGS = ("-march=native",)
+
+
+def cache_dir() -> Path:
+    env = os.environ.get("TREECOMP_CACHE_DIR")
+    if env:
+        d = Path(env)
+    else:
+        base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+        d = Path(base) / "treecomp"
+    d.mkdir(parents=True, exist_ok=True)
+    return d
+
+
+def cache_key(*parts: object) -> str:
+    h = hashlib.sha256()
+    for p in (__version__, *parts):
+        h.update(repr(p).encode())
+        h.update(b"\0")
+    return h.hexdigest()[:40]
+
+
+def publish(path: Path, writer: Callable[[Path], None]) -> Path:
+    """Create `path` atomically: `writer` fills a temp file that is then renamed into place."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        writer(Path(tmp))
+        os.chmod(tmp, 0o755)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def cached(key: str, suffix: str, writer: Callable[[Path], None]) -> Path:
+    """The cached file for `key`, created with `writer` on a miss."""
+    path = cache_dir() / f"{key}{suffix}"
+    if path.is_file() and path.stat().st_size > 0:
+        return path
+    return publish(path, writer)
+
+
+# -- the C compiler -----------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Compiler:
+    argv: tuple[str, ...]   # the compiler command (e.g. ("gcc",) or ("ccache", "cc"))
+    version: str            # first line of `cc --version`: part of every cache key
+
+
+def _no_compiler(why: str) -> CompileError:
+    return CompileError(
+        f"no working C compiler ({why}). Install gcc or clang, set CC, or use a backend that "
+        "needs none: backend='llvm' (JIT through llvmlite) or backend='arrays'.")
+
+
+@functools.lru_cache(maxsize=8)
+def _probe(cmd: tuple[str, ...]) -> Compiler:
+    exe = shutil.which(cmd[0])
+    if exe is None:
+        raise _no_compiler(f"{cmd[0]!r} not found on PATH")
+    try:
+        out = subprocess.run([*cmd, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise _no_compiler(f"{cmd[0]!r} does not run: {exc}") from None
+    if out.returncode != 0:
+        raise _no_compiler(f"{cmd[0]!r} --version failed")
+    return Compiler(argv=cmd, version=(out.stdout.splitlines() or ["?"])[0].strip())
+
+
+def find_compiler() -> Compiler:
+    """$CC if set (and then only it), else the first of cc, gcc, clang on PATH."""
+    env = os.environ.get("CC")
+    if env:
+        return _probe(tuple(shlex.split(env)))
+    for name in ("cc", "gcc", "clang"):
+        if shutil.which(name):
+            return _probe((name,))
+    raise _no_compiler("none of cc, gcc, clang is on PATH and CC is not set")
+
+
+def have_compiler() -> bool:
+    try:
+        find_compiler()
+        return True
+    except CompileError:
+        return False
+
+
+def _run(argv: list[str], what: str) -> None:
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True)
+    except OSError as exc:
+        raise CompileError(f"{what}: cannot run {argv[0]!r}: {exc}") from None
+    if out.returncode != 0:
+        msg = (out.stderr or out.stdout).strip()
+        if len(msg) > 4000:
+            msg = msg[:2000] + "\n...\n" + msg[-2000:]
+        raise CompileError(f"{what} failed (exit {out.returncode}): {' '.join(argv[:6])} ...\n{msg}")
+
+
+def build_shared_library(sources: dict[str, str], out: Path, cflags: Iterable[str] = DEFAULT_CFLAGS,
+                         jobs: int | None = None, compiler: Compiler | None = None,
+                         progress: Callable[[str], None] | None = None) -> None:
+    """Compile translation units {file name: C source} in parallel and link them into `out`."""
+    cc = compiler or find_compiler()
+    flags = list(cflags)
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(sources)))
+    with tempfile.TemporaryDirectory(prefix="treecomp-build-") as tmp:
+        tmpd = Path(tmp)
+        objs = []
+        for name, src in sources.items():
+            (tmpd / name).write_text(src)
+            objs.append(tmpd / (Path(name).stem + ".o"))
+
+        def compile_one(name: str) -> None:
+            _run([*cc.argv, *flags, "-I", str(RUNTIME_DIR), "-c", str(tmpd / name),
+                  "-o", str(tmpd / (Path(name).stem + ".o"))], f"compiling {name}")
+            if progress:
+                progress(name)
+
+        with ThreadPoolExecutor(jobs) as pool:
+            list(pool.map(compile_one, sources))
+        _run([*cc.argv, "-shared", *flags, *map(str, objs), "-o", str(out), "-lm"], "linking")
+
+
+def link_objects(objects: dict[str, bytes], out: Path, compiler: Compiler | None = None) -> None:
+    """Link object files (e.g. from llvmlite) into a shared library with the system linker."""
+    cc = compiler or find_compiler()
+    with tempfile.TemporaryDirectory(prefix="treecomp-link-") as tmp:
+        paths = []
+        for name, data in objects.items():
+            p = Path(tmp) / name
+            p.write_bytes(data)
+            paths.append(str(p))
+        _run([*cc.argv, "-shared", *paths, "-o", str(out), "-lm"], "linking")
