@@ -20,10 +20,12 @@ from ..ir import Forest
 _FRONTENDS = {
     "sklearn": "treecomp.frontends.sklearn",
     "xgboost": "treecomp.frontends.xgboost",
+    "lightgbm": "treecomp.frontends.lightgbm",
 }
 
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib")
 XGBOOST_SUFFIXES = (".json", ".ubj")
+LIGHTGBM_SUFFIXES = (".txt",)
 IR_SUFFIXES = (".tcir",)
 
 
@@ -39,7 +41,7 @@ def supported_models() -> list[str]:
             names += [f"{lib}.{c}" for c in _frontend(lib).PARSERS]
         except ImportError:  # pragma: no cover - a frontend's own import failed
             names.append(f"{lib}.*")
-    return names + [f"files: {', '.join(PICKLE_SUFFIXES + XGBOOST_SUFFIXES + IR_SUFFIXES)}"]
+    return names + [f"files: {', '.join(PICKLE_SUFFIXES + XGBOOST_SUFFIXES + LIGHTGBM_SUFFIXES + IR_SUFFIXES)}"]
 
 
 def _parser_for(model: Any) -> Callable[[Any], Forest] | None:
@@ -57,7 +59,7 @@ def parse(model_or_path: Any) -> Forest:
 
     Files: .pkl/.pickle/.joblib (pickled estimators; loading a pickle EXECUTES CODE from the
     file, so only load files you trust), .json/.ubj (XGBoost model files, read without
-    xgboost), .tcir (treecomp IR files).
+    xgboost), .txt (LightGBM text models, read without lightgbm), .tcir (treecomp IR files).
     """
     if isinstance(model_or_path, Forest):
         return model_or_path
@@ -79,13 +81,15 @@ def parse_file(path: str | os.PathLike) -> Forest:
     suffix = p.suffix.lower()
     if suffix in XGBOOST_SUFFIXES:
         return _frontend("xgboost").parse_xgboost_file(p)
+    if suffix in LIGHTGBM_SUFFIXES:
+        return _frontend("lightgbm").parse_lightgbm_file(p)
     if suffix in IR_SUFFIXES:
         return Forest.load(p)
     if suffix in PICKLE_SUFFIXES:
         return parse(load_pickle(p))
     raise UnsupportedModelError(
         f"unknown model file type {suffix!r} ({p.name}); supported: "
-        + ", ".join(PICKLE_SUFFIXES + XGBOOST_SUFFIXES + IR_SUFFIXES))
+        + ", ".join(PICKLE_SUFFIXES + XGBOOST_SUFFIXES + LIGHTGBM_SUFFIXES + IR_SUFFIXES))
 
 
 def load_pickle(path: Path) -> Any:

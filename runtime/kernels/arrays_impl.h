@@ -1,0 +1,307 @@
+/*
+ * arrays_impl.h -- the kernel body, included by arrays.c once per (input dtype, accumulation
+ * dtype, instruction set). Parameters (macros defined by the includer):
+ *   TC_XT    float | double     comparison precision (rows are cast to it, like the library)
+ *   TC_AT    float | double     accumulation dtype
+ *   TC_NODE  tc_node_f32 | tc_node_f64
+ *   TC_NTHR(p), TC_NCAT(p)      threshold / category set of a compact record
+ *   TC_SFX   name suffix        e.g. f32_f64_avx2
+ *   TC_ATTR  function attributes (target("avx2") ...)
+ *   TC_VEC   0, 8 (AVX2) or 16 (AVX-512): explicit-intrinsics heap walk (float input only)
+ *
+ * Floating point: go_right = (x > t) for "<=" and (x >= t) for "<" (both false on NaN), OR
+ * (x is NaN AND the node sends NaN right): exactly the interpreter's rule. Margins start at
+ * the base score and add each tree's leaf vector in tree order in TC_AT, then divide by n_trees
+ * once when averaging: the interpreter's summation order. Built with -ffp-contract=off and
+ * without -ffast-math (NaN compares must stay IEEE).
+ */
+#define TC_PASTE2(a, b) a##_##b
+#define TC_PASTE(a, b) TC_PASTE2(a, b)
+#define FN(name) TC_PASTE(name, TC_SFX)
+#define TC_GROUP 8  /* rows walked together in the scalar paths (memory-level parallelism) */
+
+/* categorical split: 1 = go right (see ir.py: valid iff 0 <= x < nbits, category = trunc(x)) */
+static inline TC_ATTR uint32_t FN(cat_right)(const tc_tables *T, int32_t set, TC_XT v, uint32_t ff) {
+  if (v != v) return ff >> 31;
+  const int32_t nbits = T->cat_nbits[set];
+  uint32_t left;
+  if (v >= 0 && v < (TC_XT)nbits) {
+    const int32_t c = (int32_t)v;  /* truncation toward zero, like the interpreter */
+    left = (T->cat_words[T->cat_off[set] + (c >> 5)] >> (c & 31)) & 1u;
+  } else {
+    left = T->cat_other_left[set] ? 1u : 0u;
+  }
+  return left ^ 1u;
+}
+
+static inline __attribute__((always_inline)) TC_ATTR uint32_t FN(num_right)(TC_XT v, TC_XT t, uint32_t ff, const int strict) {
+  const uint32_t gr = strict ? (v >= t) : (v > t);
+  return gr | ((uint32_t)(v != v) & (ff >> 31));
+}
+
+/* ---- heap layout: D branch-free steps ----------------------------------------------------- */
+#if TC_VEC == 8
+/* AVX2, float input: 8 rows per vector, 4 vectors interleaved (32 rows) to hide gather latency */
+#define TC_V8_STEP(i, rowoff)                                                                   \
+  do {                                                                                          \
+    const __m256i f_ = _mm256_i32gather_epi32(ff, i, 4);                                        \
+    const __m256 x_ = _mm256_i32gather_ps(xb, _mm256_add_epi32(rowoff, _mm256_and_si256(f_, featmask)), 4); \
+    const __m256 t_ = _mm256_i32gather_ps(th, i, 4);                                            \
+    const __m256 g_ = strict ? _mm256_cmp_ps(x_, t_, _CMP_GE_OQ) : _mm256_cmp_ps(x_, t_, _CMP_GT_OQ); \
+    const __m256 n_ = _mm256_and_ps(_mm256_cmp_ps(x_, x_, _CMP_UNORD_Q),                       \
+                                    _mm256_castsi256_ps(_mm256_srai_epi32(f_, 31)));             \
+    /* go right is an all-ones lane (-1): i = 2i + 1 - (-1) */                                  \
+    i = _mm256_sub_epi32(_mm256_add_epi32(_mm256_add_epi32(i, i), one),                         \
+                         _mm256_castps_si256(_mm256_or_ps(g_, n_)));                             \
+  } while (0)
+
+static inline __attribute__((always_inline)) TC_ATTR int64_t FN(heap_vec)(
+    const int32_t *ff, const float *th, int D, const float *xb, int32_t nf, int64_t nb,
+    int32_t *lidx, const int strict) {
+  const __m256i featmask = _mm256_set1_epi32((int32_t)TC_FF_FEAT);
+  const __m256i one = _mm256_set1_epi32(1);
+  const __m256i first = _mm256_set1_epi32((1 << D) - 1);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i vnf = _mm256_set1_epi32(nf);
+  const __m256i step8 = _mm256_set1_epi32(8 * nf);
+  int64_t r = 0;
+  for (; r + 32 <= nb; r += 32) {
+    const __m256i o0 = _mm256_mullo_epi32(_mm256_add_epi32(lane, _mm256_set1_epi32((int32_t)r)), vnf);
+    const __m256i o1 = _mm256_add_epi32(o0, step8);
+    const __m256i o2 = _mm256_add_epi32(o1, step8);
+    const __m256i o3 = _mm256_add_epi32(o2, step8);
+    __m256i i0 = _mm256_setzero_si256(), i1 = i0, i2 = i0, i3 = i0;
+    for (int l = 0; l < D; ++l) {
+      TC_V8_STEP(i0, o0);
+      TC_V8_STEP(i1, o1);
+      TC_V8_STEP(i2, o2);
+      TC_V8_STEP(i3, o3);
+    }
+    _mm256_storeu_si256((__m256i *)(lidx + r), _mm256_sub_epi32(i0, first));
+    _mm256_storeu_si256((__m256i *)(lidx + r + 8), _mm256_sub_epi32(i1, first));
+    _mm256_storeu_si256((__m256i *)(lidx + r + 16), _mm256_sub_epi32(i2, first));
+    _mm256_storeu_si256((__m256i *)(lidx + r + 24), _mm256_sub_epi32(i3, first));
+  }
+  return r;
+}
+#undef TC_V8_STEP
+#elif TC_VEC == 16
+/* AVX-512F, float input: 16 rows per vector, 4 vectors interleaved (64 rows) */
+#define TC_V16_STEP(i, rowoff)                                                                  \
+  do {                                                                                          \
+    const __m512i f_ = _mm512_i32gather_epi32(i, ff, 4);                                        \
+    const __m512 x_ = _mm512_i32gather_ps(_mm512_add_epi32(rowoff, _mm512_and_si512(f_, featmask)), xb, 4); \
+    const __m512 t_ = _mm512_i32gather_ps(i, th, 4);                                            \
+    __mmask16 g_ = strict ? _mm512_cmp_ps_mask(x_, t_, _CMP_GE_OQ) : _mm512_cmp_ps_mask(x_, t_, _CMP_GT_OQ); \
+    g_ |= _mm512_cmp_ps_mask(x_, x_, _CMP_UNORD_Q) & _mm512_cmplt_epi32_mask(f_, zero);         \
+    const __m512i s_ = _mm512_add_epi32(_mm512_add_epi32(i, i), one);                          \
+    i = _mm512_mask_add_epi32(s_, g_, s_, one);                                                 \
+  } while (0)
+
+static inline __attribute__((always_inline)) TC_ATTR int64_t FN(heap_vec)(
+    const int32_t *ff, const float *th, int D, const float *xb, int32_t nf, int64_t nb,
+    int32_t *lidx, const int strict) {
+  const __m512i featmask = _mm512_set1_epi32((int32_t)TC_FF_FEAT);
+  const __m512i one = _mm512_set1_epi32(1);
+  const __m512i zero = _mm512_setzero_si512();
+  const __m512i first = _mm512_set1_epi32((1 << D) - 1);
+  const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i vnf = _mm512_set1_epi32(nf);
+  const __m512i step16 = _mm512_set1_epi32(16 * nf);
+  int64_t r = 0;
+  for (; r + 64 <= nb; r += 64) {
+    const __m512i o0 = _mm512_mullo_epi32(_mm512_add_epi32(lane, _mm512_set1_epi32((int32_t)r)), vnf);
+    const __m512i o1 = _mm512_add_epi32(o0, step16);
+    const __m512i o2 = _mm512_add_epi32(o1, step16);
+    const __m512i o3 = _mm512_add_epi32(o2, step16);
+    __m512i i0 = zero, i1 = zero, i2 = zero, i3 = zero;
+    for (int l = 0; l < D; ++l) {
+      TC_V16_STEP(i0, o0);
+      TC_V16_STEP(i1, o1);
+      TC_V16_STEP(i2, o2);
+      TC_V16_STEP(i3, o3);
+    }
+    _mm512_storeu_si512((void *)(lidx + r), _mm512_sub_epi32(i0, first));
+    _mm512_storeu_si512((void *)(lidx + r + 16), _mm512_sub_epi32(i1, first));
+    _mm512_storeu_si512((void *)(lidx + r + 32), _mm512_sub_epi32(i2, first));
+    _mm512_storeu_si512((void *)(lidx + r + 48), _mm512_sub_epi32(i3, first));
+  }
+  return r;
+}
+#undef TC_V16_STEP
+#endif
+
+static inline __attribute__((always_inline)) TC_ATTR void FN(heap_s)(
+    const tc_tables *T, int64_t t, const TC_XT *xb, int64_t nb, int32_t *lidx, const int strict) {
+  const int D = T->tree_depth[t];
+  const int64_t nf = T->n_features;
+  const int32_t *ff = T->h_ff + T->tree_node[t];
+  const TC_XT *th = (const TC_XT *)T->h_thr + T->tree_node[t];
+  const uint32_t first = (1u << D) - 1u;
+  int64_t r = 0;
+#if TC_VEC
+  /* row offsets are int32 lanes: only when a block's values fit (checked once per call) */
+  if (nb * nf < 0x7fffffffLL) r = FN(heap_vec)(ff, th, D, xb, (int32_t)nf, nb, lidx, strict);
+#endif
+  for (; r + TC_GROUP <= nb; r += TC_GROUP) {
+    uint32_t idx[TC_GROUP];
+    const TC_XT *x = xb + r * nf;
+    for (int k = 0; k < TC_GROUP; ++k) idx[k] = 0;
+    for (int l = 0; l < D; ++l) {
+      for (int k = 0; k < TC_GROUP; ++k) {
+        const uint32_t f = (uint32_t)ff[idx[k]];
+        idx[k] = 2u * idx[k] + 1u + FN(num_right)(x[k * nf + (f & TC_FF_FEAT)], th[idx[k]], f, strict);
+      }
+    }
+    for (int k = 0; k < TC_GROUP; ++k) lidx[r + k] = (int32_t)(idx[k] - first);
+  }
+  for (; r < nb; ++r) {
+    const TC_XT *x = xb + r * nf;
+    uint32_t i = 0;
+    for (int l = 0; l < D; ++l) {
+      const uint32_t f = (uint32_t)ff[i];
+      i = 2u * i + 1u + FN(num_right)(x[f & TC_FF_FEAT], th[i], f, strict);
+    }
+    lidx[r] = (int32_t)(i - first);
+  }
+}
+
+/* ---- compact layout: explicit children, TC_GROUP rows in flight ---------------------------- */
+static inline __attribute__((always_inline)) TC_ATTR int32_t FN(cstep)(
+    const tc_tables *T, const TC_NODE *p, const TC_XT *x, const int strict) {
+  const uint32_t f = (uint32_t)p->ff;
+  const TC_XT v = x[f & TC_FF_FEAT];
+  uint32_t gr;
+  if (__builtin_expect((f & TC_FF_CAT) != 0, 0)) gr = FN(cat_right)(T, TC_NCAT(p), v, f);
+  else gr = FN(num_right)(v, TC_NTHR(p), f, strict);
+  return p->child[gr];
+}
+
+static inline __attribute__((always_inline)) TC_ATTR void FN(compact_s)(
+    const tc_tables *T, int64_t t, const TC_XT *xb, int64_t nb, int32_t *lidx, const int strict) {
+  const TC_NODE *nodes = (const TC_NODE *)T->c_nodes;
+  const int64_t nf = T->n_features;
+  const int32_t root = (int32_t)T->tree_node[t];
+  if (root < 0) {
+    for (int64_t r = 0; r < nb; ++r) lidx[r] = ~root;
+    return;
+  }
+  int64_t r = 0;
+  for (; r + TC_GROUP <= nb; r += TC_GROUP) {
+    int32_t nd[TC_GROUP];
+    const TC_XT *x = xb + r * nf;
+    for (int k = 0; k < TC_GROUP; ++k) nd[k] = root;
+    for (;;) {
+      int32_t live = 0;
+      for (int k = 0; k < TC_GROUP; ++k) {
+        if (nd[k] >= 0) nd[k] = FN(cstep)(T, nodes + nd[k], x + k * nf, strict);
+        live |= ~nd[k];  /* sign bit set iff some row is still at an internal node */
+      }
+      if (live >= 0) break;
+    }
+    for (int k = 0; k < TC_GROUP; ++k) lidx[r + k] = ~nd[k];
+  }
+  for (; r < nb; ++r) {
+    int32_t n = root;
+    while (n >= 0) n = FN(cstep)(T, nodes + n, xb + r * nf, strict);
+    lidx[r] = ~n;
+  }
+}
+
+/* ---- one block of rows, tree-major ---------------------------------------------------------- */
+static inline __attribute__((always_inline)) TC_ATTR void FN(block_s)(
+    const tc_tables *T, const TC_XT *xb, int64_t nb, TC_AT *ab, int32_t *lidx, const int strict) {
+  const int64_t no = T->n_outputs;
+  for (int64_t t = 0; t < T->n_trees; ++t) {
+    if (T->tree_layout[t] == 0) FN(heap_s)(T, t, xb, nb, lidx, strict);
+    else FN(compact_s)(T, t, xb, nb, lidx, strict);
+    const TC_AT *lv = (const TC_AT *)T->leaf_values + T->tree_leaf[t];
+    const int64_t o = T->tree_out[t], w = T->tree_width[t];
+    if (w == 1) {
+      for (int64_t r = 0; r < nb; ++r) ab[r * no + o] += lv[lidx[r]];
+    } else {
+      for (int64_t r = 0; r < nb; ++r) {
+        const TC_AT *v = lv + (int64_t)lidx[r] * w;
+        TC_AT *a = ab + r * no + o;
+        for (int64_t j = 0; j < w; ++j) a[j] += v[j];
+      }
+    }
+  }
+}
+
+static TC_ATTR void FN(block)(const tc_tables *T, const TC_XT *xb, int64_t nb, TC_AT *ab, int32_t *lidx) {
+  if (T->strict) FN(block_s)(T, xb, nb, ab, lidx, 1);
+  else FN(block_s)(T, xb, nb, ab, lidx, 0);
+}
+
+/* ---- the naive baseline: one row at a time, one tree at a time, branchy node walk ----------- */
+static TC_ATTR void FN(naive)(const tc_tables *T, const TC_XT *xb, int64_t nb, TC_AT *ab) {
+  const TC_NODE *nodes = (const TC_NODE *)T->c_nodes;
+  const int64_t nf = T->n_features, no = T->n_outputs;
+  for (int64_t r = 0; r < nb; ++r) {
+    const TC_XT *x = xb + r * nf;
+    TC_AT *a = ab + r * no;
+    for (int64_t t = 0; t < T->n_trees; ++t) {
+      int32_t n = (int32_t)T->tree_node[t];
+      while (n >= 0) {
+        const TC_NODE *p = nodes + n;
+        const uint32_t f = (uint32_t)p->ff;
+        const TC_XT v = x[f & TC_FF_FEAT];
+        int right;
+        if (v != v) right = (int)(f >> 31);
+        else if (f & TC_FF_CAT) right = (int)FN(cat_right)(T, TC_NCAT(p), v, f);
+        else if (T->strict) right = !(v < TC_NTHR(p));
+        else right = !(v <= TC_NTHR(p));
+        n = right ? p->child[1] : p->child[0];
+      }
+      const int64_t w = T->tree_width[t];
+      const TC_AT *v = (const TC_AT *)T->leaf_values + T->tree_leaf[t] + (int64_t)(~n) * w;
+      for (int64_t j = 0; j < w; ++j) a[T->tree_out[t] + j] += v[j];
+    }
+  }
+}
+
+/* ---- driver: cast blocks of rows to TC_XT, start from the base score, average ------------- */
+static TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64_t n,
+                               void *out) {
+  const int64_t nf = T->n_features, no = T->n_outputs;
+  const int64_t B = T->block_rows > 0 ? T->block_rows : 64;
+  const TC_AT *base = (const TC_AT *)T->base;
+  TC_XT *buf = 0;
+  int32_t *lidx = (int32_t *)malloc(sizeof(int32_t) * (size_t)B);
+  if (!lidx) return -2;
+  if (x_bits != (int32_t)(8 * sizeof(TC_XT))) {
+    buf = (TC_XT *)malloc(sizeof(TC_XT) * (size_t)(B * nf));
+    if (!buf) { free(lidx); return -2; }
+  }
+  for (int64_t r0 = 0; r0 < n; r0 += B) {
+    const int64_t nb = n - r0 < B ? n - r0 : B;
+    const TC_XT *xb;
+    if (buf) {  /* round to nearest, like numpy's astype */
+      if (x_bits == 32) { const float *s = (const float *)X + r0 * nf;
+        for (int64_t k = 0; k < nb * nf; ++k) buf[k] = (TC_XT)s[k]; }
+      else { const double *s = (const double *)X + r0 * nf;
+        for (int64_t k = 0; k < nb * nf; ++k) buf[k] = (TC_XT)s[k]; }
+      xb = buf;
+    } else {
+      xb = (const TC_XT *)X + r0 * nf;
+    }
+    TC_AT *ab = (TC_AT *)out + r0 * no;
+    for (int64_t r = 0; r < nb; ++r)
+      for (int64_t k = 0; k < no; ++k) ab[r * no + k] = base[k];
+    if (T->naive) FN(naive)(T, xb, nb, ab);
+    else FN(block)(T, xb, nb, ab, lidx);
+    if (T->average) {
+      const TC_AT d = (TC_AT)T->n_trees;
+      for (int64_t k = 0; k < nb * no; ++k) ab[k] /= d;
+    }
+  }
+  free(buf);
+  free(lidx);
+  return 0;
+}
+
+#undef TC_GROUP
+#undef FN
+#undef TC_PASTE
+#undef TC_PASTE2

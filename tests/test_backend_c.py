@@ -1,0 +1,148 @@
+"""The C backend: bit-exact against the interpreter (oracle 2), the ABI from plain C, the cache."""
+
+import ctypes
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import treecomp
+from treecomp import interp, outputs, toolchain
+from treecomp.backends import c as cbackend
+from treecomp.errors import CompileError
+from tests import zoo
+from tests.randforest import FOREST_VARIANTS, chain_tree, random_forest, random_rows
+
+pytestmark = pytest.mark.skipif(not toolchain.have_compiler(), reason="no C compiler")
+
+
+@pytest.mark.parametrize("variant", sorted(FOREST_VARIANTS))
+def test_random_forests_bit_exact(variant):
+    f = random_forest(100 + sorted(FOREST_VARIANTS).index(variant), **FOREST_VARIANTS[variant])
+    X = random_rows(f, 400)
+    p = treecomp.compile(f, backend="c", block_rows=7)  # odd block size: exercise the tail
+    want = interp.predict_raw(f, X)
+    for Xin in (X, X.astype(np.float32), np.asfortranarray(X)):
+        got = p.predict_raw(Xin)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, interp.predict_raw(f, Xin))
+    np.testing.assert_array_equal(p.predict_raw(X, n_threads=2), want)
+
+
+@pytest.mark.parametrize("variant", ["sigmoid-acc32", "exp", "multi-output", "f32-le"])
+def test_native_transform_close_to_numpy(variant):
+    f = random_forest(7, **FOREST_VARIANTS[variant])
+    X = random_rows(f, 300)
+    p = treecomp.compile(f, backend="c")
+    raw = p.predict_raw(X)
+    native = np.empty_like(raw)
+    p._kernel.run(np.ascontiguousarray(X), native, 1)
+    want = outputs.transform(f, raw)
+    # libm exp vs numpy: documented bound of 2 ULP (softmax sums sequentially in C)
+    ulp = np.spacing(np.abs(want).astype(want.dtype))
+    assert np.all(np.abs(native - want) <= 2 * ulp)
+
+
+def test_depth_1000_tree():
+    rng = np.random.default_rng(5)
+    t = chain_tree(1000, 4, rng)
+    f = treecomp.Forest(trees=(t,), n_features=4, n_outputs=1, tree_output=[0], base_score=[0.25])
+    X = rng.uniform(-1.2, 1.2, size=(500, 4))
+    np.testing.assert_array_equal(treecomp.compile(f, backend="c").predict_raw(X), interp.predict_raw(f, X))
+
+
+def test_many_translation_units():
+    f = random_forest(8, n_trees=40)
+    src = cbackend.emit(f, cbackend.options(nodes_per_unit=200))
+    assert len(src) > 5
+    X = random_rows(f, 200)
+    p = treecomp.compile(f, backend="c", nodes_per_unit=200)
+    np.testing.assert_array_equal(p.predict_raw(X), interp.predict_raw(f, X))
+
+
+@pytest.mark.parametrize("name", zoo.names())
+def test_zoo_bit_exact(name):
+    case = zoo.get(name)
+    f = treecomp.parse(case.path or case.model)
+    p = treecomp.compile(f, backend="c")
+    from tests.edge import edge_rows
+    for X in (case.X, edge_rows(f, case.X, n=100, nan=f.allow_nan)):
+        np.testing.assert_array_equal(p.predict_raw(X), interp.predict_raw(f, X))
+        np.testing.assert_array_equal(p.predict(X), interp.predict(f, X))
+        if f.is_classifier:
+            want, got = interp.predict_proba(f, X), p.predict_proba(X)
+            for a, b in zip(want if isinstance(want, list) else [want], got if isinstance(got, list) else [got]):
+                np.testing.assert_array_equal(b, a)
+
+
+def test_cache_hit_skips_compiler(monkeypatch):
+    f = random_forest(21)
+    treecomp.compile(f, backend="c")
+    def boom(*a, **k):
+        raise AssertionError("compiler ran on a cache hit")
+    monkeypatch.setattr(toolchain, "build_shared_library", boom)
+    treecomp.compile(f, backend="c")
+    with pytest.raises(AssertionError):  # a different option is a different artifact
+        treecomp.compile(f, backend="c", block_rows=3)
+
+
+def test_compiler_error_and_missing_compiler(monkeypatch):
+    f = random_forest(22)
+    monkeypatch.setenv("CC", "/nonexistent/cc")
+    toolchain._probe.cache_clear()
+    with pytest.raises(CompileError, match="llvm.*arrays"):
+        treecomp.compile(f, backend="c")
+    monkeypatch.setenv("CC", "cc -fno-such-flag-xyz")
+    toolchain._probe.cache_clear()
+    with pytest.raises(CompileError, match="fno-such-flag"):
+        treecomp.compile(f, backend="c", opt="-O1")
+    toolchain._probe.cache_clear()
+
+
+def test_c_driver_uses_only_the_header(tmp_path):
+    f = random_forest(31, transform="sigmoid")
+    so = tmp_path / "model.so"
+    treecomp.compile(f, backend="c").save(so)
+    X = random_rows(f, 50).astype(np.float64)
+    X[np.isinf(X)] = 0.0
+    np.savetxt(tmp_path / "x.txt", X.ravel(), fmt="%.17g")
+    driver = tmp_path / "driver.c"
+    driver.write_text(textwrap.dedent("""
+        #include <stdio.h>
+        #include <stdlib.h>
+        #include "treecomp.h"
+        int main(int argc, char **argv) {
+          int n = atoi(argv[1]), nf = treecomp_n_features(), no = treecomp_n_outputs();
+          if (treecomp_abi_version() != TREECOMP_ABI_VERSION || treecomp_out_dtype() != TREECOMP_F64) return 3;
+          double *x = malloc(sizeof(double) * n * nf), *out = malloc(sizeof(double) * n * no);
+          FILE *fp = fopen(argv[2], "r");
+          for (int i = 0; i < n * nf; ++i) if (fscanf(fp, "%lf", &x[i]) != 1) return 4;
+          if (treecomp_predict(x, TREECOMP_F64, n, out, TREECOMP_RAW) != TREECOMP_OK) return 5;
+          if (treecomp_predict(x, 16, n, out, TREECOMP_RAW) != TREECOMP_EINVAL) return 6;
+          for (int i = 0; i < n * no; ++i) printf("%a\\n", out[i]);
+          printf("%s\\n", treecomp_digest());
+          return 0;
+        }"""))
+    header = tmp_path / "treecomp.h"
+    from treecomp.cli import write_header
+    write_header(str(header))
+    exe = tmp_path / "driver"
+    subprocess.run(["cc", str(driver), "-I", str(tmp_path), str(so), "-o", str(exe),
+                    f"-Wl,-rpath,{tmp_path}"], check=True)
+    res = subprocess.run([str(exe), str(len(X)), str(tmp_path / "x.txt")], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    lines = res.stdout.split()
+    got = np.array([float.fromhex(v) for v in lines[:-1]])
+    np.testing.assert_array_equal(got, interp.predict_raw(f, X).ravel())
+    assert lines[-1] == f.digest()
+
+
+def test_generated_source_is_readable():
+    f = random_forest(2, n_trees=1, max_depth=2)
+    src = cbackend.emit(f)
+    unit = src["unit0.c"]
+    assert "static void tree_0(" in unit and "goto n" in unit and "0x" in unit
+    assert "treecomp_predict" in src["model.c"]

@@ -1,0 +1,138 @@
+"""The Predictor: input checks, threads, pickling, saving and loading artifacts."""
+
+import pickle
+import subprocess
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+import treecomp
+from treecomp import interp, toolchain
+from treecomp.errors import ArtifactError
+from tests.randforest import random_forest, random_rows
+
+pytestmark = pytest.mark.skipif(not toolchain.have_compiler(), reason="no C compiler")
+
+
+@pytest.fixture(scope="module")
+def model():
+    f = random_forest(40, n_features=5)
+    return f, treecomp.compile(f, backend="c")
+
+
+def test_inputs_of_any_float_dtype_order_and_kind(model):
+    f, p = model
+    X = random_rows(f, 64)
+    X[~np.isfinite(X)] = 0.5
+    want = interp.predict(f, X)
+    np.testing.assert_array_equal(p.predict(X.tolist()), want)
+    np.testing.assert_array_equal(p.predict(np.asfortranarray(X)), want)
+    np.testing.assert_array_equal(p.predict(X[:, ::-1][:, ::-1]), want)
+    np.testing.assert_array_equal(p.predict(X.astype(np.float16)), interp.predict(f, X.astype(np.float16)))
+    Xi = (X * 10).astype(np.int64)
+    np.testing.assert_array_equal(p.predict(Xi), interp.predict(f, Xi))
+    pd = pytest.importorskip("pandas")
+    np.testing.assert_array_equal(p.predict(pd.DataFrame(X)), want)
+
+
+@pytest.mark.parametrize("bad, exc, msg", [
+    (np.zeros((3, 4)), ValueError, "4 features"),
+    (np.zeros(5), ValueError, "2-D"),
+    (np.zeros((2, 5, 1)), ValueError, "2-D"),
+    (np.array([["a"] * 5]), TypeError, "numeric"),
+    ([[1, 2, 3, 4, "x"]], TypeError, "numeric"),
+    (np.zeros((2, 5), dtype=np.complex64), TypeError, "numeric"),
+])
+def test_bad_inputs_raise_clear_errors(model, bad, exc, msg):
+    _, p = model
+    with pytest.raises(exc, match=msg):
+        p.predict(bad)
+
+
+def test_empty_batch(model):
+    _, p = model
+    assert p.predict(np.zeros((0, 5))).shape == (0,)
+
+
+def test_nan_rejected_when_model_rejects_it():
+    f = random_forest(41, n_features=3).replace(allow_nan=False)
+    p = treecomp.compile(f, backend="c")
+    with pytest.raises(ValueError, match="NaN"):
+        p.predict(np.array([[0.0, np.nan, 1.0]]))
+
+
+def test_threads_and_concurrent_callers(model):
+    f, p = model
+    X = np.random.default_rng(0).normal(size=(20000, 5))
+    want = interp.predict_raw(f, X)
+    np.testing.assert_array_equal(p.predict_raw(X, n_threads=2), want)
+    np.testing.assert_array_equal(p.predict_raw(X, n_threads=7), want)
+    results = [None] * 6
+    def work(i):
+        results[i] = p.predict_raw(X)
+    ts = [threading.Thread(target=work, args=(i,)) for i in range(6)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    for r in results:
+        np.testing.assert_array_equal(r, want)
+
+
+def test_pickle_in_a_fresh_process(model, tmp_path):
+    f, p = model
+    X = random_rows(f, 50)
+    (tmp_path / "p.pkl").write_bytes(pickle.dumps(p))
+    np.save(tmp_path / "x.npy", X)
+    code = ("import pickle, numpy as np; p = pickle.load(open('p.pkl', 'rb')); "
+            "np.save('y.npy', p.predict_raw(np.load('x.npy')))")
+    subprocess.run([sys.executable, "-c", code], cwd=tmp_path, check=True)
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), interp.predict_raw(f, X))
+
+
+def test_save_load_and_self_description(model, tmp_path):
+    f, p = model
+    p.save(tmp_path / "m.so")
+    q = treecomp.load(tmp_path / "m.so")
+    assert q.digest == f.digest() and q.n_features == 5 and q.backend == "c"
+    X = random_rows(f, 50)
+    np.testing.assert_array_equal(q.predict_raw(X), interp.predict_raw(f, X))
+
+
+def test_load_rejects_bad_files(tmp_path):
+    bad = tmp_path / "bad.so"
+    bad.write_bytes(b"\x7fELF" + b"\0" * 100)
+    with pytest.raises(ArtifactError):
+        treecomp.load(bad)
+    txt = tmp_path / "model.so"
+    txt.write_text("hello")
+    with pytest.raises(ArtifactError):
+        treecomp.load(txt)
+    libm = tmp_path / "libm.so"
+    import ctypes.util, shutil
+    src = ctypes.util.find_library("m")
+    if src:
+        import glob
+        cands = glob.glob(f"/lib/*/{src}") + glob.glob(f"/usr/lib/*/{src}")
+        if cands:
+            shutil.copyfile(cands[0], libm)
+            with pytest.raises(ArtifactError, match="not a treecomp artifact"):
+                treecomp.load(libm)
+    with pytest.raises(FileNotFoundError):
+        treecomp.load(tmp_path / "missing.so")
+
+
+def test_classifier_surface():
+    f = random_forest(42, n_outputs=3, transform="softmax").replace(
+        decision="argmax_raw", classes=(np.array(["a", "b", "c"]),))
+    p = treecomp.compile(f, backend="c")
+    X = random_rows(f, 100)
+    assert list(p.classes_) == ["a", "b", "c"]
+    np.testing.assert_array_equal(p.predict(X), interp.predict(f, X))
+    np.testing.assert_array_equal(p.predict_proba(X), interp.predict_proba(f, X))
+    np.testing.assert_array_equal(p.decision_function(X), interp.decision_function(f, X))
+    r = random_forest(43)
+    with pytest.raises(AttributeError):
+        treecomp.compile(r, backend="c").predict_proba(X[:, :6])

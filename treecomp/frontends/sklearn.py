@@ -1,0 +1,513 @@
+"""The scikit-learn frontend: fitted tree estimators -> :class:`treecomp.ir.Forest`.
+
+Covers DecisionTree*/ExtraTree* (single trees), RandomForest*/ExtraTrees*, GradientBoosting*
+and HistGradientBoosting* (regressors and classifiers). Every rule below was read in the sklearn
+1.9.1 sources and is pinned by differential tests (tests/test_frontend_sklearn.py):
+
+Trees, forests, GradientBoosting (tree/_tree.pyx, ensemble/_forest.py, ensemble/_gb.py):
+- Rows are converted to float32, then ``float64(x32) <= threshold64`` goes left; NaN follows
+  ``tree_.missing_go_to_left``. Trees and forests accept NaN where the estimator's tags say so
+  (DecisionTree*: always; ExtraTree*: only with splitter="random"); GradientBoosting's
+  ``validate_data`` rejects NaN (allow_nan=False). +/-inf is rejected by every one of them
+  (``ensure_all_finite``); treecomp compares it normally, i.e. like +/-FLT_MAX.
+- Classifier leaves: sklearn >= 1.4 stores class *fractions* in ``tree_.value`` and
+  predict_proba returns them as stored (1.9.1 no longer normalises at predict time), so the
+  leaf vector is ``value[leaf, k, :n_classes_k]`` for every target k, concatenated.
+- Forests sum the per-tree outputs in float64 in estimator order, starting from 0, then divide
+  by the number of trees (``average=True``). With ``n_jobs > 1`` sklearn adds the trees in
+  thread-completion order, so its own result is not reproducible bit for bit; treecomp
+  reproduces the sequential (n_jobs=None) order.
+- GradientBoosting (``_gradient_boosting.pyx``): ``out[i, k] += scale * value`` per stage and
+  class, with ``scale = learning_rate`` (double). The product is folded into the leaf: it is the
+  same IEEE product, and the additions happen in the same order. The initial margin is the
+  init estimator's constant prediction pushed through sklearn's own ``_init_raw_predictions``
+  (clip + link), so it is the very code sklearn runs; only constant Dummy estimators (and
+  'zero') are accepted as init.
+
+HistGradientBoosting (``_hist_gradient_boosting/_predictor.pyx``, ``gradient_boosting.py``):
+- Rows are float64; ``x <= num_threshold`` goes left, NaN follows ``missing_go_to_left``;
+  infinities are accepted and compare normally.
+- Raw = zeros + ``_baseline_prediction`` + sum over iterations of the leaf values (the learning
+  rate is already in them); tree (iteration i, class k) adds to margin column k.
+- Categorical splits. sklearn 1.9.1 *always* fits a ColumnTransformer ``_preprocessor`` when a
+  feature is categorical: an OrdinalEncoder maps raw category values to codes 0..n-1 (exact
+  equality; unknown values and NaN -> NaN) and moves categorical columns first. The predictor
+  then sends NaN / negative codes the missing way, codes in the node's left bitset left, other
+  codes known to the bin mapper right, and codes unknown to the bin mapper the missing way.
+  treecomp folds all of that into one 256-bit set over *raw* values (IR ``cat_bits``): raw value
+  v in [0, 256) goes left iff it is a category whose code goes left, or it is no (known)
+  category and the missing way is left; ``cat_other_left`` = ``missing_go_to_left`` covers
+  negative values and values >= 256 (which the encoder maps to "unknown" too), and the column
+  permutation is undone in the feature indices. Raw categories must therefore be integers in
+  [0, 255]; anything else (strings from pandas categoricals, negative or large values) raises
+  UnsupportedModelError. Known inexactness (IR limitation, see the test's strict xfail): a
+  *non-integral* value in a categorical column (e.g. 2.5) is an unknown category for sklearn
+  (missing way) but the IR truncates it to category 2.
+  Without a preprocessor (models pickled by sklearn < 1.4) raw values are the codes; sklearn casts
+  them to uint8 (undefined behaviour for values >= 256); treecomp treats them as unknown.
+- Outputs: binary log_loss -> sigmoid, label ``raw > 0``; multiclass -> softmax over the raw
+  margins, which sklearn keeps in a Fortran-ordered array so numpy sums the exponentials class by
+  class, left to right (the IR's "softmax_seq"; C-ordered "softmax" is pairwise from 8 classes on,
+  so without "softmax_seq" >= 8 classes are refused); poisson/gamma -> exp; other regressors
+  identity.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .. import ir
+from ..errors import InvalidModelError, NotFittedError, UnsupportedModelError
+from ..ir import Forest, Tree
+
+_TREE_LEAF = -1
+#: classes of softmax inputs numpy sums pairwise when C-ordered (checked on numpy 2.4)
+_PAIRWISE_MIN_CLASSES = 8
+_HGB_SOFTMAX = "softmax_seq" if "softmax_seq" in ir.TRANSFORMS else None
+
+
+# -- shared helpers ----------------------------------------------------------------------------
+def _sklearn_version() -> str:
+    import sklearn
+
+    return sklearn.__version__
+
+
+def _provenance(model: Any) -> str:
+    return f"sklearn {_sklearn_version()} {type(model).__name__}"
+
+
+def _name(model: Any) -> str:
+    return type(model).__name__
+
+
+def _check_fitted(model: Any, attr: str) -> None:
+    if not hasattr(model, attr):
+        raise NotFittedError(f"this {_name(model)} is not fitted yet (no {attr!r}); "
+                             "call fit() before parsing it")
+
+
+def _feature_names(model: Any) -> tuple[str, ...] | None:
+    names = getattr(model, "feature_names_in_", None)
+    return None if names is None else tuple(str(s) for s in names)
+
+
+def _allows_nan(est: Any) -> bool:
+    """Whether sklearn's predict validation lets NaN through (from the estimator's tags)."""
+    try:
+        return bool(est.__sklearn_tags__().input_tags.allow_nan)
+    except AttributeError:  # pragma: no cover - sklearn < 1.6 tag API
+        return bool(est._get_tags().get("allow_nan", False))
+
+
+def _preorder(left: np.ndarray, right: np.ndarray) -> np.ndarray:
+    """Node ids in preorder from the root (explicit stack: trees can be 1000s deep)."""
+    n = len(left)
+    seen = np.zeros(n, bool)
+    order = []
+    stack = [0]
+    lt, rt = left.tolist(), right.tolist()
+    while stack:
+        nd = stack.pop()
+        if nd < 0 or nd >= n or seen[nd]:
+            raise InvalidModelError(f"tree structure is not a tree (node {nd} reached twice or out of range)")
+        seen[nd] = True
+        order.append(nd)
+        if lt[nd] != _TREE_LEAF:
+            stack.append(rt[nd])
+            stack.append(lt[nd])
+    return np.asarray(order, np.int64)
+
+
+def _make_tree(left, right, feature, threshold, default_left, value,
+               cat_index=None, cat_bits=None, cat_other_left=None) -> Tree:
+    """Build an IR tree, renumbering nodes when some child id is not larger than its parent."""
+    left = np.asarray(left, np.int64)
+    right = np.asarray(right, np.int64)
+    leaf = left == _TREE_LEAF
+    n = len(left)
+    if cat_index is None:
+        cat_index = np.full(n, -1, np.int64)
+    idx = np.arange(n)
+    if n and not (np.all(left[~leaf] > idx[~leaf]) and np.all(right[~leaf] > idx[~leaf])):
+        order = _preorder(left, right)
+        new = np.full(n, -1, np.int64)
+        new[order] = np.arange(len(order))
+        lo, ro = left[order], right[order]
+        left = np.where(lo >= 0, new[np.maximum(lo, 0)], -1)
+        right = np.where(ro >= 0, new[np.maximum(ro, 0)], -1)
+        feature, threshold, default_left = feature[order], threshold[order], default_left[order]
+        value, cat_index = value[order], cat_index[order]
+        leaf = left == _TREE_LEAF
+    feature = np.where(leaf, -1, feature)
+    threshold = np.where(leaf, 0.0, threshold)
+    value = np.where(leaf[:, None], value, 0.0)
+    return Tree(left=left, right=right, feature=feature, threshold=threshold,
+                default_left=default_left, value=value, cat_index=cat_index,
+                cat_bits=cat_bits, cat_other_left=cat_other_left)
+
+
+def _sk_tree_arrays(est: Any):
+    t = est.tree_
+    left = np.asarray(t.children_left, np.int64)
+    right = np.asarray(t.children_right, np.int64)
+    feature = np.asarray(t.feature, np.int64)
+    threshold = np.asarray(t.threshold, np.float64)
+    mgl = getattr(t, "missing_go_to_left", None)  # sklearn >= 1.3
+    default_left = np.zeros(len(left), bool) if mgl is None else np.asarray(mgl).astype(bool)
+    return left, right, feature, threshold, default_left, np.asarray(t.value, np.float64)
+
+
+def _tree_from_estimator(est: Any, n_classes: tuple[int, ...] | None) -> Tree:
+    """IR tree of a fitted DecisionTree*/ExtraTree* (regression: n_classes=None)."""
+    _check_fitted(est, "tree_")
+    left, right, feature, threshold, default_left, value = _sk_tree_arrays(est)
+    if n_classes is None:
+        leafval = value[:, :, 0]
+    else:
+        if value.shape[1] != len(n_classes) or value.shape[2] < max(n_classes):
+            raise InvalidModelError(f"tree_.value has shape {value.shape}, inconsistent with "
+                                    f"n_classes_={list(n_classes)}")
+        # predict_proba returns value[:, k, :n_classes_k] as stored (fractions since sklearn 1.4)
+        leafval = np.concatenate([value[:, k, :c] for k, c in enumerate(n_classes)], axis=1)
+    return _make_tree(left, right, feature, threshold, default_left, leafval)
+
+
+def _classes(model: Any) -> tuple[tuple[np.ndarray, ...], tuple[int, ...]]:
+    n_outputs = int(getattr(model, "n_outputs_", 1))
+    if n_outputs == 1:
+        cls = (np.asarray(model.classes_),)
+    else:
+        cls = tuple(np.asarray(c) for c in model.classes_)
+    return cls, tuple(len(c) for c in cls)
+
+
+def _is_classifier(model: Any) -> bool:
+    from sklearn.base import is_classifier
+
+    return bool(is_classifier(model))
+
+
+# -- single trees and forests --------------------------------------------------------------------
+def parse_tree(model: Any) -> Forest:
+    """DecisionTree{Regressor,Classifier}, ExtraTree{Regressor,Classifier}."""
+    _check_fitted(model, "tree_")
+    clf = _is_classifier(model)
+    classes, ncls = _classes(model) if clf else ((), None)
+    tree = _tree_from_estimator(model, ncls)
+    return Forest(trees=(tree,), n_features=model.n_features_in_, n_outputs=tree.width,
+                  tree_output=[0], base_score=np.zeros(tree.width), input_dtype="float32",
+                  comparison="<=", average=False, transform="identity",
+                  decision="argmax_raw" if clf else "none", classes=classes,
+                  feature_names=_feature_names(model), allow_nan=_allows_nan(model),
+                  provenance=_provenance(model))
+
+
+def parse_forest(model: Any) -> Forest:
+    """RandomForest{Regressor,Classifier}, ExtraTrees{Regressor,Classifier}."""
+    _check_fitted(model, "estimators_")
+    ests = list(model.estimators_)
+    if not ests:
+        raise NotFittedError(f"this {_name(model)} has no fitted trees")
+    clf = _is_classifier(model)
+    classes, ncls = _classes(model) if clf else ((), None)
+    trees = tuple(_tree_from_estimator(e, ncls) for e in ests)
+    width = trees[0].width
+    if any(t.width != width for t in trees):
+        raise InvalidModelError(f"{_name(model)}: trees disagree on their output width")
+    return Forest(trees=trees, n_features=model.n_features_in_, n_outputs=width,
+                  tree_output=np.zeros(len(trees), np.int32), base_score=np.zeros(width),
+                  input_dtype="float32", comparison="<=", average=True, transform="identity",
+                  decision="argmax_raw" if clf else "none", classes=classes,
+                  feature_names=_feature_names(model), allow_nan=_allows_nan(ests[0]),
+                  provenance=_provenance(model))
+
+
+# -- GradientBoosting ----------------------------------------------------------------------------
+_GB_REGRESSION_LOSSES = ("squared_error", "absolute_error", "huber", "quantile")
+_CONSTANT_DUMMY_CLF = ("prior", "most_frequent", "uniform", "constant")
+
+
+def _gb_base_score(model: Any, K: int) -> np.ndarray:
+    init = model.init_
+    if isinstance(init, str):
+        if init == "zero":
+            return np.zeros(K)
+        raise UnsupportedModelError(f"{_name(model)} with init={init!r}: only 'zero' or a "
+                                    "(default) Dummy estimator is supported")
+    from sklearn.dummy import DummyClassifier, DummyRegressor
+
+    ok = (type(init) is DummyRegressor
+          or (type(init) is DummyClassifier and init.strategy in _CONSTANT_DUMMY_CLF))
+    if not ok:
+        raise UnsupportedModelError(
+            f"{_name(model)} with init estimator {type(init).__module__}.{type(init).__qualname__}"
+            + (f"(strategy={init.strategy!r})" if hasattr(init, "strategy") else "")
+            + ": treecomp supports init='zero', the default init, and DummyRegressor / "
+            f"DummyClassifier with a constant strategy {_CONSTANT_DUMMY_CLF}")
+    try:
+        from sklearn.base import is_classifier
+        from sklearn.ensemble._gb import _init_raw_predictions
+    except ImportError as exc:  # pragma: no cover - another sklearn layout
+        raise UnsupportedModelError(f"this scikit-learn ({_sklearn_version()}) has no "
+                                    f"_init_raw_predictions ({exc}); treecomp was checked "
+                                    "against 1.9.1") from None
+    # A constant estimator: one row gives the value of every row, computed by sklearn's own code
+    # (clip to [eps, 1-eps], link: logit / half-logit / symmetric multinomial logit / identity).
+    X0 = np.zeros((1, model.n_features_in_), np.float32)
+    raw = np.asarray(_init_raw_predictions(X0, init, model._loss, is_classifier(model)), np.float64)
+    if raw.shape != (1, K):
+        raise InvalidModelError(f"{_name(model)}: init estimator gives shape {raw.shape}, expected (1, {K})")
+    return raw[0].copy()
+
+
+def parse_gradient_boosting(model: Any) -> Forest:
+    """GradientBoosting{Regressor,Classifier}."""
+    _check_fitted(model, "estimators_")
+    clf = _is_classifier(model)
+    loss = model.loss
+    loss_cls = type(getattr(model, "_loss", None)).__name__
+    if clf:
+        classes = (np.asarray(model.classes_),)
+        K = int(model.n_trees_per_iteration_)
+        if loss == "log_loss" and K == 1 and loss_cls == "HalfBinomialLoss":
+            transform, decision = "sigmoid", "raw_ge_0"
+        elif loss == "log_loss" and K > 1 and loss_cls == "HalfMultinomialLoss":
+            transform, decision = "softmax", "argmax_raw"  # C-ordered raw: numpy's pairwise sum
+        elif loss == "exponential" and K == 1 and loss_cls == "ExponentialLoss":
+            transform, decision = "sigmoid2", "raw_ge_0"  # expit(2 * raw)
+        else:
+            raise UnsupportedModelError(f"{_name(model)} with loss={loss!r} ({loss_cls}, "
+                                        f"{K} trees per iteration): supported are log_loss "
+                                        "(binary, multiclass) and exponential (binary)")
+    else:
+        classes, K = (), 1
+        if loss not in _GB_REGRESSION_LOSSES:
+            raise UnsupportedModelError(f"{_name(model)} with loss={loss!r}; supported: "
+                                        f"{_GB_REGRESSION_LOSSES}")
+        transform, decision = "identity", "none"
+    ests = np.asarray(model.estimators_, dtype=object)
+    n_stages = int(getattr(model, "n_estimators_", ests.shape[0]))
+    if ests.ndim != 2 or ests.shape[1] != K or n_stages < 1 or ests.shape[0] < n_stages:
+        raise InvalidModelError(f"{_name(model)}.estimators_ has shape {ests.shape}; expected "
+                                f"(>= n_estimators_={n_stages}, {K})")
+    scale = float(model.learning_rate)
+    trees, outs = [], []
+    for i in range(n_stages):
+        for k in range(K):
+            left, right, feature, threshold, _, value = _sk_tree_arrays(ests[i, k])
+            # the GB kernel tests `X[i, f] <= threshold` only: NaN (rejected anyway) goes right
+            trees.append(_make_tree(left, right, feature, threshold, np.zeros(len(left), bool),
+                                    scale * value[:, 0, :1]))
+            outs.append(k)
+    return Forest(trees=tuple(trees), n_features=model.n_features_in_, n_outputs=K,
+                  tree_output=outs, base_score=_gb_base_score(model, K), input_dtype="float32",
+                  comparison="<=", average=False, transform=transform, decision=decision,
+                  classes=classes, feature_names=_feature_names(model), allow_nan=False,
+                  provenance=_provenance(model))
+
+
+# -- HistGradientBoosting ------------------------------------------------------------------------
+_HGB_REGRESSION_LOSSES = {"squared_error": "identity", "absolute_error": "identity",
+                          "quantile": "identity", "poisson": "exp", "gamma": "exp"}
+
+
+def _hgb_column_map(model: Any) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+    """(transformed column -> original column, original column -> raw category values).
+
+    Without a preprocessor columns are the original ones and category values are the codes
+    (an empty dict means: identity).
+    """
+    n = int(model.n_features_in_)
+    pre = getattr(model, "_preprocessor", None)
+    if pre is None:
+        return np.arange(n), {}
+    from sklearn.compose import ColumnTransformer
+    from sklearn.preprocessing import FunctionTransformer, OrdinalEncoder
+
+    if not isinstance(pre, ColumnTransformer):
+        raise UnsupportedModelError(f"{_name(model)}._preprocessor of type {type(pre).__name__}; "
+                                    "only sklearn's own ColumnTransformer is supported")
+    col_map = np.full(n, -1, np.int64)
+    cats: dict[int, np.ndarray] = {}
+    for name, trans, cols in pre.transformers_:
+        sl = pre.output_indices_.get(name)
+        cols = np.asarray(cols)
+        idx = np.flatnonzero(cols) if cols.dtype == bool else cols.astype(np.int64)
+        if trans == "drop" or len(idx) == 0:
+            continue
+        if sl is None or sl.stop - sl.start != len(idx) or cols.dtype.kind not in "bi":
+            raise UnsupportedModelError(f"{_name(model)}._preprocessor transformer {name!r} has "
+                                        "an unexpected layout")
+        if name == "encoder" and isinstance(trans, OrdinalEncoder):
+            unk = getattr(trans, "unknown_value", None)
+            miss = getattr(trans, "encoded_missing_value", None)
+            if not (trans.handle_unknown == "use_encoded_value" and unk is not None and np.isnan(unk)
+                    and miss is not None and np.isnan(miss)):
+                raise UnsupportedModelError(f"{_name(model)}._preprocessor: OrdinalEncoder that does "
+                                            "not map unknown and missing values to NaN")
+            for j, (orig, c) in enumerate(zip(idx, trans.categories_)):
+                c = np.asarray(c)
+                if c.dtype.kind == "f" and len(c) and np.isnan(c[-1]):
+                    c = c[:-1]
+                fname = (repr(str(model.feature_names_in_[orig])) if hasattr(model, "feature_names_in_")
+                         else f"at index {orig}")
+                if c.dtype.kind not in "iuf":
+                    raise UnsupportedModelError(
+                        f"{_name(model)}: categorical feature {fname} has non-numeric categories "
+                        f"({c.dtype}, e.g. {c[:3].tolist()}); treecomp supports categorical "
+                        "features whose values are integers in [0, 255]")
+                cf = c.astype(np.float64)
+                if len(cf) and (np.any(cf != np.floor(cf)) or cf.min() < 0 or cf.max() > 255):
+                    raise UnsupportedModelError(
+                        f"{_name(model)}: categorical feature {fname} has category values outside "
+                        f"the integers 0..255 ({cf[:5].tolist()}...); not representable in the IR")
+                cats[int(orig)] = cf.astype(np.int64)
+        elif name == "numerical" and isinstance(trans, FunctionTransformer):
+            pass  # check_array(dtype=float64): values pass through unchanged
+        else:
+            raise UnsupportedModelError(f"{_name(model)}._preprocessor transformer {name!r} "
+                                        f"({type(trans).__name__}) is not supported")
+        col_map[sl.start:sl.stop] = idx
+    if np.any(col_map < 0) or len(set(col_map.tolist())) != n:
+        raise UnsupportedModelError(f"{_name(model)}._preprocessor does not map every column once")
+    return col_map, cats
+
+
+def _bitset_bits(words: np.ndarray) -> np.ndarray:
+    """8 x uint32 -> 256 bools (bit v % 32 of word v // 32, as sklearn's _bitset.pyx)."""
+    v = np.arange(256)
+    return ((np.asarray(words, np.uint64)[v >> 5] >> (v & 31).astype(np.uint64)) & 1).astype(bool)
+
+
+def _pack_bits(bits: np.ndarray) -> np.ndarray:
+    b = bits.reshape(8, 32).astype(np.uint64)
+    return (b << np.arange(32, dtype=np.uint64)).sum(axis=1).astype(np.uint32)
+
+
+def _hgb_tree(pred: Any, col_map: np.ndarray, cats: dict[int, np.ndarray],
+              known: np.ndarray, f_idx_map: np.ndarray) -> Tree:
+    nodes = pred.nodes
+    names = nodes.dtype.names
+    thr_field = "num_threshold" if "num_threshold" in names else "threshold"
+    is_leaf = nodes["is_leaf"].astype(bool)
+    left = np.where(is_leaf, -1, nodes["left"].astype(np.int64))
+    right = np.where(is_leaf, -1, nodes["right"].astype(np.int64))
+    tfeat = nodes["feature_idx"].astype(np.int64)
+    feature = np.where(is_leaf, -1, col_map[np.where(is_leaf, 0, tfeat)])
+    threshold = nodes[thr_field].astype(np.float64)
+    mgl = nodes["missing_go_to_left"].astype(bool)
+    value = nodes["value"].astype(np.float64)[:, None]
+    is_cat = (nodes["is_categorical"].astype(bool) & ~is_leaf) if "is_categorical" in names \
+        else np.zeros(len(nodes), bool)
+    cat_index = np.full(len(nodes), -1, np.int64)
+    cat_bits = np.zeros((0, 8), np.uint32)
+    cat_other = np.zeros(0, bool)
+    cat_nodes = np.flatnonzero(is_cat)
+    if cat_nodes.size:
+        raw_left = np.asarray(pred.raw_left_cat_bitsets)
+        bits_rows = []
+        for nd in cat_nodes:
+            miss = bool(mgl[nd])
+            f_t = int(tfeat[nd])
+            in_left = _bitset_bits(raw_left[int(nodes["bitset_idx"][nd])])
+            in_known = _bitset_bits(known[int(f_idx_map[f_t])])
+            # sklearn: left bitset -> left; known to the bin mapper -> right; else missing way
+            code_left = np.where(in_left, True, np.where(in_known, False, miss))
+            raw_cats = cats.get(int(col_map[f_t]))
+            if raw_cats is None:  # no preprocessor: raw value == code
+                go_left = code_left
+            else:  # raw value -> its code; values that are no category: unknown -> missing way
+                go_left = np.full(256, miss)
+                go_left[raw_cats] = code_left[:len(raw_cats)]
+            bits_rows.append(_pack_bits(go_left))
+            cat_other = np.append(cat_other, miss)
+        cat_index[cat_nodes] = np.arange(cat_nodes.size)
+        cat_bits = np.asarray(bits_rows, np.uint32)
+        threshold = np.where(is_cat, 0.0, threshold)
+    if np.any(np.isnan(threshold[~is_leaf & ~is_cat])):
+        raise InvalidModelError("HistGradientBoosting node with a NaN threshold")
+    return _make_tree(left, right, feature, threshold, mgl, value, cat_index=cat_index,
+                      cat_bits=cat_bits, cat_other_left=cat_other)
+
+
+def parse_hist_gradient_boosting(model: Any) -> Forest:
+    """HistGradientBoosting{Regressor,Classifier}."""
+    _check_fitted(model, "_predictors")
+    if not hasattr(model, "_baseline_prediction"):
+        raise NotFittedError(f"this {_name(model)} is not fitted yet; call fit() before parsing it")
+    clf = _is_classifier(model)
+    K = int(model.n_trees_per_iteration_)
+    loss = model.loss
+    loss_cls = type(getattr(model, "_loss", None)).__name__
+    if clf:
+        classes = (np.asarray(model.classes_),)
+        if loss == "log_loss" and K == 1 and loss_cls == "HalfBinomialLoss":
+            transform, decision = "sigmoid", "raw_gt_0"
+        elif loss == "log_loss" and K > 1 and loss_cls == "HalfMultinomialLoss":
+            decision = "argmax_raw"
+            if _HGB_SOFTMAX is not None:
+                transform = _HGB_SOFTMAX
+            elif K < _PAIRWISE_MIN_CLASSES:
+                transform = "softmax"  # < 8 columns: numpy sums them left to right either way
+            else:
+                raise UnsupportedModelError(
+                    f"{_name(model)} with {K} classes: sklearn's predict_proba sums the softmax "
+                    "terms class by class (Fortran-ordered margins) and this treecomp IR has no "
+                    f"such transform (needs 'softmax_seq'); supported up to "
+                    f"{_PAIRWISE_MIN_CLASSES - 1} classes")
+        else:
+            raise UnsupportedModelError(f"{_name(model)} with loss={loss!r} ({loss_cls}): "
+                                        "supported is log_loss (binary, multiclass)")
+    else:
+        classes = ()
+        if not isinstance(loss, str) or loss not in _HGB_REGRESSION_LOSSES:
+            raise UnsupportedModelError(f"{_name(model)} with loss={loss!r}; supported: "
+                                        f"{tuple(_HGB_REGRESSION_LOSSES)}")
+        transform, decision = _HGB_REGRESSION_LOSSES[loss], "none"
+        link = type(model._loss.link).__name__
+        if link != {"identity": "IdentityLink", "exp": "LogLink"}[transform]:
+            raise UnsupportedModelError(f"{_name(model)}: loss {loss!r} with link {link}")
+    col_map, cats = _hgb_column_map(model)
+    bm = model._bin_mapper
+    if np.any(getattr(bm, "is_categorical_", np.zeros(1, bool))):
+        known, f_idx_map = bm.make_known_categories_bitsets()
+    else:
+        known, f_idx_map = np.zeros((0, 8), np.uint32), np.zeros(model.n_features_in_, np.uint32)
+    baseline = np.asarray(model._baseline_prediction, np.float64).reshape(-1)
+    if baseline.shape != (K,):
+        raise InvalidModelError(f"{_name(model)}._baseline_prediction has {baseline.size} values, expected {K}")
+    # sklearn starts from np.zeros and adds the baseline (turns a -0.0 baseline into +0.0)
+    base = np.zeros(K) + baseline
+    trees, outs = [], []
+    for it in model._predictors:
+        if len(it) != K:
+            raise InvalidModelError(f"{_name(model)}: an iteration has {len(it)} predictors, expected {K}")
+        for k, pred in enumerate(it):
+            trees.append(_hgb_tree(pred, col_map, cats, known, f_idx_map))
+            outs.append(k)
+    if not trees:  # no iteration at all: margins are the baseline (adding 0.0 keeps them)
+        trees, outs = [ir.leaf_tree(0.0)] * K, list(range(K))
+    return Forest(trees=tuple(trees), n_features=model.n_features_in_, n_outputs=K,
+                  tree_output=outs, base_score=base, input_dtype="float64", comparison="<=",
+                  average=False, transform=transform, decision=decision, classes=classes,
+                  feature_names=_feature_names(model), allow_nan=True,
+                  provenance=_provenance(model))
+
+
+PARSERS = {
+    "DecisionTreeRegressor": parse_tree,
+    "DecisionTreeClassifier": parse_tree,
+    "ExtraTreeRegressor": parse_tree,
+    "ExtraTreeClassifier": parse_tree,
+    "RandomForestRegressor": parse_forest,
+    "RandomForestClassifier": parse_forest,
+    "ExtraTreesRegressor": parse_forest,
+    "ExtraTreesClassifier": parse_forest,
+    "GradientBoostingRegressor": parse_gradient_boosting,
+    "GradientBoostingClassifier": parse_gradient_boosting,
+    "HistGradientBoostingRegressor": parse_hist_gradient_boosting,
+    "HistGradientBoostingClassifier": parse_hist_gradient_boosting,
+}
