@@ -101,9 +101,20 @@ def _sklearn_library(model: Any) -> Library:
     else:                                        # GradientBoosting: single-threaded Cython
         def predict(X, n_threads):
             return fn(X)
-    outputs: dict[str, Callable] = {"predict": model.predict}
+    def one_thread(f):
+        # RandomForest / ExtraTrees add the trees' outputs in whatever order their joblib
+        # threads finish (scikit-learn 1.9: `out += prediction` under a lock), so with n_jobs > 1
+        # the sum's rounding varies from call to call. The reference is the deterministic
+        # n_jobs=1 order, which is tree order (what treecomp computes).
+        def call(X):
+            if "n_jobs" in model.get_params():
+                model.set_params(n_jobs=1)
+            return f(X)
+        return call
+
+    outputs: dict[str, Callable] = {"predict": one_thread(model.predict)}
     if clf:
-        outputs["proba"] = model.predict_proba
+        outputs["proba"] = one_thread(model.predict_proba)
     if hasattr(model, "decision_function") and name.startswith("GradientBoosting"):
         outputs["raw"] = model.decision_function
     return Library(f"scikit-learn {_version('sklearn')}", f"{name}.{fn_name}", predict, outputs,
@@ -277,7 +288,7 @@ SPECS: dict[str, CaseSpec] = {
     "xgb-binary": CaseSpec(
         "XGBoost binary: 500 trees, depth 6, 50 float32 features", "xgboost",
         full=dict(n_trees=500, depth=6, n_features=50, n_train=20000, n_test=100_000),
-        quick=dict(n_trees=60, depth=6, n_features=50, n_train=3000, n_test=8000),
+        quick=dict(n_trees=50, depth=6, n_features=50, n_train=3000, n_test=8000),
         train=_xgb_binary),
     "xgb-multiclass": CaseSpec(
         "XGBoost multiclass: 10 classes x 100 rounds, depth 6", "xgboost",
@@ -287,12 +298,12 @@ SPECS: dict[str, CaseSpec] = {
     "xgb-nan-regression": CaseSpec(
         "XGBoost regression with 15% NaN: 300 trees, depth 8", "xgboost",
         full=dict(n_trees=300, depth=8, n_features=30, nan_frac=0.15, n_train=20000, n_test=100_000),
-        quick=dict(n_trees=30, depth=8, n_features=30, nan_frac=0.15, n_train=3000, n_test=8000),
+        quick=dict(n_trees=20, depth=8, n_features=30, nan_frac=0.15, n_train=3000, n_test=8000),
         train=_xgb_nan_regression),
     "rf-deep": CaseSpec(
-        "scikit-learn RandomForestRegressor: 50 trees, unlimited depth", "sklearn",
-        full=dict(n_trees=50, n_features=20, n_train=6000, n_test=100_000),
-        quick=dict(n_trees=6, n_features=20, n_train=1500, n_test=8000),
+        "scikit-learn RandomForestRegressor: 20 trees, unlimited depth", "sklearn",
+        full=dict(n_trees=20, n_features=20, n_train=3000, n_test=100_000),
+        quick=dict(n_trees=3, n_features=20, n_train=400, n_test=8000),
         train=_rf_deep),
     "gb-regressor": CaseSpec(
         "scikit-learn GradientBoostingRegressor: 300 trees, depth 4", "sklearn",
@@ -305,30 +316,30 @@ SPECS: dict[str, CaseSpec] = {
         quick=dict(n_trees=30, depth=4, n_features=20, n_train=2000, n_test=8000),
         train=_gbc),
     "et-multiclass": CaseSpec(
-        "scikit-learn ExtraTreesClassifier, 5 classes: 100 trees, depth 12", "sklearn",
-        full=dict(n_trees=100, depth=12, n_classes=5, n_features=20, n_train=10000, n_test=100_000),
-        quick=dict(n_trees=10, depth=10, n_classes=5, n_features=20, n_train=2000, n_test=8000),
+        "scikit-learn ExtraTreesClassifier, 5 classes: 50 trees, depth 10", "sklearn",
+        full=dict(n_trees=50, depth=10, n_classes=5, n_features=20, n_train=10000, n_test=100_000),
+        quick=dict(n_trees=6, depth=8, n_classes=5, n_features=20, n_train=2000, n_test=8000),
         train=_et_multiclass),
     "hgb-nan-cat": CaseSpec(
         "scikit-learn HistGradientBoostingClassifier, NaN + 4 categorical features: 200 iters, "
         "31 leaves", "sklearn",
         full=dict(n_trees=200, leaves=31, n_cat=4, nan_frac=0.1, n_features=20, n_train=20000,
                   n_test=100_000),
-        quick=dict(n_trees=25, leaves=31, n_cat=4, nan_frac=0.1, n_features=20, n_train=3000,
+        quick=dict(n_trees=15, leaves=31, n_cat=4, nan_frac=0.1, n_features=20, n_train=3000,
                    n_test=8000),
         train=_hgb_nan_cat),
     "lgbm-binary": CaseSpec(
         "LightGBM binary: 500 trees, 63 leaves", "lightgbm",
         full=dict(n_trees=500, leaves=63, n_features=50, n_train=20000, n_test=100_000),
-        quick=dict(n_trees=50, leaves=63, n_features=50, n_train=3000, n_test=8000),
+        quick=dict(n_trees=20, leaves=63, n_features=50, n_train=3000, n_test=8000),
         train=_lgbm_binary),
 }
 
 #: a tiny case for the smoke test and for `--cases tiny`: seconds end to end
-TINY = CaseSpec("XGBoost binary, tiny: 10 trees, depth 4", "xgboost",
-                full=dict(n_trees=10, depth=4, n_features=8, n_train=500, n_test=2000),
-                quick=dict(n_trees=10, depth=4, n_features=8, n_train=500, n_test=2000),
-                train=_xgb_binary)
+TINY = CaseSpec("scikit-learn GradientBoostingClassifier, tiny: 10 trees, depth 3", "sklearn",
+                full=dict(n_trees=10, depth=3, n_features=8, n_train=400, n_test=2000),
+                quick=dict(n_trees=10, depth=3, n_features=8, n_train=400, n_test=2000),
+                train=_gbc)
 
 
 def available(spec: CaseSpec) -> bool:
@@ -404,10 +415,9 @@ def rows_around_thresholds(forest, n: int, seed: int = 0) -> np.ndarray:
             np.maximum.at(cat_max, t.feature[cat], 32 * t.cat_bits.shape[1] - 1)
     X = rng.normal(size=(n, d))
     seen = np.isfinite(lo)
-    span = np.where(seen, hi - lo, 1.0)
-    a, b = lo - 0.1 * span - 1e-3, hi + 0.1 * span + 1e-3
-    U = rng.random((n, d))
-    X[:, seen] = (a + U * (b - a))[:, seen]
+    span = hi[seen] - lo[seen]
+    a, b = lo[seen] - 0.1 * span - 1e-3, hi[seen] + 0.1 * span + 1e-3
+    X[:, seen] = a + rng.random((n, int(seen.sum()))) * (b - a)
     for j in np.flatnonzero(cat_max >= 0):
         X[:, j] = rng.integers(0, min(int(cat_max[j]) + 1, 64), n)
     return X.astype(np.dtype(forest.input_dtype))

@@ -19,11 +19,20 @@ from tests.randforest import FOREST_VARIANTS, chain_tree, random_forest, random_
 pytestmark = pytest.mark.skipif(not toolchain.have_compiler(), reason="no C compiler")
 
 
+LAYOUTS = {  # every tree shape the C backend emits: heap tables, if/goto code, node tables
+    "auto": {},
+    "goto": {"heap_max_depth": 0, "goto_max_nodes": 10**9},
+    "table": {"heap_max_depth": 0, "goto_max_nodes": 0},
+}
+
+
+@pytest.mark.parametrize("layout", sorted(LAYOUTS))
 @pytest.mark.parametrize("variant", sorted(FOREST_VARIANTS))
-def test_random_forests_bit_exact(variant):
+def test_random_forests_bit_exact(variant, layout):
     f = random_forest(100 + sorted(FOREST_VARIANTS).index(variant), **FOREST_VARIANTS[variant])
     X = random_rows(f, 400)
-    p = treecomp.compile(f, backend="c", block_rows=7)  # odd block size: exercise the tail
+    # odd block size: exercise the single-row tail of the interleaved kernels
+    p = treecomp.compile(f, backend="c", block_rows=7, **LAYOUTS[layout])
     want = interp.predict_raw(f, X)
     for Xin in (X, X.astype(np.float32), np.asfortranarray(X)):
         got = p.predict_raw(Xin)
@@ -141,8 +150,10 @@ def test_c_driver_uses_only_the_header(tmp_path):
 
 
 def test_generated_source_is_readable():
-    f = random_forest(2, n_trees=1, max_depth=2)
+    f = random_forest(2, n_trees=2, max_depth=12)
     src = cbackend.emit(f)
     unit = src["unit0.c"]
     assert "static void tree_0(" in unit and "goto n" in unit and "0x" in unit
     assert "treecomp_predict" in src["model.c"]
+    shallow = cbackend.emit(random_forest(2, n_trees=2, max_depth=3))["unit0.c"]
+    assert "TC_HEAP_KERNEL(" in shallow and "static const tc_node T0[" in shallow

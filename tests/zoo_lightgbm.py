@@ -12,7 +12,9 @@ the trees, the IR's raw margin is the average (tested separately).
 
 from __future__ import annotations
 
+import atexit
 import functools
+import shutil
 import tempfile
 from pathlib import Path
 
@@ -144,13 +146,14 @@ def no_missing_zeros() -> Case:
 
 
 def early_stopping_booster() -> Case:
+    """keep_training_booster=True keeps all trees; predict then uses best_iteration."""
     X = _X(13)
     y = _signal(X) + np.random.default_rng(13).normal(size=N)
     Xv, yv = X[200:], y[200:]
     b = lgb.train({**BASE, "objective": "regression", "num_leaves": 16, "min_data_in_leaf": 3,
                    "learning_rate": 0.5},
                   lgb.Dataset(X[:200], y[:200]), 20, valid_sets=[lgb.Dataset(Xv, yv)],
-                  callbacks=[lgb.early_stopping(3, verbose=False)])
+                  callbacks=[lgb.early_stopping(3, verbose=False)], keep_training_booster=True)
     return _booster_case(b, _test_rows(X, 13))
 
 
@@ -206,7 +209,9 @@ def constant() -> Case:
 
 @functools.cache
 def _tmpdir() -> Path:
-    return Path(tempfile.mkdtemp(prefix="treecomp-zoo-lightgbm-"))
+    path = Path(tempfile.mkdtemp(prefix="treecomp-zoo-lightgbm-"))
+    atexit.register(shutil.rmtree, path, ignore_errors=True)
+    return path
 
 
 def _file_case(name: str, b: lgb.Booster, X: np.ndarray) -> Case:

@@ -6,9 +6,15 @@ margins bit-exactly; the final arithmetic is the same numpy code the library its
 Floating-point notes (checked on this machine; tests pin them against the libraries):
 - float64 sigmoid: sklearn uses scipy.special.expit, which equals 1 / (1 + np.exp(-x)) bit for
   bit here (both are glibc-quality exp).
-- float32 (XGBoost): numpy's float32 exp is a SIMD approximation that differs from glibc's
-  correctly rounded expf in ~40% of inputs, so exp is taken in float64 and rounded to float32,
-  which is what glibc's expf does internally.
+- float32 (XGBoost 3.2, src/common/math.h): Sigmoid(x) = 1.0f / ((expf(min(-x, 88.7f)) + 1.0f)
+  + 1e-16f); Softmax = fmaxf row max, e = expf(x - max) in float, e summed in DOUBLE in class
+  order, e / (float)sum; count:poisson etc. = expf(x). expf is glibc's (>= 2.28), which is NOT
+  correctly rounded: exhaustively over every float32 on x86-64 it differs from
+  (float)exp((double)x) for 170,648 inputs. numpy's float32 exp is a SIMD approximation that
+  differs far more often. So `_expf` re-implements glibc's expf algorithm (table + cubic, with
+  the fused multiply-add its x86-64 FMA build uses in the range reduction) in float64 numpy;
+  checked bit-exact against glibc's expf for every float32 in [-2^-25 .. -104] and
+  [2^-25 .. 89], and tested against XGBoost's own outputs.
 - softmax: max-subtract, exp, numpy row sum (pairwise for >= 8 classes), divide: sklearn's
   utils.extmath.softmax.
 """
@@ -22,8 +28,68 @@ from .ir import Forest
 
 def _exp(x: np.ndarray) -> np.ndarray:
     if x.dtype == np.float32:
-        return np.exp(x.astype(np.float64)).astype(np.float32)
+        return _expf(x)
     return np.exp(x)
+
+
+# glibc's expf (sysdeps/ieee754/flt-32/e_expf.c, from ARM's optimized-routines): with N = 32,
+# x*N/ln2 = k + r, exp(x) = 2^(k/N) * p(r), p a cubic, all in double, rounded once to float.
+# T[i] = bits(2^(i/N)) - (i << 47): adding k << 47 to T[k % N] scales by 2^(k // N).
+_EXPF_T = np.array([
+    0x3ff0000000000000, 0x3fefd9b0d3158574, 0x3fefb5586cf9890f, 0x3fef9301d0125b51,
+    0x3fef72b83c7d517b, 0x3fef54873168b9aa, 0x3fef387a6e756238, 0x3fef1e9df51fdee1,
+    0x3fef06fe0a31b715, 0x3feef1a7373aa9cb, 0x3feedea64c123422, 0x3feece086061892d,
+    0x3feebfdad5362a27, 0x3feeb42b569d4f82, 0x3feeab07dd485429, 0x3feea47eb03a5585,
+    0x3feea09e667f3bcd, 0x3fee9f75e8ec5f74, 0x3feea11473eb0187, 0x3feea589994cce13,
+    0x3feeace5422aa0db, 0x3feeb737b0cdc5e5, 0x3feec49182a3f090, 0x3feed503b23e255d,
+    0x3feee89f995ad3ad, 0x3feeff76f2fb5e47, 0x3fef199bdd85529c, 0x3fef3720dcef9069,
+    0x3fef5818dcfba487, 0x3fef7c97337b9b5f, 0x3fefa4afa2a490da, 0x3fefd0765b6e4540,
+], dtype=np.uint64)
+_EXPF_INVLN2N = float.fromhex("0x1.71547652b82fep+0") * 32
+# the same constant split into 27 + 26 significant bits: each half times a float32 (24 bits) is
+# exact in double, which lets numpy form the exact product that glibc's FMA build rounds once
+_EXPF_INVLN2N_HI = float((np.array([_EXPF_INVLN2N]).view(np.uint64)
+                          & np.uint64(0xFFFFFFFFF8000000)).view(np.float64)[0])
+_EXPF_INVLN2N_LO = _EXPF_INVLN2N - _EXPF_INVLN2N_HI
+_EXPF_C0 = float.fromhex("0x1.c6af84b912394p-5") / 32 / 32 / 32
+_EXPF_C1 = float.fromhex("0x1.ebfce50fac4f3p-3") / 32 / 32
+_EXPF_C2 = float.fromhex("0x1.62e42ff0c52d6p-1") / 32
+_EXPF_OFLOW = np.float32(float.fromhex("0x1.62e42ep6"))    # above: +inf (log(2^128))
+_EXPF_UFLOW = np.float32(float.fromhex("-0x1.9fe368p6"))   # below: 0 (log(2^-150))
+
+
+def _expf(x: np.ndarray) -> np.ndarray:
+    """glibc's expf, bit for bit, vectorised (float32 in, float32 out)."""
+    x = np.asarray(x, np.float32)
+    with np.errstate(all="ignore"):
+        xd = x.astype(np.float64)
+        # z = x * N/ln2 exactly, as hi + lo (TwoSum of two exact partial products)
+        t1 = _EXPF_INVLN2N_HI * xd
+        t2 = _EXPF_INVLN2N_LO * xd
+        hi = t1 + t2
+        bv = hi - t1
+        lo = (t1 - (hi - bv)) + (t2 - bv)
+        # k = round-half-even(z): glibc's fma(InvLn2N, x, 0x1.8p52) rounds the exact product;
+        # rint(hi) agrees except when hi is exactly a half-integer and lo breaks the tie
+        kd = np.rint(hi)
+        tie = (np.abs(hi - kd) == 0.5) & (lo != 0)
+        kd = np.where(tie, np.floor(hi) + (lo > 0), kd)
+        # r = fma(InvLn2N, x, -k): hi - k is exact (|hi - k| <= 1/2), so one rounding remains
+        r = (hi - kd) + lo
+        ki = np.where(np.isfinite(kd), kd, 0).astype(np.int64).view(np.uint64)
+        s = (_EXPF_T[ki & np.uint64(31)] + (ki << np.uint64(47))).view(np.float64)
+        z = _EXPF_C0 * r + _EXPF_C1
+        r2 = r * r
+        y = _EXPF_C2 * r + 1.0
+        y = z * r2 + y
+        out = (y * s).astype(np.float32)
+    # the special cases glibc handles before the main path (|x| >= 88 goes through the
+    # same path when it neither overflows nor underflows)
+    out[x > _EXPF_OFLOW] = np.inf
+    out[x < _EXPF_UFLOW] = 0
+    nan = np.isnan(x)
+    out[nan] = x[nan]
+    return out
 
 
 def transform(forest: Forest, raw: np.ndarray) -> np.ndarray:
@@ -33,6 +99,8 @@ def transform(forest: Forest, raw: np.ndarray) -> np.ndarray:
         return raw
     one = raw.dtype.type(1)
     if t == "sigmoid":
+        if raw.dtype == np.float32:
+            return _sigmoid_f32(raw)
         return one / (one + _exp(-raw))
     if t == "sigmoid2":  # sklearn's exponential loss: expit(2 * raw)
         return one / (one + _exp(-(raw * raw.dtype.type(2))))
@@ -48,14 +116,23 @@ def transform(forest: Forest, raw: np.ndarray) -> np.ndarray:
     raise AssertionError(f"unknown transform {t!r}")  # validated in Forest; unreachable
 
 
+def _sigmoid_f32(raw: np.ndarray) -> np.ndarray:
+    # XGBoost's float Sigmoid: the argument of expf is clamped at 88.7f (so margins below -88.7
+    # give a denormal ~3e-39, not 0), and the 1e-16f meant to avoid division by zero is added
+    # after the 1.0f (a no-op in float32 arithmetic, kept to mirror the source).
+    arg = np.minimum(-raw, np.float32(88.7))
+    return np.float32(1) / ((_expf(arg) + np.float32(1)) + np.float32(1e-16))
+
+
 def _softmax_f32(raw: np.ndarray) -> np.ndarray:
-    # XGBoost's Softmax: wmax, then sequential float32 sum of exp(x - wmax), then divide.
+    # XGBoost's Softmax: float row max, e = expf(x - max) in float, the e's summed in DOUBLE
+    # in class order, then each e divided by the sum rounded to float.
     x = raw - raw.max(axis=1, keepdims=True)
-    e = _exp(x)
-    s = np.zeros(raw.shape[0], np.float32)
+    e = _expf(x)
+    s = np.zeros(raw.shape[0], np.float64)
     for k in range(raw.shape[1]):
         s += e[:, k]
-    return e / s[:, None]
+    return e / s.astype(np.float32)[:, None]
 
 
 def predict_values(forest: Forest, raw: np.ndarray) -> np.ndarray:

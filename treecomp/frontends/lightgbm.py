@@ -16,9 +16,11 @@ by tests/test_frontend_lightgbm.py against the installed library):
 - Numeric split: `x <= threshold` goes left. decision_type bits: 1 categorical, 2 default_left,
   (>> 2) & 3 the missing type:
     None (0): NaN is replaced by 0.0, so NaN goes where 0.0 goes: default_left = (0.0 <= t).
-    Zero (1): NaN and |x| <= kZ go the default way. The IR has no "zero goes default" rule;
-              a node is still exact when the zero band lies on the default side of one shifted
-              threshold (see `_zero_missing`); any other node raises UnsupportedModelError.
+    Zero (1): NaN and |x| <= kZ go the default way. The IR has no "zero goes default" rule:
+              a node whose zero band lies on the default side becomes one shifted threshold
+              (`_zero_missing`); any other node becomes three numeric nodes with its two
+              subtrees copied (`_expand_tree`: exact, the tree grows; a tree that would grow
+              past 32x is refused with UnsupportedModelError).
     NaN (2):  NaN goes the default way.
 - Categorical split: c = (int)x (truncation toward zero; on x86 NaN, +/-inf and |x| >= 2**31
   give INT_MIN); c < 0 goes right, else left iff bit c of the node's bitset is set (bits
@@ -26,15 +28,19 @@ by tests/test_frontend_lightgbm.py against the installed library):
   IR: cat_bits padded to the tree's widest bitset, cat_other_left=False, default_left=False.
   Known gap: x in (-1, 0) is category 0 to LightGBM ((int)-0.5 == 0) but "invalid" (right) to
   the IR; it only matters where category 0 goes left.
-- Leaves are ~index in left_child/right_child; nodes are renumbered breadth first (children
-  after parents) with a level-by-level numpy pass (no recursion).
+- Leaves are ~index in left_child/right_child. LightGBM numbers a new internal node after its
+  parent, so internal nodes 0..n-2 followed by the leaves already put children after parents
+  and are kept; a file that breaks that order is renumbered breadth first, one numpy step per
+  level (no recursion anywhere: trees can be thousands of levels deep). The per-node arithmetic
+  runs vectorised over the whole model, so a 1000-tree model parses in a fraction of a second.
 - Raw score = sum of the trees in float64 in tree order, starting at 0 (boost_from_average is
   already folded into the first trees). Tree i adds to class i % num_tree_per_iteration.
   Random-forest mode (`average_output`) divides by the number of iterations before the
   transform; LightGBM's `raw_score=True` output is the undivided sum (the IR's raw is divided).
 - Objectives: regression/regression_l1/huber/fair/quantile/mape/lambdarank/rank_xendcg/custom
   -> identity; poisson/gamma/tweedie -> exp; binary and cross_entropy -> sigmoid (binary
-  `sigmoid:2` -> "sigmoid2", other scales refused); multiclass -> softmax; multiclassova ->
+  `sigmoid:2` -> "sigmoid2", other scales refused); multiclass -> softmax (bit-exact up to 7
+  classes until the IR has a sequential-sum "softmax_seq"); multiclassova ->
   per-class sigmoid. `reg_sqrt` ("... sqrt") and cross_entropy_lambda are refused.
 """
 
@@ -48,7 +54,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidModelError, NotFittedError, UnsupportedModelError
-from ..ir import Forest, Tree, leaf_tree
+from ..ir import TRANSFORMS, Forest, Tree, leaf_tree
 
 #: LightGBM's kZeroThreshold: `const double kZeroThreshold = 1e-35f;` (a float literal).
 K_ZERO = float(np.float32(1e-35))
@@ -106,34 +112,6 @@ def _split_model_text(text: str) -> tuple[dict[str, str], list[dict[str, str]], 
     return header, trees, tail
 
 
-def _ints(kv: dict[str, str], key: str, n: int, tree: str) -> np.ndarray:
-    s = kv.get(key)
-    if s is None:
-        raise InvalidModelError(f"LightGBM tree {tree} has no {key!r} line")
-    try:
-        arr = np.array(s.split(), dtype=np.int64)
-    except (ValueError, OverflowError):
-        raise InvalidModelError(f"LightGBM tree {tree}: {key!r} holds non-integers") from None
-    if n >= 0 and arr.shape != (n,):
-        raise InvalidModelError(f"LightGBM tree {tree}: {key!r} has {arr.size} entries, expected {n}")
-    return arr
-
-
-def _floats(kv: dict[str, str], key: str, n: int, tree: str) -> np.ndarray:
-    s = kv.get(key)
-    if s is None:
-        raise InvalidModelError(f"LightGBM tree {tree} has no {key!r} line")
-    try:
-        # Python's float() (which numpy uses for str -> float64) is correctly rounded, like
-        # LightGBM's own parser, and the file holds %.17g: the round trip is exact.
-        arr = np.array(s.split(), dtype=np.float64)
-    except ValueError:
-        raise InvalidModelError(f"LightGBM tree {tree}: {key!r} holds non-numbers") from None
-    if arr.shape != (n,):
-        raise InvalidModelError(f"LightGBM tree {tree}: {key!r} has {arr.size} entries, expected {n}")
-    return arr
-
-
 def _header_int(header: dict[str, str], key: str, default: int | None = None) -> int:
     if key not in header:
         if default is not None:
@@ -162,7 +140,10 @@ def _objective(header: dict[str, str]) -> tuple[str, str]:
     if name in ("cross_entropy", "xentropy"):
         return name, "sigmoid"
     if name in ("multiclass", "softmax"):
-        return name, "softmax"
+        # LightGBM's Common::Softmax sums exp() left to right; the IR's "softmax" sums with
+        # numpy's pairwise sum, which differs from 8 classes on. "softmax_seq" (the sequential
+        # sum) is used as soon as the IR has it.
+        return name, ("softmax_seq" if "softmax_seq" in TRANSFORMS else "softmax")
     if name in ("binary", "multiclassova", "multiclass_ova", "ova", "ovr"):
         sig = 1.0
         for p in params:
@@ -191,148 +172,286 @@ def _objective(header: dict[str, str]) -> tuple[str, str]:
 
 
 # -- trees ------------------------------------------------------------------------------------
-def _zero_missing(thr: np.ndarray, dleft: np.ndarray, tree: str) -> np.ndarray:
-    """Thresholds for missing_type=Zero nodes (NaN and |x| <= kZ go the default way).
+def _zero_missing(thr: np.ndarray, dleft: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(thresholds, needs_expansion) for missing_type=Zero nodes (NaN, |x| <= kZ: default way).
 
-    Exact rewrites, per node:
-      default left,  t >= kZ:       the band is already left of t           -> t
-      default left,  -kZ <= t < kZ: left iff x <= kZ                        -> kZ
-      default right, t < -kZ:       the band is already right of t          -> t
+    One shifted threshold is exact when the zero band lies on the default side:
+      default left,  t >= kZ:        the band is already left of t          -> t
+      default left,  -kZ <= t < kZ:  left iff x <= kZ                       -> kZ
+      default right, t < -kZ:        the band is already right of t         -> t
       default right, -kZ <= t <= kZ: left iff x < -kZ                       -> prev(-kZ)
-    Other nodes (the band on the other side of t from the default) would need two thresholds.
+    Otherwise (default left with t < -kZ, default right with t > kZ) the node's left set is
+    two intervals and it is expanded into three IR nodes (see `_expand_tree`).
     """
     out = thr.copy()
-    bad = (dleft & (thr < -K_ZERO)) | (~dleft & (thr > K_ZERO))
-    if bad.any():
-        raise UnsupportedModelError(
-            f"LightGBM tree {tree}: missing_type=Zero (zero_as_missing=True) split at threshold "
-            f"{float(thr[bad][0])!r} sends zero the {'left' if dleft[bad][0] else 'right'} way "
-            "against the threshold; the IR has no rule for 'zero goes the default way' "
-            "(supported: missing_type None and NaN, and Zero splits whose zero band is on the "
-            "default side of the threshold)")
+    expand = (dleft & (thr < -K_ZERO)) | (~dleft & (thr > K_ZERO))
     band = (thr >= -K_ZERO) & (thr <= K_ZERO)
     out[dleft & band & (thr < K_ZERO)] = K_ZERO
     out[~dleft & band] = _BELOW_NEG_KZERO
-    return out
+    return out, expand
 
 
-def _convert_tree(kv: dict[str, str], n_features: int) -> Tree:
-    name = kv.get("Tree", "?")
-    if kv.get("is_linear", "0").strip() not in ("0", ""):
-        raise UnsupportedModelError(
-            f"LightGBM tree {name} is a linear tree (linear_tree=True, is_linear=1): leaves "
-            "hold linear models; only constant-leaf trees are supported")
-    n_leaves = _header_int(kv, "num_leaves")
-    if n_leaves < 1:
-        raise InvalidModelError(f"LightGBM tree {name}: num_leaves={n_leaves}")
-    leaf_value = _floats(kv, "leaf_value", n_leaves, name)
-    if n_leaves == 1:
-        return leaf_tree(leaf_value[0])
-    n_int = n_leaves - 1
-    feat = _ints(kv, "split_feature", n_int, name)
-    thr = _floats(kv, "threshold", n_int, name)
-    dtype = _ints(kv, "decision_type", n_int, name)
-    lc = _ints(kv, "left_child", n_int, name)
-    rc = _ints(kv, "right_child", n_int, name)
-    num_cat = _header_int(kv, "num_cat", 0)
+#: a tree whose zero-band expansion would exceed this many times its LightGBM size is refused
+_MAX_EXPANSION_FACTOR = 32
+_MIN_EXPANSION_BUDGET = 4096
 
-    # unified ids: internal node i -> i, leaf j (stored as ~j) -> n_int + j
-    def unify(c: np.ndarray) -> np.ndarray:
-        u = np.where(c >= 0, c, n_int + ~c)
-        if np.any(c >= n_int) or np.any(c < -n_leaves):
-            raise InvalidModelError(f"LightGBM tree {name}: child index out of range")
-        return u
 
-    lu, ru = unify(lc), unify(rc)
-    n = n_int + n_leaves
-    # breadth-first renumbering, one numpy step per level; a malformed file (cycles, shared
-    # children) is caught by the node budget and by Tree's own parent-count validation
+def _expand_tree(name: str, n_int: int, lu: np.ndarray, ru: np.ndarray, feat: np.ndarray,
+                 t: np.ndarray, default_left: np.ndarray, expand: np.ndarray,
+                 cat_row: np.ndarray, leaf_value: np.ndarray) -> dict[str, np.ndarray]:
+    """Node arrays of a tree with missing_type=Zero nodes whose zero band opposes the default.
+
+    Such a node (feature f, threshold t) becomes a chain of three numeric nodes with the
+    node's left (L) and right (R) subtrees copied (exact, but the tree grows):
+      default right, t > kZ:  f <= prev(-kZ) ? L : (f <= kZ ? R : (f <= t ? L : R)), NaN -> R
+      default left, t < -kZ:  f <= t ? L : (f <= prev(-kZ) ? R : (f <= kZ ? L : R)), NaN -> L
+    Built with an explicit stack; nodes are allocated after their parent, so every child
+    index exceeds its parent's. The links must already be known to form a tree.
+    """
+    n = n_int + len(leaf_value)
+    budget = max(_MAX_EXPANSION_FACTOR * n, _MIN_EXPANSION_BUDGET)
+    left: list[int] = []
+    right: list[int] = []
+    feature: list[int] = []
+    thresh: list[float] = []
+    dl: list[bool] = []
+    value: list[float] = []
+    cidx: list[int] = []
+
+    def new(f: int, thr: float, d: bool, v: float = 0.0, c: int = -1) -> int:
+        left.append(-1); right.append(-1); feature.append(f); thresh.append(thr)  # noqa: E702
+        dl.append(d); value.append(v); cidx.append(c)  # noqa: E702
+        if len(left) > budget:
+            raise UnsupportedModelError(
+                f"LightGBM tree {name}: missing_type=Zero (zero_as_missing=True) splits would "
+                f"grow the tree beyond {budget} nodes ({_MAX_EXPANSION_FACTOR}x) when encoded "
+                "exactly; the IR has no rule for 'zero goes the default way'")
+        return len(left) - 1
+
+    links = (left, right)
+    lu_l, ru_l, feat_l = lu.tolist(), ru.tolist(), feat.tolist()
+    t_l, dl_l, ex_l, cat_l = t.tolist(), default_left.tolist(), expand.tolist(), cat_row.tolist()
+    lv_l = leaf_value.tolist()
+    stack: list[tuple[int, int, int]] = [(0, -1, 0)]  # (old unified id, new parent, 0=left/1=right)
+    while stack:
+        old, parent, side = stack.pop()
+        if old >= n_int:
+            node = new(-1, 0.0, False, lv_l[old - n_int])
+        elif not ex_l[old]:
+            node = new(feat_l[old], t_l[old], dl_l[old], c=cat_l[old])
+            stack.append((ru_l[old], node, 1))
+            stack.append((lu_l[old], node, 0))
+        else:
+            f, thr, L, R = feat_l[old], t_l[old], lu_l[old], ru_l[old]
+            if not dl_l[old]:   # default right, t > kZ
+                a, b, c = new(f, _BELOW_NEG_KZERO, False), new(f, K_ZERO, False), new(f, thr, False)
+            else:               # default left, t < -kZ
+                a, b, c = new(f, thr, True), new(f, _BELOW_NEG_KZERO, True), new(f, K_ZERO, True)
+            right[a], right[b] = b, c
+            node = a
+            stack += [(R, c, 1), (L, c, 0), (R, b, 0), (L, a, 0)]
+        if parent >= 0:
+            links[side][parent] = node
+    return {"left": np.array(left, np.int32), "right": np.array(right, np.int32),
+            "feature": np.array(feature, np.int32), "threshold": np.array(thresh),
+            "default_left": np.array(dl, bool), "value": np.array(value),
+            "cat_index": np.array(cidx, np.int32)}
+
+
+def _bfs_order(name: str, n_int: int, lu: np.ndarray, ru: np.ndarray) -> np.ndarray:
+    """Unified node ids in breadth-first order (children after parents), checking the links
+    form one tree; one numpy step per level, no recursion (trees can be 1000s deep)."""
+    n = n_int + len(lu) + 1
     order = []
     frontier = np.zeros(1, np.int64)
     seen = 0
     while frontier.size:
         seen += frontier.size
-        if seen > n:
+        if seen > n:  # a cycle
             raise InvalidModelError(f"LightGBM tree {name}: child links do not form a tree")
         order.append(frontier)
         inner = frontier[frontier < n_int]
         frontier = np.stack([lu[inner], ru[inner]], axis=1).ravel()
-    order = np.concatenate(order)
-    if order.size != n or np.unique(order).size != n:
+    out = np.concatenate(order)
+    if out.size != n or np.unique(out).size != n:
         raise InvalidModelError(f"LightGBM tree {name}: child links do not form a tree")
-    new_of = np.empty(n, np.int64)
-    new_of[order] = np.arange(n)
-    inner_new = new_of[:n_int]
-    leaf_new = new_of[n_int:]
+    return out
 
-    if np.any(feat < 0) or np.any(feat >= n_features):
-        raise InvalidModelError(f"LightGBM tree {name}: split_feature out of range "
-                                f"(max_feature_idx={n_features - 1})")
-    if np.any(dtype < 0) or np.any(dtype > 15):
-        raise InvalidModelError(f"LightGBM tree {name}: bad decision_type")
+
+def _bulk(kvs: list[dict[str, str]], names: list[str], key: str, counts: np.ndarray,
+          dtype: Any) -> np.ndarray:
+    """The `key` arrays of many trees, concatenated, parsed by one numpy call."""
+    toks: list[str] = []
+    for kv, name, n in zip(kvs, names, counts.tolist()):
+        s = kv.get(key)
+        if s is None:
+            raise InvalidModelError(f"LightGBM tree {name} has no {key!r} line")
+        t = s.split()
+        if len(t) != n:
+            raise InvalidModelError(f"LightGBM tree {name}: {key!r} has {len(t)} entries, expected {n}")
+        toks += t
+    try:
+        # Python's float() (which numpy uses for str -> float64) is correctly rounded, like
+        # LightGBM's own parser, and the file holds %.17g: the round trip is exact.
+        return np.array(toks, dtype=dtype)
+    except (ValueError, OverflowError):
+        raise InvalidModelError(f"LightGBM trees: {key!r} holds malformed numbers") from None
+
+
+def _int_field(kv: dict[str, str], key: str, name: str, default: int | None = None) -> int:
+    if key not in kv:
+        if default is not None:
+            return default
+        raise InvalidModelError(f"LightGBM tree {name} has no {key!r} line")
+    try:
+        return int(kv[key])
+    except ValueError:
+        raise InvalidModelError(f"LightGBM tree {name}: {key}={kv[key]!r} is not an integer") from None
+
+
+def _cat_sets(kv: dict[str, str], name: str, is_cat: np.ndarray, thr: np.ndarray):
+    """(cat_bits rows = the tree's category sets, padded; per internal node its row or -1)."""
+    num_cat = _int_field(kv, "num_cat", name, 0)
+    if num_cat < 1:
+        raise InvalidModelError(f"LightGBM tree {name}: categorical split but num_cat={num_cat}")
+    bounds = _bulk([kv], [name], "cat_boundaries", np.array([num_cat + 1]), np.int64)
+    s = kv.get("cat_threshold")
+    if s is None:
+        raise InvalidModelError(f"LightGBM tree {name} has no 'cat_threshold' line")
+    words = _bulk([kv], [name], "cat_threshold", np.array([len(s.split())]), np.int64)
+    if (bounds[0] != 0 or np.any(np.diff(bounds) < 1) or bounds[-1] != words.size
+            or np.any(words < 0) or np.any(words > 0xFFFFFFFF)):
+        raise InvalidModelError(f"LightGBM tree {name}: inconsistent cat_boundaries/cat_threshold")
+    cidx = thr[is_cat]
+    if np.any(cidx != np.floor(cidx)) or np.any(cidx < 0) or np.any(cidx >= num_cat):
+        raise InvalidModelError(f"LightGBM tree {name}: categorical threshold is not a "
+                                f"category-set index in [0, {num_cat})")
+    # padded with zero words to the widest set: categories past a set's own words are "not in
+    # the set" for LightGBM (FindInBitset) too
+    bits = np.zeros((num_cat, int(np.diff(bounds).max())), np.uint32)
+    for c in range(num_cat):
+        seg = words[bounds[c]:bounds[c + 1]]
+        bits[c, :seg.size] = seg
+    row = np.full(is_cat.size, -1, np.int64)
+    row[is_cat] = cidx.astype(np.int64)
+    return bits, row
+
+
+def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree]:
+    """All trees at once: the per-node arithmetic runs vectorised over the whole model."""
+    T = len(tree_kvs)
+    names = [kv.get("Tree", "?") for kv in tree_kvs]
+    for kv, name in zip(tree_kvs, names):
+        if kv.get("is_linear", "0").strip() not in ("0", ""):
+            raise UnsupportedModelError(
+                f"LightGBM tree {name} is a linear tree (linear_tree=True, is_linear=1): leaves "
+                "hold linear models; only constant-leaf trees are supported")
+    n_leaves = np.array([_int_field(kv, "num_leaves", nm) for kv, nm in zip(tree_kvs, names)], np.int64)
+    if np.any(n_leaves < 1):
+        raise InvalidModelError(f"LightGBM tree {names[int(np.argmax(n_leaves < 1))]}: num_leaves < 1")
+    n_int = n_leaves - 1
+    leaf_all = _bulk(tree_kvs, names, "leaf_value", n_leaves, np.float64)
+    leaf_off = np.concatenate([[0], np.cumsum(n_leaves)])
+    int_off = np.concatenate([[0], np.cumsum(n_int)])
+
+    sp = np.flatnonzero(n_int > 0)
+    kvs_s, names_s, ni_s = [tree_kvs[i] for i in sp], [names[i] for i in sp], n_int[sp]
+    feat = _bulk(kvs_s, names_s, "split_feature", ni_s, np.int64)
+    thr = _bulk(kvs_s, names_s, "threshold", ni_s, np.float64)
+    dtype = _bulk(kvs_s, names_s, "decision_type", ni_s, np.int64)
+    lc = _bulk(kvs_s, names_s, "left_child", ni_s, np.int64)
+    rc = _bulk(kvs_s, names_s, "right_child", ni_s, np.int64)
+
+    # per internal node: its tree, its index within the tree, the tree's sizes
+    tid = np.repeat(np.arange(T), n_int)
+    loc = np.arange(tid.size) - int_off[tid]
+    ni, nl = n_int[tid], n_leaves[tid]
+
+    def fail(mask: np.ndarray, what: str) -> None:
+        if mask.any():
+            raise InvalidModelError(f"LightGBM tree {names[int(tid[np.argmax(mask)])]}: {what}")
+
+    fail((lc >= ni) | (lc < -nl) | (rc >= ni) | (rc < -nl), "child index out of range")
+    fail((feat < 0) | (feat >= n_features),
+         f"split_feature out of range (max_feature_idx={n_features - 1})")
+    fail((dtype < 0) | (dtype > 15) | (((dtype >> 2) & 3) == 3), "bad decision_type")
+    # unified ids per tree: internal node i -> i, leaf j (stored as ~j) -> n_int + j
+    lu = np.where(lc >= 0, lc, ni + ~lc)
+    ru = np.where(rc >= 0, rc, ni + ~rc)
+
     is_cat = (dtype & 1).astype(bool)
     dleft = (dtype & 2).astype(bool)
     missing = (dtype >> 2) & 3
-    if np.any(missing == 3):
-        raise InvalidModelError(f"LightGBM tree {name}: missing type 3 in decision_type")
-
     num = ~is_cat
+    fail(num & np.isnan(thr), "NaN threshold")
     t = thr.copy()
     # the C API turns |x| <= kZ into 0.0 before the trees see it (see the module docstring)
     band = num & (t >= -K_ZERO) & (t < K_ZERO)
     t[band] = np.where(t[band] >= 0, K_ZERO, _BELOW_NEG_KZERO)
-    default_left = np.zeros(n_int, bool)
+    default_left = np.zeros(t.size, bool)
     m_none = num & (missing == _MISSING_NONE)
     default_left[m_none] = 0.0 <= t[m_none]          # NaN is replaced by 0.0
     m_nan = num & (missing == _MISSING_NAN)
     default_left[m_nan] = dleft[m_nan]
     m_zero = num & (missing == _MISSING_ZERO)
+    expand = np.zeros(t.size, bool)
     if m_zero.any():
-        t[m_zero] = _zero_missing(thr[m_zero], dleft[m_zero], name)
+        t[m_zero], expand[m_zero] = _zero_missing(thr[m_zero], dleft[m_zero])
         default_left[m_zero] = dleft[m_zero]
-    if np.any(np.isnan(t[num])):
-        raise InvalidModelError(f"LightGBM tree {name}: NaN threshold")
+    t[is_cat] = 0.0      # categorical: NaN, negatives, >= 2**31 go right (default_left False)
 
-    cat_index = np.full(n, -1, np.int32)
-    cat_bits = np.zeros((0, 1), np.uint32)
-    cat_other_left = np.zeros(0, bool)
-    if is_cat.any():
-        if num_cat < 1:
-            raise InvalidModelError(f"LightGBM tree {name}: categorical split but num_cat={num_cat}")
-        bounds = _ints(kv, "cat_boundaries", num_cat + 1, name)
-        words = _ints(kv, "cat_threshold", -1, name)
-        if (bounds[0] != 0 or np.any(np.diff(bounds) < 1) or bounds[-1] != words.size
-                or np.any(words < 0) or np.any(words > 0xFFFFFFFF)):
-            raise InvalidModelError(f"LightGBM tree {name}: inconsistent cat_boundaries/cat_threshold")
-        cat_nodes = np.flatnonzero(is_cat)
-        cidx = thr[cat_nodes]
-        if np.any(cidx != np.floor(cidx)) or np.any(cidx < 0) or np.any(cidx >= num_cat):
-            raise InvalidModelError(f"LightGBM tree {name}: categorical threshold is not a "
-                                    f"category-set index in [0, {num_cat})")
-        cidx = cidx.astype(np.int64)
-        n_words = int(np.diff(bounds).max())
-        cat_bits = np.zeros((cat_nodes.size, n_words), np.uint32)
-        for k, c in enumerate(cidx.tolist()):
-            seg = words[bounds[c]:bounds[c + 1]]
-            cat_bits[k, :seg.size] = seg
-        cat_other_left = np.zeros(cat_nodes.size, bool)   # negatives, NaN, >= 2**31: right
-        cat_index[inner_new[cat_nodes]] = np.arange(cat_nodes.size)
-        t[cat_nodes] = 0.0
+    # LightGBM numbers a new internal node after its parent, so its own ids (leaves after the
+    # internal nodes) usually satisfy the IR's children-after-parents rule as they are
+    def per_tree(mask: np.ndarray) -> np.ndarray:
+        out = np.zeros(T, bool)
+        out[tid[mask]] = True
+        return out
 
-    left = np.full(n, -1, np.int32)
-    right = np.full(n, -1, np.int32)
-    left[inner_new] = new_of[lu]
-    right[inner_new] = new_of[ru]
-    feature = np.full(n, -1, np.int32)
-    feature[inner_new] = feat
-    threshold = np.zeros(n)
-    threshold[inner_new] = t
-    dl = np.zeros(n, bool)
-    dl[inner_new] = default_left
-    value = np.zeros(n)
-    value[leaf_new] = leaf_value
-    return Tree(left=left, right=right, feature=feature, threshold=threshold, default_left=dl,
-                value=value, cat_index=cat_index, cat_bits=cat_bits, cat_other_left=cat_other_left)
+    renumber = per_tree((lu <= loc) | (ru <= loc))
+    expanding = per_tree(expand)
+    has_cat = per_tree(is_cat)
+
+    trees: list[Tree] = []
+    for i in range(T):
+        lv = leaf_all[leaf_off[i]:leaf_off[i + 1]]
+        k = int(n_int[i])
+        if k == 0:
+            trees.append(leaf_tree(lv[0]))
+            continue
+        a, b = int_off[i], int_off[i + 1]
+        if has_cat[i]:
+            cat_bits, cat_row = _cat_sets(tree_kvs[i], names[i], is_cat[a:b], thr[a:b])
+        else:
+            cat_bits, cat_row = np.zeros((0, 1), np.uint32), np.full(k, -1, np.int64)
+        if expanding[i]:
+            _bfs_order(names[i], k, lu[a:b], ru[a:b])   # validate the links first
+            arrays = _expand_tree(names[i], k, lu[a:b], ru[a:b], feat[a:b], t[a:b],
+                                  default_left[a:b], expand[a:b], cat_row, lv)
+        else:
+            n = k + k + 1
+            if renumber[i]:
+                new_of = np.empty(n, np.int64)
+                new_of[_bfs_order(names[i], k, lu[a:b], ru[a:b])] = np.arange(n)
+            else:
+                new_of = np.arange(n)
+            inner = new_of[:k]
+            arrays = {"left": np.full(n, -1, np.int32), "right": np.full(n, -1, np.int32),
+                      "feature": np.full(n, -1, np.int32), "threshold": np.zeros(n),
+                      "default_left": np.zeros(n, bool), "value": np.zeros(n),
+                      "cat_index": np.full(n, -1, np.int32)}
+            arrays["left"][inner] = new_of[lu[a:b]]
+            arrays["right"][inner] = new_of[ru[a:b]]
+            arrays["feature"][inner] = feat[a:b]
+            arrays["threshold"][inner] = t[a:b]
+            arrays["default_left"][inner] = default_left[a:b]
+            arrays["cat_index"][inner] = cat_row
+            arrays["value"][new_of[k:]] = lv
+        try:
+            trees.append(Tree(**arrays, cat_bits=cat_bits,
+                              cat_other_left=np.zeros(cat_bits.shape[0], bool)))
+        except InvalidModelError as exc:
+            raise InvalidModelError(f"LightGBM tree {names[i]}: {exc}") from None
+    return trees
 
 
 # -- public entry points ----------------------------------------------------------------------
@@ -377,11 +496,11 @@ def parse_lightgbm_string(text: str, *, num_iteration: int | None = None,
             f"LightGBM random-forest mode (average_output) with {per_iter} trees per iteration "
             "(multiclass) is not supported: LightGBM averages over iterations, the IR over trees; "
             "supported: average_output with one tree per iteration")
-    if transform == "softmax" and per_iter != num_class:
+    if transform.startswith("softmax") and per_iter != num_class:
         raise InvalidModelError(f"multiclass model with num_class={num_class} but "
                                 f"num_tree_per_iteration={per_iter}")
 
-    trees = tuple(_convert_tree(kv, n_features) for kv in tree_kvs)
+    trees = tuple(_convert_trees(tree_kvs, n_features))
     tree_output = np.arange(len(trees), dtype=np.int32) % per_iter
 
     decision, cls = "none", ()
@@ -389,7 +508,7 @@ def parse_lightgbm_string(text: str, *, num_iteration: int | None = None,
         classes = np.asarray(classes)
         if per_iter == 1 and len(classes) == 2 and transform in ("sigmoid", "sigmoid2"):
             decision = "proba_gt_half"   # argmax([1 - p, p]) == (p > 0.5) exactly (Sterbenz)
-        elif (per_iter == len(classes) > 2 and transform in ("softmax", "sigmoid", "sigmoid2")):
+        elif per_iter == len(classes) > 2 and transform in ("softmax", "softmax_seq", "sigmoid", "sigmoid2"):
             decision = "argmax_proba"
         else:
             raise UnsupportedModelError(
@@ -458,7 +577,7 @@ def parse_lgbm_model(model: Any) -> Forest:
     booster = model.booster_
     n = _booster_iterations(booster)
     text = booster.model_to_string(num_iteration=n)
-    is_classifier = hasattr(model, "classes_") and hasattr(model, "predict_proba")
+    is_classifier = any(c.__name__ == "LGBMClassifier" for c in type(model).__mro__)
     prov = f"lightgbm.{type(model).__name__} (num_iteration={n})"
     if not is_classifier:
         return parse_lightgbm_string(text, provenance=prov)

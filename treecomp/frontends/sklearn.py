@@ -6,7 +6,8 @@ and HistGradientBoosting* (regressors and classifiers). Every rule below was rea
 
 Trees, forests, GradientBoosting (tree/_tree.pyx, ensemble/_forest.py, ensemble/_gb.py):
 - Rows are converted to float32, then ``float64(x32) <= threshold64`` goes left; NaN follows
-  ``tree_.missing_go_to_left``. Trees and forests accept NaN where the estimator's tags say so
+  ``tree_.missing_go_to_left`` (set at every node, also where training saw no NaN). A threshold
+  can be +inf: sklearn's split "every non-missing value left, NaN right". Trees and forests accept NaN where the estimator's tags say so
   (DecisionTree*: always; ExtraTree*: only with splitter="random"); GradientBoosting's
   ``validate_data`` rejects NaN (allow_nan=False). +/-inf is rejected by every one of them
   (``ensure_all_finite``); treecomp compares it normally, i.e. like +/-FLT_MAX.

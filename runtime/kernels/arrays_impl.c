@@ -1,5 +1,5 @@
 /*
- * arrays_impl.h -- the kernel body, included by arrays.c once per (input dtype, accumulation
+ * arrays_impl.c -- the kernel body (a fragment, not a translation unit), included by arrays.c once per (input dtype, accumulation
  * dtype, instruction set). Parameters (macros defined by the includer):
  *   TC_XT    float | double     comparison precision (rows are cast to it, like the library)
  *   TC_AT    float | double     accumulation dtype
@@ -41,26 +41,43 @@ static inline __attribute__((always_inline)) TC_ATTR uint32_t FN(num_right)(TC_X
 
 /* ---- heap layout: D branch-free steps ----------------------------------------------------- */
 #if TC_VEC == 8
-/* AVX2, float input: 8 rows per vector, 4 vectors interleaved (32 rows) to hide gather latency */
-#define TC_V8_STEP(i, rowoff)                                                                   \
+/* AVX2, float input: 8 rows per vector, 4 vectors interleaved (32 rows). A row's position is
+ * tracked within its level (j; child = 2j + go_right). The level's node words and thresholds
+ * are looked up with in-register permutes while the level has <= 32 nodes (depth <= 5), which
+ * avoids two of the three gathers per step (gathers are slow on many x86 cores); deeper
+ * levels gather. Tables are padded (arrays.py) so the 8-wide loads never leave them. */
+static inline __attribute__((always_inline)) TC_ATTR __m256i FN(lut)(const int32_t *tab, __m256i j, int l) {
+  if (l <= 3) return _mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)tab), j);
+  if (l <= 5) {
+    const __m256 m3 = _mm256_castsi256_ps(_mm256_slli_epi32(j, 28));  /* bit 3 -> sign */
+    __m256 lo = _mm256_blendv_ps(
+        _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)tab), j)),
+        _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)(tab + 8)), j)), m3);
+    if (l == 4) return _mm256_castps_si256(lo);
+    const __m256 hi = _mm256_blendv_ps(
+        _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)(tab + 16)), j)),
+        _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)(tab + 24)), j)), m3);
+    return _mm256_castps_si256(_mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32(j, 27))));
+  }
+  return _mm256_i32gather_epi32(tab, j, 4);
+}
+
+#define TC_V8_STEP(j, rowoff)                                                                   \
   do {                                                                                          \
-    const __m256i f_ = _mm256_i32gather_epi32(ff, i, 4);                                        \
+    const __m256i f_ = FN(lut)(fl, j, l);                                                       \
+    const __m256 t_ = _mm256_castsi256_ps(FN(lut)(tl, j, l));                                   \
     const __m256 x_ = _mm256_i32gather_ps(xb, _mm256_add_epi32(rowoff, _mm256_and_si256(f_, featmask)), 4); \
-    const __m256 t_ = _mm256_i32gather_ps(th, i, 4);                                            \
     const __m256 g_ = strict ? _mm256_cmp_ps(x_, t_, _CMP_GE_OQ) : _mm256_cmp_ps(x_, t_, _CMP_GT_OQ); \
     const __m256 n_ = _mm256_and_ps(_mm256_cmp_ps(x_, x_, _CMP_UNORD_Q),                       \
                                     _mm256_castsi256_ps(_mm256_srai_epi32(f_, 31)));             \
-    /* go right is an all-ones lane (-1): i = 2i + 1 - (-1) */                                  \
-    i = _mm256_sub_epi32(_mm256_add_epi32(_mm256_add_epi32(i, i), one),                         \
-                         _mm256_castps_si256(_mm256_or_ps(g_, n_)));                             \
+    /* go right is an all-ones lane (-1): j = 2j - (-1) */                                      \
+    j = _mm256_sub_epi32(_mm256_add_epi32(j, j), _mm256_castps_si256(_mm256_or_ps(g_, n_)));   \
   } while (0)
 
 static inline __attribute__((always_inline)) TC_ATTR int64_t FN(heap_vec)(
     const int32_t *ff, const float *th, int D, const float *xb, int32_t nf, int64_t nb,
     int32_t *lidx, const int strict) {
   const __m256i featmask = _mm256_set1_epi32((int32_t)TC_FF_FEAT);
-  const __m256i one = _mm256_set1_epi32(1);
-  const __m256i first = _mm256_set1_epi32((1 << D) - 1);
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i vnf = _mm256_set1_epi32(nf);
   const __m256i step8 = _mm256_set1_epi32(8 * nf);
@@ -70,32 +87,49 @@ static inline __attribute__((always_inline)) TC_ATTR int64_t FN(heap_vec)(
     const __m256i o1 = _mm256_add_epi32(o0, step8);
     const __m256i o2 = _mm256_add_epi32(o1, step8);
     const __m256i o3 = _mm256_add_epi32(o2, step8);
-    __m256i i0 = _mm256_setzero_si256(), i1 = i0, i2 = i0, i3 = i0;
+    __m256i j0 = _mm256_setzero_si256(), j1 = j0, j2 = j0, j3 = j0;
     for (int l = 0; l < D; ++l) {
-      TC_V8_STEP(i0, o0);
-      TC_V8_STEP(i1, o1);
-      TC_V8_STEP(i2, o2);
-      TC_V8_STEP(i3, o3);
+      const int32_t *fl = ff + ((1 << l) - 1), *tl = (const int32_t *)th + ((1 << l) - 1);
+      TC_V8_STEP(j0, o0);
+      TC_V8_STEP(j1, o1);
+      TC_V8_STEP(j2, o2);
+      TC_V8_STEP(j3, o3);
     }
-    _mm256_storeu_si256((__m256i *)(lidx + r), _mm256_sub_epi32(i0, first));
-    _mm256_storeu_si256((__m256i *)(lidx + r + 8), _mm256_sub_epi32(i1, first));
-    _mm256_storeu_si256((__m256i *)(lidx + r + 16), _mm256_sub_epi32(i2, first));
-    _mm256_storeu_si256((__m256i *)(lidx + r + 24), _mm256_sub_epi32(i3, first));
+    _mm256_storeu_si256((__m256i *)(lidx + r), j0);
+    _mm256_storeu_si256((__m256i *)(lidx + r + 8), j1);
+    _mm256_storeu_si256((__m256i *)(lidx + r + 16), j2);
+    _mm256_storeu_si256((__m256i *)(lidx + r + 24), j3);
   }
   return r;
 }
 #undef TC_V8_STEP
 #elif TC_VEC == 16
-/* AVX-512F, float input: 16 rows per vector, 4 vectors interleaved (64 rows) */
-#define TC_V16_STEP(i, rowoff)                                                                  \
+/* AVX-512F, float input: 16 rows per vector, 4 vectors interleaved (64 rows). Same scheme as
+ * the AVX2 walk: in-register lookups up to 64 nodes per level (depth <= 6: one permutexvar
+ * for <= 16 nodes, one permutex2var for 32, two and a blend for 64), gathers below. */
+static inline __attribute__((always_inline)) TC_ATTR __m512i FN(lut)(const int32_t *tab, __m512i j, int l) {
+  if (l <= 4) return _mm512_permutexvar_epi32(j, _mm512_loadu_si512((const void *)tab));
+  if (l == 5) return _mm512_permutex2var_epi32(_mm512_loadu_si512((const void *)tab), j,
+                                               _mm512_loadu_si512((const void *)(tab + 16)));
+  if (l == 6) {
+    const __m512i lo = _mm512_permutex2var_epi32(_mm512_loadu_si512((const void *)tab), j,
+                                                 _mm512_loadu_si512((const void *)(tab + 16)));
+    const __m512i hi = _mm512_permutex2var_epi32(_mm512_loadu_si512((const void *)(tab + 32)), j,
+                                                 _mm512_loadu_si512((const void *)(tab + 48)));
+    return _mm512_mask_blend_epi32(_mm512_test_epi32_mask(j, _mm512_set1_epi32(32)), lo, hi);
+  }
+  return _mm512_i32gather_epi32(j, tab, 4);
+}
+
+#define TC_V16_STEP(j, rowoff)                                                                  \
   do {                                                                                          \
-    const __m512i f_ = _mm512_i32gather_epi32(i, ff, 4);                                        \
+    const __m512i f_ = FN(lut)(fl, j, l);                                                       \
+    const __m512 t_ = _mm512_castsi512_ps(FN(lut)(tl, j, l));                                   \
     const __m512 x_ = _mm512_i32gather_ps(_mm512_add_epi32(rowoff, _mm512_and_si512(f_, featmask)), xb, 4); \
-    const __m512 t_ = _mm512_i32gather_ps(i, th, 4);                                            \
     __mmask16 g_ = strict ? _mm512_cmp_ps_mask(x_, t_, _CMP_GE_OQ) : _mm512_cmp_ps_mask(x_, t_, _CMP_GT_OQ); \
     g_ |= _mm512_cmp_ps_mask(x_, x_, _CMP_UNORD_Q) & _mm512_cmplt_epi32_mask(f_, zero);         \
-    const __m512i s_ = _mm512_add_epi32(_mm512_add_epi32(i, i), one);                          \
-    i = _mm512_mask_add_epi32(s_, g_, s_, one);                                                 \
+    const __m512i s_ = _mm512_add_epi32(j, j);                                                  \
+    j = _mm512_mask_add_epi32(s_, g_, s_, one);                                                 \
   } while (0)
 
 static inline __attribute__((always_inline)) TC_ATTR int64_t FN(heap_vec)(
@@ -104,7 +138,6 @@ static inline __attribute__((always_inline)) TC_ATTR int64_t FN(heap_vec)(
   const __m512i featmask = _mm512_set1_epi32((int32_t)TC_FF_FEAT);
   const __m512i one = _mm512_set1_epi32(1);
   const __m512i zero = _mm512_setzero_si512();
-  const __m512i first = _mm512_set1_epi32((1 << D) - 1);
   const __m512i lane = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
   const __m512i vnf = _mm512_set1_epi32(nf);
   const __m512i step16 = _mm512_set1_epi32(16 * nf);
@@ -114,17 +147,18 @@ static inline __attribute__((always_inline)) TC_ATTR int64_t FN(heap_vec)(
     const __m512i o1 = _mm512_add_epi32(o0, step16);
     const __m512i o2 = _mm512_add_epi32(o1, step16);
     const __m512i o3 = _mm512_add_epi32(o2, step16);
-    __m512i i0 = zero, i1 = zero, i2 = zero, i3 = zero;
+    __m512i j0 = zero, j1 = zero, j2 = zero, j3 = zero;
     for (int l = 0; l < D; ++l) {
-      TC_V16_STEP(i0, o0);
-      TC_V16_STEP(i1, o1);
-      TC_V16_STEP(i2, o2);
-      TC_V16_STEP(i3, o3);
+      const int32_t *fl = ff + ((1 << l) - 1), *tl = (const int32_t *)th + ((1 << l) - 1);
+      TC_V16_STEP(j0, o0);
+      TC_V16_STEP(j1, o1);
+      TC_V16_STEP(j2, o2);
+      TC_V16_STEP(j3, o3);
     }
-    _mm512_storeu_si512((void *)(lidx + r), _mm512_sub_epi32(i0, first));
-    _mm512_storeu_si512((void *)(lidx + r + 16), _mm512_sub_epi32(i1, first));
-    _mm512_storeu_si512((void *)(lidx + r + 32), _mm512_sub_epi32(i2, first));
-    _mm512_storeu_si512((void *)(lidx + r + 48), _mm512_sub_epi32(i3, first));
+    _mm512_storeu_si512((void *)(lidx + r), j0);
+    _mm512_storeu_si512((void *)(lidx + r + 16), j1);
+    _mm512_storeu_si512((void *)(lidx + r + 32), j2);
+    _mm512_storeu_si512((void *)(lidx + r + 48), j3);
   }
   return r;
 }
@@ -262,7 +296,7 @@ static TC_ATTR void FN(naive)(const tc_tables *T, const TC_XT *xb, int64_t nb, T
 }
 
 /* ---- driver: cast blocks of rows to TC_XT, start from the base score, average ------------- */
-static TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64_t n,
+TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64_t n,
                                void *out) {
   const int64_t nf = T->n_features, no = T->n_outputs;
   const int64_t B = T->block_rows > 0 ? T->block_rows : 64;

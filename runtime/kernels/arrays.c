@@ -1,0 +1,251 @@
+/*
+ * arrays.c -- the model-independent kernel of the "arrays" backend (compiled once per machine).
+ *
+ * arrays_impl.c (a fragment included here, not a translation unit of its own; both files end in
+ * .c so that the package data pattern for runtime/kernels ships them) is instantiated for every
+ * (input dtype, accumulation dtype) pair and, on x86-64, for three instruction sets through
+ * function target attributes (so one translation unit built with the portable default flags
+ * holds all of them): the x86-64 baseline, AVX2 and
+ * AVX-512F. The path is chosen per call: TC_ISA_* forced by the caller, or the best one
+ * __builtin_cpu_supports reports (tc_arrays_isa_mask). No FMA target is enabled and the build
+ * uses -ffp-contract=off: the kernel only compares and adds, and every add must round alone.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+
+/*
+ * The table format. treecomp/backends/arrays.py flattens a forest into these struct-of-arrays
+ * tables (and mirrors tc_tables and the node records with ctypes / numpy). Every index in the
+ * tables is validated in Python before a pointer reaches this code (a corrupt artifact raises ArtifactError, never crashes).
+ *
+ * Two layouts per tree:
+ *   heap     (layout 0) a complete binary tree of depth D: node i has children 2i+1, 2i+2;
+ *            2^D - 1 internal slots (h_ff, h_thr at tree_node[t]) and 2^D leaf slots. A walk
+ *            is exactly D branch-free steps  i = 2*i + 1 + go_right.  Padding slots have
+ *            threshold NaN and NaN-goes-left, so every row goes left (x > NaN and x >= NaN are
+ *            false); leaves above depth D are duplicated into every slot below them.
+ *   compact  (layout 1) explicit children, one packed record per internal node (tc_node_f32 /
+ *            tc_node_f64, one cache line access per step); child >= 0 is a global node index,
+ *            child < 0 is ~(leaf index within the tree). tree_node[t] is the root (or ~0 for a
+ *            single-leaf tree). Children always have a larger index than their parent, so
+ *            every walk terminates.
+ * ff (feature word): bits 0..29 feature index, bit 30 categorical split, bit 31 NaN goes right.
+ */
+#define TC_ARRAYS_ABI 1
+#define TC_FF_FEAT 0x3fffffffu
+#define TC_FF_CAT 0x40000000u
+#define TC_FF_NANR 0x80000000u
+
+#define TC_ISA_SCALAR 0
+#define TC_ISA_AVX2 1
+#define TC_ISA_AVX512 2
+
+typedef struct {
+  int32_t ff;
+  union { float t; int32_t cat; } u;  /* threshold, or the category set of a categorical node */
+  int32_t child[2];                   /* [go left, go right] */
+} tc_node_f32;
+
+typedef struct {
+  int32_t ff;
+  int32_t cat;
+  int32_t child[2];
+  double t;
+} tc_node_f64;
+
+typedef struct {
+  int64_t n_trees;
+  int32_t n_features, n_outputs;
+  int32_t x_bits, acc_bits;     /* 32 or 64: comparison precision, accumulation dtype */
+  int32_t strict;               /* 1: go left iff x < t; 0: iff x <= t */
+  int32_t average;              /* divide by n_trees at the end */
+  int32_t naive;                /* walk row by row, tree by tree (the benchmark's baseline) */
+  int32_t block_rows;           /* rows per tree-major block */
+  const int32_t *tree_layout;   /* 0 heap, 1 compact */
+  const int32_t *tree_depth;    /* heap depth D */
+  const int64_t *tree_node;     /* heap: offset into h_ff/h_thr; compact: root (see above) */
+  const int64_t *tree_leaf;     /* offset into leaf_values (in values) */
+  const int32_t *tree_out;      /* first output column */
+  const int32_t *tree_width;    /* leaf vector length */
+  const int32_t *h_ff;
+  const void *h_thr;            /* x dtype */
+  const void *c_nodes;          /* tc_node_f32 / tc_node_f64 */
+  const uint32_t *cat_words;
+  const int64_t *cat_off;       /* per set: offset into cat_words */
+  const int32_t *cat_nbits;     /* per set: 32 * n_words */
+  const uint8_t *cat_other_left;
+  const void *leaf_values;      /* accumulation dtype */
+  const void *base;             /* accumulation dtype, n_outputs */
+} tc_tables;
+
+
+#define TC_EXPORT __attribute__((visibility("default")))
+
+#if defined(__x86_64__) || defined(__i386__)
+#define TC_X86 1
+#include <immintrin.h>
+#else
+#define TC_X86 0
+#endif
+
+#define TC_NTHR32(p) ((p)->u.t)
+#define TC_NCAT32(p) ((p)->u.cat)
+#define TC_NTHR64(p) ((p)->t)
+#define TC_NCAT64(p) ((p)->cat)
+
+/* TC_PART selects what a translation unit holds; arrays.py compiles the three parts in parallel
+ * (one object each) and links them: 0 = baseline instantiations + the exported entry points,
+ * 1 = AVX2, 2 = AVX-512F. Without TC_PART (a plain `cc -shared arrays.c`) one unit holds all.
+ * The vector paths exist for float input only (the explicit-intrinsics heap walk); float64
+ * input runs the baseline code on every ISA. */
+#ifndef TC_PART
+#define TC_PART -1
+#endif
+#define TC_RUN_PROTO(sfx) \
+  int32_t run_##sfx(const tc_tables *T, const void *X, int32_t x_bits, int64_t n, void *out);
+
+#if TC_PART == -1 || TC_PART == 0
+#define TC_ATTR
+#define TC_VEC 0
+#define TC_XT float
+#define TC_NODE tc_node_f32
+#define TC_NTHR TC_NTHR32
+#define TC_NCAT TC_NCAT32
+#define TC_AT double
+#define TC_SFX f32_f64_scalar
+#include "kernels/arrays_impl.c"
+#undef TC_AT
+#undef TC_SFX
+#define TC_AT float
+#define TC_SFX f32_f32_scalar
+#include "kernels/arrays_impl.c"
+#undef TC_XT
+#undef TC_AT
+#undef TC_NODE
+#undef TC_NTHR
+#undef TC_NCAT
+#undef TC_SFX
+#define TC_XT double
+#define TC_NODE tc_node_f64
+#define TC_NTHR TC_NTHR64
+#define TC_NCAT TC_NCAT64
+#define TC_AT double
+#define TC_SFX f64_f64_scalar
+#include "kernels/arrays_impl.c"
+#undef TC_AT
+#undef TC_SFX
+#define TC_AT float
+#define TC_SFX f64_f32_scalar
+#include "kernels/arrays_impl.c"
+#undef TC_XT
+#undef TC_AT
+#undef TC_NODE
+#undef TC_NTHR
+#undef TC_NCAT
+#undef TC_SFX
+#undef TC_VEC
+#undef TC_ATTR
+#endif
+
+#if TC_X86 && (TC_PART == -1 || TC_PART == 1)
+#define TC_ATTR __attribute__((target("avx2")))
+#define TC_VEC 8
+#define TC_XT float
+#define TC_NODE tc_node_f32
+#define TC_NTHR TC_NTHR32
+#define TC_NCAT TC_NCAT32
+#define TC_AT double
+#define TC_SFX f32_f64_avx2
+#include "kernels/arrays_impl.c"
+#undef TC_AT
+#undef TC_SFX
+#define TC_AT float
+#define TC_SFX f32_f32_avx2
+#include "kernels/arrays_impl.c"
+#undef TC_XT
+#undef TC_AT
+#undef TC_NODE
+#undef TC_NTHR
+#undef TC_NCAT
+#undef TC_SFX
+#undef TC_VEC
+#undef TC_ATTR
+#endif
+
+#if TC_X86 && (TC_PART == -1 || TC_PART == 2)
+#define TC_ATTR __attribute__((target("avx512f,avx2")))
+#define TC_VEC 16
+#define TC_XT float
+#define TC_NODE tc_node_f32
+#define TC_NTHR TC_NTHR32
+#define TC_NCAT TC_NCAT32
+#define TC_AT double
+#define TC_SFX f32_f64_avx512
+#include "kernels/arrays_impl.c"
+#undef TC_AT
+#undef TC_SFX
+#define TC_AT float
+#define TC_SFX f32_f32_avx512
+#include "kernels/arrays_impl.c"
+#undef TC_XT
+#undef TC_AT
+#undef TC_NODE
+#undef TC_NTHR
+#undef TC_NCAT
+#undef TC_SFX
+#undef TC_VEC
+#undef TC_ATTR
+#endif
+
+#if TC_PART == -1 || TC_PART == 0
+#if TC_X86
+TC_RUN_PROTO(f32_f32_avx2)
+TC_RUN_PROTO(f32_f64_avx2)
+TC_RUN_PROTO(f32_f32_avx512)
+TC_RUN_PROTO(f32_f64_avx512)
+#endif
+
+typedef int32_t (*tc_run_fn)(const tc_tables *, const void *, int32_t, int64_t, void *);
+
+/* [isa][x is f64][acc is f64] */
+static const tc_run_fn tc_table[3][2][2] = {
+  {{run_f32_f32_scalar, run_f32_f64_scalar}, {run_f64_f32_scalar, run_f64_f64_scalar}},
+#if TC_X86
+  {{run_f32_f32_avx2, run_f32_f64_avx2}, {run_f64_f32_scalar, run_f64_f64_scalar}},
+  {{run_f32_f32_avx512, run_f32_f64_avx512}, {run_f64_f32_scalar, run_f64_f64_scalar}},
+#else
+  {{0, 0}, {0, 0}},
+  {{0, 0}, {0, 0}},
+#endif
+};
+
+TC_EXPORT int32_t tc_arrays_abi(void) { return TC_ARRAYS_ABI; }
+
+TC_EXPORT int32_t tc_arrays_sizeof_tables(void) { return (int32_t)sizeof(tc_tables); }
+TC_EXPORT int32_t tc_arrays_sizeof_node(int32_t bits) {
+  return bits == 32 ? (int32_t)sizeof(tc_node_f32) : (int32_t)sizeof(tc_node_f64);
+}
+
+/* bit i set: TC_ISA i can run on this CPU */
+TC_EXPORT int32_t tc_arrays_isa_mask(void) {
+  int32_t m = 1 << TC_ISA_SCALAR;
+#if TC_X86
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx2")) m |= 1 << TC_ISA_AVX2;
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2")) m |= 1 << TC_ISA_AVX512;
+#endif
+  return m;
+}
+
+/* returns 0, -1 for bad arguments, -2 when out of memory */
+TC_EXPORT int32_t tc_arrays_predict(const tc_tables *T, const void *X, int32_t x_bits, int64_t n_rows,
+                                    void *out, int32_t isa) {
+  if (!T || (x_bits != 32 && x_bits != 64) || n_rows < 0 || (n_rows > 0 && (!X || !out)))
+    return -1;
+  if (isa < 0 || isa > 2 || !((tc_arrays_isa_mask() >> isa) & 1)) return -1;
+  if ((T->x_bits != 32 && T->x_bits != 64) || (T->acc_bits != 32 && T->acc_bits != 64)) return -1;
+  const tc_run_fn fn = tc_table[isa][T->x_bits == 64][T->acc_bits == 64];
+  if (!fn) return -1;
+  return fn(T, X, x_bits, n_rows, out);
+}
+#endif /* TC_PART 0 */

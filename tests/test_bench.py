@@ -1,0 +1,125 @@
+"""The benchmark suite end to end on a tiny case, plus its exactness comparison and CLI paths."""
+
+from __future__ import annotations
+
+import json
+import pickle
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sklearn")
+pytest.importorskip("matplotlib")
+
+from bench import cases as bench_cases  # noqa: E402
+from bench import run as bench_run  # noqa: E402
+from treecomp import toolchain  # noqa: E402
+
+needs_cc = pytest.mark.skipif(not toolchain.have_compiler(), reason="no C compiler")
+
+
+@pytest.fixture(autouse=True)
+def _private_model_cache(tmp_path, monkeypatch):
+    """Trained bench models go to the test's temp dir, never bench/.cache."""
+    monkeypatch.setattr(bench_cases, "CACHE_DIR", tmp_path / "models")
+
+
+@needs_cc
+def test_quick_tiny_case_end_to_end(tmp_path):
+    out = tmp_path / "out"
+    rc = bench_run.main(["--quick", "--cases", "tiny", "--out", str(out),
+                         "--strategies", "walker,interp,c,library,tl2cgen"])
+    assert rc == 0
+    report = (out / "report.md").read_text()
+    results = json.loads((out / "results.json").read_text())
+    assert list(out.glob("*.png")), "no plot written"
+    (case,) = results["cases"]
+    assert case["name"] == "tiny" and case["n_trees"] == 10
+    rows = {r["name"]: r for r in case["strategies"]}
+    assert set(rows) == {"walker", "interp", "c", "library", "tl2cgen"}
+    c = rows["c"]
+    assert c["status"] == "ok", c.get("note")
+    # compared with GradientBoostingClassifier's predict, predict_proba and decision_function
+    assert set(c["exact"]) == {"predict", "proba", "raw"}
+    assert c["bit_exact"] is True and c["max_abs_diff"] == 0.0
+    assert c["compile_s"] > 0 and c["compiler_rss_mib"] > 0 and c["artifact_bytes"] > 0
+    assert set(c["latency_us"]) == {"1", "16", "256"}  # 2000 test rows: no 4096 batch
+    assert c["ns_per_row_1t"] < rows["walker"]["ns_per_row_1t"]
+    assert c["speedup_vs_walker"] > 1 and c["speedup_vs_library"] > 0
+    for name in ("walker", "interp", "library"):
+        assert rows[name]["status"] == "ok" and rows[name]["bit_exact"] is True, name
+    # the c row of the case table says bit-exact; the headline says all treecomp rows are
+    c_line = next(line for line in report.splitlines() if line.startswith("| c |"))
+    assert c_line.rstrip(" |").endswith("bit-exact")
+    assert "all bit-exact" in report
+    try:
+        import tl2cgen  # noqa: F401
+    except ImportError:
+        assert rows["tl2cgen"]["status"] == "skipped" and "not installed" in rows["tl2cgen"]["note"]
+
+
+@needs_cc
+def test_user_model_files(tmp_path):
+    case = bench_cases.build_case("tiny", quick=True)
+    pkl = tmp_path / "tiny.pkl"
+    pkl.write_bytes(pickle.dumps(case.model))
+    out = tmp_path / "out"
+    assert bench_run.main([str(pkl), "--rows", "300", "--quick", "--no-plots", "--out", str(out),
+                           "--strategies", "c,library"]) == 0
+    res = json.loads((out / "results.json").read_text())
+    rows = {r["name"]: r for r in res["cases"][0]["strategies"]}
+    assert res["cases"][0]["n_rows"] == 300
+    assert rows["library"]["status"] == "ok" and rows["c"]["bit_exact"] is True
+
+    # a bare IR file: no library; exactness is checked against the interpreter, on --data rows
+    import treecomp
+    ir = tmp_path / "tiny.tcir"
+    treecomp.parse(case.model).save(ir)
+    data = tmp_path / "rows.csv"
+    np.savetxt(data, case.X[:50], delimiter=",", header=",".join(f"f{i}" for i in range(8)))
+    assert bench_run.main([str(ir), "--data", str(data), "--quick", "--no-plots", "--out", str(out),
+                           "--strategies", "c,library"]) == 0
+    res = json.loads((out / "results.json").read_text())
+    c0 = res["cases"][0]
+    rows = {r["name"]: r for r in c0["strategies"]}
+    assert c0["n_rows"] == 50 and c0["reference"] == "treecomp interpreter"
+    assert rows["library"]["status"] == "skipped" and rows["c"]["bit_exact"] is True
+
+
+def test_bad_arguments_are_errors(tmp_path, capsys):
+    assert bench_run.main(["--cases", "no-such-case", "--out", str(tmp_path)]) == 2
+    assert bench_run.main(["--strategies", "warp-drive", "--out", str(tmp_path)]) == 2
+    assert bench_run.main([str(tmp_path / "missing.json"), "--out", str(tmp_path)]) == 2
+    assert bench_run.main(["--list"]) == 0
+    assert "xgb-binary" in capsys.readouterr().out
+
+
+def test_rows_around_thresholds_cover_both_sides():
+    case = bench_cases.build_case("tiny", quick=True)
+    import treecomp
+    forest = treecomp.parse(case.model)
+    X = bench_cases.rows_around_thresholds(forest, 2000)
+    assert X.shape == (2000, forest.n_features) and X.dtype == np.float32
+    root = forest.trees[0]
+    f, t = root.feature[0], root.threshold[0]
+    left = X[:, f] <= t
+    assert 0.05 < left.mean() < 0.95
+
+
+def test_compare():
+    a = np.array([1.0, np.nan, -0.0], np.float32)
+    assert bench_run.compare(a, a.copy()) == {"bit_exact": True, "max_abs_diff": 0.0}
+    b = a.copy()
+    b[0] = np.nextafter(np.float32(1), np.float32(2))
+    r = bench_run.compare(a, b)
+    assert r["bit_exact"] is False and r["max_abs_diff"] == pytest.approx(2.0 ** -23)
+    r = bench_run.compare(np.array([1.0, np.nan, 0.0], np.float32), a)   # +0.0 vs -0.0
+    assert r["bit_exact"] is False and r["max_abs_diff"] == 0.0
+    r = bench_run.compare(a.astype(np.float64), a)
+    assert r["bit_exact"] is False and "dtype" in r["note"]
+    r = bench_run.compare(np.array([1.0, 2.0, 3.0]), np.array([1.0, np.nan, 3.0]))
+    assert r["max_abs_diff"] == np.inf
+    r = bench_run.compare(np.array([0, 1, 1]), np.array([0, 1, 2]))
+    assert r == {"bit_exact": False, "mismatches": 1, "max_abs_diff": None}
+    assert bench_run.compare(np.ones((3, 1)), np.ones(3))["bit_exact"] is True   # (n,1) vs (n,)
+    assert bench_run.compare(np.ones(4), np.ones(3))["bit_exact"] is False

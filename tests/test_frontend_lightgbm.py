@@ -1,0 +1,497 @@
+"""LightGBM frontend: bit-exact differential tests against the installed lightgbm.
+
+Every zoo case is compared on its rows, threshold-edge rows and special values; hand-written
+text models pin the corner semantics (zero band, missing types, categorical casts, deep trees)
+directly against `lgb.Booster(model_str=...)`.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+import time
+
+import numpy as np
+import pytest
+
+lgb = pytest.importorskip("lightgbm")
+
+import treecomp  # noqa: E402
+from treecomp import interp  # noqa: E402
+from treecomp.errors import InvalidModelError, NotFittedError, UnsupportedModelError  # noqa: E402
+from treecomp.frontends.lightgbm import K_ZERO, parse_lightgbm_string  # noqa: E402
+from tests import zoo  # noqa: E402
+from tests.edge import edge_rows  # noqa: E402
+
+BASE = dict(verbose=-1, num_threads=1, seed=3, deterministic=True, force_row_wise=True)
+OURS = {"predict": interp.predict, "predict_proba": interp.predict_proba,
+        "raw": interp.decision_function}
+#: values that land in LightGBM's zero band (|x| <= kZeroThreshold) or just outside it
+BAND = [0.0, -0.0, K_ZERO, -K_ZERO, np.nextafter(K_ZERO, 1), np.nextafter(-K_ZERO, -1),
+        5e-36, -5e-36, 1e-40, -1e-40, 5e-324, -5e-324]
+
+
+def assert_same(want, got):
+    want, got = np.asarray(want), np.asarray(got)
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.dtype, want.shape)
+    np.testing.assert_array_equal(got, want, strict=True)
+
+
+def special_rows(X: np.ndarray, seed: int, values=(np.nan, 0.0, -0.0, np.inf, -np.inf, *BAND)) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    rows = []
+    for j in range(X.shape[1]):
+        base = X[rng.integers(0, len(X), len(values))].copy()
+        base[:, j] = values
+        rows.append(base)
+    return np.vstack(rows)
+
+
+def lib_model_text(body_trees: list[str], *, objective: str = "regression", n_features: int = 1,
+                   extra_header: str = "") -> str:
+    names = " ".join(f"f{i}" for i in range(n_features))
+    infos = " ".join(["[-1:1]"] * n_features)
+    trees = "".join(f"Tree={i}\n{t}\n\n" for i, t in enumerate(body_trees))
+    return (f"tree\nversion=v4\nnum_class=1\nnum_tree_per_iteration=1\nlabel_index=0\n"
+            f"max_feature_idx={n_features - 1}\nobjective={objective}\n{extra_header}"
+            f"feature_names={names}\nfeature_infos={infos}\n\n{trees}end of trees\n")
+
+
+def tree_text(split_feature, threshold, decision_type, left, right, leaf_value, *, cats=None,
+              is_linear=0) -> str:
+    j = lambda a: " ".join(repr(float(v)) if isinstance(v, float) else str(v) for v in a)  # noqa: E731
+    n = len(leaf_value)
+    lines = [f"num_leaves={n}", f"num_cat={0 if cats is None else len(cats[0]) - 1}",
+             f"split_feature={j(split_feature)}", f"split_gain={j([1] * (n - 1))}",
+             f"threshold={j(threshold)}", f"decision_type={j(decision_type)}",
+             f"left_child={j(left)}", f"right_child={j(right)}", f"leaf_value={j(leaf_value)}",
+             f"leaf_weight={j([1] * n)}", f"leaf_count={j([1] * n)}",
+             f"internal_value={j([0] * (n - 1))}", f"internal_weight={j([1] * (n - 1))}",
+             f"internal_count={j([1] * (n - 1))}"]
+    if cats is not None:
+        lines += [f"cat_boundaries={j(cats[0])}", f"cat_threshold={j(cats[1])}"]
+    lines += [f"is_linear={is_linear}", "shrinkage=1"]
+    return "\n".join(lines)
+
+
+# -- the zoo ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", zoo.names("lightgbm"))
+def test_zoo_case_bit_exact(name):
+    case = zoo.get(name)
+    f = treecomp.parse(case.path or case.model)
+    assert f.input_dtype == "float64" and f.comparison == "<=" and f.accumulate_dtype == "float64"
+    X = np.vstack([case.X, edge_rows(f, case.X, n=150, seed=1), special_rows(case.X, 2)])
+    cat_cols = {int(t.feature[i]) for t in f.trees for i in np.flatnonzero(t.cat_index >= 0)}
+    for j in cat_cols:  # x in (-1, 0) on a categorical column is the documented gap (below)
+        X[(X[:, j] < 0) & (X[:, j] > -1), j] = -1.0
+    for key, lib in case.library.items():
+        assert_same(lib(X), OURS[key](f, X))
+
+
+def test_zoo_covers_what_it_claims():
+    forests = {n.split(":")[1]: treecomp.parse(zoo.get(n).path or zoo.get(n).model)
+               for n in zoo.names("lightgbm")}
+    assert ({f.transform.replace("softmax_seq", "softmax") for f in forests.values()}
+            == {"identity", "exp", "sigmoid", "sigmoid2", "softmax"})
+    assert forests["categorical"].stats()["categorical"]
+    assert forests["file_binary_categorical"].stats()["categorical"]
+    assert forests["wrapper_classifier_binary"].decision == "proba_gt_half"
+    assert forests["wrapper_classifier_multiclass"].decision == "argmax_proba"
+    assert forests["rf_regression"].average and forests["rf_binary"].average
+    assert forests["constant"].trees[0].n_nodes == 1
+    # early stopping really cut trees, and the parsed forest follows best_iteration
+    b = zoo.get("lightgbm:early_stopping_booster").model
+    assert 0 < b.best_iteration < b.num_trees() and forests["early_stopping_booster"].n_trees == b.best_iteration
+    m = zoo.get("lightgbm:wrapper_regressor_early_stopping").model
+    # (the wrapper, like lgb.train without keep_training_booster, keeps only the best trees)
+    assert 0 < m.best_iteration_ < m.n_estimators
+    assert forests["wrapper_regressor_early_stopping"].n_trees == m.best_iteration_
+    X = zoo.get("lightgbm:early_stopping_booster").X
+    assert not np.array_equal(b.predict(X, num_iteration=-1), interp.predict(forests["early_stopping_booster"], X))
+
+
+def test_num_iteration_argument():
+    case = zoo.get("lightgbm:multiclass")
+    text = case.model.model_to_string(num_iteration=-1)
+    for k in (1, 3):
+        f = parse_lightgbm_string(text, num_iteration=k)
+        assert f.n_trees == 3 * k
+        assert_same(case.model.predict(case.X, num_iteration=k), interp.predict(f, case.X))
+
+
+def test_random_forest_raw_is_the_average():
+    """LightGBM's raw_score=True in rf mode is the undivided sum; the IR's raw is sum / n_iter."""
+    for name in ("lightgbm:rf_regression", "lightgbm:rf_binary"):
+        case = zoo.get(name)
+        f = treecomp.parse(case.model)
+        raw = case.model.predict(case.X, raw_score=True)
+        assert_same(raw / case.model.current_iteration(), interp.decision_function(f, case.X))
+        assert not np.array_equal(raw, interp.decision_function(f, case.X))
+
+
+# -- categorical corner cases -----------------------------------------------------------------
+def _cat_booster():
+    case = zoo.get("lightgbm:categorical")
+    return case.model, treecomp.parse(case.model), case.X
+
+
+def test_categorical_nan_negative_huge_and_unseen_go_right():
+    b, f, X = _cat_booster()
+    odd = [np.nan, -1.0, -2.5, -1e300, -np.inf, np.inf, 1e300, 2.0 ** 31, 2.0 ** 32 + 1, 1e10,
+           63.0, 64.0, 100.0, 1000.0, 2.9, 9.99]
+    for j in (0, 4):
+        R = special_rows(X, 5, values=odd)
+        assert_same(b.predict(R), interp.predict(f, R))
+        # pin the claim: NaN and huge values behave exactly like a negative category
+        rows = X[:40].copy()
+        rows[:, j] = -1.0
+        want = b.predict(rows)
+        for v in (np.nan, 2.0 ** 31, 2.0 ** 32 + 1, np.inf, 1000.0):
+            rows[:, j] = v
+            np.testing.assert_array_equal(b.predict(rows), want)
+
+
+def test_negative_fraction_category_gap_is_pinned():
+    """x in (-1, 0) on a categorical column: LightGBM casts (int)x == 0 (category 0); the IR
+    calls it invalid (x < 0) and sends it right. So the IR equals LightGBM's prediction for
+    -1 there, not LightGBM's own. IR fix: treat a categorical value as valid iff
+    -1 < x < 32 * n_words (truncation toward zero), per forest or per category set."""
+    b, f, X = _cat_booster()
+    rows = X[:100].copy()
+    differs = 0
+    for v in (-0.5, -0.999, -1e-300, -K_ZERO, -5e-324):
+        rows[:, 0] = v
+        ours = interp.predict(f, rows)
+        lib = b.predict(rows)
+        rows0, rows_neg = rows.copy(), rows.copy()
+        rows0[:, 0], rows_neg[:, 0] = 0.0, -1.0
+        np.testing.assert_array_equal(lib, b.predict(rows0))         # LightGBM: category 0
+        np.testing.assert_array_equal(ours, b.predict(rows_neg))     # IR: invalid -> right
+        differs += int(np.sum(ours != lib))
+    assert differs > 0  # category 0 goes left in this model, so the gap shows
+
+
+# -- zero band and missing types, against hand-written models ---------------------------------
+THRESHOLDS = [-K_ZERO, -1e-36, -0.0, 0.0, 1e-36, K_ZERO, np.nextafter(K_ZERO, 1),
+              np.nextafter(-K_ZERO, -1), -1.0, 1.0, 1e-300, -1e-300]
+
+
+@pytest.mark.parametrize("decision_type", [0, 2, 4, 6, 8, 10])
+def test_numeric_split_zero_band_and_missing(decision_type):
+    vals = np.array([np.nan, np.inf, -np.inf, -1.0, 1.0, 2.0, -2.0, *BAND,
+                     *THRESHOLDS, *[np.nextafter(t, s) for t in THRESHOLDS for s in (-1, 1)]])[:, None]
+    grew = False
+    for thr in THRESHOLDS:
+        text = lib_model_text([tree_text([0], [float(thr)], [decision_type], [-1], [-2], [1.0, 2.0])])
+        f = parse_lightgbm_string(text)
+        assert_same(lgb.Booster(model_str=text).predict(vals), interp.predict(f, vals))
+        grew |= f.trees[0].n_nodes > 3
+    # missing_type=Zero against the threshold needs the three-node expansion
+    assert grew == (decision_type in (4, 6))
+
+
+def test_zero_as_missing_trained_model_is_exact():
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(300, 4))
+    X[rng.random(X.shape) < 0.3] = 0.0
+    X[rng.random(X.shape) < 0.05] = np.nan
+    y = X[:, 0] + np.nan_to_num(X[:, 1]) + (X[:, 2] == 0) + rng.normal(size=300) * 0.1
+    b = lgb.train({**BASE, "objective": "regression", "zero_as_missing": True, "num_leaves": 8,
+                   "min_data_in_leaf": 5}, lgb.Dataset(X, y), 10)
+    f = treecomp.parse(b)
+    sizes = [2 * t["num_leaves"] - 1 for t in b.dump_model()["tree_info"]]
+    assert any(t.n_nodes > s for t, s in zip(f.trees, sizes))  # some nodes were expanded
+    R = np.vstack([X, edge_rows(f, X, n=300, seed=3), special_rows(X, 4)])
+    assert_same(b.predict(R), interp.predict(f, R))
+
+
+def test_zero_as_missing_expansion_is_bounded():
+    # a right-leaning chain of "zero goes right against the threshold" (missing Zero, default
+    # right, t > kZ) nodes: each one copies the rest of the chain twice
+    d = 20
+
+    def chain(decision_types):
+        return lib_model_text([tree_text([0] * d, [1.0 + i for i in range(d)], decision_types,
+                                         [-(i + 1) for i in range(d)],
+                                         [i + 1 for i in range(d - 1)] + [-(d + 1)],
+                                         [float(i) for i in range(d + 1)])])
+
+    with pytest.raises(UnsupportedModelError, match=r"missing_type=Zero \(zero_as_missing=True\)"):
+        parse_lightgbm_string(chain([4] * d))   # 2**20 nodes: refused
+    text = chain([4] * 5 + [8] * (d - 5))         # 5 expanding nodes: ~32x, accepted and exact
+    f = parse_lightgbm_string(text)
+    assert f.trees[0].n_nodes > 16 * (2 * d + 1)
+    vals = np.array([np.nan, *BAND, *np.arange(-1, 22, 0.5)])[:, None]
+    assert_same(lgb.Booster(model_str=text).predict(vals), interp.predict(f, vals))
+
+
+def test_missing_none_nan_goes_where_zero_goes():
+    case = zoo.get("lightgbm:no_missing_zeros")
+    f = treecomp.parse(case.model)
+    assert all(not (t.default_left[i] ^ (0.0 <= t.threshold[i]))
+               for t in f.trees for i in np.flatnonzero(t.left >= 0))
+    rows = case.X[:80].copy()
+    for j in range(rows.shape[1]):
+        r_nan, r_zero = rows.copy(), rows.copy()
+        r_nan[:, j], r_zero[:, j] = np.nan, 0.0
+        np.testing.assert_array_equal(case.model.predict(r_nan), case.model.predict(r_zero))
+        assert_same(case.model.predict(r_nan), interp.predict(f, r_nan))
+
+
+def test_categorical_bitsets_of_different_widths():
+    # two categorical splits in one tree: a 1-word set {0, 5} and a 2-word set {33, 40}
+    t = tree_text([0, 0], [0.0, 1.0], [1, 1], [-1, -2], [1, -3], [1.0, 2.0, 3.0],
+                  cats=([0, 1, 3], [(1 << 0) | (1 << 5), 0, (1 << 1) | (1 << 8)]))
+    text = lib_model_text([t])
+    f = parse_lightgbm_string(text)
+    assert f.trees[0].cat_bits.shape == (2, 2)
+    vals = np.array([np.nan, -1.0, 0.0, -0.0, 0.7, 5.0, 5.9, 6.0, 31.0, 32.0, 33.0, 33.5, 40.0, 41.0,
+                     63.0, 64.0, 1e9, 2.0 ** 31, np.inf, -np.inf])[:, None]
+    assert_same(lgb.Booster(model_str=text).predict(vals), interp.predict(f, vals))
+
+
+def _random_tree(rng: np.random.Generator, n_leaves: int, shuffle: bool) -> str:
+    """A random tree in LightGBM's layout: features 0, 1 numeric (every missing type, thresholds
+    on and around the zero band), feature 2 categorical. With shuffle, internal node ids are
+    permuted (root stays 0), so children may precede parents and the frontend must renumber."""
+    lc, rc, parent_of_leaf = [], [], {0: None}
+    for new in range(n_leaves - 1):          # split a random leaf, like LightGBM's Split()
+        leaf = int(rng.choice(list(parent_of_leaf)))
+        p = parent_of_leaf.pop(leaf)
+        if p is not None:
+            (lc if p[1] == 0 else rc)[p[0]] = new
+        lc.append(~leaf)
+        rc.append(~(new + 1))
+        parent_of_leaf[leaf], parent_of_leaf[new + 1] = (new, 0), (new, 1)
+    k = n_leaves - 1
+    perm = np.concatenate([[0], 1 + rng.permutation(k - 1)]) if shuffle else np.arange(k)
+    remap = lambda c: int(perm[c]) if c >= 0 else c  # noqa: E731
+    L, R = [0] * k, [0] * k
+    for i in range(k):
+        L[perm[i]], R[perm[i]] = remap(lc[i]), remap(rc[i])
+    feats = rng.integers(0, 3, k)
+    pool = [-K_ZERO, K_ZERO, -1e-36, 0.0, 1e-36, -0.5, 0.5, 1.5, -1.5]
+    thr, dt, bounds, words = [], [], [0], []
+    for f in feats:
+        if f == 2:
+            thr.append(float(len(bounds) - 1))
+            dt.append(1 | int(rng.integers(0, 3)) << 2)
+            w = [int(x) for x in rng.integers(0, 2 ** 32, int(rng.integers(1, 3)), dtype=np.uint64)]
+            words += w
+            bounds.append(bounds[-1] + len(w))
+        else:
+            thr.append(float(rng.choice(pool)))
+            dt.append(int(rng.integers(0, 2)) << 1 | int(rng.integers(0, 3)) << 2)
+    cats = (bounds, words) if len(bounds) > 1 else None
+    return tree_text(list(feats), thr, dt, L, R, list(rng.normal(size=n_leaves)), cats=cats)
+
+
+def test_random_trees_against_lightgbm():
+    rng = np.random.default_rng(12)
+    vals = np.array([np.nan, -np.inf, np.inf, -2.0, -1.0, -1.5, 1.5, 0.5, 3.0, 5.0, 33.0, 40.0,
+                     63.0, 100.0, *BAND])
+    X = rng.choice(vals, size=(400, 3))
+    X[(X[:, 2] < 0) & (X[:, 2] > -1), 2] = -1.0   # the documented (-1, 0) categorical gap
+    expanded = 0
+    for m in range(12):
+        trees = [_random_tree(rng, int(rng.integers(2, 24)), shuffle=m % 2 == 1) for _ in range(3)]
+        text = lib_model_text(trees, n_features=3)
+        f = parse_lightgbm_string(text)
+        assert_same(lgb.Booster(model_str=text).predict(X), interp.predict(f, X))
+        sizes = [int(t.split("\n", 1)[0].split("=")[1]) for t in trees]  # num_leaves
+        expanded += sum(t.n_leaves > n for t, n in zip(f.trees, sizes))
+    assert expanded > 0
+
+
+# -- outputs ----------------------------------------------------------------------------------
+def test_binary_label_tie_at_half():
+    """LGBMClassifier labels are argmax([1 - p, p]), i.e. p > 0.5 ('proba_gt_half')."""
+    t = tree_text([0, 0], [0.0, 1.0], [2, 2], [-1, -2], [1, -3], [0.0, 1e-17, -1e-17])
+    text = lib_model_text([t], objective="binary sigmoid:1")
+    f = parse_lightgbm_string(text, classes=np.array([0, 1]))
+    X = np.array([[-1.0], [0.5], [2.0]])
+    p = lgb.Booster(model_str=text).predict(X)
+    assert_same(np.argmax(np.vstack((1.0 - p, p)).T, axis=1), interp.predict(f, X))
+    assert interp.predict(f, X).tolist() == [0, 0, 0] and p[0] == 0.5
+
+
+def test_many_classes_softmax_sums_sequentially():
+    """LightGBM's Softmax sums exp() left to right; numpy's row sum is pairwise from 8 terms on.
+    The raw margins are exact; with the IR's "softmax" the probabilities are within a proven
+    bound, and a sequential float64 sum (a "softmax_seq" transform) reproduces LightGBM bit for
+    bit."""
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(400, 4))
+    K = 10
+    y = np.clip(np.floor((X[:, 0] + 2.5) * K / 5), 0, K - 1)
+    b = lgb.train({**BASE, "objective": "multiclass", "num_class": K, "num_leaves": 4,
+                   "min_data_in_leaf": 5}, lgb.Dataset(X, y), 5)
+    f = treecomp.parse(b)
+    raw = interp.decision_function(f, X)
+    assert_same(b.predict(X, raw_score=True), raw)
+    want, got = b.predict(X), interp.predict(f, X)
+    if f.transform == "softmax_seq":
+        assert_same(want, got)
+    else:  # numpy's pairwise row sum: |relative error| < (2K - 1) * eps / 2 per probability
+        assert f.transform == "softmax"
+        assert np.all(np.abs(got - want) <= K * np.finfo(float).eps * want)
+        assert not np.array_equal(got, want)  # (so this test notices when outputs.py changes)
+    e = np.exp(raw - raw.max(axis=1, keepdims=True))
+    s = np.zeros(len(X))
+    for k in range(K):
+        s += e[:, k]
+    assert_same(want, e / s[:, None])
+
+
+@pytest.mark.parametrize("objective", ["binary sigmoid:1", "binary sigmoid:2", "cross_entropy",
+                                       "poisson", "tweedie"])
+def test_transforms_bit_exact_over_many_margins(objective):
+    """numpy's exp (outputs.py) against LightGBM's std::exp on 2000 distinct margins."""
+    d = 2000
+    rng = np.random.default_rng(6)
+    leaves = rng.uniform(-40, 40, d + 1)
+    t = tree_text([0] * d, [-float(i) for i in range(d)], [2] * d,
+                  [i + 1 for i in range(d - 1)] + [-(d + 1)], [-(i + 1) for i in range(d)],
+                  list(leaves))
+    text = lib_model_text([t], objective=objective)
+    f = parse_lightgbm_string(text)
+    X = np.concatenate([[0.5], -np.arange(d) - 0.5])[:, None]
+    assert_same(lgb.Booster(model_str=text).predict(X), interp.predict(f, X))
+
+
+def test_integer_arrays_are_cast_to_float32_by_lightgbm():
+    """Documented gap: LightGBM's predict casts non-float numpy input to float32 (4.7,
+    basic._np2d_to_np1d); the IR reads it as float64. Only integers beyond 2**24 differ."""
+    t = tree_text([0], [16777216.5], [2], [-1], [-2], [1.0, 2.0])
+    text = lib_model_text([t])
+    f = parse_lightgbm_string(text)
+    Xi = np.array([[16777217], [3]], dtype=np.int64)
+    b = lgb.Booster(model_str=text)
+    assert b.predict(Xi).tolist() == [1.0, 1.0]              # 16777217 -> float32 16777216
+    assert b.predict(Xi.astype(np.float64)).tolist() == [2.0, 1.0]
+    assert interp.predict(f, Xi).tolist() == [2.0, 1.0]      # the IR keeps the exact value
+
+
+# -- structure: deep trees, many trees --------------------------------------------------------
+def test_deep_chain_tree_no_recursion():
+    d = 3000  # left-leaning chain: node i splits x <= -i, right child is a leaf
+    t = tree_text([0] * d, [-float(i) for i in range(d)], [2] * d,
+                  [i + 1 for i in range(d - 1)] + [-(d + 1)], [-(i + 1) for i in range(d)],
+                  [float(i) for i in range(d + 1)])
+    text = lib_model_text([t])
+    f = parse_lightgbm_string(text)
+    assert f.trees[0].max_depth == d
+    vals = np.array([[1.0], [-0.5], [-1500.0], [-2998.5], [-2999.0], [-5000.0], [np.nan]])
+    assert_same(lgb.Booster(model_str=text).predict(vals), interp.predict(f, vals))
+
+
+def test_thousand_trees_parse_fast():
+    case = zoo.get("lightgbm:multiclass")
+    text = case.model.model_to_string()
+    head, rest = text.split("Tree=0\n", 1)
+    body, tail = rest.split("end of trees", 1)
+    blocks = ("Tree=0\n" + body).split("\n\n\n")
+    blocks = [blk for blk in blocks if blk.strip()]
+    reps = -(-1002 // len(blocks))
+    trees = [blk.split("\n", 1)[1] for blk in blocks] * reps
+    head = "\n".join(l for l in head.splitlines() if not l.startswith("tree_sizes")) + "\n"
+    big = head + "".join(f"Tree={i}\n{t}\n\n\n" for i, t in enumerate(trees)) + "end of trees" + tail
+    t0 = time.perf_counter()
+    f = parse_lightgbm_string(big)
+    elapsed = time.perf_counter() - t0
+    assert f.n_trees == len(trees) >= 1000
+    assert elapsed < 2.0, f"parsing {f.n_trees} trees took {elapsed:.2f}s"
+    X = case.X[:50]
+    assert_same(lgb.Booster(model_str=big).predict(X, raw_score=True), interp.decision_function(f, X))
+
+
+# -- files ------------------------------------------------------------------------------------
+def test_text_file_parse_does_not_import_lightgbm(tmp_path):
+    case = zoo.get("lightgbm:file_binary_categorical")
+    code = textwrap.dedent(f"""
+        import sys
+        import treecomp
+        f = treecomp.parse({case.path!r})
+        assert "lightgbm" not in sys.modules, "lightgbm was imported"
+        print(f.digest())
+    """)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == treecomp.parse(case.model).digest()
+
+
+def test_booster_and_its_saved_file_agree(tmp_path):
+    case = zoo.get("lightgbm:early_stopping_booster")
+    path = tmp_path / "m.txt"
+    case.model.save_model(str(path))  # saves best_iteration trees, like predict uses
+    assert treecomp.parse(path).digest() == treecomp.parse(case.model).digest()
+
+
+# -- errors -----------------------------------------------------------------------------------
+def _small_text(**params) -> str:
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(200, 3))
+    y = X[:, 0] + rng.normal(size=200) * 0.1
+    if params.get("objective") in ("binary", "cross_entropy_lambda", "multiclass"):
+        y = (y > 0).astype(float)
+    return lgb.train({**BASE, "num_leaves": 4, "min_data_in_leaf": 5, **params},
+                     lgb.Dataset(X, y), 3).model_to_string()
+
+
+def test_linear_trees_are_refused():
+    with pytest.raises(UnsupportedModelError, match="linear tree"):
+        parse_lightgbm_string(_small_text(objective="regression", linear_tree=True))
+
+
+@pytest.mark.parametrize("params, match", [
+    ({"objective": "regression", "reg_sqrt": True}, "reg_sqrt"),
+    ({"objective": "binary", "sigmoid": 0.5}, "sigmoid scale"),
+    ({"objective": "cross_entropy_lambda"}, "cross_entropy_lambda"),
+    ({"objective": "multiclass", "num_class": 2, "boosting": "rf", "bagging_freq": 1,
+      "bagging_fraction": 0.5}, "random-forest"),
+])
+def test_unsupported_objectives(params, match):
+    with pytest.raises(UnsupportedModelError, match=match):
+        parse_lightgbm_string(_small_text(**params))
+
+
+def test_corrupt_files(tmp_path):
+    good = _small_text(objective="regression")
+    cases = {
+        "truncated.txt": good[: good.index("end of trees") - 40],
+        "truncated_header.txt": good[: good.index("Tree=0")],
+        "garbage.txt": "hello world\n",
+        "empty.txt": "",
+        "badnum.txt": good.replace("leaf_value=", "leaf_value=abc ", 1),
+        "badchild.txt": good.replace("left_child=", "left_child=7", 1),
+        "cycle.txt": good.replace("left_child=1", "left_child=0", 1),
+        "nofeat.txt": good.replace("max_feature_idx=2", "max_feature_idx=x"),
+    }
+    for name, text in cases.items():
+        p = tmp_path / name
+        p.write_text(text)
+        with pytest.raises(InvalidModelError):
+            treecomp.parse(p)
+    (tmp_path / "binary.txt").write_bytes(b"\x80\x81\xff\x00")
+    with pytest.raises(InvalidModelError):
+        treecomp.parse(tmp_path / "binary.txt")
+    with pytest.raises(UnsupportedModelError, match="version"):
+        parse_lightgbm_string(good.replace("version=v4", "version=v9"))
+
+
+def test_wrapper_errors():
+    with pytest.raises(NotFittedError):
+        treecomp.parse(lgb.LGBMRegressor())
+    rng = np.random.default_rng(5)
+    X, y = rng.normal(size=(100, 3)), rng.integers(0, 2, 100)
+
+    def logloss(y_true, raw):
+        p = 1.0 / (1.0 + np.exp(-raw))
+        return p - y_true, p * (1.0 - p)
+
+    m = lgb.LGBMClassifier(objective=logloss, n_estimators=3, **BASE).fit(X, y)
+    with pytest.raises(UnsupportedModelError, match="custom"):
+        treecomp.parse(m)
+    f = treecomp.parse(m.booster_)  # the Booster itself predicts raw scores: supported
+    assert_same(m.booster_.predict(X), interp.predict(f, X))

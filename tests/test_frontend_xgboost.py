@@ -1,0 +1,551 @@
+"""XGBoost frontend: bit-exact differential tests against the installed xgboost (3.2.0).
+
+Every zoo case is compared (values and dtype) on its rows and on threshold-edge rows, parsed from
+the live object and, for file cases, from the file. Further tests pin the float32 transforms of
+treecomp.outputs against XGBoost itself (sigmoid, exp, softmax over hundreds of thousands of
+margins fed through ``base_margin``), glibc's expf, categorical corner values, base_score
+forms, node renumbering, deep trees, parse speed, the UBJSON decoder (including truncated and
+corrupted input) and the errors.
+
+One documented inexactness: XGBClassifier(objective="multi:softmax").predict_proba is
+scipy.special.softmax over float32 margins (numpy's SIMD float32 exp), not XGBoost's softmax
+that the Forest applies; it is asserted within 8 ULP (3 observed) instead of bit-exact.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import json
+import platform
+import struct
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+xgb = pytest.importorskip("xgboost")
+
+import treecomp  # noqa: E402
+from treecomp import interp, outputs  # noqa: E402
+from treecomp.errors import InvalidModelError, NotFittedError, UnsupportedModelError  # noqa: E402
+from treecomp.frontends import ubjson  # noqa: E402
+from treecomp.frontends.xgboost import forest_from_document, parse_xgboost_file  # noqa: E402
+from tests import zoo  # noqa: E402
+from tests.edge import edge_rows  # noqa: E402
+from tests.zoo_xgboost import _X, _labels, tmpdir, train  # noqa: E402
+
+OURS = {"predict": interp.predict, "predict_proba": interp.predict_proba,
+        "raw": interp.decision_function}
+F32 = np.float32
+
+
+def assert_same(want, got):
+    want, got = np.asarray(want), np.asarray(got)
+    assert got.dtype == want.dtype and got.shape == want.shape, (got.dtype, got.shape, want.dtype, want.shape)
+    np.testing.assert_array_equal(got, want, strict=True)
+
+
+def doc_of(b: xgb.Booster) -> dict:
+    return json.loads(b.save_raw("json"))
+
+
+def booster_from_doc(doc: dict) -> xgb.Booster:
+    b = xgb.Booster({"nthread": 1})
+    b.load_model(bytearray(json.dumps(doc).encode()))
+    return b
+
+
+def write_json(doc: dict, name: str) -> Path:
+    p = tmpdir() / name
+    p.write_text(json.dumps(doc))
+    return p
+
+
+# -- the zoo ----------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", zoo.names("xgboost"))
+def test_zoo_case_bit_exact(name):
+    case = zoo.get(name)
+    f = treecomp.parse(case.model)
+    assert (f.input_dtype, f.comparison, f.accumulate_dtype) == ("float32", "<", "float32")
+    X = np.vstack([case.X, edge_rows(f, case.X, n=150, seed=1)])
+    forests = [f]
+    if case.path:
+        fp = treecomp.parse(case.path)
+        assert fp.digest() == f.digest()
+        forests.append(fp)
+    for key, lib in case.library.items():
+        want = lib(X)
+        for forest in forests:
+            assert_same(want, OURS[key](forest, X))
+
+
+def _forest(name: str):
+    case = zoo.get(f"xgboost:{name}")
+    return case, treecomp.parse(case.model)
+
+
+def test_zoo_covers_what_it_claims():
+    forests = {n.split(":")[1]: treecomp.parse(zoo.get(n).model) for n in zoo.names("xgboost")}
+    assert {f.transform for f in forests.values()} == {"identity", "sigmoid", "exp", "softmax"}
+    assert {f.decision for f in forests.values()} == {"none", "raw_gt_0", "argmax_raw",
+                                                      "proba_gt_half", "argmax_proba"}
+    # categorical: 40 categories need two-word bitsets
+    cat = forests["categorical"]
+    assert cat.stats()["categorical"] and max(t.cat_bits.shape[1] for t in cat.trees) == 2
+    assert forests["categorical_onehot_multiclass"].stats()["categorical"]
+    assert forests["file_ubj_categorical_dart"].stats()["categorical"]
+    assert all(t.n_nodes == 1 for t in forests["single_leaf_trees"].trees)
+    assert forests["multi_target"].n_outputs == 2 and forests["reg_quantileerror_multi"].n_outputs == 3
+    assert forests["feature_names"].feature_names == tuple(f"col_{i}" for i in range(5))
+    # pruning left deleted (orphan) nodes that the parser dropped
+    doc = doc_of(zoo.get("xgboost:pruned_exact").model)
+    trees = doc["learner"]["gradient_booster"]["model"]["trees"]
+    assert sum(int(t["tree_param"]["num_deleted"]) for t in trees) > 0
+    assert sum(t.n_nodes for t in forests["pruned_exact"].trees) < sum(len(t["left_children"]) for t in trees)
+    # random forests: several trees per iteration
+    assert doc_of(zoo.get("xgboost:random_forest_booster").model)["learner"]["gradient_booster"][
+        "model"]["gbtree_model_param"]["num_parallel_tree"] == "4"
+    # DART weights really scale, and the two ways of adding DART trees really differ
+    case, f = _forest("dart_booster")
+    w = doc_of(case.model)["learner"]["gradient_booster"]["weight_drop"]
+    assert min(w) < 1.0
+    b = case.model
+    X = case.X[~np.isinf(case.X).any(axis=1)]  # DMatrix refuses inf
+    dm = b.predict(xgb.DMatrix(X, nthread=1), output_margin=True)
+    inplace = b.inplace_predict(X, predict_type="margin")
+    assert not np.array_equal(dm, inplace)
+    # early stopping cut trees, and the wrappers predict with best_iteration
+    for name, k in (("early_stopping_regressor", 1), ("early_stopping_multiclass", 3)):
+        case, f = _forest(name)
+        m = case.model
+        assert 0 <= m.best_iteration < m.get_booster().num_boosted_rounds() - 1
+        assert f.n_trees == (m.best_iteration + 1) * k
+        full = m.predict(case.X, output_margin=True, iteration_range=(0, m.get_booster().num_boosted_rounds()))
+        assert not np.array_equal(full, interp.decision_function(f, case.X))
+    # a Booster ignores best_iteration, as Booster.predict does
+    b = zoo.get("xgboost:early_stopping_regressor").model.get_booster()
+    assert treecomp.parse(b).n_trees == b.num_boosted_rounds()
+    # files: the plain base_score form, and a file that remembers its sklearn wrapper
+    case = zoo.get("xgboost:file_json_plain_base_score")
+    assert json.loads(Path(case.path).read_text())["learner"]["learner_model_param"]["base_score"] == "0.3"
+    case = zoo.get("xgboost:file_ubj_wrapper_early_stopping")
+    fp = treecomp.parse(case.path)
+    assert fp.decision == "argmax_proba" and fp.classes[0].dtype == np.int64
+    assert fp.n_trees < len(ubjson.decode(Path(case.path).read_bytes())["learner"]["gradient_booster"]["model"]["trees"])
+
+
+def test_booster_inplace_predict_takes_inf_like_the_forest():
+    """DMatrix refuses inf; inplace_predict (gbtree: same arithmetic) takes it as it is."""
+    for name in ("reg_squarederror", "binary_logistic", "multi_softprob", "categorical"):
+        case, f = _forest(name)
+        X = np.vstack([case.X, edge_rows(f, case.X, n=150, seed=2)])
+        assert np.isinf(X).any()
+        assert_same(case.model.inplace_predict(X), interp.predict(f, X))
+        assert_same(case.model.inplace_predict(X, predict_type="margin"), interp.decision_function(f, X))
+
+
+def test_softmax_classifier_predict_proba_within_bound():
+    case, f = _forest("wrapper_classifier_softmax")
+    X = np.vstack([case.X, edge_rows(f, case.X, n=300, seed=3)])
+    want, got = case.model.predict_proba(X), interp.predict_proba(f, X)
+    assert want.dtype == got.dtype == np.float32 and want.shape == got.shape
+    ulp = np.abs(want.view(np.int32).astype(np.int64) - got.view(np.int32).astype(np.int64))
+    assert ulp.max() <= 8
+
+
+# -- float32 transforms (treecomp.outputs) against XGBoost ---------------------------------------
+def _zero_tree_booster(objective: str, **params) -> xgb.Booster:
+    """eta=0: every leaf adds +/-0, so the margin is exactly the base_margin passed in."""
+    X = _X(50, n=60)
+    y = _labels(objective if objective != "multi:softprob" else "reg:squarederror", X, 50)
+    if objective == "multi:softprob":
+        y = (np.arange(60) % params["num_class"]).astype(float)
+    return train({"objective": objective, "eta": 0.0, "max_depth": 1, **params}, X, y, 1)
+
+
+def _margins(rng, n: int) -> np.ndarray:
+    specials = np.array([0.0, -0.0, 88.7, -88.7, 88.72, -88.72, 88.73, 89.0, -89.0, -103.9,
+                         -104.0, -110.0, 1e-8, -1e-8, 1e-30, 0.5, -0.5, 20.0, -20.0], F32)
+    return np.concatenate([specials, rng.uniform(-120, 120, n).astype(F32),
+                           rng.normal(0, 4, n).astype(F32), rng.uniform(-1e-3, 1e-3, n).astype(F32)])
+
+
+@pytest.mark.parametrize("objective,transform", [("binary:logistic", "sigmoid"),
+                                                 ("count:poisson", "exp")])
+def test_float32_sigmoid_and_exp_match_xgboost(objective, transform):
+    b = _zero_tree_booster(objective)
+    m = _margins(np.random.default_rng(1), 100_000)
+    d = xgb.DMatrix(np.zeros((len(m), 5)), base_margin=m, nthread=1)
+    assert_same(m, b.predict(d, output_margin=True))
+    f = treecomp.parse(b).replace(base_score=np.zeros(1), transform=transform)
+    assert_same(b.predict(d), outputs.transform(f, m[:, None])[:, 0])
+
+
+@pytest.mark.parametrize("k", [2, 3, 5, 9])
+def test_float32_softmax_matches_xgboost(k):
+    rng = np.random.default_rng(k)
+    b = _zero_tree_booster("multi:softprob", num_class=k)
+    M = (rng.normal(0, 4, (60_000, k)) * rng.choice([0.01, 1.0, 10.0, 40.0], (60_000, 1))).astype(F32)
+    d = xgb.DMatrix(np.zeros((len(M), 5)), base_margin=M, nthread=1)
+    assert_same(M, b.predict(d, output_margin=True))
+    assert_same(b.predict(d), outputs.transform(treecomp.parse(b), M))
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="replicates glibc's expf")
+def test_expf_is_glibc_expf():
+    libm = ctypes.CDLL(ctypes.util.find_library("m"))
+    expf = libm.expf
+    expf.restype, expf.argtypes = ctypes.c_float, [ctypes.c_float]
+    rng = np.random.default_rng(5)
+    hard = np.array([float.fromhex(h) for h in ("0x1.fefe02p-16", "0x1.5b3c52p-14", "0x1.cd3982p-14",
+                                                "0x1.625856p-13", "0x1.cbd318p-13")], F32)
+    x = np.concatenate([hard, rng.uniform(-104, 89, 20_000).astype(F32),
+                        rng.uniform(-1e-3, 1e-3, 5_000).astype(F32),
+                        np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 88.72284, 88.72283, -103.97208,
+                                  -103.97207, 1e-45, -1e-45], F32)])
+    want = np.array([expf(float(v)) for v in x], F32)
+    assert_same(want, outputs._expf(x))
+    # the inputs where glibc's expf is not the correctly rounded result
+    rounded = np.exp(hard.astype(np.float64)).astype(F32)
+    assert np.all(rounded != outputs._expf(hard))
+
+
+# -- semantics pinned on purpose -----------------------------------------------------------------
+def test_categorical_invalid_and_unlisted_values_go_left():
+    case, f = _forest("categorical")
+    b = case.model
+    rows = np.repeat(case.X[:40], 1, axis=0)
+    for j in (0, 3):
+        def at(v):
+            r = rows.copy()
+            r[:, j] = v
+            return r
+        odd = [-1.0, -0.5, -0.0, 0.0, 0.5, 3.999, 31.0, 32.0, 39.0, 40.0, 63.0, 64.0, 1000.0,
+               2.0 ** 24 - 1, 2.0 ** 24, 1e9, 3e38, np.inf, -np.inf, np.nan]
+        for v in odd:
+            assert_same(b.inplace_predict(at(v)), interp.predict(f, at(v)))
+        # pin the claims: invalid values act like an unlisted category, and values truncate
+        left = b.inplace_predict(at(-1.0))
+        for v in (-0.5, 1000.0, 2.0 ** 24, 1e9, np.inf, -np.inf):
+            assert_same(left, b.inplace_predict(at(v)))
+        assert_same(b.inplace_predict(at(0.0)), b.inplace_predict(at(0.5)))
+        assert_same(b.inplace_predict(at(0.0)), b.inplace_predict(at(-0.0)))
+        assert_same(b.inplace_predict(at(3.0)), b.inplace_predict(at(3.999)))
+
+
+def test_base_score_forms_and_links():
+    X = _X(51, n=80)
+    for objective, value, margin in [
+            ("binary:logistic", 0.3, lambda v: -np.log(F32(1) / F32(v) - F32(1))),
+            ("count:poisson", 2.5, lambda v: np.log(F32(v))),
+            ("reg:squarederror", 0.7, lambda v: F32(v))]:
+        b = train({"objective": objective, "base_score": value, "eta": 0.0}, X,
+                  _labels(objective, X, 51), 1)
+        doc = doc_of(b)
+        lmp = doc["learner"]["learner_model_param"]
+        assert lmp["base_score"].startswith("[")
+        want = b.predict(xgb.DMatrix(X[:1], nthread=1), output_margin=True)[0]
+        f = forest_from_document(doc)
+        assert F32(f.base_score[0]) == want
+        assert abs(float(want) - float(margin(value))) < 1e-6
+        lmp["base_score"] = repr(value)  # the pre-2.1 form
+        assert forest_from_document(doc).digest() == f.digest()
+    # multi:softprob: one value per class, added as it is
+    b = zoo.get("xgboost:multi_softprob").model
+    doc = doc_of(b)
+    stored = json.loads(doc["learner"]["learner_model_param"]["base_score"])
+    assert len(stored) == 4
+    assert_same(np.array(stored, F32), treecomp.parse(b).base_score.astype(F32))
+    for bad in ("[abc]", "[]", "nan", "[1,2]"):
+        doc["learner"]["learner_model_param"]["base_score"] = bad
+        with pytest.raises(InvalidModelError):
+            forest_from_document(doc)
+
+
+def _tree_doc(b: xgb.Booster) -> tuple[dict, dict]:
+    doc = doc_of(b)
+    return doc, doc["learner"]["gradient_booster"]["model"]["trees"][0]
+
+
+_NODE_KEYS = ("left_children", "right_children", "parents", "split_indices", "split_conditions",
+              "default_left", "split_type", "base_weights", "loss_changes", "sum_hessian")
+
+
+def test_nodes_in_any_order_are_renumbered():
+    """Children with smaller ids than their parents (legal for XGBoost) parse the same."""
+    X = _X(52)
+    b = train({"objective": "reg:squarederror", "max_depth": 4}, X, _labels("reg:squarederror", X, 52), 1)
+    doc, t = _tree_doc(b)
+    n = len(t["left_children"])
+    perm = np.r_[0, np.arange(n - 1, 0, -1)]  # new id -> old id (root stays 0)
+    old_to_new = np.argsort(perm)
+    remap = lambda a: [int(old_to_new[c]) if c >= 0 else int(c) for c in a]  # noqa: E731
+    for k in _NODE_KEYS:
+        t[k] = [t[k][int(o)] for o in perm]
+    t["left_children"], t["right_children"] = remap(t["left_children"]), remap(t["right_children"])
+    t["parents"] = [p if p == 2147483647 else int(old_to_new[p]) for p in t["parents"]]
+    assert any(l >= 0 and l < i for i, l in enumerate(t["left_children"]))
+    b2 = booster_from_doc(doc)
+    f = forest_from_document(doc)
+    R = np.vstack([X, edge_rows(f, X, n=200, seed=4)])
+    assert_same(b2.inplace_predict(R), interp.predict(f, R))
+    assert_same(b.inplace_predict(R), interp.predict(f, R))
+
+
+def _chain_doc(depth: int) -> dict:
+    """A hand-built tree: node 2i splits x0 < i; its left child is a leaf, its right the next."""
+    X = _X(53, n=50, d=2)
+    doc, _ = _tree_doc(train({"objective": "reg:squarederror"}, X, X[:, 0], 1))
+    n = 2 * depth + 1
+    left, right, cond, feat, parents = [-1] * n, [-1] * n, [0.0] * n, [0] * n, [2147483647] * n
+    for i in range(depth):
+        node = 2 * i
+        left[node], right[node], cond[node] = node + 1, node + 2, float(i)
+        parents[node + 1] = parents[node + 2] = node
+        cond[node + 1] = float(i) * 0.5 + 0.25  # leaf value
+    cond[n - 1] = -1.0
+    t = {"base_weights": [0.0] * n, "categories": [], "categories_nodes": [],
+         "categories_segments": [], "categories_sizes": [], "default_left": [1] * n, "id": 0,
+         "left_children": left, "loss_changes": [0.0] * n, "parents": parents,
+         "right_children": right, "split_conditions": cond, "split_indices": feat,
+         "split_type": [0] * n, "sum_hessian": [1.0] * n,
+         "tree_param": {"num_deleted": "0", "num_feature": "2", "num_nodes": str(n),
+                        "size_leaf_vector": "1"}}
+    model = doc["learner"]["gradient_booster"]["model"]
+    model["trees"] = [t]
+    return doc
+
+
+def test_deep_tree_no_recursion():
+    doc = _chain_doc(3000)
+    t0 = time.perf_counter()
+    f = forest_from_document(doc)
+    assert time.perf_counter() - t0 < 2.0
+    assert f.trees[0].max_depth == 3000
+    b = booster_from_doc(doc)
+    R = np.c_[np.r_[np.arange(-1, 3001) - 0.5, np.nan, np.inf], np.zeros(3004)]
+    assert_same(b.inplace_predict(R), interp.predict(f, R))
+
+
+def test_thousand_trees_parse_fast():
+    X = _X(54)
+    b = train({"objective": "multi:softprob", "num_class": 4, "max_depth": 6}, X,
+              (np.arange(len(X)) % 4).astype(float), 5)
+    doc = doc_of(b)
+    model = doc["learner"]["gradient_booster"]["model"]
+    trees = model["trees"]
+    model["trees"] = [dict(trees[i % len(trees)], id=i) for i in range(1000)]
+    model["tree_info"] = [i % 4 for i in range(1000)]
+    model["iteration_indptr"] = list(range(0, 1001, 4))
+    model["gbtree_model_param"]["num_trees"] = "1000"
+    p = write_json(doc, "thousand.json")
+    t0 = time.perf_counter()
+    f = treecomp.parse(p)
+    elapsed = time.perf_counter() - t0
+    assert f.n_trees == 1000 and elapsed < 3.0, elapsed
+    b2 = xgb.Booster({"nthread": 1}, model_file=str(p))
+    assert_same(b2.inplace_predict(X[:50]), interp.predict(f, X[:50]))
+
+
+def test_file_parsing_does_not_import_xgboost():
+    paths = [zoo.get("xgboost:file_json_multiclass").path,
+             zoo.get("xgboost:file_ubj_categorical_dart").path]
+    want = [treecomp.parse(p).digest() for p in paths]
+    code = ("import sys; sys.modules['xgboost'] = None\n"
+            "import treecomp\n"
+            f"print(*[treecomp.parse(p).digest() for p in {paths!r}])\n"
+            "assert sys.modules['xgboost'] is None\n")
+    root = Path(__file__).resolve().parent.parent
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == want
+
+
+# -- UBJSON ----------------------------------------------------------------------------------
+def _u8(s: str) -> bytes:
+    b = s.encode()
+    return b"U" + bytes([len(b)]) + b
+
+
+def test_ubjson_scalars_and_containers():
+    cases = [
+        (b"Z", None), (b"T", True), (b"F", False), (b"NNi\x85", -123), (b"U\xff", 255),
+        (b"I\x80\x00", -32768), (b"l\x00\x00\x01\x00", 256), (b"L\xff\xff\xff\xff\xff\xff\xff\xfe", -2),
+        (b"d" + struct.pack(">f", 1.5), 1.5), (b"D" + struct.pack(">d", -2.25), -2.25),
+        (b"CA", "A"), (b"S" + _u8("h\u00e9llo"), "h\u00e9llo"), (b"H" + _u8("12345678901234567890"),
+                                                              12345678901234567890),
+        (b"H" + _u8("3.25"), 3.25),
+        (b"[i\x01Si\x03abc[]{}]", [1, "abc", [], {}]),
+        (b"[#U\x02i\x01Z", [1, None]),
+        (b"{U\x01ai\x01U\x01b[TF]N}", {"a": 1, "b": [True, False]}),
+        (b"{#U\x02U\x01aZU\x01b{}", {"a": None, "b": {}}),
+        (b"{$i#U\x02U\x01a\x01U\x01b\xff", {"a": 1, "b": -1}),
+        (b"[$T#U\x03", [True, True, True]),
+        (b"[$S#U\x02U\x01xU\x02yz", ["x", "yz"]),
+        (b"[$C#U\x02ab", ["a", "b"]),
+    ]
+    for data, want in cases:
+        got = ubjson.decode(data)
+        assert got == want and type(got) is type(want), (data, got)
+
+
+@pytest.mark.parametrize("marker,dtype", [(b"i", ">i1"), (b"U", ">u1"), (b"I", ">i2"), (b"l", ">i4"),
+                                          (b"L", ">i8"), (b"d", ">f4"), (b"D", ">f8")])
+def test_ubjson_typed_arrays_are_native_numpy(marker, dtype):
+    vals = np.array([0, 1, 2, 100, 127], dtype=dtype)
+    data = b"[$" + marker + b"#U\x05" + vals.tobytes()
+    got = ubjson.decode(data)
+    assert isinstance(got, np.ndarray) and got.dtype == np.dtype(dtype).newbyteorder("=")
+    assert_same(vals.astype(got.dtype), got)
+    assert ubjson.decode(b"[$d#U\x00").shape == (0,)
+
+
+def test_ubjson_matches_json_for_a_real_model():
+    case = zoo.get("xgboost:file_ubj_categorical_dart")
+    b = case.model
+    from_ubj = ubjson.decode(bytes(b.save_raw("ubj")))
+    assert forest_from_document(from_ubj).digest() == forest_from_document(doc_of(b)).digest()
+    t_ubj = from_ubj["learner"]["gradient_booster"]["gbtree"]["model"]["trees"][0]
+    t_json = doc_of(b)["learner"]["gradient_booster"]["gbtree"]["model"]["trees"][0]
+    assert set(t_ubj) == set(t_json)
+    assert_same(np.array(t_json["split_conditions"], F32), t_ubj["split_conditions"])
+
+
+BAD_UBJSON = [
+    b"", b"N", b"X", b"i", b"I\x00", b"S", b"SU\x05ab", b"Si\xff", b"SU\x02\xff\xfe", b"C\xc3",
+    b"H" + _u8("12x"), b"[", b"[i\x01", b"{U\x01a", b"{U\x01ai\x01", b"{i\x01}", b"[#U\x03i\x01",
+    b"[$d#U\x02\x00\x00\x00\x00", b"[$d]", b"[$[#U\x01]", b"[$X#U\x01", b"[#d\x00\x00\x00\x00",
+    b"[#L" + (2 ** 62).to_bytes(8, "big"), b"[$D#L" + (2 ** 60).to_bytes(8, "big"),
+    b"[$Z#L" + (2 ** 62).to_bytes(8, "big"), b"SL" + (2 ** 62).to_bytes(8, "big"),
+    b"[#i\xff", b"i\x01i\x02", b"[]]", b"[" * 100_000, b"{U\x01a" * 10_000,
+]
+
+
+@pytest.mark.parametrize("data", BAD_UBJSON, ids=range(len(BAD_UBJSON)))
+def test_ubjson_rejects_corrupt_input(data):
+    with pytest.raises(InvalidModelError):
+        ubjson.decode(data)
+
+
+def test_ubjson_truncated_and_mutated_model_files_fail_cleanly():
+    """Every prefix and many single-byte mutations: decoded or InvalidModelError, and the
+    frontend then gives a Forest or a TreecompError: never another exception, never a hang."""
+    data = bytes(zoo.get("xgboost:file_ubj_categorical_dart").model.save_raw("ubj"))
+    t0 = time.perf_counter()
+    for k in range(0, len(data), 5):
+        with pytest.raises(InvalidModelError):
+            ubjson.decode(data[:k])
+    rng = np.random.default_rng(0)
+    outcomes = {"ok": 0, "invalid": 0, "unsupported": 0}
+    for _ in range(400):
+        buf = bytearray(data)
+        for pos in rng.integers(0, len(buf), rng.integers(1, 4)):
+            buf[pos] = int(rng.integers(0, 256))
+        try:
+            doc = ubjson.decode(bytes(buf))
+            forest_from_document(doc)
+            outcomes["ok"] += 1
+        except InvalidModelError:
+            outcomes["invalid"] += 1
+        except UnsupportedModelError:
+            outcomes["unsupported"] += 1
+    assert outcomes["invalid"] > 0 and outcomes["ok"] > 0
+    assert time.perf_counter() - t0 < 20
+
+
+def test_ubjson_needs_bytes():
+    with pytest.raises(TypeError):
+        ubjson.decode("{}")
+
+
+# -- errors ----------------------------------------------------------------------------------
+def test_gblinear_is_unsupported(tmp_path):
+    X = _X(60, n=80)
+    b = xgb.train({"booster": "gblinear", "nthread": 1},
+                  xgb.DMatrix(np.nan_to_num(X), label=_labels("reg:squarederror", X, 60), nthread=1), 2)
+    with pytest.raises(UnsupportedModelError, match="gblinear"):
+        treecomp.parse(b)
+    b.save_model(tmp_path / "linear.ubj")
+    with pytest.raises(UnsupportedModelError, match="gblinear"):
+        treecomp.parse(tmp_path / "linear.ubj")
+    m = xgb.XGBRegressor(booster="gblinear", n_estimators=2, n_jobs=1).fit(np.nan_to_num(X), X[:, 0])
+    with pytest.raises(UnsupportedModelError, match="gblinear"):
+        treecomp.parse(m)
+
+
+def test_vector_leaf_trees_are_unsupported():
+    X = _X(61, n=80)
+    b = train({"tree_method": "hist", "multi_strategy": "multi_output_tree"}, X,
+              np.c_[X[:, 0], X[:, 2]], 2)
+    with pytest.raises(UnsupportedModelError, match="multi_output_tree"):
+        treecomp.parse(b)
+
+
+def test_unknown_objective_is_unsupported():
+    doc = doc_of(zoo.get("xgboost:reg_squarederror").model)
+    doc["learner"]["objective"]["name"] = "reg:nonsense"
+    with pytest.raises(UnsupportedModelError, match="reg:nonsense"):
+        treecomp.parse(write_json(doc, "unknown_objective.json"))
+
+
+@pytest.mark.parametrize("content", [b"", b"not json", b"[1, 2]", b'{"learner": 3}', b"\xff\xfe{",
+                                     b'{"learner": {"gradient_booster": {"name": "gbtree"}}}'])
+def test_corrupt_files_are_invalid(tmp_path, content):
+    for suffix in (".json", ".ubj"):
+        p = tmp_path / f"bad{suffix}"
+        p.write_bytes(content)
+        with pytest.raises(InvalidModelError):
+            parse_xgboost_file(p)
+
+
+def _mutate_tree(mutate) -> dict:
+    doc = doc_of(zoo.get("xgboost:categorical").model)
+    mutate(doc["learner"]["gradient_booster"]["model"]["trees"][0])
+    return doc
+
+
+@pytest.mark.parametrize("mutate", [
+    lambda t: t["left_children"].__setitem__(0, 999),
+    lambda t: t["left_children"].__setitem__(1, 0),                     # cycle back to the root
+    lambda t: t["right_children"].__setitem__(0, t["left_children"][0]),  # shared child
+    lambda t: t["right_children"].__setitem__(0, -1),
+    lambda t: t["split_indices"].__setitem__(0, 99),
+    lambda t: t["split_conditions"].pop(),
+    lambda t: t["split_type"].__setitem__(0, 7),
+    lambda t: t["categories"].__setitem__(0, -3),
+    lambda t: t.__setitem__("categories_nodes", []),
+    lambda t: t["categories_sizes"].__setitem__(0, 10 ** 6),
+    lambda t: t.__setitem__("left_children", "abc"),
+    lambda t: t["split_conditions"].__setitem__(len(t["split_conditions"]) - 1, float("nan")),
+], ids=range(12))
+def test_inconsistent_trees_are_invalid(mutate):
+    with pytest.raises(InvalidModelError):
+        forest_from_document(_mutate_tree(mutate))
+
+
+def test_wrapper_errors():
+    X = _X(62, n=80)
+    with pytest.raises(NotFittedError):
+        treecomp.parse(xgb.XGBRegressor())
+    m = xgb.XGBRegressor(n_estimators=2, missing=0.0, n_jobs=1).fit(X, X[:, 0])
+    with pytest.raises(UnsupportedModelError, match="missing"):
+        treecomp.parse(m)
+
+    def squared(y, p):
+        return p - y, np.ones_like(p)
+
+    m = xgb.XGBRegressor(n_estimators=2, objective=squared, n_jobs=1).fit(X, X[:, 0])
+    with pytest.raises(UnsupportedModelError, match="objective"):
+        treecomp.parse(m)
+    y = (X[:, 0] > 0).astype(int)
+    m = xgb.XGBClassifier(n_estimators=2, objective="binary:logitraw", n_jobs=1).fit(X, y)
+    with pytest.raises(UnsupportedModelError, match="logitraw"):
+        treecomp.parse(m)
+    # ... while its Booster (Booster.predict semantics) is fine
+    f = treecomp.parse(m.get_booster())
+    assert_same(m.get_booster().inplace_predict(X), interp.predict(f, X))

@@ -1,0 +1,693 @@
+"""The arrays backend: a forest becomes flat tables, walked by a kernel compiled once per machine.
+
+Code generation pays compile time that grows with the model; this backend instead flattens any
+forest into contiguous struct-of-arrays tables in milliseconds (vectorised numpy, no per-node
+Python loops) and evaluates them with one generic C kernel (runtime/kernels/arrays.c + arrays_impl.c) that is
+built once per machine and compiler, never per model. The tables are the artifact: a versioned
+``.tc`` file (``MAGIC`` + JSON header + raw arrays) that ``treecomp.load`` reads back.
+
+Layouts, chosen per tree (option ``layout``; see runtime/kernels/arrays.c for the exact format):
+
+- ``heap``: a complete binary tree of depth D (node i -> 2i+1, 2i+2), padded so that the walk is
+  exactly D branch-free steps ``i = 2*i + 1 + go_right``. Padding nodes have threshold NaN and
+  send NaN left, so every row goes left (``x > NaN`` is false); a leaf above depth D is copied
+  into every leaf slot below it. Used (layout="auto") for trees without categorical splits of
+  depth <= heap_max_depth whose padding costs at most 4x their leaves (or 64 slots).
+  The float32-input heap walk has explicit AVX2 (8 rows/vector) and AVX-512F (16 rows/vector)
+  paths, four vectors interleaved to hide gather latency.
+- ``compact``: one packed 16-byte (float32) / 24-byte (float64) record per internal node with
+  explicit children (leaf = negative child), 8 rows walked in flight. Deep, unbalanced and
+  categorical trees.
+- ``naive`` (layout="naive"): the compact tables walked one row at a time, one tree at a time,
+  with branches: "a generic interpreter in native code", the benchmarks' baseline.
+
+Exactness (same contract as the C backend): rows are cast to the forest's input dtype (round to
+nearest), thresholds are lowered with passes.comparison_thresholds, NaN follows default_left
+(folded into a ``nan_right`` bit), categorical nodes follow ir.py, and every row's margins start
+at the base score and add the trees' leaf vectors in tree order in the accumulation dtype (leaf
+values rounded to it once here), then divide by n_trees when averaging: the interpreter's order.
+
+Instruction set (option ``isa``): "auto" picks the best path the CPU has at load time
+(``__builtin_cpu_supports``); "scalar", "avx2", "avx512" force one (an error if the CPU lacks
+it). Without a C compiler the kernel cannot be built: the backend then evaluates the same tables
+with a vectorised numpy walker (isa "numpy", also selectable on purpose), which is exact but
+slow; there is no llvmlite fallback kernel yet.
+
+Loading: every index in a table file is validated (vectorised) before a pointer reaches native
+code; a corrupt or truncated file raises ArtifactError.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import json
+import os
+import struct
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import __version__, outputs, toolchain
+from ..errors import ArtifactError, CompileError, InvalidModelError
+from ..ir import Forest, Head, head_of
+from ..passes import comparison_thresholds
+
+NAME = "arrays"
+KIND = "arrays"
+FORMAT_VERSION = 1
+MAGIC = b"TCARRAYS"
+_PREFIX = struct.Struct("<8sIIQ")  # magic, format version, reserved, header length
+
+DEFAULTS: dict[str, Any] = {
+    "layout": "auto",        # "auto" | "heap" | "compact" | "naive"
+    "heap_max_depth": 8,     # deepest tree the heap layout takes (padding grows as 2^depth)
+    "isa": "auto",           # "auto" | "scalar" | "avx2" | "avx512" | "numpy"
+    "block_rows": 64,        # rows per tree-major block (the AVX-512 walk takes 64 at a time)
+}
+
+LAYOUTS = ("auto", "heap", "compact", "naive")
+ISAS = ("auto", "scalar", "avx2", "avx512", "numpy")
+_NATIVE_ISAS = ("scalar", "avx2", "avx512")   # index = TC_ISA_* in arrays.c
+MAX_HEAP_DEPTH = 20
+
+FF_FEAT = 0x3FFFFFFF
+FF_CAT = 0x40000000
+FF_NANR = 0x80000000
+
+KERNEL_DIR = toolchain.RUNTIME_DIR / "kernels"
+KERNEL_FILES = ("arrays.c", "arrays_impl.c")
+
+
+def options(**overrides: Any) -> dict[str, Any]:
+    unknown = set(overrides) - set(DEFAULTS)
+    if unknown:
+        raise TypeError(f"unknown arrays backend option(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}")
+    opts = {**DEFAULTS, **{k: v for k, v in overrides.items() if v is not None}}
+    if opts["layout"] not in LAYOUTS:
+        raise ValueError(f"layout={opts['layout']!r}; expected one of {LAYOUTS}")
+    if opts["isa"] not in ISAS:
+        raise ValueError(f"isa={opts['isa']!r}; expected one of {ISAS}")
+    d = int(opts["heap_max_depth"])
+    if not 0 <= d <= MAX_HEAP_DEPTH:
+        raise ValueError(f"heap_max_depth must be in [0, {MAX_HEAP_DEPTH}], got {d}")
+    b = int(opts["block_rows"])
+    if not 1 <= b <= 1 << 16:
+        raise ValueError(f"block_rows must be in [1, 65536], got {b}")
+    opts["heap_max_depth"], opts["block_rows"] = d, b
+    return opts
+
+
+# -- the tables ---------------------------------------------------------------------------------
+#: name -> dtype ("x": the input dtype, "acc": the accumulation dtype), in file order
+_ARRAYS = {
+    "tree_layout": "u1", "tree_depth": "<i4", "tree_nint": "<i8", "tree_nleaf": "<i8",
+    "tree_out": "<i4", "tree_width": "<i4",
+    "h_ff": "<i4", "h_thr": "x",
+    "c_ff": "<i4", "c_thr": "x", "c_cat": "<i4", "c_left": "<i4", "c_right": "<i4",
+    "leaf_values": "acc", "base": "acc",
+    "cat_words": "<u4", "cat_nwords": "<i4", "cat_other_left": "u1",
+}
+_DT = {"float32": "<f4", "float64": "<f8"}
+
+
+@dataclass(frozen=True, eq=False)
+class Tables:
+    """A flattened forest: `meta` (JSON-able) and the arrays of runtime/kernels/arrays.c.
+
+    Per tree t: layout (0 heap / 1 compact), depth, number of internal slots (heap: 2^D - 1),
+    number of leaf slots (heap: 2^D), first output column, leaf width. Compact children are
+    local to their tree: >= 0 an internal node (always > its parent), < 0 ~leaf. All offsets are
+    cumulative sums of these counts, recomputed (never trusted) when loading.
+    """
+
+    meta: dict[str, Any]
+    arrays: dict[str, np.ndarray]
+
+    @property
+    def x_dtype(self) -> np.dtype:
+        return np.dtype(self.meta["x_dtype"])
+
+    @property
+    def acc_dtype(self) -> np.dtype:
+        return np.dtype(self.meta["acc_dtype"])
+
+    @property
+    def nbytes(self) -> int:
+        return int(sum(a.nbytes for a in self.arrays.values()))
+
+    def expected_dtype(self, name: str) -> np.dtype:
+        d = _ARRAYS[name]
+        return np.dtype(_DT[self.meta["x_dtype"]] if d == "x" else _DT[self.meta["acc_dtype"]] if d == "acc" else d)
+
+
+def _excl_cumsum(a: np.ndarray) -> np.ndarray:
+    out = np.zeros(len(a) + 1, np.int64)
+    np.cumsum(a, out=out[1:])
+    return out
+
+
+def flatten(forest: Forest, layout: str = "auto", heap_max_depth: int = 8) -> Tables:
+    """The tables of `forest` (vectorised over all nodes of all trees at once)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout={layout!r}; expected one of {LAYOUTS}")
+    if forest.n_features > FF_FEAT:
+        raise InvalidModelError(f"the arrays backend supports at most {FF_FEAT} features")
+    trees = forest.trees
+    T = len(trees)
+    xdt, adt = np.dtype(forest.input_dtype), np.dtype(forest.accumulate_dtype)
+    nn = np.fromiter((t.n_nodes for t in trees), np.int64, T)
+    width = np.fromiter((t.width for t in trees), np.int64, T)
+    start = _excl_cumsum(nn)
+    tree_of = np.repeat(np.arange(T), nn)
+    left = np.concatenate([t.left for t in trees]).astype(np.int64)
+    right = np.concatenate([t.right for t in trees]).astype(np.int64)
+    feature = np.concatenate([t.feature for t in trees]).astype(np.int64)
+    nan_right = ~np.concatenate([t.default_left for t in trees])
+    cidx = np.concatenate([t.cat_index for t in trees]).astype(np.int64)
+    thr = np.concatenate([comparison_thresholds(t, forest) for t in trees]).astype(xdt, copy=False)
+    internal = left >= 0
+    gl = np.where(internal, left + start[tree_of], -1)
+    gr = np.where(internal, right + start[tree_of], -1)
+
+    # depth and heap position of every node: one vectorised step per level, all trees at once
+    depth = np.zeros(len(left), np.int64)
+    pos = np.zeros(len(left), np.int64)
+    frontier = start[:-1]
+    d = 0
+    while True:
+        fr = frontier[internal[frontier]]
+        if not fr.size:
+            break
+        d += 1
+        lc, rc = gl[fr], gr[fr]
+        depth[lc] = d
+        depth[rc] = d
+        if d <= MAX_HEAP_DEPTH:  # deeper trees never use the heap layout (and 2^d overflows)
+            p = pos[fr]
+            pos[lc] = 2 * p + 1
+            pos[rc] = 2 * p + 2
+        frontier = np.concatenate([lc, rc])
+    firsts = start[:-1]
+    tdepth = np.maximum.reduceat(depth, firsts)
+    n_int_real = np.add.reduceat(internal.astype(np.int64), firsts)
+    n_leaf_real = nn - n_int_real
+    has_cat = np.add.reduceat((cidx >= 0).astype(np.int64), firsts) > 0
+
+    if layout in ("compact", "naive"):
+        heap = np.zeros(T, bool)
+    else:
+        heap = ~has_cat & (tdepth <= heap_max_depth)
+        if layout == "auto":  # padding costs at most 4x the real leaves (always fine up to 64)
+            heap &= (np.int64(1) << np.minimum(tdepth, 62)) <= np.maximum(64, 4 * n_leaf_real)
+    hd = np.where(heap, tdepth, 0)
+    tree_nint = np.where(heap, (np.int64(1) << hd) - 1, n_int_real)
+    tree_nleaf = np.where(heap, np.int64(1) << hd, n_leaf_real)
+
+    nodeheap = heap[tree_of]
+    ff = (feature & FF_FEAT) | np.where(nan_right, FF_NANR, 0) | np.where(cidx >= 0, FF_CAT, 0)
+    ff32 = ff.astype(np.uint32).view(np.int32)
+
+    # heap tables: padding = (feature 0, NaN goes left, threshold NaN) sends every row left
+    hoff = _excl_cumsum(np.where(heap, tree_nint, 0))
+    h_ff = np.zeros(int(hoff[-1]), np.int32)
+    h_thr = np.full(int(hoff[-1]), np.nan, xdt)
+    sel = internal & nodeheap
+    slot = hoff[tree_of[sel]] + pos[sel]
+    h_ff[slot] = ff32[sel]
+    h_thr[slot] = thr[sel]
+
+    # compact tables: internal nodes and leaves numbered in IR order within their tree
+    int_rank = np.cumsum(internal) - 1 - _excl_cumsum(n_int_real)[tree_of]
+    leaf_rank = np.cumsum(~internal) - 1 - _excl_cumsum(n_leaf_real)[tree_of]
+    code = np.where(internal, int_rank, ~leaf_rank)
+    csel = internal & ~nodeheap
+    ncat = np.fromiter((t.cat_bits.shape[0] for t in trees), np.int64, T)
+    set_start = _excl_cumsum(ncat)
+    c_is_cat = cidx[csel] >= 0
+    c_ff = ff32[csel]
+    c_thr = np.where(c_is_cat, xdt.type(0), thr[csel]).astype(xdt)
+    c_cat = np.where(c_is_cat, cidx[csel] + set_start[tree_of[csel]], -1).astype(np.int32)
+    c_left = code[gl[csel]].astype(np.int32)
+    c_right = code[gr[csel]].astype(np.int32)
+
+    # leaves: heap leaves fill the slot range below them, compact leaves keep their rank
+    lnode = np.flatnonzero(~internal)
+    lt = tree_of[lnode]
+    lheap = heap[lt]
+    k = np.where(lheap, hd[lt] - depth[lnode], 0)
+    slot_start = np.where(lheap, ((pos[lnode] + 1) << k) - (np.int64(1) << hd[lt]), leaf_rank[lnode])
+    count = np.int64(1) << k
+    item_off = _excl_cumsum(tree_nleaf)
+    order = np.argsort(item_off[lt] + slot_start, kind="stable")
+    src = np.repeat(lnode[order], count[order])       # source node of every leaf slot
+    st = tree_of[src]
+    vflat = np.concatenate([t.value.ravel() for t in trees])
+    vstart = _excl_cumsum(nn * width)
+    first_val = vstart[st] + (src - start[st]) * width[st]
+    if np.all(width == 1):
+        vals = vflat[first_val]
+    else:
+        iw = width[st]
+        ipos = _excl_cumsum(iw)
+        j = np.arange(int(ipos[-1])) - np.repeat(ipos[:-1], iw)
+        vals = vflat[np.repeat(first_val, iw) + j]
+    leaf_values = vals.astype(adt)  # rounded once, like the interpreter's vals.astype(acc_t)
+
+    cat_words = np.concatenate([t.cat_bits.ravel() for t in trees]).astype(np.uint32)
+    cat_nwords = np.repeat(np.fromiter((t.cat_bits.shape[1] for t in trees), np.int64, T), ncat)
+    cat_other = np.concatenate([t.cat_other_left for t in trees]).astype(np.uint8)
+
+    arrays = {
+        "tree_layout": np.where(heap, 0, 1).astype(np.uint8),
+        "tree_depth": tdepth.astype(np.int32),
+        "tree_nint": tree_nint.astype(np.int64), "tree_nleaf": tree_nleaf.astype(np.int64),
+        "tree_out": np.asarray(forest.tree_output, np.int32), "tree_width": width.astype(np.int32),
+        "h_ff": h_ff, "h_thr": h_thr,
+        "c_ff": c_ff, "c_thr": c_thr, "c_cat": c_cat, "c_left": c_left, "c_right": c_right,
+        "leaf_values": leaf_values, "base": forest.base_score.astype(adt),
+        "cat_words": cat_words, "cat_nwords": cat_nwords.astype(np.int32), "cat_other_left": cat_other,
+    }
+    meta = {"x_dtype": forest.input_dtype, "acc_dtype": forest.accumulate_dtype,
+            "comparison": forest.comparison, "average": forest.average, "n_trees": T,
+            "n_features": forest.n_features, "n_outputs": forest.n_outputs,
+            "naive": layout == "naive", "layout": layout}
+    tables = Tables(meta=meta, arrays={n: np.ascontiguousarray(a, Tables(meta, {}).expected_dtype(n))
+                                       for n, a in arrays.items()})
+    return tables
+
+
+# -- validation (every index a native pointer will follow) --------------------------------------
+def _bad(msg: str) -> ArtifactError:
+    return ArtifactError(f"corrupt arrays artifact: {msg}")
+
+
+def validate(tables: Tables) -> None:
+    """Raise ArtifactError unless every index in `tables` stays inside its array."""
+    m, A = tables.meta, tables.arrays
+    try:
+        T, nf, no = int(m["n_trees"]), int(m["n_features"]), int(m["n_outputs"])
+        if m["x_dtype"] not in _DT or m["acc_dtype"] not in _DT or m["comparison"] not in ("<", "<="):
+            raise _bad("unknown dtype or comparison")
+        bool(m["average"]), bool(m["naive"])
+    except (KeyError, TypeError, ValueError):
+        raise _bad("incomplete table description") from None
+    if not (T >= 1 and 1 <= nf <= FF_FEAT and no >= 1):
+        raise _bad(f"n_trees={T}, n_features={nf}, n_outputs={no}")
+    for name in _ARRAYS:
+        a = A.get(name)
+        if a is None or a.ndim != 1 or a.dtype != tables.expected_dtype(name):
+            raise _bad(f"array {name!r} missing or of the wrong type")
+    for name in ("tree_layout", "tree_depth", "tree_nint", "tree_nleaf", "tree_out", "tree_width"):
+        if len(A[name]) != T:
+            raise _bad(f"{name} has {len(A[name])} entries for {T} trees")
+    lay = A["tree_layout"]
+    if np.any(lay > 1):
+        raise _bad("unknown tree layout")
+    heap = lay == 0
+    if m["naive"] and heap.any():
+        raise _bad("the naive walk needs compact trees")
+    D = A["tree_depth"].astype(np.int64)
+    nint, nleaf = A["tree_nint"], A["tree_nleaf"]
+    w, o = A["tree_width"].astype(np.int64), A["tree_out"].astype(np.int64)
+    if np.any(heap & ((D < 0) | (D > MAX_HEAP_DEPTH))):
+        raise _bad("heap tree depth out of range")
+    Dh = np.where(heap, D, 0)
+    if np.any(heap & ((nint != (np.int64(1) << Dh) - 1) | (nleaf != np.int64(1) << Dh))):
+        raise _bad("heap tree sizes do not match their depth")
+    lim = np.int64(1) << 40  # no sums can overflow below this
+    if np.any((nint < 0) | (nint > lim) | (nleaf < 1) | (nleaf > lim) | (w < 1) | (w > 1 << 20)):
+        raise _bad("tree sizes out of range")
+    if np.any((o < 0) | (o + w > no)):
+        raise _bad("a tree writes outside the outputs")
+    if len(A["base"]) != no:
+        raise _bad("base score length")
+    H, C = int(nint[heap].sum()), int(nint[~heap].sum())
+    if len(A["h_ff"]) != H or len(A["h_thr"]) != H:
+        raise _bad("heap table length")
+    for name in ("c_ff", "c_thr", "c_cat", "c_left", "c_right"):
+        if len(A[name]) != C:
+            raise _bad(f"{name} length")
+    if len(A["leaf_values"]) != int((nleaf * w).sum()):
+        raise _bad("leaf table length")
+    h_ff = A["h_ff"].view(np.uint32)
+    if np.any((h_ff & FF_FEAT) >= nf) or np.any(h_ff & FF_CAT):
+        raise _bad("heap node feature out of range")
+    c_ff = A["c_ff"].view(np.uint32)
+    if np.any((c_ff & FF_FEAT) >= nf):
+        raise _bad("node feature out of range")
+    ntrees_c = np.flatnonzero(~heap)
+    ctree = np.repeat(ntrees_c, nint[~heap])
+    cstart = _excl_cumsum(nint[~heap])
+    local = np.arange(C, dtype=np.int64) - np.repeat(cstart[:-1], nint[~heap])
+    for name in ("c_left", "c_right"):
+        ch = A[name].astype(np.int64)
+        is_int = ch >= 0
+        bad = np.where(is_int, (ch <= local) | (ch >= nint[ctree]), ~ch >= nleaf[ctree])
+        if bad.any():
+            raise _bad(f"child index out of range in {name}")
+    nw = A["cat_nwords"].astype(np.int64)
+    S = len(nw)
+    if np.any((nw < 1) | (nw > 1 << 25)) or int(nw.sum()) != len(A["cat_words"]) or len(A["cat_other_left"]) != S:
+        raise _bad("category sets")
+    is_cat = (c_ff & FF_CAT) != 0
+    cc = A["c_cat"][is_cat]
+    if np.any((cc < 0) | (cc >= S)):
+        raise _bad("category set index out of range")
+
+
+# -- the file format ----------------------------------------------------------------------------
+def tables_to_bytes(tables: Tables, head: Head, runtime: dict[str, Any]) -> bytes:
+    """MAGIC, version, header length, JSON header, then each array at a 64-byte boundary."""
+    descr, off = [], 0
+    for name in _ARRAYS:
+        a = tables.arrays[name]
+        descr.append({"name": name, "dtype": a.dtype.str, "length": int(a.shape[0]), "offset": off})
+        off += -(-a.nbytes // 64) * 64
+    header = json.dumps({"format": "treecomp-arrays", "version": FORMAT_VERSION,
+                         "treecomp_version": __version__, "head": head.to_json(backend=NAME),
+                         "tables": tables.meta, "runtime": runtime, "arrays": descr},
+                        sort_keys=True).encode()
+    start = -(-(_PREFIX.size + len(header)) // 64) * 64
+    buf = bytearray(start + off)
+    _PREFIX.pack_into(buf, 0, MAGIC, FORMAT_VERSION, 0, len(header))
+    buf[_PREFIX.size:_PREFIX.size + len(header)] = header
+    for d in descr:
+        a = tables.arrays[d["name"]]
+        buf[start + d["offset"]:start + d["offset"] + a.nbytes] = a.tobytes()
+    return bytes(buf)
+
+
+def tables_from_bytes(data: bytes) -> tuple[Tables, Head, dict[str, Any]]:
+    """Parse and validate a table file (ArtifactError on anything malformed)."""
+    data = bytes(data)
+    if len(data) < _PREFIX.size or not data.startswith(MAGIC):
+        raise ArtifactError("not a treecomp arrays artifact (bad magic)")
+    _, version, _, hlen = _PREFIX.unpack_from(data, 0)
+    if version != FORMAT_VERSION:
+        raise ArtifactError(f"arrays artifact format {version} is not supported (this treecomp "
+                            f"reads format {FORMAT_VERSION}): recompile the model")
+    if _PREFIX.size + hlen > len(data):
+        raise _bad("truncated header")
+    try:
+        hdr = json.loads(data[_PREFIX.size:_PREFIX.size + hlen])
+        head = Head.from_json(hdr["head"])
+        meta, runtime, descr = dict(hdr["tables"]), dict(hdr["runtime"]), list(hdr["arrays"])
+        if hdr.get("format") != "treecomp-arrays":
+            raise _bad("unknown format")
+    except ArtifactError:
+        raise
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, InvalidModelError) as exc:
+        raise _bad(f"unreadable header ({exc})") from None
+    start = -(-(_PREFIX.size + hlen) // 64) * 64
+    arrays: dict[str, np.ndarray] = {}
+    try:
+        for d in descr:
+            name = str(d["name"])
+            if name not in _ARRAYS or name in arrays:
+                raise _bad(f"unexpected array {name!r}")
+            dt, n, off = np.dtype(str(d["dtype"])), int(d["length"]), int(d["offset"])
+            if dt.hasobject or n < 0 or off < 0 or off % 64 or start + off + n * dt.itemsize > len(data):
+                raise _bad(f"array {name!r} lies outside the file (truncated?)")
+            arrays[name] = np.frombuffer(data, dt, n, start + off)
+    except ArtifactError:
+        raise
+    except (ValueError, KeyError, TypeError) as exc:
+        raise _bad(f"bad array descriptor ({exc})") from None
+    tables = Tables(meta=meta, arrays=arrays)
+    validate(tables)
+    if (head.n_features, head.n_outputs, head.n_trees, head.input_dtype, head.accumulate_dtype) != \
+            (meta["n_features"], meta["n_outputs"], meta["n_trees"], meta["x_dtype"], meta["acc_dtype"]):
+        raise _bad("header and tables disagree")
+    return tables, head, runtime
+
+
+# -- the native kernel (built once per machine) -------------------------------------------------
+class _Tables(ctypes.Structure):
+    _fields_ = [("n_trees", ctypes.c_int64), ("n_features", ctypes.c_int32),
+                ("n_outputs", ctypes.c_int32), ("x_bits", ctypes.c_int32),
+                ("acc_bits", ctypes.c_int32), ("strict", ctypes.c_int32),
+                ("average", ctypes.c_int32), ("naive", ctypes.c_int32),
+                ("block_rows", ctypes.c_int32)] + [
+        (n, ctypes.c_void_p) for n in (
+            "tree_layout", "tree_depth", "tree_node", "tree_leaf", "tree_out", "tree_width",
+            "h_ff", "h_thr", "c_nodes", "cat_words", "cat_off", "cat_nbits", "cat_other_left",
+            "leaf_values", "base")]
+
+
+KERNEL_CFLAGS = ("-O3",) + tuple(f for f in toolchain.DEFAULT_CFLAGS if not f.startswith("-O"))
+
+_LIB: Any = None
+_LIB_LOCK = threading.Lock()
+
+
+def kernel_source_hash() -> str:
+    h = hashlib.sha256()
+    for name in KERNEL_FILES:
+        h.update(name.encode() + b"\0" + (KERNEL_DIR / name).read_bytes())
+    return h.hexdigest()
+
+
+def native_library():
+    """The compiled kernel (ctypes.CDLL), built on first use and cached per machine.
+
+    Cache key: kernel source hash + compiler identity + flags. Raises CompileError without a
+    working C compiler.
+    """
+    global _LIB
+    with _LIB_LOCK:
+        if _LIB is not None:
+            return _LIB
+        cc = toolchain.find_compiler()
+        key = toolchain.cache_key("arrays-kernel", kernel_source_hash(), KERNEL_CFLAGS, cc.version)
+        # three translation units (baseline + entry points, AVX2, AVX-512), built in parallel
+        parts = {f"tc_arrays_{i}.c": f'#define TC_PART {i}\n#include "kernels/arrays.c"\n'
+                 for i in range(3)}
+        path = toolchain.cached(key, ".so", lambda p: toolchain.build_shared_library(
+            parts, p, KERNEL_CFLAGS, compiler=cc))
+        lib = ctypes.CDLL(str(path))
+        lib.tc_arrays_abi.restype = ctypes.c_int32
+        lib.tc_arrays_isa_mask.restype = ctypes.c_int32
+        lib.tc_arrays_sizeof_tables.restype = ctypes.c_int32
+        lib.tc_arrays_sizeof_node.restype = ctypes.c_int32
+        lib.tc_arrays_sizeof_node.argtypes = [ctypes.c_int32]
+        lib.tc_arrays_predict.restype = ctypes.c_int32
+        lib.tc_arrays_predict.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32,
+                                          ctypes.c_int64, ctypes.c_void_p, ctypes.c_int32]
+        if (lib.tc_arrays_abi() != 1 or lib.tc_arrays_sizeof_tables() != ctypes.sizeof(_Tables)
+                or lib.tc_arrays_sizeof_node(32) != _NODE32.itemsize
+                or lib.tc_arrays_sizeof_node(64) != _NODE64.itemsize):
+            raise CompileError("the arrays kernel does not match treecomp/backends/arrays.py "
+                               "(struct layout mismatch)")
+        _LIB = lib
+        return lib
+
+
+def supported_isas() -> list[str]:
+    """The native paths this machine can run (empty without a C compiler), plus "numpy"."""
+    try:
+        mask = native_library().tc_arrays_isa_mask()
+    except CompileError:
+        return ["numpy"]
+    return [n for i, n in enumerate(_NATIVE_ISAS) if mask >> i & 1] + ["numpy"]
+
+
+def resolve_isa(isa: str, strict: bool = True) -> str:
+    """The path `isa` runs on here; "auto" is the best native one (numpy without a compiler)."""
+    have = supported_isas()
+    if isa == "auto":
+        return [n for n in _NATIVE_ISAS if n in have][-1] if len(have) > 1 else "numpy"
+    if isa in have:
+        return isa
+    if not strict:  # a loaded artifact asked for a path this machine lacks: use the best one
+        return resolve_isa("auto")
+    if len(have) == 1:
+        raise CompileError(f"isa={isa!r} needs the native arrays kernel, which needs a C compiler "
+                           f"(none found); use isa='auto' (numpy tables walker) or install gcc/clang")
+    raise CompileError(f"isa={isa!r} is not supported by this CPU (supported: {', '.join(have)})")
+
+
+_HEAP_PAD = 64
+_NODE32 = np.dtype([("ff", "<i4"), ("u", "<i4"), ("l", "<i4"), ("r", "<i4")])
+_NODE64 = np.dtype([("ff", "<i4"), ("cat", "<i4"), ("l", "<i4"), ("r", "<i4"), ("t", "<f8")])
+
+
+class ArraysKernel:
+    """A loaded table file: the kernel interface of treecomp.loader (run / to_bytes / save)."""
+
+    kind = KIND
+    backend = NAME
+
+    def __init__(self, tables: Tables, head: Head, isa: str = "auto", block_rows: int = 64,
+                 data: bytes | None = None, strict_isa: bool = True):
+        self.tables, self.head, self._data = tables, head, data
+        self.block_rows = int(block_rows)
+        self.requested_isa = isa
+        self.isa = resolve_isa(isa, strict=strict_isa)
+        self.meta_json = head.to_json(backend=NAME, isa=self.isa)
+        m, A = tables.meta, tables.arrays
+        self._strict = m["comparison"] == "<"
+        # derived offsets: cumulative sums of the validated counts, never read from the file
+        heap = A["tree_layout"] == 0
+        nint, nleaf, w = A["tree_nint"], A["tree_nleaf"], A["tree_width"].astype(np.int64)
+        hoff = _excl_cumsum(np.where(heap, nint, 0))
+        coff = _excl_cumsum(np.where(heap, 0, nint))
+        self._tree_node = np.where(heap, hoff[:-1], np.where(nint > 0, coff[:-1], -1)).astype(np.int64)
+        self._tree_leaf = _excl_cumsum(nleaf * w)[:-1]
+        self._cat_off = _excl_cumsum(A["cat_nwords"])[:-1]
+        self._cat_nbits = (A["cat_nwords"].astype(np.int64) * 32).astype(np.int32)
+        ctree_off = np.repeat(coff[:-1][~heap], nint[~heap])
+        self._c_left_g = np.where(A["c_left"] >= 0, A["c_left"] + ctree_off, A["c_left"]).astype(np.int32)
+        self._c_right_g = np.where(A["c_right"] >= 0, A["c_right"] + ctree_off, A["c_right"]).astype(np.int32)
+        self._struct = None
+        if self.isa != "numpy":
+            self._lib = native_library()
+            self._struct = self._pack()
+
+    def _pack(self) -> _Tables:
+        m, A = self.tables.meta, self.tables.arrays
+        x64 = m["x_dtype"] == "float64"
+        C = len(A["c_ff"])
+        nodes = np.zeros(C, _NODE64 if x64 else _NODE32)
+        nodes["ff"], nodes["l"], nodes["r"] = A["c_ff"], self._c_left_g, self._c_right_g
+        if x64:
+            nodes["cat"], nodes["t"] = A["c_cat"], A["c_thr"]
+        else:  # the threshold's bits, or the category set of a categorical node
+            is_cat = (A["c_ff"].view(np.uint32) & FF_CAT) != 0
+            nodes["u"] = np.where(is_cat, A["c_cat"], A["c_thr"].view(np.int32))
+        keep = {"tree_layout": A["tree_layout"].astype(np.int32), "tree_depth": A["tree_depth"],
+                "tree_node": self._tree_node, "tree_leaf": self._tree_leaf,
+                "tree_out": A["tree_out"], "tree_width": A["tree_width"],
+                # padded: the vector walks load whole 8/16-entry level slices (arrays_impl.c)
+                "h_ff": np.concatenate([A["h_ff"], np.zeros(_HEAP_PAD, np.int32)]),
+                "h_thr": np.concatenate([A["h_thr"], np.zeros(_HEAP_PAD, A["h_thr"].dtype)]),
+                "c_nodes": nodes, "cat_words": A["cat_words"],
+                "cat_off": self._cat_off, "cat_nbits": self._cat_nbits,
+                "cat_other_left": A["cat_other_left"], "leaf_values": A["leaf_values"],
+                "base": A["base"]}
+        # aligned, contiguous copies where the file's buffer is not (keeps them alive too)
+        self._keep = {k: (v if v.flags.c_contiguous and v.ctypes.data % v.dtype.alignment == 0
+                          else np.ascontiguousarray(v).copy()) for k, v in keep.items()}
+        s = _Tables(n_trees=m["n_trees"], n_features=m["n_features"], n_outputs=m["n_outputs"],
+                    x_bits=64 if x64 else 32, acc_bits=64 if m["acc_dtype"] == "float64" else 32,
+                    strict=int(self._strict), average=int(bool(m["average"])),
+                    naive=int(bool(m["naive"])), block_rows=self.block_rows)
+        for k, v in self._keep.items():
+            setattr(s, k, v.ctypes.data if v.size else None)
+        return s
+
+    # -- the kernel interface ------------------------------------------------------------------
+    def run(self, X: np.ndarray, out: np.ndarray, flags: int = 0) -> None:
+        if X.dtype not in (np.float32, np.float64) or not X.flags.c_contiguous or X.ndim != 2 \
+                or X.shape[1] != self.head.n_features:
+            raise ValueError("run() needs a C-contiguous float32/float64 (n, n_features) matrix")
+        if out.dtype != self.tables.acc_dtype or out.shape != (X.shape[0], self.head.n_outputs) \
+                or not out.flags.c_contiguous:
+            raise ValueError("run() needs a C-contiguous (n, n_outputs) output of the accumulate dtype")
+        if self.isa == "numpy":
+            out[...] = self._run_numpy(X)
+        else:
+            rc = self._lib.tc_arrays_predict(ctypes.byref(self._struct), X.ctypes.data,
+                                             X.dtype.itemsize * 8, X.shape[0], out.ctypes.data,
+                                             _NATIVE_ISAS.index(self.isa))
+            if rc != 0:
+                raise RuntimeError(f"arrays kernel failed with code {rc}"
+                                   + (" (out of memory)" if rc == -2 else ""))
+        if flags & 1:
+            out[...] = outputs.transform(self.head, out)
+
+    def to_bytes(self) -> bytes:
+        if self._data is None:
+            self._data = tables_to_bytes(self.tables, self.head,
+                                         {"isa": self.requested_isa, "block_rows": self.block_rows})
+        return self._data
+
+    def save(self, path: str | os.PathLike) -> None:
+        data = self.to_bytes()
+        toolchain.publish(Path(path).resolve(), lambda p: p.write_bytes(data))
+
+    # -- the compiler-free path: the same tables walked with numpy -----------------------------
+    def _run_numpy(self, X: np.ndarray) -> np.ndarray:
+        m, A = self.tables.meta, self.tables.arrays
+        x = X.astype(self.tables.x_dtype)  # round to nearest, like the library's conversion
+        n, adt = x.shape[0], self.tables.acc_dtype
+        rows = np.arange(n)
+        acc = np.empty((n, m["n_outputs"]), adt)
+        acc[:] = A["base"]
+        nint, w = A["tree_nint"], A["tree_width"]
+        c_ff = A["c_ff"].view(np.uint32)
+        with np.errstate(invalid="ignore"):
+            for t in range(m["n_trees"]):
+                if A["tree_layout"][t] == 0:
+                    off, first = int(self._tree_node[t]), int(nint[t])
+                    ff, th = A["h_ff"][off:off + first].view(np.uint32), A["h_thr"][off:off + first]
+                    idx = np.zeros(n, np.int64)
+                    for _ in range(int(A["tree_depth"][t])):
+                        f = ff[idx]
+                        v = x[rows, f & FF_FEAT]
+                        gr = self._num_right(v, th[idx], f)
+                        idx = 2 * idx + 1 + gr
+                    leaf = idx - first
+                else:
+                    leaf = self._walk_compact(x, int(self._tree_node[t]), c_ff)
+                wt = int(w[t])
+                o = int(A["tree_out"][t])
+                vals = A["leaf_values"][self._tree_leaf[t] + leaf[:, None] * wt + np.arange(wt)]
+                acc[:, o:o + wt] += vals
+        if m["average"]:
+            acc /= adt.type(m["n_trees"])
+        return acc
+
+    def _num_right(self, v: np.ndarray, t: np.ndarray, f: np.ndarray) -> np.ndarray:
+        gr = (v >= t) if self._strict else (v > t)
+        return gr | (np.isnan(v) & ((f & FF_NANR) != 0))
+
+    def _walk_compact(self, x: np.ndarray, root: int, c_ff: np.ndarray) -> np.ndarray:
+        A = self.tables.arrays
+        n = x.shape[0]
+        node = np.full(n, root, np.int64)
+        active = np.arange(n) if root >= 0 else np.arange(0)
+        while active.size:
+            nd = node[active]
+            f = c_ff[nd]
+            v = x[active, f & FF_FEAT]
+            gr = self._num_right(v, A["c_thr"][nd], f)
+            cat = (f & FF_CAT) != 0
+            if cat.any():
+                s = A["c_cat"][nd[cat]]
+                vc = v[cat]
+                nbits = self._cat_nbits[s]
+                valid = (vc >= 0) & (vc < nbits)
+                c = np.where(valid, vc, 0).astype(np.int64)
+                bit = (A["cat_words"][self._cat_off[s] + (c >> 5)] >> (c & 31).astype(np.uint32)) & 1
+                left = np.where(valid, bit.astype(bool), A["cat_other_left"][s].astype(bool))
+                left = np.where(np.isnan(vc), (f[cat] & FF_NANR) == 0, left)
+                gr[cat] = ~left
+            nxt = np.where(gr, self._c_right_g[nd], self._c_left_g[nd]).astype(np.int64)
+            node[active] = nxt
+            active = active[nxt >= 0]
+        return ~node
+
+
+# -- the backend interface ----------------------------------------------------------------------
+def build(forest: Forest, progress: Callable[[str], None] | None = None, **overrides: Any) -> ArraysKernel:
+    """Flatten `forest` into tables and load them (the kernel itself is built once per machine)."""
+    opts = options(**overrides)
+    tables = flatten(forest, opts["layout"], opts["heap_max_depth"])
+    if progress:
+        progress(f"flattened {forest.n_trees} trees into {tables.nbytes} bytes of tables")
+    validate(tables)  # cheap (vectorised) and catches a flattening bug before native code runs
+    return ArraysKernel(tables, head_of(forest), isa=opts["isa"], block_rows=opts["block_rows"])
+
+
+def load_bytes(data: bytes) -> ArraysKernel:
+    """A kernel from a table file (ArtifactError if it is corrupt or truncated)."""
+    tables, head, runtime = tables_from_bytes(data)
+    isa = runtime.get("isa", "auto")
+    block = runtime.get("block_rows", DEFAULTS["block_rows"])
+    if isa not in ISAS or not isinstance(block, int) or not 1 <= block <= 1 << 16:
+        raise _bad("runtime options")
+    return ArraysKernel(tables, head, isa=isa, block_rows=block, data=bytes(data), strict_isa=False)

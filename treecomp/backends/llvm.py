@@ -1,0 +1,875 @@
+"""The LLVM backend: a Forest becomes LLVM IR, compiled in-process by llvmlite (no C compiler).
+
+Two ways out of the same object code:
+- **JIT** (what ``treecomp.compile(model, backend="llvm")`` returns): the object code is loaded
+  into an MCJIT engine and ``treecomp_predict`` is called through ctypes (the GIL is released
+  during the call). No compiler, no linker.
+- **Shared library** (``Predictor.save(path)``): the same object files are linked into a .so by
+  ``toolchain.link_objects`` (this needs the system linker, reached through ``cc``). The .so has
+  the exact ABI of ``runtime/treecomp.h`` and ``treecomp_backend()`` returns "llvm", so
+  ``treecomp.load`` and C programs use it like a C-backend artifact.
+
+Shape of the generated code (mirrors treecomp/backends/c.py: one function per tree, rows
+processed tree-major over blocks of ``block_rows`` rows; one basic block per node)::
+
+    define internal void @t7(ptr noalias %X, i64 %n, ptr noalias %A) {   ; tree 7, output 0
+    L:  %r = phi i64 [0, %e], [%r1, %T]          ; row loop
+        ...
+    n0: %v0 = load float, ptr (x + 3)
+        %c0 = fcmp ogt float %v0, 0x4008000000000000  ; x <= t goes left; NaN left (false)
+        br i1 %c0, label %n2, label %n1
+    n1: %c1 = fcmp ugt float %v1, ...             ; NaN right: "unordered or greater"
+        ...
+    n5: br label %T                               ; leaf
+    T:  %lv = phi double [0x3FB999999999999A, %n5], ...   ; leaf value of the reached leaf
+        a[o] = a[o] + %lv; next row
+    }
+
+Floating-point choices (the same as the C backend, so both are bit-identical):
+- Rows are cast to the library's comparison precision (fptrunc = round to nearest, like numpy)
+  one block at a time into a scratch buffer when the caller's dtype differs.
+- Thresholds come from passes.comparison_thresholds and are written as exact hex constants.
+- NaN routing is folded into the compare: the right branch is taken on ``fcmp ogt/oge``
+  (ordered: NaN gives false, so NaN goes left) when default_left, and on ``fcmp ugt/uge``
+  (unordered-or: NaN gives true, so NaN goes right) otherwise. No isnan on the hot path.
+- No fast-math flags anywhere: LLVM never fuses (no ``contract``) or reassociates, so each leaf
+  adds into its margin once, trees in model order, from the base score; averaging divides once
+  at the end. The transform uses libm's ``exp`` (declared, resolved in-process by the JIT and
+  by ``-lm`` in a .so); float32 margins take exp in double and round, as c.py does.
+
+Options (``DEFAULTS``) and what they cost, measured on this 2-core box with a random forest of
+500 complete depth-6 trees over 50 features (63,500 nodes; see the report in the tests):
+- ``opt`` 0-3: 0 = no IR passes and LLVM's fast instruction selector (fastest build, slowest
+  code); 1 = no IR passes, full codegen at -O1; 2 = a short IR clean-up (SimplifyCFG,
+  InstCombine) + codegen -O2 (default: the IR we emit is already what -O2 would make of it, the
+  full -O2 pipeline costs ~5x the build time for no measurable speed); 3 = the full O3 module
+  pipeline + codegen -O3.
+- ``native``: tune for and use every feature of this CPU (``get_host_cpu_name``); the object
+  code then may not run elsewhere and the host CPU becomes part of the cache key. Default False:
+  generic x86-64, portable artifacts.
+- ``block_rows``: rows per tree-major block (default 64, as in C).
+- ``nodes_per_module``: trees are split into LLVM modules of about this many nodes; modules
+  are compiled by ``jobs`` threads in parallel (each in its own LLVM context) and become
+  separate object files; this bounds memory for 5000-tree models.
+
+Cache: every object file is cached by content (toolchain.cached(key, ".o")) with key = backend,
+IR digest, options, llvmlite version, part number and (native only) the host CPU; a second
+compile of the same model loads the objects straight into MCJIT without any code generation.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import json
+import os
+import struct
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+from .. import __version__
+from .. import toolchain
+from ..errors import ArtifactError, CompileError
+from ..ir import Forest, Head, Tree, head_of
+from ..passes import comparison_thresholds
+
+NAME = "llvm"
+KIND = "llvm"
+#: first bytes of a pickled / saved JIT artifact (object code + head), see `to_bytes`
+MAGIC = b"TREECOMP-LLVM\x00"
+_CONTAINER_VERSION = 1
+
+DEFAULTS: dict[str, Any] = {
+    "opt": 2,                   # 0-3, see the module docstring
+    "native": False,            # tune for this CPU (artifacts may not run elsewhere)
+    "block_rows": 64,           # rows per tree-major block
+    "heap_max_depth": 8,        # trees up to this depth without categorical splits use the
+                                # branch-free complete-tree kernel (as in c.py); others get
+                                # one basic block per node
+    "interleave": 8,            # rows walked together through a branch-free tree
+    "nodes_per_module": 16000,  # split trees into LLVM modules / object files of ~this size
+    "jobs": None,               # threads compiling modules in parallel (default: all cores)
+}
+
+
+def options(**overrides: Any) -> dict[str, Any]:
+    unknown = set(overrides) - set(DEFAULTS)
+    if unknown:
+        raise TypeError(f"unknown LLVM backend option(s) {sorted(unknown)}; known: {sorted(DEFAULTS)}")
+    opts = {**DEFAULTS, **{k: v for k, v in overrides.items() if v is not None}}
+    if opts["opt"] not in (0, 1, 2, 3):
+        raise ValueError(f"opt must be 0, 1, 2 or 3, got {opts['opt']!r}")
+    if int(opts["block_rows"]) < 1:
+        raise ValueError("block_rows must be >= 1")
+    if int(opts["nodes_per_module"]) < 1:
+        raise ValueError("nodes_per_module must be >= 1")
+    if not 1 <= int(opts["interleave"]) <= 64:
+        raise ValueError("interleave must be between 1 and 64")
+    if not 0 <= int(opts["heap_max_depth"]) <= 20:
+        raise ValueError("heap_max_depth must be between 0 and 20 (tables grow as 2^depth)")
+    opts["native"] = bool(opts["native"])
+    return opts
+
+
+# -- llvmlite set-up ----------------------------------------------------------------------------
+_INIT_LOCK = threading.Lock()
+
+
+@functools.cache
+def _llvm():
+    """llvmlite.binding, with the native target ready and libm's exp visible to the JIT."""
+    try:
+        import llvmlite.binding as llvm
+    except ImportError as exc:  # pragma: no cover - llvmlite is a core dependency
+        raise CompileError(f"the llvm backend needs llvmlite: {exc}") from None
+    with _INIT_LOCK:
+        llvm.initialize_native_target()
+        llvm.initialize_native_asmprinter()
+    return llvm
+
+
+@functools.cache
+def _exp_address() -> int | None:
+    """libm's exp: the JIT resolves undefined symbols in-process, and the interpreter may not
+    have loaded libm globally, so it is handed to the JIT explicitly."""
+    for lib in ("libm.so.6", None, ctypes.util.find_library("m")):
+        try:
+            return ctypes.cast(ctypes.CDLL(lib).exp, ctypes.c_void_p).value
+        except (OSError, TypeError, AttributeError):
+            continue
+    return None
+
+
+def _llvmlite_version() -> str:
+    import llvmlite
+    return llvmlite.__version__
+
+
+def _cpu(opts: dict[str, Any]) -> tuple[str, str]:
+    llvm = _llvm()
+    if opts["native"]:
+        return llvm.get_host_cpu_name(), llvm.get_host_cpu_features().flatten()
+    return "x86-64" if llvm.get_process_triple().startswith("x86_64") else "generic", ""
+
+
+def _target_machine(opts: dict[str, Any]):
+    llvm = _llvm()
+    cpu, features = _cpu(opts)
+    target = llvm.Target.from_triple(llvm.get_process_triple())
+    # reloc="pic": the same object code is linked into a .so and loaded by MCJIT (small code
+    # model; MCJIT gets llvmlite's memory manager so all sections stay within +-2 GiB).
+    return target.create_target_machine(cpu=cpu, features=features, opt=min(int(opts["opt"]), 3),
+                                        reloc="pic", codemodel="default")
+
+
+# -- code generation: trees (textual IR, see _emit_tree for why) -------------------------------
+def _hex(v: float) -> str:
+    """An LLVM IR floating constant: the double bit pattern (exact for float32 values too)."""
+    return "0x" + struct.pack(">d", float(v)).hex().upper()
+
+
+def _types(forest: Forest) -> tuple[str, str]:
+    x_t = "float" if forest.input_dtype == "float32" else "double"
+    acc_t = "float" if forest.accumulate_dtype == "float32" else "double"
+    return x_t, acc_t
+
+
+def _emit_tree(i: int, tree: Tree, forest: Forest, sym: str, out: list[str]) -> None:
+    """Append the IR text of tree `i`: ``@{sym}.t{i}(x, a)`` walks one row `x` and adds its
+    leaf to the margins `a` (the row loop is in the module's unit function).
+
+    Trees are written as IR text rather than through llvmlite.ir's builder: the builder costs
+    ~50 us per node (object creation + string rendering), several seconds for a 500-tree model;
+    text costs ~2 us per node and parses to the identical module. Nodes are visited in index
+    order (parents precede children), no recursion. The function has no loop on purpose: with
+    the row loop inside, LLVM's machine LICM hoists every threshold into a register for the
+    whole loop, and register allocation then grows superlinearly with the tree (3 s for a
+    4,000-node tree) and spills on the hot path.
+    """
+    x_t, acc_t = _types(forest)
+    thr = comparison_thresholds(tree, forest)
+    strict = forest.comparison == "<"
+    o = int(forest.tree_output[i])
+    w = tree.width
+    left, right, feat = tree.left.tolist(), tree.right.tolist(), tree.feature.tolist()
+    dl, cidx = tree.default_left.tolist(), tree.cat_index.tolist()
+    nwords = tree.cat_bits.shape[1]
+    nbits = _hex(32 * nwords)
+    for k in range(tree.cat_bits.shape[0]):
+        words = ", ".join(f"i32 {int(v)}" for v in tree.cat_bits[k])
+        out.append(f"@{sym}.c{i}.{k} = internal unnamed_addr constant [{nwords} x i32] [{words}]\n")
+    # NaN left: right iff an ordered "not left" compare holds; NaN right: iff unordered-or.
+    pred_nan_left = "oge" if strict else "ogt"
+    pred_nan_right = "uge" if strict else "ugt"
+    out.append(f"define internal void @{sym}.t{i}(ptr noalias nocapture readonly %p, "
+               f"ptr noalias nocapture %q) #0 {{\n")
+    value = tree.value
+    if acc_t == "float":
+        value = value.astype(np.float32).astype(np.float64)  # leaf values rounded to acc dtype
+    leaves: list[int] = []
+    app = out.append
+    for nd in range(tree.n_nodes):
+        l = left[nd]
+        if l < 0:
+            app(f"n{nd}:\n  br label %T\n")
+            leaves.append(nd)
+            continue
+        f, r = feat[nd], right[nd]
+        k = cidx[nd]
+        if k < 0:
+            pred = pred_nan_left if dl[nd] else pred_nan_right
+            app(f"n{nd}:\n  %a{nd} = getelementptr inbounds {x_t}, ptr %p, i64 {f}\n"
+                f"  %v{nd} = load {x_t}, ptr %a{nd}\n"
+                f"  %c{nd} = fcmp {pred} {x_t} %v{nd}, {_hex(thr[nd])}\n"
+                f"  br i1 %c{nd}, label %n{r}, label %n{l}\n")
+            continue
+        # categorical: valid iff 0 <= v < 32*n_words (ordered compares: NaN is not valid);
+        # category = trunc(v); bit set -> left; invalid -> NaN ? default_left : cat_other_left
+        other = bool(tree.cat_other_left[k])
+        nan_to = l if dl[nd] else r
+        other_to = l if other else r
+        app(f"n{nd}:\n  %a{nd} = getelementptr inbounds {x_t}, ptr %p, i64 {f}\n"
+            f"  %v{nd} = load {x_t}, ptr %a{nd}\n"
+            f"  %g{nd} = fcmp oge {x_t} %v{nd}, 0.0\n"
+            f"  %h{nd} = fcmp olt {x_t} %v{nd}, {nbits}\n"
+            f"  %ok{nd} = and i1 %g{nd}, %h{nd}\n"
+            f"  br i1 %ok{nd}, label %n{nd}.c, label %n{nd}.o\n"
+            f"n{nd}.c:\n  %i{nd} = fptosi {x_t} %v{nd} to i32\n"
+            f"  %wi{nd} = lshr i32 %i{nd}, 5\n"
+            f"  %wx{nd} = zext i32 %wi{nd} to i64\n"
+            f"  %wp{nd} = getelementptr inbounds i32, ptr @{sym}.c{i}.{k}, i64 %wx{nd}\n"
+            f"  %wv{nd} = load i32, ptr %wp{nd}\n"
+            f"  %bi{nd} = and i32 %i{nd}, 31\n"
+            f"  %sh{nd} = lshr i32 %wv{nd}, %bi{nd}\n"
+            f"  %bt{nd} = trunc i32 %sh{nd} to i1\n"
+            f"  br i1 %bt{nd}, label %n{l}, label %n{r}\n"
+            f"n{nd}.o:\n")
+        if nan_to == other_to:
+            app(f"  br label %n{nan_to}\n")
+        else:
+            app(f"  %u{nd} = fcmp uno {x_t} %v{nd}, 0.0\n"
+                f"  br i1 %u{nd}, label %n{nan_to}, label %n{other_to}\n")
+    app("T:\n")
+    for j in range(w):  # phis first: LLVM requires them grouped at the top of the block
+        inc = ", ".join(f"[{_hex(value[nd, j])}, %n{nd}]" for nd in leaves)
+        app(f"  %lv{j} = phi {acc_t} {inc}\n")
+    for j in range(w):
+        app(f"  %ap{j} = getelementptr inbounds {acc_t}, ptr %q, i64 {o + j}\n"
+            f"  %old{j} = load {acc_t}, ptr %ap{j}\n"
+            f"  %new{j} = fadd {acc_t} %old{j}, %lv{j}\n"
+            f"  store {acc_t} %new{j}, ptr %ap{j}\n")
+    app("  ret void\n}\n\n")
+
+
+def _row_loop(i: int, forest: Forest, sym: str) -> str:
+    """The unit function's loop calling one-row tree function `i` on rows 0..n-1."""
+    x_t, acc_t = _types(forest)
+    return (f"  br label %h{i}\n"
+            f"h{i}:\n  %r{i} = phi i64 [0, %{'e' if i is None else f'pre{i}'}], [%rn{i}, %b{i}]\n")
+
+
+def _heap_depth(tree: Tree, opts: dict[str, Any]) -> int:
+    """The complete-tree depth a tree is compiled at, or 0 for one-block-per-node code."""
+    depth = tree.max_depth
+    return depth if 1 <= depth <= int(opts["heap_max_depth"]) and not tree.has_categorical else 0
+
+
+def _emit_heap_tables(i: int, tree: Tree, forest: Forest, depth: int, sym: str,
+                      out: list[str]) -> tuple[int, int, int]:
+    """Append tree `i` as constant tables for a heap kernel; returns the kernel's (D, W, MODE).
+
+    Exactly c.py's layout (c.heap_tables pads the tree to a complete one; pass-through slots
+    have threshold +inf and repeat their leaf in both subtrees, so their direction never
+    matters and the NaN mode is chosen from the tree's real splits alone).
+    """
+    from .c import heap_tables
+
+    x_t, acc_t = _types(forest)
+    thr = comparison_thresholds(tree, forest)
+    feat, t, nan_right, leaf_src = heap_tables(tree, thr, depth)
+    dr = ~tree.default_left[tree.left >= 0]
+    mode = 0 if not dr.any() else (1 if dr.all() else 2)
+    node_t = f"{{ i32, {x_t} }}"
+    nodes = ", ".join(f"{node_t} {{ i32 {int(f) | (int(nr) << 31)}, {x_t} {_hex(v)} }}"
+                      for f, v, nr in zip(feat.tolist(), t.tolist(), nan_right.tolist()))
+    vals = tree.value[leaf_src].ravel()
+    if acc_t == "float":
+        vals = vals.astype(np.float32).astype(np.float64)  # leaf values rounded to acc dtype
+    leaves = ", ".join(f"{acc_t} {_hex(v)}" for v in vals.tolist())
+    out.append(f"@{sym}.T{i} = internal unnamed_addr constant [{len(feat)} x {node_t}] [{nodes}]\n"
+               f"@{sym}.L{i} = internal unnamed_addr constant [{len(vals)} x {acc_t}] [{leaves}]\n")
+    return depth, tree.width, mode
+
+
+def _emit_heap_kernel(forest: Forest, sym: str, depth: int, w: int, mode: int, il: int,
+                      out: list[str]) -> None:
+    """Append ``@{sym}.h{D}_{W}_{MODE}(T, L, X, n, acc)``: c.py's TC_HEAP_KERNEL in IR.
+
+    `il` rows walk the tree together (their independent loads overlap); each level is one
+    branch-free step i = 2i + 1 + right(v, node). The walk is fully unrolled here (D x IL
+    steps), so no loop pass is needed to get the registers-only code C gets from -O3.
+    """
+    x_t, acc_t = _types(forest)
+    nf, no = forest.n_features, forest.n_outputs
+    strict = forest.comparison == "<"
+    node_t = f"{{ i32, {x_t} }}"
+    gt = ("oge" if strict else "ogt")
+    ugt = ("uge" if strict else "ugt")
+    first_leaf = (1 << depth) - 1
+    app = out.append
+
+    def right(s: str, v: str, t: str, fn: str) -> None:
+        """%rt{s}: i1, the row goes right (NaN per MODE, see c.py's TC_RIGHT*)."""
+        if mode == 0:
+            app(f"  %rt{s} = fcmp {gt} {x_t} {v}, {t}\n")
+        elif mode == 1:
+            app(f"  %rt{s} = fcmp {ugt} {x_t} {v}, {t}\n")
+        else:
+            app(f"  %gt{s} = fcmp {gt} {x_t} {v}, {t}\n"
+                f"  %un{s} = fcmp uno {x_t} {v}, 0.0\n"
+                f"  %nb{s} = lshr i32 {fn}, 31\n"
+                f"  %nr{s} = trunc i32 %nb{s} to i1\n"
+                f"  %na{s} = and i1 %un{s}, %nr{s}\n"
+                f"  %rt{s} = or i1 %gt{s}, %na{s}\n")
+
+    def rows(tag: str, ks: list[int], r: str) -> None:
+        """Walk rows r + k (k in ks) through the tree and add their leaves."""
+        for k in ks:
+            app(f"  %rk{tag}{k} = add nuw nsw i64 {r}, {k}\n"
+                f"  %ro{tag}{k} = mul nsw i64 %rk{tag}{k}, {nf}\n"
+                f"  %xr{tag}{k} = getelementptr inbounds {x_t}, ptr %X, i64 %ro{tag}{k}\n")
+        for d in range(depth):
+            for k in ks:
+                s = f"{tag}{d}_{k}"
+                if d == 0:  # the root: node 0 was loaded once in the entry block
+                    fn, t, fx = "%fn0", "%tt0", "%fx0"
+                else:
+                    prev = f"%i{tag}{d - 1}_{k}"
+                    app(f"  %ix{s} = zext i32 {prev} to i64\n"
+                        f"  %np{s} = getelementptr inbounds {node_t}, ptr %T, i64 %ix{s}\n"
+                        f"  %fn{s} = load i32, ptr %np{s}\n"
+                        f"  %tp{s} = getelementptr inbounds {node_t}, ptr %T, i64 %ix{s}, i32 1\n"
+                        f"  %tt{s} = load {x_t}, ptr %tp{s}\n"
+                        f"  %fm{s} = and i32 %fn{s}, 2147483647\n"
+                        f"  %fx{s} = zext i32 %fm{s} to i64\n")
+                    fn, t, fx = f"%fn{s}", f"%tt{s}", f"%fx{s}"
+                app(f"  %vp{s} = getelementptr inbounds {x_t}, ptr %xr{tag}{k}, i64 {fx}\n"
+                    f"  %v{s} = load {x_t}, ptr %vp{s}\n")
+                right(s, f"%v{s}", t, fn)
+                app(f"  %rz{s} = zext i1 %rt{s} to i32\n")
+                if d == 0:
+                    app(f"  %i{s} = add nuw i32 %rz{s}, 1\n")
+                else:
+                    app(f"  %sh{s} = shl nuw i32 {prev}, 1\n"
+                        f"  %s1{s} = or i32 %sh{s}, 1\n"
+                        f"  %i{s} = add nuw i32 %s1{s}, %rz{s}\n")
+        for k in ks:
+            s = f"{tag}l{k}"
+            app(f"  %li{s} = sub nuw i32 %i{tag}{depth - 1}_{k}, {first_leaf}\n"
+                f"  %lx{s} = zext i32 %li{s} to i64\n"
+                f"  %lb{s} = mul nuw nsw i64 %lx{s}, {w}\n"
+                f"  %ab{s} = mul nsw i64 %rk{tag}{k}, {no}\n")
+            for j in range(w):
+                app(f"  %lj{s}_{j} = add nuw nsw i64 %lb{s}, {j}\n"
+                    f"  %lp{s}_{j} = getelementptr inbounds {acc_t}, ptr %L, i64 %lj{s}_{j}\n"
+                    f"  %lv{s}_{j} = load {acc_t}, ptr %lp{s}_{j}\n"
+                    f"  %aj{s}_{j} = add nsw i64 %ab{s}, {j}\n"
+                    f"  %ap{s}_{j} = getelementptr inbounds {acc_t}, ptr %A, i64 %aj{s}_{j}\n"
+                    f"  %ao{s}_{j} = load {acc_t}, ptr %ap{s}_{j}\n"
+                    f"  %an{s}_{j} = fadd {acc_t} %ao{s}_{j}, %lv{s}_{j}\n"
+                    f"  store {acc_t} %an{s}_{j}, ptr %ap{s}_{j}\n")
+
+    app(f"define internal void @{sym}.h{depth}_{w}_{mode}(ptr noalias nocapture readonly %T, "
+        "ptr noalias nocapture readonly %L, ptr noalias nocapture readonly %X, i64 %n, "
+        "ptr noalias nocapture %A) #0 {\n"
+        "e:\n  %fn0 = load i32, ptr %T\n"
+        f"  %tp0 = getelementptr inbounds {node_t}, ptr %T, i64 0, i32 1\n"
+        f"  %tt0 = load {x_t}, ptr %tp0\n"
+        "  %fm0 = and i32 %fn0, 2147483647\n  %fx0 = zext i32 %fm0 to i64\n"
+        "  br label %B\n"
+        "B:\n  %r = phi i64 [0, %e], [%rn, %Bb]\n"
+        f"  %rn = add nuw nsw i64 %r, {il}\n"
+        "  %full = icmp sle i64 %rn, %n\n  br i1 %full, label %Bb, label %R\n"
+        "Bb:\n")
+    rows("b", list(range(il)), "%r")
+    app("  br label %B\n"
+        "R:\n  %q = phi i64 [%r, %B], [%qn, %Rb]\n"
+        "  %more = icmp slt i64 %q, %n\n  br i1 %more, label %Rb, label %x\n"
+        "Rb:\n")
+    rows("r", [0], "%q")
+    app("  %qn = add nuw nsw i64 %q, 1\n  br label %R\nx:\n  ret void\n}\n\n")
+
+
+def _chunk_text(forest: Forest, trees: list[int], sym: str, u: int, opts: dict[str, Any]) -> str:
+    """IR text of a module defining ``@{sym}.u{u}(X, n, acc)``, which runs trees `trees`."""
+    _, acc_t = _types(forest)
+    out: list[str] = []
+    calls: list[str] = []
+    kernels: set[tuple[int, int, int]] = set()
+    for i in trees:
+        tree = forest.trees[i]
+        depth = _heap_depth(tree, opts)
+        if depth:
+            d, w, m = _emit_heap_tables(i, tree, forest, depth, sym, out)
+            kernels.add((d, w, m))
+            o = int(forest.tree_output[i])
+            calls.append(f"  %A{i} = getelementptr inbounds {acc_t}, ptr %A, i64 {o}\n"
+                         f"  call void @{sym}.h{d}_{w}_{m}(ptr @{sym}.T{i}, ptr @{sym}.L{i}, "
+                         f"ptr %X, i64 %n, ptr %A{i})\n")
+        else:
+            _emit_tree(i, tree, forest, sym, out)
+            calls.append(f"  call void @{sym}.t{i}(ptr %X, i64 %n, ptr %A)\n")
+    for d, w, m in sorted(kernels):
+        _emit_heap_kernel(forest, sym, d, w, m, int(opts["interleave"]), out)
+    out.append(f"define hidden void @{sym}.u{u}(ptr noalias %X, i64 %n, ptr noalias %A) #1 {{\n")
+    out.extend(calls)
+    out.append("  ret void\n}\n\n"
+               # noinline keeps functions at one tree: the optimiser's cost grows faster than
+               # linearly with function size, and a call per tree per block costs nothing.
+               'attributes #0 = { noinline nounwind "frame-pointer"="none" }\n'
+               'attributes #1 = { nounwind }\n')
+    return "".join(out)
+
+
+def _cost(tree: Tree, opts: dict[str, Any]) -> int:
+    """Compile cost of a tree in node-equivalents: tables are ~free, branchy nodes are not."""
+    return tree.n_nodes // 16 + 1 if _heap_depth(tree, opts) else tree.n_nodes
+
+
+def _parts(forest: Forest, opts: dict[str, Any]) -> list[list[int]]:
+    limit = int(opts["nodes_per_module"])
+    parts, cur, size = [], [], 0
+    for i, t in enumerate(forest.trees):
+        c = _cost(t, opts)
+        if cur and size + c > limit:
+            parts.append(cur)
+            cur, size = [], 0
+        cur.append(i)
+        size += c
+    parts.append(cur)
+    return parts
+
+
+# -- code generation: the entry point and metadata (llvmlite.ir) -------------------------------
+def _main_text(forest: Forest, sym: str, n_parts: int, block: int, triple: str) -> str:
+    """IR text of the module with the treecomp.h entry points (built with llvmlite.ir)."""
+    import llvmlite.ir as ir
+
+    i1, i8, i32, i64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+    f32, f64, ptr = ir.FloatType(), ir.DoubleType(), ir.PointerType()
+    x_ty = f32 if forest.input_dtype == "float32" else f64
+    acc_ty = f32 if forest.accumulate_dtype == "float32" else f64
+    xbits = 32 if x_ty is f32 else 64
+    accbits = 32 if acc_ty is f32 else 64
+    nf, no = forest.n_features, forest.n_outputs
+
+    mod = ir.Module(name=f"treecomp.{sym}")
+    mod.triple = triple
+
+    def export(fn):
+        fn.attributes.add("nounwind")
+        return fn
+
+    def const_fn(name: str, ret: ir.Type, value: ir.Value) -> None:
+        fn = export(ir.Function(mod, ir.FunctionType(ret, []), name=name))
+        ir.IRBuilder(fn.append_basic_block("e")).ret(value)
+
+    def cstring(name: str, text: str) -> None:
+        data = bytearray(text.encode()) + b"\0"
+        g = ir.GlobalVariable(mod, ir.ArrayType(i8, len(data)), name=f"{sym}.s.{name}")
+        g.initializer = ir.Constant(ir.ArrayType(i8, len(data)), data)
+        g.global_constant = True
+        g.linkage = "private"
+        const_fn(name, ptr, g)
+
+    head = head_of(forest)
+    const_fn("treecomp_abi_version", i32, i32(1))
+    cstring("treecomp_version", __version__)
+    cstring("treecomp_digest", forest.digest())
+    cstring("treecomp_backend", NAME)
+    const_fn("treecomp_n_features", i32, i32(nf))
+    const_fn("treecomp_n_outputs", i32, i32(no))
+    const_fn("treecomp_out_dtype", i32, i32(accbits))
+    const_fn("treecomp_n_classes", i32, i32(sum(head.n_classes)))
+    cstring("treecomp_meta_json", head.to_json(backend=NAME, treecomp_version=__version__))
+
+    base_vals = forest.base_score.astype(np.float32 if acc_ty is f32 else np.float64).tolist()
+    base = ir.GlobalVariable(mod, ir.ArrayType(acc_ty, no), name=f"{sym}.base")
+    base.initializer = ir.Constant(ir.ArrayType(acc_ty, no), [acc_ty(v) for v in base_vals])
+    base.global_constant = True
+    base.linkage = "private"
+
+    unit_ty = ir.FunctionType(ir.VoidType(), [ptr, i64, ptr])
+    units = []
+    for u in range(n_parts):
+        fn = ir.Function(mod, unit_ty, name=f"{sym}.u{u}")
+        fn.visibility = "hidden"
+        units.append(fn)
+    malloc = ir.Function(mod, ir.FunctionType(ptr, [i64]), name="malloc")
+    free = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ptr]), name="free")
+    exp = ir.Function(mod, ir.FunctionType(f64, [f64]), name="exp")
+
+    fn = export(ir.Function(mod, ir.FunctionType(i32, [ptr, i32, i64, ptr, i32]), name="treecomp_predict"))
+    X, x_dtype, n_rows, out, flags = fn.args
+    b = ir.IRBuilder(fn.append_basic_block("entry"))
+
+    def loop(n: ir.Value, body: Callable[[ir.Value], None], start: ir.Value | None = None,
+             step: int = 1) -> None:
+        """for (i = start; i < n; i += step) body(i)  (i64)."""
+        pre = b.block
+        head_b = fn.append_basic_block("loop")
+        body_b = fn.append_basic_block("body")
+        end_b = fn.append_basic_block("end")
+        b.branch(head_b)
+        b.position_at_end(head_b)
+        i = b.phi(i64)
+        i.add_incoming(start if start is not None else i64(0), pre)
+        b.cbranch(b.icmp_signed("<", i, n), body_b, end_b)
+        b.position_at_end(body_b)
+        body(i)
+        nxt = b.add(i, i64(step))
+        i.add_incoming(nxt, b.block)
+        b.branch(head_b)
+        b.position_at_end(end_b)
+
+    # argument checks, exactly those of the C backend
+    bad_dtype = b.and_(b.icmp_signed("!=", x_dtype, i32(32)), b.icmp_signed("!=", x_dtype, i32(64)))
+    null = ir.Constant(ptr, None)
+    some = b.icmp_signed(">", n_rows, i64(0))
+    nullp = b.or_(b.icmp_unsigned("==", X, null), b.icmp_unsigned("==", out, null))
+    bad = b.or_(b.or_(bad_dtype, b.icmp_signed("<", n_rows, i64(0))),
+                b.or_(b.and_(some, nullp), b.icmp_unsigned("!=", b.and_(flags, i32(~1 & 0xFFFFFFFF)), i32(0))))
+    with b.if_then(bad, likely=False):
+        b.ret(i32(-1))
+    convert = b.icmp_signed("!=", x_dtype, i32(xbits))
+    buf_size = block * nf * (4 if x_ty is f32 else 8)
+    # malloc only when converting (a plain branch keeps the common path call-free)
+    buf_slot = b.alloca(ptr)
+    b.store(null, buf_slot)
+    with b.if_then(convert):
+        m = b.call(malloc, [i64(buf_size)])
+        with b.if_then(b.icmp_unsigned("==", m, null), likely=False):
+            b.ret(i32(-1))
+        b.store(m, buf_slot)
+
+    def block_body(r0: ir.Value) -> None:
+        left = b.sub(n_rows, r0)
+        nb = b.select(b.icmp_signed("<", left, i64(block)), left, i64(block))
+        bufp = b.load(buf_slot, typ=ptr)
+        direct = b.gep(X, [b.mul(r0, i64(nf))], source_etype=x_ty, inbounds=True)
+        pre = b.block
+        conv_b = fn.append_basic_block("convert")
+        join_b = fn.append_basic_block("converted")
+        b.cbranch(convert, conv_b, join_b)
+        b.position_at_end(conv_b)
+        count = b.mul(nb, i64(nf))
+        src_ty = f64 if x_ty is f32 else f32  # the caller's dtype when it differs from ours
+        src = b.gep(X, [b.mul(r0, i64(nf))], source_etype=src_ty, inbounds=True)
+
+        def cast_one(k: ir.Value) -> None:
+            v = b.load(b.gep(src, [k], source_etype=src_ty, inbounds=True), typ=src_ty)
+            # round to nearest (fptrunc), like numpy's astype; fpext is exact
+            c = b.fptrunc(v, x_ty) if x_ty is f32 else b.fpext(v, x_ty)
+            b.store(c, b.gep(bufp, [k], source_etype=x_ty, inbounds=True))
+
+        loop(count, cast_one)
+        conv_end = b.block
+        b.branch(join_b)
+        b.position_at_end(join_b)
+        xb = b.phi(ptr)
+        xb.add_incoming(direct, pre)
+        xb.add_incoming(bufp, conv_end)
+        ab = b.gep(out, [b.mul(r0, i64(no))], source_etype=acc_ty, inbounds=True)
+
+        def init_row(r: ir.Value) -> None:
+            row = b.gep(ab, [b.mul(r, i64(no))], source_etype=acc_ty, inbounds=True)
+
+            def init_one(k: ir.Value) -> None:
+                v = b.load(b.gep(base, [i64(0), k], source_etype=base.value_type, inbounds=True), typ=acc_ty)
+                b.store(v, b.gep(row, [k], source_etype=acc_ty, inbounds=True))
+            loop(i64(no), init_one)
+
+        loop(nb, init_row)
+        for unit in units:
+            b.call(unit, [xb, nb, ab])
+        if forest.average:
+            def avg_one(k: ir.Value) -> None:
+                p = b.gep(ab, [k], source_etype=acc_ty, inbounds=True)
+                b.store(b.fdiv(b.load(p, typ=acc_ty), acc_ty(forest.n_trees)), p)
+            loop(b.mul(nb, i64(no)), avg_one)
+        if forest.transform != "identity":
+            with b.if_then(b.icmp_unsigned("!=", b.and_(flags, i32(1)), i32(0))):
+                loop(nb, lambda r: _transform_row(b, forest, acc_ty, exp, loop,
+                                                  b.gep(ab, [b.mul(r, i64(no))], source_etype=acc_ty,
+                                                        inbounds=True)))
+
+    loop(n_rows, block_body, step=block)
+    b.call(free, [b.load(buf_slot, typ=ptr)])
+    b.ret(i32(0))
+    return str(mod)
+
+
+def _transform_row(b, forest: Forest, acc_ty, exp, loop, a) -> None:
+    """The inverse link on one row `a` of margins, in the same arithmetic as c.py."""
+    import llvmlite.ir as ir
+    i64 = ir.IntType(64)
+    f64 = ir.DoubleType()
+    no = forest.n_outputs
+    is32 = isinstance(acc_ty, ir.FloatType)
+
+    def ex(v):  # float32: exp in double, rounded once (glibc expf is correctly rounded too)
+        if is32:
+            return b.fptrunc(b.call(exp, [b.fpext(v, f64)]), acc_ty)
+        return b.call(exp, [v])
+
+    def at(k):
+        return b.gep(a, [k], source_etype=acc_ty, inbounds=True)
+
+    one = acc_ty(1.0)
+    t = forest.transform
+    if t in ("sigmoid", "sigmoid2", "exp"):
+        def one_k(k):
+            p = at(k)
+            v = b.load(p, typ=acc_ty)
+            if t == "exp":
+                r = ex(v)
+            else:
+                arg = b.fneg(v) if t == "sigmoid" else b.fneg(b.fmul(v, acc_ty(2.0)))
+                r = b.fdiv(one, b.fadd(one, ex(arg)))
+            b.store(r, p)
+        loop(i64(no), one_k)
+        return
+    # softmax: max-subtract, exp, sequential sum, divide (c.py's order)
+    first = b.load(at(i64(0)), typ=acc_ty)
+    pre = b.block
+    fn = pre.function
+    # running max and sum live in phis of explicit loops
+    hb, bb, eb = (fn.append_basic_block(s) for s in ("mx", "mxb", "mxe"))
+    b.branch(hb)
+    b.position_at_end(hb)
+    k = b.phi(i64)
+    m = b.phi(acc_ty)
+    k.add_incoming(i64(1), pre)
+    m.add_incoming(first, pre)
+    b.cbranch(b.icmp_signed("<", k, i64(no)), bb, eb)
+    b.position_at_end(bb)
+    v = b.load(at(k), typ=acc_ty)
+    m2 = b.select(b.fcmp_ordered(">", v, m), v, m)
+    k.add_incoming(b.add(k, i64(1)), bb)
+    m.add_incoming(m2, bb)
+    b.branch(hb)
+    b.position_at_end(eb)
+    pre = b.block
+    hb, bb, eb = (fn.append_basic_block(s) for s in ("sm", "smb", "sme"))
+    b.branch(hb)
+    b.position_at_end(hb)
+    k = b.phi(i64)
+    s = b.phi(acc_ty)
+    k.add_incoming(i64(0), pre)
+    s.add_incoming(acc_ty(0.0), pre)
+    b.cbranch(b.icmp_signed("<", k, i64(no)), bb, eb)
+    b.position_at_end(bb)
+    p = at(k)
+    e = ex(b.fsub(b.load(p, typ=acc_ty), m))
+    b.store(e, p)
+    k.add_incoming(b.add(k, i64(1)), bb)
+    s.add_incoming(b.fadd(s, e), bb)
+    b.branch(hb)
+    b.position_at_end(eb)
+
+    def div_k(k):
+        p = at(k)
+        b.store(b.fdiv(b.load(p, typ=acc_ty), s), p)
+    loop(i64(no), div_k)
+
+
+# -- compilation ----------------------------------------------------------------------------------
+def _optimise(mod, tm, level: int) -> None:
+    """The IR passes of `opt` level `level` (new pass manager; see the module docstring)."""
+    llvm = _llvm()
+    if level <= 1:
+        return
+    pto = llvm.create_pipeline_tuning_options(speed_level=level)
+    pb = llvm.create_pass_builder(tm, pto)
+    if level >= 3:
+        pm = pb.getModulePassManager()
+    else:
+        pm = llvm.create_new_module_pass_manager()
+        pm.add_sroa_pass()
+        pm.add_simplify_cfg_pass()
+        pm.add_instruction_combine_pass()
+    pm.run(mod, pb)
+
+
+def _compile_text(texts: list[str], opts: dict[str, Any]) -> bytes:
+    """IR texts -> one object (own LLVM context, so several compile in parallel threads)."""
+    llvm = _llvm()
+    tm = _target_machine(opts)
+    ctx = llvm.create_context()
+    try:
+        mod = llvm.parse_assembly(texts[0], context=ctx)
+        for t in texts[1:]:
+            mod.link_in(llvm.parse_assembly(t, context=ctx))
+    except RuntimeError as exc:  # a bug in this module, never the user's model
+        raise CompileError(f"LLVM rejected the generated IR: {exc}") from None
+    mod.triple = llvm.get_process_triple()
+    mod.data_layout = str(tm.target_data)
+    try:
+        mod.verify()
+    except RuntimeError as exc:
+        raise CompileError(f"LLVM rejected the generated IR: {exc}") from None
+    _optimise(mod, tm, int(opts["opt"]))
+    obj = tm.emit_object(mod)
+    mod.close()
+    return obj
+
+
+def _symbol_prefix(forest: Forest) -> str:
+    # Unique per model: objects of different models never clash in one process.
+    return f"tc{forest.digest()[:16]}"
+
+
+def _cache_key(forest: Forest, opts: dict[str, Any]) -> str:
+    cpu = _cpu(opts) if opts["native"] else None
+    keyed = {k: v for k, v in opts.items() if k != "jobs"}  # jobs does not change the bytes
+    return toolchain.cache_key(NAME, forest.digest(), sorted(keyed.items()), _llvmlite_version(),
+                               _llvm().get_process_triple(), cpu)
+
+
+def compile_objects(forest: Forest, progress: Callable[[str], None] | None = None,
+                    **overrides: Any) -> list[bytes]:
+    """The object files of `forest` (from the cache, or compiled and cached)."""
+    opts = options(**overrides)
+    key = _cache_key(forest, opts)
+    sym = _symbol_prefix(forest)
+    parts = _parts(forest, opts)
+    n = len(parts)
+
+    def texts(u: int) -> list[str]:
+        t = [_chunk_text(forest, parts[u], sym, u, opts)]
+        if u == 0:  # the entry points travel with the first part: a small model is one object
+            t.append(_main_text(forest, sym, n, int(opts["block_rows"]), _llvm().get_process_triple()))
+        return t
+
+    def one(u: int) -> Path:
+        def write(path: Path) -> None:
+            path.write_bytes(_compile_text(texts(u), opts))
+            if progress:
+                progress(f"compiled module {u + 1}/{n}")
+        return toolchain.cached(f"{key}-{u}of{n}", ".o", write)
+
+    jobs = max(1, min(int(opts["jobs"] or os.cpu_count() or 1), n))
+    if jobs == 1:
+        paths = [one(u) for u in range(n)]
+    else:
+        with ThreadPoolExecutor(jobs) as pool:
+            paths = list(pool.map(one, range(n)))
+    return [p.read_bytes() for p in paths]
+
+
+# -- the kernel -----------------------------------------------------------------------------------
+_PREDICT = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64,
+                            ctypes.c_void_p, ctypes.c_uint32)
+_CSTR = ctypes.CFUNCTYPE(ctypes.c_char_p)
+
+
+class LLVMKernel:
+    """Object code linked in-process by LLVM's ORC JIT (LLJIT with JITLink), kept alive with
+    the kernel.
+
+    Why LLJIT rather than MCJIT: the object code is position independent with the small code
+    model (it must be, to be linked into a .so), i.e. 32-bit PC-relative references between
+    sections. JITLink lays out each object in one contiguous allocation and builds its own GOT
+    and stubs, so those always reach. MCJIT's default memory manager allocates sections
+    separately (and does not range-check PC32 relocations in release builds), and llvmlite's
+    contiguous memory manager aborts on the GOT that calls to malloc/exp need.
+    """
+
+    kind = KIND
+    backend = NAME
+    _count = 0
+    _count_lock = threading.Lock()
+
+    def __init__(self, objects: list[bytes]):
+        llvm = _llvm()
+        self._objects = list(objects)
+        with LLVMKernel._count_lock:
+            LLVMKernel._count += 1
+            name = f"treecomp-{os.getpid()}-{LLVMKernel._count}"
+        self._jit = llvm.create_lljit_compiler(use_jit_link=True)
+        builder = llvm.JITLibraryBuilder()
+        for data in self._objects:
+            builder.add_object_img(data)
+        builder.add_current_process()
+        exp = _exp_address()
+        if exp:
+            builder.import_symbol("exp", exp)
+        builder.export_symbol("treecomp_predict").export_symbol("treecomp_meta_json")
+        try:
+            self._tracker = builder.link(self._jit, name)
+        except RuntimeError as exc:
+            raise ArtifactError(f"cannot load LLVM object code: {exc}") from None
+        addr, meta = self._tracker["treecomp_predict"], self._tracker["treecomp_meta_json"]
+        if not addr or not meta:
+            raise ArtifactError("LLVM object code without treecomp_predict / treecomp_meta_json")
+        self._predict = _PREDICT(addr)
+        self.meta_json = _CSTR(meta)().decode()
+        self.head: Head = Head.from_json(self.meta_json)
+
+    def run(self, X: np.ndarray, out: np.ndarray, flags: int = 0) -> None:
+        rc = self._predict(X.ctypes.data, X.dtype.itemsize * 8, X.shape[0], out.ctypes.data, flags)
+        if rc != 0:
+            raise RuntimeError(f"treecomp_predict failed with code {rc}")
+
+    def to_bytes(self) -> bytes:
+        """MAGIC, a length-prefixed JSON header (head, triple, object sizes), the objects."""
+        header = json.dumps({"version": _CONTAINER_VERSION, "head": self.meta_json,
+                             "triple": _llvm().get_process_triple(),
+                             "objects": [len(o) for o in self._objects]}).encode()
+        return b"".join([MAGIC, struct.pack("<I", len(header)), header, *self._objects])
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Link the object code into a shared library at `path` (needs the system linker)."""
+        objects = {f"part{u}.o": o for u, o in enumerate(self._objects)}
+        try:
+            toolchain.publish(Path(path).resolve(), lambda p: toolchain.link_objects(objects, p))
+        except CompileError as exc:
+            raise CompileError(f"saving an LLVM-compiled model as a .so needs a linker: {exc} "
+                               "(a Predictor still pickles without one)") from None
+
+
+def load_bytes(data: bytes) -> LLVMKernel:
+    """A kernel from `LLVMKernel.to_bytes()` output (re-JITs the object code, no codegen)."""
+    try:
+        if not data.startswith(MAGIC):
+            raise ValueError("bad magic")
+        (hlen,) = struct.unpack_from("<I", data, len(MAGIC))
+        start = len(MAGIC) + 4
+        header = json.loads(data[start:start + hlen])
+        if header.get("version") != _CONTAINER_VERSION:
+            raise ArtifactError(f"LLVM artifact version {header.get('version')} is not supported")
+        pos, objects = start + hlen, []
+        for size in header["objects"]:
+            objects.append(data[pos:pos + size])
+            pos += size
+        if pos != len(data) or any(len(o) == 0 for o in objects):
+            raise ValueError("truncated")
+    except ArtifactError:
+        raise
+    except (ValueError, KeyError, TypeError, struct.error) as exc:
+        raise ArtifactError(f"corrupt LLVM artifact: {exc}") from None
+    triple = _llvm().get_process_triple()
+    if header["triple"] != triple:
+        raise ArtifactError(f"this LLVM artifact was compiled for {header['triple']}, "
+                            f"not for this machine ({triple})")
+    return LLVMKernel(objects)
+
+
+def build(forest: Forest, progress: Callable[[str], None] | None = None, **overrides: Any) -> LLVMKernel:
+    """Compile `forest` (or take its object code from the cache) and JIT it in-process."""
+    return LLVMKernel(compile_objects(forest, progress=progress, **overrides))

@@ -1,0 +1,218 @@
+"""A compact, iterative UBJSON decoder: enough for the `.ubj` model files XGBoost writes.
+
+XGBoost (>= 1.6) saves models as Universal Binary JSON (draft 12): big-endian numbers, strings
+prefixed by an integer length, and "optimised" containers (``[$d#L<count>`` followed by raw
+float32s, ``{#L<count>`` objects, ...). No maintained UBJSON package is available to treecomp,
+and reading a model file must not need xgboost, so this module decodes it itself.
+
+Design:
+- No recursion: containers are tracked on an explicit stack, so hostile nesting depth cannot
+  overflow the interpreter stack (depth is still capped, at `MAX_DEPTH`).
+- Typed numeric arrays (``[$<type>#<count>``) decode to read-only numpy arrays in native byte
+  order with one `np.frombuffer` call: model files are mostly such arrays, and the frontend
+  consumes numpy anyway. Everything else becomes dict / list / str / int / float / bool / None.
+- Every count and length is checked against the bytes that remain before anything is
+  allocated, so corrupt or truncated input raises `InvalidModelError` quickly and never makes
+  the decoder hang or allocate memory out of proportion to the input.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidModelError
+
+#: deepest container nesting accepted (XGBoost models nest about 8 levels)
+MAX_DEPTH = 512
+
+# marker -> (struct format, numpy dtype) for fixed-size numbers, all big-endian
+_NUMERIC = {
+    b"i": (">b", np.dtype(">i1")),
+    b"U": (">B", np.dtype(">u1")),
+    b"I": (">h", np.dtype(">i2")),
+    b"l": (">i", np.dtype(">i4")),
+    b"L": (">q", np.dtype(">i8")),
+    b"d": (">f", np.dtype(">f4")),
+    b"D": (">d", np.dtype(">f8")),
+}
+_INT_MARKERS = (b"i", b"U", b"I", b"l", b"L")
+_NO_PAYLOAD = {b"Z": None, b"T": True, b"F": False}
+_STRUCTS = {m: struct.Struct(fmt) for m, (fmt, _) in _NUMERIC.items()}
+
+
+class _Container:
+    """One open array or object on the decoder's stack."""
+
+    __slots__ = ("value", "is_object", "elem_type", "remaining", "key")
+
+    def __init__(self, is_object: bool, elem_type: bytes | None, count: int | None) -> None:
+        self.value: Any = {} if is_object else []
+        self.is_object = is_object
+        self.elem_type = elem_type    # marker of every element ('$'), or None
+        self.remaining = count        # elements still to read ('#'), or None: until ']' / '}'
+        self.key: str | None = None   # pending object key
+
+
+class _Reader:
+    __slots__ = ("data", "pos", "n")
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+        self.pos = 0
+        self.n = len(data)
+
+    def fail(self, msg: str) -> InvalidModelError:
+        return InvalidModelError(f"corrupt UBJSON at byte {self.pos}: {msg}")
+
+    def take(self, k: int) -> bytes:
+        if k < 0 or self.pos + k > self.n:
+            raise self.fail(f"needs {k} more bytes, only {self.n - self.pos} left (truncated?)")
+        b = self.data[self.pos:self.pos + k]
+        self.pos += k
+        return b
+
+    def marker(self) -> bytes:
+        """Next type marker, skipping no-op markers ('N')."""
+        while True:
+            if self.pos >= self.n:
+                raise self.fail("unexpected end of data (truncated?)")
+            m = self.data[self.pos:self.pos + 1]
+            self.pos += 1
+            if m != b"N":
+                return m
+
+    def number(self, m: bytes) -> int | float:
+        s = _STRUCTS[m]
+        return s.unpack(self.take(s.size))[0]
+
+    def length(self, what: str) -> int:
+        """A non-negative integer (string length or container count) with its own marker."""
+        m = self.marker()
+        if m not in _INT_MARKERS:
+            raise self.fail(f"{what} must be an integer, got marker {m!r}")
+        k = self.number(m)
+        if k < 0:
+            raise self.fail(f"negative {what} {k}")
+        return k
+
+    def string(self) -> str:
+        k = self.length("string length")
+        try:
+            return self.take(k).decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise self.fail(f"string is not UTF-8: {exc}") from None
+
+    def scalar(self, m: bytes) -> Any:
+        """The value of a non-container marker `m` (already consumed)."""
+        if m in _STRUCTS:
+            return self.number(m)
+        if m in _NO_PAYLOAD:
+            return _NO_PAYLOAD[m]
+        if m == b"S":
+            return self.string()
+        if m == b"C":
+            c = self.take(1)
+            if c[0] > 127:
+                raise self.fail("char value is not ASCII")
+            return c.decode("ascii")
+        if m == b"H":  # high-precision number, written as a decimal string
+            s = self.string()
+            try:
+                return int(s)
+            except ValueError:
+                pass
+            try:
+                return float(s)
+            except ValueError:
+                raise self.fail(f"invalid high-precision number {s[:40]!r}") from None
+        raise self.fail(f"unknown type marker {m!r}")
+
+
+def _at_end(r: _Reader, top: _Container) -> bool:
+    """For an uncounted container: consume its end marker if it comes next (after no-ops)."""
+    while r.pos < r.n and r.data[r.pos] == 0x4E:  # 'N' no-op
+        r.pos += 1
+    end = 0x7D if top.is_object else 0x5D  # '}' / ']'
+    if r.pos < r.n and r.data[r.pos] == end:
+        r.pos += 1
+        return True
+    return False
+
+
+def _open(r: _Reader, is_object: bool) -> _Container | np.ndarray:
+    """Read a container header (after '[' or '{'): a typed numeric array comes back whole."""
+    elem_type = count = None
+    if r.data[r.pos:r.pos + 1] == b"$":
+        r.pos += 1
+        elem_type = r.take(1)
+        if elem_type in (b"[", b"{", b"N"):
+            raise r.fail(f"typed containers of {elem_type!r} are not supported")
+        if elem_type not in _STRUCTS and elem_type not in _NO_PAYLOAD \
+                and elem_type not in (b"S", b"C", b"H"):
+            raise r.fail(f"unknown element type marker {elem_type!r}")
+        if r.data[r.pos:r.pos + 1] != b"#":
+            raise r.fail("a typed container ('$') needs a count ('#')")
+    if r.data[r.pos:r.pos + 1] == b"#":
+        r.pos += 1
+        count = r.length("container count")
+        # every element costs at least one byte, except payload-free typed ones; either way a
+        # count beyond the input size cannot be genuine (and must not drive an allocation)
+        left = r.n - r.pos
+        if count > left and not (elem_type in _NO_PAYLOAD and count <= r.n):
+            raise r.fail(f"container count {count} exceeds the {left} bytes left")
+    if elem_type in _STRUCTS and not is_object:
+        dt = _NUMERIC[elem_type][1]
+        arr = np.frombuffer(r.take(count * dt.itemsize), dtype=dt).astype(dt.newbyteorder("="))
+        arr.flags.writeable = False
+        return arr
+    return _Container(is_object, elem_type, count)
+
+
+def decode(data: bytes | bytearray | memoryview) -> Any:
+    """Decode one UBJSON value (and nothing after it) from `data`."""
+    if not isinstance(data, (bytes, bytearray, memoryview)):
+        raise TypeError(f"UBJSON input must be bytes, not {type(data).__name__}")
+    r = _Reader(bytes(data))
+    stack: list[_Container] = []
+    while True:
+        top = stack[-1] if stack else None
+        if top is None:
+            m = r.marker()
+        elif top.remaining == 0 or (top.remaining is None and _at_end(r, top)):
+            value = stack.pop().value
+            if not stack:
+                break
+            _attach(stack[-1], value)
+            continue
+        else:
+            if top.is_object:
+                top.key = r.string()
+            m = top.elem_type if top.elem_type is not None else r.marker()
+            if top.remaining is not None:
+                top.remaining -= 1
+        if m == b"[" or m == b"{":
+            opened = _open(r, m == b"{")
+            if isinstance(opened, _Container):
+                if len(stack) >= MAX_DEPTH:
+                    raise r.fail(f"containers nested deeper than {MAX_DEPTH}")
+                stack.append(opened)
+                continue
+            value = opened
+        else:
+            value = r.scalar(m)
+        if not stack:
+            break
+        _attach(stack[-1], value)
+    if r.pos != r.n:
+        raise r.fail(f"{r.n - r.pos} trailing bytes after the value")
+    return value
+
+
+def _attach(parent: _Container, value: Any) -> None:
+    if parent.is_object:
+        parent.value[parent.key] = value
+    else:
+        parent.value.append(value)

@@ -1,0 +1,584 @@
+"""The XGBoost frontend: Boosters, the sklearn wrappers and .json / .ubj model files -> Forest.
+
+Everything is read from the model's JSON document (``Booster.save_raw("json")`` for live
+objects; the file itself, decoded with :mod:`json` or :mod:`treecomp.frontends.ubjson`, for
+files), so reading a file never imports xgboost. Every rule below was checked against XGBoost
+3.2.0 (its sources and differential tests in tests/test_frontend_xgboost.py):
+
+Trees (``src/predictor/predict_fn.h``, ``src/common/categorical.h``, ``src/tree/tree_model.cc``):
+- Rows are cast to float32; ``x < split_condition`` (float32, strict) goes left; NaN follows
+  ``default_left``. The leaf value is ``split_conditions`` at the leaf (equal to
+  ``base_weights`` there), a float32.
+- Node ids come from ``left_children`` / ``right_children`` (-1 at leaves). Pruned trees
+  (``updater=prune``) keep deleted nodes as orphans in the arrays; nodes are renumbered
+  breadth-first from the root when the arrays are not already parent-before-child.
+- Categorical splits (``split_type == 1``): the node's categories (``categories`` sliced by
+  ``categories_nodes`` / ``categories_segments`` / ``categories_sizes``) go RIGHT; every other
+  value goes LEFT: other valid categories, categories above the largest listed one, negative
+  values (-0.5 included; -0.0 is category 0) and values >= 2^24. Non-integral values truncate
+  toward zero (3.9 is category 3). IR: ``cat_bits`` = complement of the listed set within
+  32 * n_words bits, ``cat_other_left = True``.
+- XGBoost's DMatrix rejects +/-inf inputs ("Input data contains `inf`"); ``inplace_predict``
+  (the sklearn wrappers) accepts them and they compare normally, as here.
+
+Margins (``src/predictor/cpu_predictor.cc``, ``src/gbm/gbtree.cc``):
+- Each row starts from the base margin and adds the trees' float32 leaf values in tree order,
+  in float32; tree i adds to output ``tree_info[i]``. Random forests (``num_parallel_tree``)
+  just contribute more trees per iteration.
+- ``base_score`` (``learner_model_param``) is in response space: "0.5" in old files, "[5E-1]"
+  from 2.1 on, one value per class / target for multi-output models. The margin is the
+  objective's link computed in float32 as XGBoost does: ``-logf(1.0f / b - 1.0f)`` for the
+  logistic objectives, ``logf(b)`` for poisson / gamma / tweedie / cox / aft, ``b`` otherwise
+  (multi:softprob's per-class values are added as they are). ``logf`` is the C library's, via
+  ctypes (glibc's logf is not correctly rounded; rounding numpy's float64 log differs for some
+  inputs); without ctypes float64 log rounded to float32 is used.
+- DART: tree i is scaled by ``weight_drop[i]``. ``Booster.predict(DMatrix)`` adds
+  ``(0 + leaf) * w`` (float32 product); ``inplace_predict`` -- what the sklearn wrappers run --
+  adds ``((base + leaf) - base) * w`` with base the base margin of the tree's output group,
+  all in float32 (so the two differ in the last bit for some rows). Both are per-leaf
+  constants, folded into the leaf values exactly.
+
+What the Forest reproduces (the source object decides):
+- A ``Booster`` (or a file saved by one): ``Booster.predict`` on a DMatrix with all trees
+  (``best_iteration`` is ignored, as Booster.predict does): transformed values for regression
+  objectives, probabilities for binary:logistic, (n, K) probabilities for multi:softprob,
+  the class index as float32 for multi:softmax (decision "argmax_raw" over float32 class
+  labels 0..K-1), 0.0 / 1.0 for binary:hinge (decision "raw_gt_0"). ``decision_function`` is
+  ``predict(output_margin=True)``.
+- The sklearn wrappers (and files they saved: ``learner.attributes.scikit_learn``): their
+  ``predict`` runs ``inplace_predict`` with the trees up to ``best_iteration`` (early
+  stopping). XGBClassifier: labels ``np.arange(n_classes)`` (int64; int32 for multi:softmax),
+  binary ``proba > 0.5``, multiclass argmax of the probabilities; ``predict_proba`` and
+  ``decision_function`` = ``predict(output_margin=True)``. Known inexactness:
+  XGBClassifier(objective="multi:softmax").predict_proba is scipy's float32 softmax (numpy's
+  SIMD exp), while the Forest applies XGBoost's softmax; they differ by a few ULP.
+Output transforms (sigmoid / softmax / exp in float32) are in :mod:`treecomp.outputs`.
+
+Refused with UnsupportedModelError: gblinear, vector-leaf trees
+(``multi_strategy="multi_output_tree"``), unknown objectives, custom objectives and non-NaN
+``missing`` in the sklearn wrappers, multi-label and non-probabilistic XGBClassifiers.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import ctypes.util
+import functools
+import json
+import math
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidModelError, NotFittedError, UnsupportedModelError
+from ..ir import Forest, Tree, leaf_tree
+from . import ubjson
+
+_F32 = np.float32
+#: XGBoost's OutOfRangeCat(): category values >= 2^24 are invalid (they go left)
+_MAX_CATEGORY = 1 << 24
+#: cap on the 32-bit words of category bitsets per tree (a sanity bound against corrupt files)
+_MAX_CAT_WORDS = 1 << 22
+
+# objective -> (link applied to base_score, output transform, kind)
+#   kind "values": predict returns transform(margin); "hinge": 0/1 by margin > 0;
+#   "softprob": (n, K) probabilities; "softmax": argmax class index
+_OBJECTIVES: dict[str, tuple[str, str, str]] = {
+    **{name: ("identity", "identity", "values") for name in (
+        "reg:squarederror", "reg:linear", "reg:squaredlogerror", "reg:absoluteerror",
+        "reg:pseudohubererror", "reg:quantileerror", "binary:logitraw",
+        "rank:pairwise", "rank:ndcg", "rank:map")},
+    "reg:logistic": ("logit", "sigmoid", "values"),
+    "binary:logistic": ("logit", "sigmoid", "values"),
+    **{name: ("log", "exp", "values") for name in (
+        "count:poisson", "reg:gamma", "reg:tweedie", "survival:cox", "survival:aft")},
+    "binary:hinge": ("identity", "identity", "hinge"),
+    "multi:softprob": ("identity", "softmax", "softprob"),
+    "multi:softmax": ("identity", "softmax", "softmax"),
+}
+
+
+# -- float32 libm --------------------------------------------------------------------------------
+@functools.cache
+def _libm_logf():
+    try:
+        name = ctypes.util.find_library("m") or ctypes.util.find_library("c")
+        lib = ctypes.CDLL(name)
+        fn = lib.logf
+        fn.restype = ctypes.c_float
+        fn.argtypes = [ctypes.c_float]
+        return fn
+    except (OSError, AttributeError, TypeError):  # pragma: no cover - no C library via ctypes
+        return None
+
+
+def _logf(v: np.float32) -> np.float32:
+    fn = _libm_logf()
+    if fn is not None:
+        return _F32(fn(float(v)))
+    with np.errstate(all="ignore"):  # pragma: no cover
+        return _F32(np.log(np.float64(v)))
+
+
+def _link(kind: str, b: np.float32, objective: str) -> np.float32:
+    if kind == "identity":
+        return b
+    if kind == "logit":
+        if not (0 < b < 1):
+            raise InvalidModelError(f"base_score {b} must be in (0, 1) for {objective}")
+        with np.errstate(all="ignore"):
+            return -_logf(_F32(_F32(1) / b - _F32(1)))
+    if not b > 0:
+        raise InvalidModelError(f"base_score {b} must be positive for {objective}")
+    return _logf(b)
+
+
+def _base_scores(text: Any) -> np.ndarray:
+    """`base_score` as float32 values: "0.5" (old), "[5E-1]" or "[a,b,c]" (2.1+)."""
+    s = str(text).strip()
+    if s.startswith("[") and s.endswith("]"):
+        s = s[1:-1]
+    parts = [p.strip() for p in s.split(",")] if s.strip() else []
+    try:
+        vals = np.array([float(p) for p in parts], np.float64)
+    except ValueError:
+        raise InvalidModelError(f"cannot read base_score {str(text)[:60]!r}") from None
+    if vals.size == 0 or not np.all(np.isfinite(vals)):
+        raise InvalidModelError(f"invalid base_score {str(text)[:60]!r}")
+    return vals.astype(_F32)
+
+
+# -- JSON access helpers -------------------------------------------------------------------------
+def _get(d: Any, key: str, where: str) -> Any:
+    if not isinstance(d, dict) or key not in d:
+        raise InvalidModelError(f"XGBoost model: missing {where}.{key}")
+    return d[key]
+
+
+def _int(v: Any, where: str) -> int:
+    try:
+        f = float(v)
+        i = int(f)
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidModelError(f"XGBoost model: {where} must be an integer, got {str(v)[:40]!r}") from None
+    if i != f:
+        raise InvalidModelError(f"XGBoost model: {where} must be an integer, got {v!r}")
+    return i
+
+
+def _array(v: Any, dtype: Any, where: str) -> np.ndarray:
+    try:
+        a = np.asarray(v, dtype=dtype)
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidModelError(f"XGBoost model: {where} is not a numeric array") from None
+    if a.ndim != 1:
+        raise InvalidModelError(f"XGBoost model: {where} must be a flat array")
+    return a
+
+
+def _int_array(v: Any, where: str) -> np.ndarray:
+    try:
+        a = np.asarray(v)
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidModelError(f"XGBoost model: {where} is not a numeric array") from None
+    if a.size == 0:
+        return np.zeros(0, np.int64)
+    if a.ndim != 1 or a.dtype.kind not in "iubf":
+        raise InvalidModelError(f"XGBoost model: {where} must be a flat array of integers")
+    if a.dtype.kind == "f" and (not np.all(np.isfinite(a)) or np.any(a != np.round(a))):
+        raise InvalidModelError(f"XGBoost model: {where} must hold integers")
+    if a.dtype.kind in "uf" and np.any(np.abs(a) > 2.0 ** 62):
+        raise InvalidModelError(f"XGBoost model: {where} holds out-of-range integers")
+    return a.astype(np.int64)
+
+
+# -- trees -------------------------------------------------------------------------------------
+def _node_order(left: np.ndarray, right: np.ndarray, where: str) -> np.ndarray:
+    """Reachable node ids in an order where parents precede children (root first).
+
+    XGBoost's ids usually satisfy that already (identity order, the fast path); pruned trees keep
+    deleted nodes as unreachable orphans and can reuse freed ids, so fall back to a level-by-level
+    walk from the root (vectorised per level, no recursion).
+    """
+    n = len(left)
+    idx = np.arange(n)
+    internal = left >= 0
+    li, ri = left[internal], right[internal]
+    if np.all(li > idx[internal]) and np.all(ri > idx[internal]) and np.all(li < n) and np.all(ri < n):
+        counts = np.bincount(np.concatenate([li, ri]), minlength=n)
+        if counts[0] == 0 and np.all(counts[1:] == 1):
+            return idx
+    seen = np.zeros(n, bool)
+    seen[0] = True
+    levels = [np.zeros(1, np.int64)]
+    frontier = levels[0]
+    while frontier.size:
+        frontier = frontier[internal[frontier]]
+        children = np.stack([left[frontier], right[frontier]], axis=1).ravel()
+        if children.size == 0:
+            break
+        if np.any(children >= n):
+            raise InvalidModelError(f"{where}: child index out of range (num_nodes={n})")
+        if np.any(seen[children]) or np.unique(children).size != children.size:
+            raise InvalidModelError(f"{where}: a node is reachable twice (cycle or shared node)")
+        seen[children] = True
+        levels.append(children)
+        frontier = children
+    return np.concatenate(levels)
+
+
+def _cat_sets(t: dict, n: int, is_cat: np.ndarray, where: str) -> dict[int, np.ndarray]:
+    """Categories (going right) of every categorical node, keyed by original node id."""
+    nodes = _int_array(t.get("categories_nodes", []), f"{where}.categories_nodes")
+    segs = _int_array(t.get("categories_segments", []), f"{where}.categories_segments")
+    sizes = _int_array(t.get("categories_sizes", []), f"{where}.categories_sizes")
+    cats = _int_array(t.get("categories", []), f"{where}.categories")
+    if not (len(nodes) == len(segs) == len(sizes)):
+        raise InvalidModelError(f"{where}: categories_nodes/segments/sizes differ in length")
+    if np.any(segs < 0) or np.any(sizes < 0) or np.any(segs + sizes > len(cats)):
+        raise InvalidModelError(f"{where}: categories_segments/sizes out of range")
+    if np.any(nodes < 0) or np.any(nodes >= n):
+        raise InvalidModelError(f"{where}: categories_nodes out of range")
+    if cats.size and (cats.min() < 0 or cats.max() >= _MAX_CATEGORY):
+        raise InvalidModelError(f"{where}: categories must be integers in [0, 2^24)")
+    out = {int(nd): cats[s:s + k] for nd, s, k in zip(nodes, segs, sizes)}
+    missing = [int(i) for i in np.flatnonzero(is_cat) if int(i) not in out]
+    if missing:
+        raise InvalidModelError(f"{where}: categorical node {missing[0]} has no category list")
+    return out
+
+
+def _convert_tree(t: Any, i: int, n_features: int, scale=None) -> Tree:
+    """One tree of the JSON document -> IR Tree. `scale(values)` maps float32 leaf values."""
+    where = f"tree {i}"
+    if not isinstance(t, dict):
+        raise InvalidModelError(f"XGBoost model: {where} is not an object")
+    tp = t.get("tree_param", {})
+    if not isinstance(tp, dict):
+        raise InvalidModelError(f"XGBoost model: {where}.tree_param is not an object")
+    if _int(tp.get("size_leaf_vector", 1), f"{where}.size_leaf_vector") > 1:
+        raise UnsupportedModelError(
+            "XGBoost vector-leaf trees (multi_strategy='multi_output_tree') are not supported; "
+            "treecomp supports one_output_per_tree models (the default)")
+    left = _int_array(_get(t, "left_children", where), f"{where}.left_children")
+    n = len(left)
+    if n < 1:
+        raise InvalidModelError(f"XGBoost model: {where} has no nodes")
+    if "num_nodes" in tp and _int(tp["num_nodes"], f"{where}.num_nodes") != n:
+        raise InvalidModelError(f"XGBoost model: {where}: num_nodes disagrees with the arrays")
+    right = _int_array(_get(t, "right_children", where), f"{where}.right_children")
+    feat = _int_array(_get(t, "split_indices", where), f"{where}.split_indices")
+    cond = _array(_get(t, "split_conditions", where), np.float64, f"{where}.split_conditions")
+    dleft = _array(_get(t, "default_left", where), np.float64, f"{where}.default_left")
+    stype = _int_array(t.get("split_type", np.zeros(n)), f"{where}.split_type")
+    for name, a in (("right_children", right), ("split_indices", feat), ("split_conditions", cond),
+                    ("default_left", dleft), ("split_type", stype)):
+        if len(a) != n:
+            raise InvalidModelError(f"XGBoost model: {where}.{name} has {len(a)} entries, expected {n}")
+    if np.any(left < -1) or np.any(right < -1) or np.any((left < 0) != (right < 0)):
+        raise InvalidModelError(f"XGBoost model: {where}: children must both be -1 (leaf) or node ids")
+    with np.errstate(all="ignore"):
+        cond32 = cond.astype(_F32)  # JSON holds float32 values as shortest decimals
+
+    order = _node_order(left, right, f"XGBoost model: {where}")
+    m = len(order)
+    new_id = np.full(n, -1, np.int64)
+    new_id[order] = np.arange(m)
+    o_left, o_right = left[order], right[order]
+    internal = o_left >= 0
+    nl = np.where(internal, new_id[np.maximum(o_left, 0)], -1)
+    nr = np.where(internal, new_id[np.maximum(o_right, 0)], -1)
+    o_feat = feat[order]
+    if np.any(internal & ((o_feat < 0) | (o_feat >= n_features))):
+        raise InvalidModelError(f"XGBoost model: {where}: split feature index out of range "
+                                f"(num_feature={n_features})")
+    o_cond = cond32[order]
+    leaf = ~internal
+    values = o_cond[leaf]
+    if not np.all(np.isfinite(values)):
+        raise InvalidModelError(f"XGBoost model: {where}: non-finite leaf value")
+    if scale is not None:
+        values = scale(values)
+    value = np.zeros(m, np.float64)
+    value[leaf] = values
+    o_type = stype[order]
+    if np.any((o_type != 0) & (o_type != 1)):
+        raise InvalidModelError(f"XGBoost model: {where}: unknown split_type")
+    is_cat = internal & (o_type == 1)
+    threshold = np.where(internal & ~is_cat, o_cond.astype(np.float64), 0.0)
+    if np.any(np.isnan(threshold)):
+        raise InvalidModelError(f"XGBoost model: {where}: NaN split condition")
+
+    cat_index = np.full(m, -1, np.int32)
+    cat_bits = np.zeros((0, 1), np.uint32)
+    cat_other_left = np.zeros(0, bool)
+    if is_cat.any():
+        orig_cat = np.zeros(n, bool)
+        orig_cat[order[is_cat]] = True
+        sets = _cat_sets(t, n, orig_cat, f"XGBoost model: {where}")
+        cat_nodes = np.flatnonzero(is_cat)
+        right_sets = [sets[int(order[j])] for j in cat_nodes]
+        n_words = max((int(cs.max()) + 32) // 32 if cs.size else 1 for cs in right_sets)
+        if len(cat_nodes) * n_words > _MAX_CAT_WORDS:
+            raise UnsupportedModelError(
+                f"XGBoost model: {where}: categorical splits over categories up to "
+                f"{32 * n_words - 1} need more than {_MAX_CAT_WORDS * 4 >> 20} MiB of bitsets")
+        right_words = np.zeros((len(cat_nodes), n_words), np.uint64)
+        for r, cs in enumerate(right_sets):
+            cs = cs.astype(np.uint64)
+            np.bitwise_or.at(right_words[r], cs >> np.uint64(5), np.uint64(1) << (cs & np.uint64(31)))
+        cat_bits = (~right_words & np.uint64(0xFFFFFFFF)).astype(np.uint32)  # left = not listed
+        cat_index[cat_nodes] = np.arange(len(cat_nodes), dtype=np.int32)
+        cat_other_left = np.ones(len(cat_nodes), bool)  # invalid / beyond the set: left
+    return Tree(left=nl, right=nr, feature=np.where(internal, o_feat, -1), threshold=threshold,
+                default_left=(dleft[order] != 0) & internal, value=value, cat_index=cat_index,
+                cat_bits=cat_bits, cat_other_left=cat_other_left)
+
+
+# -- the model ---------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Mode:
+    """How the model will be used: Booster.predict, or a sklearn wrapper's predict."""
+
+    wrapper: str | None = None     # None (Booster), "classifier", or another estimator type
+    classes: np.ndarray | None = None   # XGBClassifier.classes_ when known
+    source: str = "Booster"
+
+
+def _learner(doc: Any) -> dict:
+    if not isinstance(doc, dict) or not isinstance(doc.get("learner"), dict):
+        raise InvalidModelError("not an XGBoost model document (no 'learner' object)")
+    return doc["learner"]
+
+
+def forest_from_document(doc: Any, mode: _Mode = _Mode()) -> Forest:
+    """Build the Forest from an XGBoost model document (the parsed JSON / UBJSON)."""
+    learner = _learner(doc)
+    gb = _get(learner, "gradient_booster", "learner")
+    name = _get(gb, "name", "learner.gradient_booster")
+    weights = None
+    if name == "gblinear":
+        raise UnsupportedModelError("XGBoost gblinear (linear booster) models are not supported; "
+                                    "treecomp supports the tree boosters gbtree and dart")
+    if name == "dart":
+        weights = _array(_get(gb, "weight_drop", "gradient_booster"), np.float64, "weight_drop")
+        gb = _get(gb, "gbtree", "gradient_booster")
+    elif name != "gbtree":
+        raise UnsupportedModelError(f"XGBoost booster {name!r} is not supported (gbtree, dart are)")
+    model = _get(gb, "model", "gradient_booster")
+    trees = _get(model, "trees", "gradient_booster.model")
+    tree_info = _int_array(_get(model, "tree_info", "gradient_booster.model"), "tree_info")
+    if not isinstance(trees, list) or len(tree_info) != len(trees):
+        raise InvalidModelError("XGBoost model: tree_info must have one entry per tree")
+    gparam = model.get("gbtree_model_param", {})
+    n_parallel = max(1, _int(gparam.get("num_parallel_tree", 1), "num_parallel_tree"))
+
+    lmp = _get(learner, "learner_model_param", "learner")
+    n_features = _int(_get(lmp, "num_feature", "learner_model_param"), "num_feature")
+    num_class = _int(lmp.get("num_class", 0), "num_class")
+    num_target = _int(lmp.get("num_target", 1), "num_target")
+    if n_features < 1:
+        raise InvalidModelError(f"XGBoost model: num_feature={n_features}")
+    if num_class < 0 or num_target < 1:
+        raise InvalidModelError("XGBoost model: invalid num_class / num_target")
+    if num_class > 0 and num_target > 1:
+        raise UnsupportedModelError("XGBoost models with both num_class and num_target > 1")
+    K = num_class if num_class > 0 else num_target
+
+    objective = _get(_get(learner, "objective", "learner"), "name", "learner.objective")
+    if objective not in _OBJECTIVES:
+        raise UnsupportedModelError(f"XGBoost objective {objective!r} is not supported; supported: "
+                                    + ", ".join(sorted(_OBJECTIVES)))
+    link, transform, kind = _OBJECTIVES[objective]
+    if kind in ("softprob", "softmax") and num_class < 1:
+        raise InvalidModelError(f"XGBoost model: {objective} needs num_class >= 1")
+
+    # base margins, float32, one per output
+    bs = _base_scores(_get(lmp, "base_score", "learner_model_param"))
+    if bs.size == 1 and K > 1:
+        bs = np.repeat(bs, K)
+    if bs.size != K:
+        raise InvalidModelError(f"XGBoost model: base_score has {bs.size} values for {K} outputs")
+    base = np.array([_link(link, b, objective) for b in bs], _F32)
+    if not np.all(np.isfinite(base)):
+        raise InvalidModelError(f"XGBoost model: base_score {bs.tolist()} gives a non-finite margin")
+
+    # which trees predict: a wrapper honours best_iteration (early stopping)
+    n_total = len(trees)
+    n_used = n_total
+    attrs = learner.get("attributes", {}) if isinstance(learner.get("attributes"), dict) else {}
+    best = attrs.get("best_iteration")
+    if mode.wrapper is not None and best is not None:
+        layers = _int(best, "best_iteration") + 1
+        indptr = model.get("iteration_indptr")
+        if indptr is not None:
+            indptr = _int_array(indptr, "iteration_indptr")
+            if not 0 < layers < len(indptr):
+                raise InvalidModelError(f"XGBoost model: best_iteration={layers - 1} but the model "
+                                        f"has {len(indptr) - 1} iterations")
+            n_used = int(indptr[layers])
+        else:  # before 2.0: every iteration adds num_parallel_tree trees per output group
+            n_used = layers * n_parallel * K
+        if not 0 <= n_used <= n_total:
+            raise InvalidModelError(f"XGBoost model: best_iteration={layers - 1} is beyond the "
+                                    f"{n_total} trees")
+    if np.any(tree_info[:n_used] < 0) or np.any(tree_info[:n_used] >= K):
+        raise InvalidModelError(f"XGBoost model: tree_info out of range for {K} outputs")
+    if weights is not None and len(weights) != n_total:
+        raise InvalidModelError("XGBoost model: weight_drop must have one entry per tree")
+
+    ir_trees = []
+    for i in range(n_used):
+        scale = None
+        if weights is not None:
+            scale = _dart_scale(_F32(weights[i]), base, int(tree_info[i]), mode.wrapper is not None)
+        ir_trees.append(_convert_tree(trees[i], i, n_features, scale))
+    tree_output = tree_info[:n_used].astype(np.int32)
+    if not ir_trees:  # no trees: adding -0.0 leaves every margin as it is
+        ir_trees = [leaf_tree(-0.0)]
+        tree_output = np.zeros(1, np.int32)
+
+    decision, classes = _outputs(kind, K, objective, mode)
+    names = learner.get("feature_names") or None
+    if names is not None and len(names) != n_features:
+        names = None
+    version = doc.get("version")
+    vtext = ".".join(str(v) for v in version) if isinstance(version, list) else "?"
+    prov = (f"xgboost {vtext} {mode.source}: {name}, {objective}, {n_used} of {n_total} trees"
+            + (f" (best_iteration={best})" if n_used != n_total else ""))
+    return Forest(trees=tuple(ir_trees), n_features=n_features, n_outputs=K,
+                  tree_output=tree_output, base_score=base.astype(np.float64),
+                  input_dtype="float32", comparison="<", accumulate_dtype="float32",
+                  average=False, transform=transform, decision=decision, classes=classes,
+                  feature_names=names, allow_nan=True, provenance=prov)
+
+
+def _dart_scale(w: np.float32, base: np.ndarray, group: int, inplace: bool):
+    """The exact float32 amount a DART tree adds for each leaf value (see the docstring)."""
+    if not np.isfinite(w):
+        raise InvalidModelError("XGBoost model: non-finite DART weight")
+    if not inplace:  # the tree's own prediction starts from a zero-filled buffer: 0 + leaf
+        return lambda v: ((_F32(0) + v.astype(_F32)) * w).astype(np.float64)
+    b = _F32(base[group])
+    return lambda v: (((b + v.astype(_F32)) - b) * w).astype(np.float64)
+
+
+def _outputs(kind: str, K: int, objective: str, mode: _Mode):
+    """decision and classes for the objective and the way the model is used."""
+    if mode.wrapper != "classifier":
+        if kind == "hinge":
+            if K != 1:
+                raise UnsupportedModelError("XGBoost binary:hinge with several targets is not supported")
+            return "raw_gt_0", (np.array([0.0, 1.0], _F32),)
+        if kind == "softmax":
+            return "argmax_raw", (np.arange(K).astype(_F32),)
+        return "none", ()
+    # XGBClassifier.predict (xgboost/sklearn.py): binary "probability > 0.5", multiclass argmax
+    # of the probabilities, multi:softmax the class index cast to int32; labels arange(K)
+    if kind == "values" and objective == "binary:logistic" and K == 1:
+        return "proba_gt_half", (_labels(mode, 2, np.int64),)
+    if kind == "softprob" and K > 2:
+        return "argmax_proba", (_labels(mode, K, np.int64),)
+    if kind == "softmax" and K > 2:
+        return "argmax_raw", (_labels(mode, K, np.int32),)
+    raise UnsupportedModelError(
+        f"XGBClassifier with objective {objective!r} and {K} output(s) is not supported "
+        "(supported: binary:logistic, multi:softprob, multi:softmax with >= 3 classes); "
+        "parse its Booster (get_booster()) to reproduce Booster.predict instead")
+
+
+def _labels(mode: _Mode, n: int, dtype: Any) -> np.ndarray:
+    if mode.classes is not None:
+        c = np.asarray(mode.classes)
+        if c.shape != (n,) or not np.array_equal(c, np.arange(n)):
+            raise UnsupportedModelError(f"XGBClassifier.classes_ {c.tolist()[:10]} is not 0..{n - 1}")
+    return np.arange(n, dtype=dtype)
+
+
+# -- entry points ------------------------------------------------------------------------------
+def _booster_document(booster: Any) -> dict:
+    try:
+        raw = booster.save_raw("json")
+    except Exception as exc:  # noqa: BLE001 - xgboost raises its own XGBoostError
+        raise InvalidModelError(f"cannot serialise the XGBoost Booster: {exc}") from None
+    return _loads_json(bytes(raw), "Booster")
+
+
+def _loads_json(data: bytes, what: str) -> Any:
+    try:
+        return json.loads(data)
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise InvalidModelError(f"{what} is not valid JSON: {exc}") from None
+
+
+def parse_booster(booster: Any) -> Forest:
+    """An ``xgboost.Booster``: reproduces ``Booster.predict`` (all trees)."""
+    return forest_from_document(_booster_document(booster), _Mode(source="Booster"))
+
+
+def parse_sklearn(model: Any) -> Forest:
+    """XGBRegressor / XGBClassifier / XGBRanker / XGBRF*: reproduces the wrapper's predict."""
+    cls = type(model).__name__
+    try:
+        booster = model.get_booster()
+    except Exception as exc:  # noqa: BLE001 - sklearn's NotFittedError, or xgboost's error
+        if type(exc).__name__ == "NotFittedError":
+            raise NotFittedError(f"{cls} is not fitted: {exc}") from None
+        raise InvalidModelError(f"cannot get the Booster of {cls}: {exc}") from None
+    if callable(getattr(model, "objective", None)):
+        raise UnsupportedModelError(f"{cls} with a custom (callable) objective is not supported")
+    missing = getattr(model, "missing", np.nan)
+    if missing is not None and not (isinstance(missing, float) and math.isnan(missing)):
+        raise UnsupportedModelError(f"{cls}(missing={missing!r}) is not supported; treecomp treats "
+                                    "only NaN as missing (XGBoost's default)")
+    if getattr(model, "booster", None) == "gblinear":
+        raise UnsupportedModelError("XGBoost gblinear (linear booster) models are not supported")
+    is_classifier = getattr(model, "_estimator_type", None) == "classifier" or any(
+        c.__name__ == "ClassifierMixin" for c in type(model).__mro__)
+    doc = _booster_document(booster)
+    if is_classifier:
+        mode = _Mode(wrapper="classifier", classes=getattr(model, "classes_", None), source=cls)
+    else:
+        mode = _Mode(wrapper="regressor", source=cls)
+    return forest_from_document(doc, mode)
+
+
+def _file_mode(doc: Any, name: str) -> _Mode:
+    """Files saved by a sklearn wrapper carry attributes.scikit_learn: use the wrapper's rules."""
+    attrs = _learner(doc).get("attributes")
+    meta = attrs.get("scikit_learn") if isinstance(attrs, dict) else None
+    if meta is None:
+        return _Mode(source=f"file {name}")
+    try:
+        etype = json.loads(meta).get("_estimator_type") if isinstance(meta, str) else None
+    except (ValueError, AttributeError):
+        etype = None
+    wrapper = "classifier" if etype == "classifier" else "regressor"
+    return _Mode(wrapper=wrapper, source=f"file {name} (saved by the sklearn wrapper: {etype})")
+
+
+def load_document(path: str | os.PathLike) -> Any:
+    """The model document of an XGBoost .json or .ubj file (no xgboost needed)."""
+    p = Path(path)
+    data = p.read_bytes()
+    suffix = p.suffix.lower()
+    if suffix == ".ubj":
+        return ubjson.decode(data)
+    if suffix == ".json":
+        return _loads_json(data, p.name)
+    raise UnsupportedModelError(f"unknown XGBoost model file type {suffix!r} (.json and .ubj are)")
+
+
+def parse_xgboost_file(path: str | os.PathLike) -> Forest:
+    """An XGBoost model file (.json / .ubj, as written by ``save_model``)."""
+    doc = load_document(path)
+    return forest_from_document(doc, _file_mode(doc, Path(path).name))
+
+
+PARSERS = {
+    "Booster": parse_booster,
+    "XGBModel": parse_sklearn,
+}
