@@ -62,7 +62,8 @@ def chain_tree(depth: int, n_features: int, rng: np.random.Generator) -> Tree:
 def random_forest(seed: int, n_trees: int = 8, n_features: int = 6, n_outputs: int = 1,
                   width: int = 1, input_dtype: str = "float32", comparison: str = "<=",
                   accumulate_dtype: str = "float64", average: bool = False, p_cat: float = 0.0,
-                  max_depth: int = 6, transform: str = "identity") -> Forest:
+                  max_depth: int = 6, transform: str = "identity",
+                  category_rule: str = "nonneg") -> Forest:
     rng = np.random.default_rng(seed)
     trees = [random_tree(rng, n_features, width=width, max_depth=max_depth, p_cat=p_cat,
                          values_f32=accumulate_dtype == "float32") for _ in range(n_trees)]
@@ -76,7 +77,8 @@ def random_forest(seed: int, n_trees: int = 8, n_features: int = 6, n_outputs: i
     return Forest(trees=tuple(trees), n_features=n_features, n_outputs=n_outputs,
                   tree_output=tree_output, base_score=base, input_dtype=input_dtype,
                   comparison=comparison, accumulate_dtype=accumulate_dtype, average=average,
-                  transform=transform, provenance=f"random seed={seed}")
+                  transform=transform, category_rule=category_rule,
+                  provenance=f"random seed={seed}")
 
 
 def random_rows(forest: Forest, n: int, seed: int = 0) -> np.ndarray:
@@ -96,7 +98,10 @@ FOREST_VARIANTS = {
     "f64-lt": dict(input_dtype="float64", comparison="<"),
     "categorical": dict(p_cat=0.3),
     "categorical-acc32": dict(p_cat=0.3, accumulate_dtype="float32", comparison="<"),
+    "categorical-trunc": dict(p_cat=0.3, input_dtype="float64", category_rule="trunc"),
+    "categorical-integral": dict(p_cat=0.3, input_dtype="float64", category_rule="integral"),
     "multi-output": dict(n_outputs=3, width=1, transform="softmax"),
+    "softmax-seq": dict(n_outputs=9, width=1, transform="softmax_seq"),
     "vector-leaf-average": dict(n_outputs=3, width=3, average=True),
     "sigmoid-acc32": dict(transform="sigmoid", accumulate_dtype="float32"),
     "exp": dict(transform="exp"),

@@ -151,7 +151,7 @@ def test_c_driver_uses_only_the_header(tmp_path):
 
 def test_generated_source_is_readable():
     f = random_forest(2, n_trees=2, max_depth=12)
-    src = cbackend.emit(f)
+    src = cbackend.emit(f, cbackend.options(goto_max_nodes=10**6))
     unit = src["unit0.c"]
     assert "static void tree_0(" in unit and "goto n" in unit and "0x" in unit
     assert "treecomp_predict" in src["model.c"]

@@ -83,8 +83,6 @@ def test_zoo_case_bit_exact(name):
     assert f.input_dtype == "float64" and f.comparison == "<=" and f.accumulate_dtype == "float64"
     X = np.vstack([case.X, edge_rows(f, case.X, n=150, seed=1), special_rows(case.X, 2)])
     cat_cols = {int(t.feature[i]) for t in f.trees for i in np.flatnonzero(t.cat_index >= 0)}
-    for j in cat_cols:  # x in (-1, 0) on a categorical column is the documented gap (below)
-        X[(X[:, j] < 0) & (X[:, j] > -1), j] = -1.0
     for key, lib in case.library.items():
         assert_same(lib(X), OURS[key](f, X))
 
@@ -152,24 +150,21 @@ def test_categorical_nan_negative_huge_and_unseen_go_right():
             np.testing.assert_array_equal(b.predict(rows), want)
 
 
-def test_negative_fraction_category_gap_is_pinned():
-    """x in (-1, 0) on a categorical column: LightGBM casts (int)x == 0 (category 0); the IR
-    calls it invalid (x < 0) and sends it right. So the IR equals LightGBM's prediction for
-    -1 there, not LightGBM's own. IR fix: treat a categorical value as valid iff
-    -1 < x < 32 * n_words (truncation toward zero), per forest or per category set."""
+def test_negative_fraction_is_category_zero():
+    """x in (-1, 0) on a categorical column: LightGBM casts (int)x == 0, i.e. category 0; the
+    forest's category_rule="trunc" says the same."""
     b, f, X = _cat_booster()
     rows = X[:100].copy()
-    differs = 0
+    differs_from_minus_one = 0
     for v in (-0.5, -0.999, -1e-300, -K_ZERO, -5e-324):
         rows[:, 0] = v
-        ours = interp.predict(f, rows)
-        lib = b.predict(rows)
         rows0, rows_neg = rows.copy(), rows.copy()
         rows0[:, 0], rows_neg[:, 0] = 0.0, -1.0
+        lib = b.predict(rows)
         np.testing.assert_array_equal(lib, b.predict(rows0))         # LightGBM: category 0
-        np.testing.assert_array_equal(ours, b.predict(rows_neg))     # IR: invalid -> right
-        differs += int(np.sum(ours != lib))
-    assert differs > 0  # category 0 goes left in this model, so the gap shows
+        np.testing.assert_array_equal(interp.predict(f, rows), lib)
+        differs_from_minus_one += int(np.sum(lib != b.predict(rows_neg)))
+    assert differs_from_minus_one > 0  # category 0 goes left in this model, so it matters
 
 
 # -- zero band and missing types, against hand-written models ---------------------------------
@@ -292,7 +287,6 @@ def test_random_trees_against_lightgbm():
     vals = np.array([np.nan, -np.inf, np.inf, -2.0, -1.0, -1.5, 1.5, 0.5, 3.0, 5.0, 33.0, 40.0,
                      63.0, 100.0, *BAND])
     X = rng.choice(vals, size=(400, 3))
-    X[(X[:, 2] < 0) & (X[:, 2] > -1), 2] = -1.0   # the documented (-1, 0) categorical gap
     expanded = 0
     for m in range(12):
         trees = [_random_tree(rng, int(rng.integers(2, 24)), shuffle=m % 2 == 1) for _ in range(3)]

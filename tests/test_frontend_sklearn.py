@@ -180,8 +180,6 @@ def test_hgb_categorical_folding():
         _assert_same(interp.predict(f, X), m.predict(X))
 
 
-@pytest.mark.xfail(strict=True, reason="IR limitation: a non-integral value in a categorical "
-                   "column is an unknown category for sklearn (missing way) but the IR truncates it")
 def test_hgb_categorical_non_integral_values():
     case = zoo.get("sklearn:hgb_reg_categorical")
     f = treecomp.parse(case.model)

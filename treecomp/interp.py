@@ -17,7 +17,8 @@ from .inputs import as_matrix
 from .ir import Forest, Tree
 
 
-def _go_left(tree: Tree, nodes: np.ndarray, x: np.ndarray, strict: bool) -> np.ndarray:
+def _go_left(tree: Tree, nodes: np.ndarray, x: np.ndarray, strict: bool,
+             category_rule: str = "nonneg") -> np.ndarray:
     """Direction at `nodes` for values `x` (float64 holding input-dtype values)."""
     thr = tree.threshold[nodes]
     with np.errstate(invalid="ignore"):
@@ -28,7 +29,9 @@ def _go_left(tree: Tree, nodes: np.ndarray, x: np.ndarray, strict: bool) -> np.n
         xc, cc = x[cat], ci[cat]
         nbits = 32 * tree.cat_bits.shape[1]
         with np.errstate(invalid="ignore"):
-            valid = (xc >= 0) & (xc < nbits)
+            valid = ((xc > -1) if category_rule == "trunc" else (xc >= 0)) & (xc < nbits)
+            if category_rule == "integral":
+                valid &= xc == np.trunc(xc)
         c = np.where(valid, xc, 0).astype(np.int64)  # trunc toward zero, like a C cast
         bit = (tree.cat_bits[cc, c >> 5] >> (c & 31).astype(np.uint32)) & 1
         left[cat] = np.where(valid, bit.astype(bool), tree.cat_other_left[cc])
@@ -38,7 +41,7 @@ def _go_left(tree: Tree, nodes: np.ndarray, x: np.ndarray, strict: bool) -> np.n
     return left
 
 
-def leaf_indices(tree: Tree, X64: np.ndarray, strict: bool) -> np.ndarray:
+def leaf_indices(tree: Tree, X64: np.ndarray, strict: bool, category_rule: str = "nonneg") -> np.ndarray:
     """Leaf reached by every row of X64 (float64 holding values of the forest's input dtype)."""
     n = X64.shape[0]
     node = np.zeros(n, np.int64)
@@ -46,7 +49,7 @@ def leaf_indices(tree: Tree, X64: np.ndarray, strict: bool) -> np.ndarray:
     while active.size:
         nd = node[active]
         x = X64[active, tree.feature[nd]]
-        left = _go_left(tree, nd, x, strict)
+        left = _go_left(tree, nd, x, strict, category_rule)
         nxt = np.where(left, tree.left[nd], tree.right[nd])
         node[active] = nxt
         active = active[tree.left[nxt] >= 0]
@@ -70,13 +73,14 @@ def predict_raw(forest: Forest, X: Any) -> np.ndarray:
     X64 = as_matrix(X, forest).astype(np.float64)
     strict = forest.comparison == "<"
     return _accumulate(forest, X64.shape[0],
-                       (t.value[leaf_indices(t, X64, strict)] for t in forest.trees))
+                       (t.value[leaf_indices(t, X64, strict, forest.category_rule)] for t in forest.trees))
 
 
 def walk_raw(forest: Forest, X: Any) -> np.ndarray:
     """The naive baseline: a pure-Python node walk per row and tree (same results, slowly)."""
     X64 = as_matrix(X, forest).astype(np.float64)
     strict = forest.comparison == "<"
+    rule = forest.category_rule
     per_tree = []
     for t in forest.trees:
         left, right, feat, thr = t.left.tolist(), t.right.tolist(), t.feature.tolist(), t.threshold.tolist()
@@ -90,7 +94,8 @@ def walk_raw(forest: Forest, X: Any) -> np.ndarray:
                 if v != v:  # NaN
                     go = dleft[nd]
                 elif cidx[nd] >= 0:
-                    if 0 <= v < nbits:
+                    if (-1 < v if rule == "trunc" else 0 <= v) and v < nbits and \
+                            (rule != "integral" or v == int(v)):
                         c = int(v)
                         go = bool((int(t.cat_bits[cidx[nd], c >> 5]) >> (c & 31)) & 1)
                     else:

@@ -6,8 +6,9 @@ consumes one. What a Forest *means* is defined by :mod:`treecomp.interp`; in sho
     x   = row cast to forest.input_dtype                      (float32 or float64)
     for each tree, from node 0 until a leaf (left == -1):
         numeric node:      go left iff  float64(x[f]) <cmp> threshold      (cmp: "<" or "<=")
-        categorical node:  c = x[f]; valid iff 0 <= c < 32 * n_words; then go left iff bit
-                           trunc(c) of cat_bits[cat_index] is set; invalid -> cat_other_left
+        categorical node:  valid per forest.category_rule (default: 0 <= x < 32 * n_words); then
+                           go left iff bit trunc(x) of cat_bits[cat_index] is set;
+                           invalid -> cat_other_left
         NaN (either kind): go left iff default_left
     acc = base_score (in accumulate_dtype); acc[o : o + w] += leaf value, tree by tree, in order
     if average: acc /= n_trees
@@ -44,7 +45,13 @@ IR_FORMAT_VERSION = 1
 COMPARISONS = ("<", "<=")
 DTYPES = ("float32", "float64")
 #: Output transforms (the libraries' inverse links). Their exact arithmetic is in outputs.py.
-TRANSFORMS = ("identity", "sigmoid", "sigmoid2", "softmax", "exp")
+TRANSFORMS = ("identity", "sigmoid", "sigmoid2", "softmax", "softmax_seq", "exp")
+#: Which non-NaN values are valid category ids at a categorical split (others go cat_other_left);
+#: a valid value's category is trunc(x).
+#:   nonneg    0 <= x < 32 * n_words                       XGBoost (negative is invalid)
+#:   trunc     -1 < x < 32 * n_words (C's (int)x cast)      LightGBM: -0.5 is category 0
+#:   integral  0 <= x < 32 * n_words and x == trunc(x)      sklearn HistGradientBoosting
+CATEGORY_RULES = ("nonneg", "trunc", "integral")
 #: How predicted labels are derived for classifiers ("none" for regressors).
 #:   argmax_raw    classes[argmax(raw)]               sklearn GB multiclass, random forests
 #:   argmax_proba  classes[argmax(transform(raw))]    XGBoost sklearn wrapper, multi:softprob
@@ -221,6 +228,8 @@ class Forest:
     #: class labels per target (classifiers); () for regressors
     classes: tuple[np.ndarray, ...] = ()
     feature_names: tuple[str, ...] | None = None
+    #: which values are valid category ids at categorical splits (CATEGORY_RULES)
+    category_rule: str = "nonneg"
     #: False where the source library rejects NaN inputs (then so do we, with a ValueError)
     allow_nan: bool = True
     #: free text: where the model came from (not part of the digest)
@@ -261,7 +270,7 @@ class Forest:
     def _validate(self) -> None:
         for name, allowed in (("comparison", COMPARISONS), ("input_dtype", DTYPES),
                               ("accumulate_dtype", DTYPES), ("transform", TRANSFORMS),
-                              ("decision", DECISIONS)):
+                              ("decision", DECISIONS), ("category_rule", CATEGORY_RULES)):
             if getattr(self, name) not in allowed:
                 raise InvalidModelError(f"forest.{name}={getattr(self, name)!r}; expected one of {allowed}")
         if self.n_features < 1 or self.n_outputs < 1:
@@ -306,7 +315,7 @@ class Forest:
             "transform": self.transform, "decision": self.decision,
             "classes": [_labels_to_json(c) for c in self.classes],
             "feature_names": list(self.feature_names) if self.feature_names is not None else None,
-            "allow_nan": self.allow_nan,
+            "allow_nan": self.allow_nan, "category_rule": self.category_rule,
             "provenance": self.provenance,
         }
 
@@ -378,6 +387,7 @@ class Forest:
                            transform=meta["transform"], decision=meta["decision"],
                            classes=tuple(_labels_from_json(c) for c in meta["classes"]),
                            feature_names=meta["feature_names"], allow_nan=meta["allow_nan"],
+                           category_rule=meta["category_rule"],
                            provenance=meta["provenance"])
         except InvalidModelError:
             raise
@@ -393,7 +403,7 @@ class Forest:
 
 
 def _labels_to_json(c: np.ndarray) -> dict[str, Any]:
-    if c.dtype.kind in "iufb":
+    if c.dtype.kind in "iufbU":
         return {"dtype": c.dtype.str, "values": c.tolist()}
     return {"dtype": "str", "values": [str(v) for v in c.tolist()]}
 

@@ -61,35 +61,50 @@ _EXPF_UFLOW = np.float32(float.fromhex("-0x1.9fe368p6"))   # below: 0 (log(2^-15
 def _expf(x: np.ndarray) -> np.ndarray:
     """glibc's expf, bit for bit, vectorised (float32 in, float32 out)."""
     x = np.asarray(x, np.float32)
+    shape = x.shape
+    x = x.reshape(-1)
     with np.errstate(all="ignore"):
         xd = x.astype(np.float64)
+        # glibc returns early for NaN, overflow (-> inf) and underflow (-> 0); below 88.72 and
+        # above -103.97 even |x| >= 88 takes the main path
+        special = ~((xd >= _EXPF_UFLOW) & (xd <= _EXPF_OFLOW))
+        any_special = bool(special.any())
+        if any_special:
+            xd[special] = 0.0
         # z = x * N/ln2 exactly, as hi + lo (TwoSum of two exact partial products)
         t1 = _EXPF_INVLN2N_HI * xd
         t2 = _EXPF_INVLN2N_LO * xd
         hi = t1 + t2
         bv = hi - t1
-        lo = (t1 - (hi - bv)) + (t2 - bv)
+        lo = t1 - (hi - bv)
+        lo += t2 - bv
         # k = round-half-even(z): glibc's fma(InvLn2N, x, 0x1.8p52) rounds the exact product;
         # rint(hi) agrees except when hi is exactly a half-integer and lo breaks the tie
         kd = np.rint(hi)
-        tie = (np.abs(hi - kd) == 0.5) & (lo != 0)
-        kd = np.where(tie, np.floor(hi) + (lo > 0), kd)
-        # r = fma(InvLn2N, x, -k): hi - k is exact (|hi - k| <= 1/2), so one rounding remains
-        r = (hi - kd) + lo
-        ki = np.where(np.isfinite(kd), kd, 0).astype(np.int64).view(np.uint64)
+        d = hi - kd  # exact: |hi - k| <= 1/2
+        tie = np.flatnonzero((np.abs(d) == 0.5) & (lo != 0))
+        if tie.size:
+            kd[tie] = np.floor(hi[tie]) + (lo[tie] > 0)
+            d[tie] = hi[tie] - kd[tie]
+        # r = fma(InvLn2N, x, -k) = (hi - k) + lo, rounded once
+        r = d + lo
+        ki = kd.astype(np.int64).view(np.uint64)
         s = (_EXPF_T[ki & np.uint64(31)] + (ki << np.uint64(47))).view(np.float64)
-        z = _EXPF_C0 * r + _EXPF_C1
-        r2 = r * r
-        y = _EXPF_C2 * r + 1.0
-        y = z * r2 + y
-        out = (y * s).astype(np.float32)
-    # the special cases glibc handles before the main path (|x| >= 88 goes through the
-    # same path when it neither overflows nor underflows)
-    out[x > _EXPF_OFLOW] = np.inf
-    out[x < _EXPF_UFLOW] = 0
-    nan = np.isnan(x)
-    out[nan] = x[nan]
-    return out
+        # y = (C0 r + C1) r^2 + (C2 r + 1), times 2^(k/N); glibc's order of operations
+        z = _EXPF_C0 * r
+        z += _EXPF_C1
+        r2 = np.multiply(r, r, out=d)  # d's buffer is free again
+        z *= r2
+        y1 = _EXPF_C2 * r
+        y1 += 1.0
+        z += y1
+        z *= s
+        out = z.astype(np.float32)
+    if any_special:
+        xs = x[special]
+        out[special] = np.where(xs > _EXPF_OFLOW, np.float32(np.inf),
+                                np.where(xs < _EXPF_UFLOW, np.float32(0), xs))
+    return out.reshape(shape)
 
 
 def transform(forest: Forest, raw: np.ndarray) -> np.ndarray:
@@ -113,6 +128,14 @@ def transform(forest: Forest, raw: np.ndarray) -> np.ndarray:
         np.exp(x, out=x)
         x /= x.sum(axis=1, keepdims=True)
         return x
+    if t == "softmax_seq":
+        # LightGBM's Common::Softmax and sklearn HGB (whose margins are Fortran-ordered, so
+        # numpy sums class by class): exp(x - max) summed left to right, then divide.
+        x = _exp(raw - raw.max(axis=1, keepdims=True))
+        s = x[:, 0].copy()
+        for k in range(1, x.shape[1]):
+            s += x[:, k]
+        return x / s[:, None]
     raise AssertionError(f"unknown transform {t!r}")  # validated in Forest; unreachable
 
 

@@ -269,8 +269,10 @@ def emit_tree(i: int, tree: Tree, forest: Forest, out: list[str]) -> None:
             k = int(cidx[nd])
             nbits = 32 * nwords
             other = int(bool(tree.cat_other_left[k]))
+            valid = {"nonneg": f"v >= 0 && v < {nbits}", "trunc": f"v > -1 && v < {nbits}",
+                     "integral": f"v >= 0 && v < {nbits} && v == (tc_x)(int)v"}[forest.category_rule]
             out.append(f"{label} {{ tc_x v = x[{f}]; unsigned go; "
-                       f"if (v >= 0 && v < {nbits}) {{ int c = (int)v; go = (cat_{i}_{k}[c >> 5] >> (c & 31)) & 1u; }} "
+                       f"if ({valid}) {{ int c = (int)v; go = (cat_{i}_{k}[c >> 5] >> (c & 31)) & 1u; }} "
                        f"else go = (v != v) ? {int(bool(dl[nd]))}u : {other}u; "
                        f"if (!go) goto n{r}; }}\n")
         else:
@@ -310,7 +312,8 @@ def _transform_code(forest: Forest) -> str:
         return f"for (int k = 0; k < TC_NO; ++k) a[k] = {one} / ({one} + {ex.format(arg)});"
     if t == "exp":
         return f"for (int k = 0; k < TC_NO; ++k) a[k] = {ex.format('a[k]')};"
-    # softmax: max-subtract, exp, sequential sum, divide
+    # softmax / softmax_seq: max-subtract, exp, sequential sum, divide (numpy's pairwise sum for
+    # >= 8 classes may differ in the last bits; the Python Predictor uses numpy's own)
     return ("tc_acc m = a[0]; for (int k = 1; k < TC_NO; ++k) if (a[k] > m) m = a[k];\n"
             f"      tc_acc s = 0; for (int k = 0; k < TC_NO; ++k) {{ a[k] = {ex.format('a[k] - m')}; s += a[k]; }}\n"
             "      for (int k = 0; k < TC_NO; ++k) a[k] /= s;")

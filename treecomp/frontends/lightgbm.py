@@ -25,9 +25,8 @@ by tests/test_frontend_lightgbm.py against the installed library):
 - Categorical split: c = (int)x (truncation toward zero; on x86 NaN, +/-inf and |x| >= 2**31
   give INT_MIN); c < 0 goes right, else left iff bit c of the node's bitset is set (bits
   beyond the bitset: right). So NaN and negatives go right, whatever the missing type.
-  IR: cat_bits padded to the tree's widest bitset, cat_other_left=False, default_left=False.
-  Known gap: x in (-1, 0) is category 0 to LightGBM ((int)-0.5 == 0) but "invalid" (right) to
-  the IR; it only matters where category 0 goes left.
+  IR: cat_bits padded to the tree's widest bitset, cat_other_left=False, default_left=False,
+  and category_rule="trunc" (x in (-1, 0) is category 0, as (int)-0.5 == 0).
 - Leaves are ~index in left_child/right_child. LightGBM numbers a new internal node after its
   parent, so internal nodes 0..n-2 followed by the leaves already put children after parents
   and are kept; a file that breaks that order is renumbered breadth first, one numpy step per
@@ -530,6 +529,7 @@ def parse_lightgbm_string(text: str, *, num_iteration: int | None = None,
     # reorders by name), while a Forest with names would reorder them.
     return Forest(trees=trees, n_features=n_features, n_outputs=per_iter, tree_output=tree_output,
                   base_score=np.zeros(per_iter), input_dtype="float64", comparison="<=",
+                  category_rule="trunc",  # (int)x: -0.5 is category 0
                   accumulate_dtype="float64", average=average, transform=transform,
                   decision=decision, classes=cls, feature_names=None, allow_nan=True,
                   provenance="; ".join(notes))

@@ -41,9 +41,8 @@ HistGradientBoosting (``_hist_gradient_boosting/_predictor.pyx``, ``gradient_boo
   negative values and values >= 256 (which the encoder maps to "unknown" too), and the column
   permutation is undone in the feature indices. Raw categories must therefore be integers in
   [0, 255]; anything else (strings from pandas categoricals, negative or large values) raises
-  UnsupportedModelError. Known inexactness (IR limitation, see the test's strict xfail): a
-  *non-integral* value in a categorical column (e.g. 2.5) is an unknown category for sklearn
-  (missing way) but the IR truncates it to category 2.
+  UnsupportedModelError. A *non-integral* value in a categorical column (e.g. 2.5) is an unknown
+  category for sklearn (missing way): the forest's ``category_rule="integral"`` says so.
   Without a preprocessor (models pickled by sklearn < 1.4) raw values are the codes; sklearn casts
   them to uint8 (undefined behaviour for values >= 256); treecomp treats them as unknown.
 - Outputs: binary log_loss -> sigmoid, label ``raw > 0``; multiclass -> softmax over the raw
@@ -493,6 +492,7 @@ def parse_hist_gradient_boosting(model: Any) -> Forest:
         trees, outs = [ir.leaf_tree(0.0)] * K, list(range(K))
     return Forest(trees=tuple(trees), n_features=model.n_features_in_, n_outputs=K,
                   tree_output=outs, base_score=base, input_dtype="float64", comparison="<=",
+                  category_rule="integral",  # 2.5 is no category: an unknown one (missing way)
                   average=False, transform=transform, decision=decision, classes=classes,
                   feature_names=_feature_names(model), allow_nan=True,
                   provenance=_provenance(model))
