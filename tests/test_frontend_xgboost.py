@@ -266,6 +266,31 @@ def test_base_score_forms_and_links():
             forest_from_document(doc)
 
 
+def test_pre_2_document_layout():
+    """Documents from XGBoost 1.x: no iteration_indptr (trees per iteration from
+    num_parallel_tree * groups), no split_type / categories, default_left as booleans,
+    size_leaf_vector "0", a plain-number base_score."""
+    m = zoo.get("xgboost:early_stopping_multiclass").model
+    doc = doc_of(m.get_booster())
+    doc["learner"]["attributes"]["scikit_learn"] = '{"_estimator_type": "classifier"}'
+    want = treecomp.parse(write_json(doc, "new_layout.json"))
+    assert want.n_trees == 3 * (m.best_iteration + 1)
+    doc["version"] = [1, 7, 6]
+    model = doc["learner"]["gradient_booster"]["model"]
+    del model["iteration_indptr"], model["cats"]
+    for t in model["trees"]:
+        for k in ("split_type", "categories", "categories_nodes", "categories_segments",
+                  "categories_sizes"):
+            del t[k]
+        t["default_left"] = [bool(v) for v in t["default_left"]]
+        t["tree_param"]["size_leaf_vector"] = "0"
+    assert treecomp.parse(write_json(doc, "old_layout.json")).digest() == want.digest()
+    lmp = doc["learner"]["learner_model_param"]
+    lmp["base_score"] = "0.5"
+    f = treecomp.parse(write_json(doc, "old_base.json"))
+    assert_same(np.full(3, 0.5), f.base_score)
+
+
 def _tree_doc(b: xgb.Booster) -> tuple[dict, dict]:
     doc = doc_of(b)
     return doc, doc["learner"]["gradient_booster"]["model"]["trees"][0]

@@ -145,6 +145,17 @@ def _ranking(objective: str, seed: int, wrapper: bool = False):
     return factory
 
 
+def survival_aft() -> Case:
+    X = _X(19)
+    rng = np.random.default_rng(19)
+    y = np.exp(0.5 * _signal(X) + 0.3 * rng.normal(size=N))
+    d = xgb.DMatrix(X, nthread=1)
+    d.set_float_info("label_lower_bound", y)
+    d.set_float_info("label_upper_bound", np.where(rng.random(N) < 0.3, np.inf, y))  # censored
+    b = xgb.train({**BASE, "objective": "survival:aft", "aft_loss_distribution": "logistic"}, d, 8)
+    return booster_case(b, _rows(X, 19))
+
+
 def quantile_multi() -> Case:
     """Three quantiles: num_target=3, one tree per target and iteration."""
     X = _X(20)
@@ -390,6 +401,7 @@ CASES = {
     "reg_gamma": _objective("reg:gamma", 11),
     "reg_tweedie": _objective("reg:tweedie", 12, tweedie_variance_power=1.3),
     "survival_cox": _objective("survival:cox", 13),
+    "survival_aft": survival_aft,
     "multi_softprob": _multiclass("multi:softprob", 14),
     "multi_softmax": _multiclass("multi:softmax", 15, k=3),
     "rank_pairwise": _ranking("rank:pairwise", 16),

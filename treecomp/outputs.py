@@ -13,8 +13,12 @@ Floating-point notes (checked on this machine; tests pin them against the librar
   (float)exp((double)x) for 170,648 inputs. numpy's float32 exp is a SIMD approximation that
   differs far more often. So `_expf` re-implements glibc's expf algorithm (table + cubic, with
   the fused multiply-add its x86-64 FMA build uses in the range reduction) in float64 numpy;
-  checked bit-exact against glibc's expf for every float32 in [-2^-25 .. -104] and
-  [2^-25 .. 89], and tested against XGBoost's own outputs.
+  checked bit-exact against glibc 2.36's expf (x86-64, FMA variant) for every float32 with
+  2^-25 <= |x| <= 89 (x >= -104), exhaustively at the overflow / underflow ends and sampled
+  elsewhere, and tested against XGBoost's own outputs (tests/test_frontend_xgboost.py). The
+  non-FMA build of glibc differs from the FMA one for 2 float32 inputs; other C libraries
+  (macOS, Windows) have their own expf: there XGBoost's transformed outputs may differ from
+  these in the last bit (raw margins are unaffected).
 - softmax: max-subtract, exp, numpy row sum (pairwise for >= 8 classes), divide: sklearn's
   utils.extmath.softmax.
 """

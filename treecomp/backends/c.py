@@ -307,6 +307,17 @@ def _transform_code(forest: Forest) -> str:
     t = forest.transform
     if t == "identity":
         return ""
+    if acc_t == "float" and t in ("sigmoid", "exp", "softmax"):
+        # XGBoost 3.2's float32 transforms (src/common/math.h) with libm's expf, as
+        # outputs._sigmoid_f32 / _softmax_f32 / _expf reproduce them
+        if t == "sigmoid":  # 1 / ((expf(min(-x, 88.7f)) + 1) + 1e-16f)
+            return ("for (int k = 0; k < TC_NO; ++k) { float v = -a[k]; v = (88.7f < v) ? 88.7f : v;"
+                    " a[k] = 1.0f / ((expf(v) + 1.0f) + 1e-16f); }")
+        if t == "exp":
+            return "for (int k = 0; k < TC_NO; ++k) a[k] = expf(a[k]);"
+        return ("float m = a[0]; for (int k = 1; k < TC_NO; ++k) m = fmaxf(a[k], m);\n"
+                "      double s = 0; for (int k = 0; k < TC_NO; ++k) { a[k] = expf(a[k] - m); s += a[k]; }\n"
+                "      float fs = (float)s; for (int k = 0; k < TC_NO; ++k) a[k] /= fs;")
     if t in ("sigmoid", "sigmoid2"):
         arg = "-a[k]" if t == "sigmoid" else "-(a[k] * 2)"
         return f"for (int k = 0; k < TC_NO; ++k) a[k] = {one} / ({one} + {ex.format(arg)});"

@@ -86,7 +86,12 @@ class _Reader:
 
     def number(self, m: bytes) -> int | float:
         s = _STRUCTS[m]
-        return s.unpack(self.take(s.size))[0]
+        end = self.pos + s.size
+        if end > self.n:
+            raise self.fail(f"needs {s.size} bytes for a number, only {self.n - self.pos} left (truncated?)")
+        v = s.unpack_from(self.data, self.pos)[0]
+        self.pos = end
+        return v
 
     def length(self, what: str) -> int:
         """A non-negative integer (string length or container count) with its own marker."""
@@ -165,7 +170,11 @@ def _open(r: _Reader, is_object: bool) -> _Container | np.ndarray:
             raise r.fail(f"container count {count} exceeds the {left} bytes left")
     if elem_type in _STRUCTS and not is_object:
         dt = _NUMERIC[elem_type][1]
-        arr = np.frombuffer(r.take(count * dt.itemsize), dtype=dt).astype(dt.newbyteorder("="))
+        size = count * dt.itemsize
+        if r.pos + size > r.n:
+            raise r.fail(f"typed array needs {size} bytes, only {r.n - r.pos} left (truncated?)")
+        arr = np.frombuffer(r.data, dtype=dt, count=count, offset=r.pos).astype(dt.newbyteorder("="))
+        r.pos += size
         arr.flags.writeable = False
         return arr
     return _Container(is_object, elem_type, count)
