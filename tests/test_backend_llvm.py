@@ -2,6 +2,7 @@
 pickling into a fresh process, .so output through the system linker, the object-code cache."""
 
 import ctypes
+import dataclasses
 import os
 import pickle
 import subprocess
@@ -15,7 +16,7 @@ import pytest
 import treecomp
 from treecomp import interp, outputs, toolchain
 from treecomp.backends import llvm as llvmbackend
-from treecomp.errors import ArtifactError, CompileError
+from treecomp.errors import ArtifactError
 from treecomp.ir import Forest, leaf_tree
 from tests.randforest import FOREST_VARIANTS, chain_tree, random_forest, random_rows
 
@@ -28,11 +29,16 @@ except Exception:  # pragma: no cover - depends on the state of the zoo modules
 REPO = Path(__file__).resolve().parents[1]
 needs_cc = pytest.mark.skipif(not toolchain.have_compiler(), reason="no C compiler / linker")
 
-#: code paths: the branch-free complete-tree kernel (default), one basic block per node (with
-#: LLVM's fast instruction selector), and many modules + odd block sizes (tails everywhere)
-PATHS = {"heap": dict(block_rows=7),
-         "blocks-opt0": dict(heap_max_depth=0, opt=0),
-         "split-opt1": dict(nodes_per_module=60, block_rows=5, interleave=3, opt=1)}
+#: code paths: defaults (branch-free complete-tree kernel for shallow trees, node tables for
+#: big ones, one basic block per node for the rest), basic blocks for every tree (LLVM's fast
+#: instruction selector and the default -O2), node tables for every numeric tree, many modules
+#: + odd block sizes (tails everywhere), the full O3 pipeline tuned for this CPU
+PATHS = {"defaults": dict(block_rows=7),
+         "blocks-opt0": dict(heap_max_depth=0, goto_max_nodes=10**9, opt=0),
+         "blocks-opt2": dict(heap_max_depth=0, goto_max_nodes=10**9),
+         "tables": dict(heap_max_depth=0, goto_max_nodes=0, block_rows=5),
+         "split-opt1": dict(nodes_per_module=60, block_rows=5, interleave=3, opt=1),
+         "native-opt3": dict(native=True, opt=3)}
 
 
 def assert_exact(p, f, X):
@@ -46,12 +52,30 @@ def assert_exact(p, f, X):
 @pytest.mark.parametrize("path", sorted(PATHS))
 @pytest.mark.parametrize("variant", sorted(FOREST_VARIANTS))
 def test_random_forests_bit_exact(variant, path):
+    if variant == "deep" and path == "blocks-opt2":
+        pytest.skip("10k nodes of basic blocks cost ~1.5 s of codegen at -O2; -O0 covers them")
     f = random_forest(300 + sorted(FOREST_VARIANTS).index(variant), **FOREST_VARIANTS[variant])
     X = random_rows(f, 300)
     p = treecomp.compile(f, backend="llvm", **PATHS[path])
     assert p.backend == "llvm" and p._kernel.kind == "llvm"
     assert_exact(p, f, X)
-    np.testing.assert_array_equal(p.predict_raw(X, n_threads=2), interp.predict_raw(f, X))
+    Xbig = np.tile(X, (8, 1))  # enough rows for the Predictor to really use two threads
+    np.testing.assert_array_equal(p.predict_raw(Xbig, n_threads=2), np.tile(interp.predict_raw(f, X), (8, 1)))
+
+
+@pytest.mark.parametrize("comparison", ["<", "<="])
+def test_heap_kernel_nan_modes(comparison):
+    """All-NaN-left (MODE 0), all-NaN-right (MODE 1) and mixed (MODE 2) heap and walk kernels."""
+    base = random_forest(71, n_trees=6, max_depth=4, comparison=comparison)
+    trees = []
+    for k, t in enumerate(base.trees):
+        dl = np.full(t.n_nodes, True) if k % 3 == 0 else np.full(t.n_nodes, False) if k % 3 == 1 \
+            else t.default_left
+        trees.append(dataclasses.replace(t, default_left=dl))
+    f = base.replace(trees=tuple(trees))
+    X = random_rows(f, 300)
+    assert_exact(treecomp.compile(f, backend="llvm", interleave=4), f, X)
+    assert_exact(treecomp.compile(f, backend="llvm", heap_max_depth=0, goto_max_nodes=0), f, X)
 
 
 def test_split_modules_really_split():
@@ -66,10 +90,12 @@ def test_single_leaf_and_depth_1000_chain():
              leaf_tree(-0.125))
     f = Forest(trees=trees, n_features=4, n_outputs=1, tree_output=[0] * 4, base_score=[0.25])
     X = np.vstack([rng.uniform(-1.2, 1.2, size=(400, 4)), random_rows(f, 100)])
-    assert_exact(treecomp.compile(f, backend="llvm"), f, X)
+    assert_exact(treecomp.compile(f, backend="llvm"), f, X)  # the chain becomes a node table
+    assert_exact(treecomp.compile(f, backend="llvm", goto_max_nodes=10**9), f, X)  # 2001 blocks
 
 
-@pytest.mark.parametrize("variant", ["sigmoid-acc32", "exp", "multi-output", "f32-le"])
+@pytest.mark.parametrize("variant", [v for v in ("sigmoid-acc32", "exp", "multi-output", "softmax-seq",
+                                                  "f32-le") if v in FOREST_VARIANTS])
 def test_native_transform_close_to_numpy(variant):
     f = random_forest(7, **FOREST_VARIANTS[variant])
     if f.transform == "identity":

@@ -1,60 +1,87 @@
 """The LLVM backend: a Forest becomes LLVM IR, compiled in-process by llvmlite (no C compiler).
 
-Two ways out of the same object code:
-- **JIT** (what ``treecomp.compile(model, backend="llvm")`` returns): the object code is loaded
-  into an MCJIT engine and ``treecomp_predict`` is called through ctypes (the GIL is released
-  during the call). No compiler, no linker.
+Two ways out of the same (position-independent) object code:
+- **JIT** (what ``treecomp.compile(model, backend="llvm")`` returns): the object files are linked
+  in-process by LLVM's ORC JIT (JITLink) and ``treecomp_predict`` is called through ctypes (GIL
+  released during the call). No compiler, no linker. See LLVMKernel for why ORC, not MCJIT.
 - **Shared library** (``Predictor.save(path)``): the same object files are linked into a .so by
-  ``toolchain.link_objects`` (this needs the system linker, reached through ``cc``). The .so has
-  the exact ABI of ``runtime/treecomp.h`` and ``treecomp_backend()`` returns "llvm", so
-  ``treecomp.load`` and C programs use it like a C-backend artifact.
+  ``toolchain.link_objects`` (needs the system linker through ``cc``; without one it raises
+  CompileError). The .so has exactly the ABI of ``runtime/treecomp.h`` and
+  ``treecomp_backend()`` returns "llvm", so ``treecomp.load`` and C programs use it unchanged.
 
-Shape of the generated code (mirrors treecomp/backends/c.py: one function per tree, rows
-processed tree-major over blocks of ``block_rows`` rows; one basic block per node)::
+Shape of the generated code: c.py's three tree shapes, instruction for instruction where it
+matters (one function per tree or per kernel; rows processed tree-major over blocks):
+- Trees of depth <= ``heap_max_depth`` without categorical splits are constant tables (c.py's
+  ``heap_tables``: padded to a complete tree in heap order) walked by one branch-free kernel per
+  (depth, leaf width, NaN mode): ``i = 2i + 1 + right(x[f[i]], t[i])``, ``interleave`` rows
+  at a time so their loads overlap, fully unrolled. Compile time is flat in the number of trees.
+- Bigger trees (> ``goto_max_nodes`` nodes, no categorical splits) are node tables
+  {fn, t, l, r} walked by a loop per row (c.py's TC_WALK_KERNEL). Tables are emitted as byte
+  strings in C struct layout, which LLVM parses ~10x faster than per-element constants.
+- The rest (categorical, or deep but small) get one function each, one basic block per node,
+  walking one row; the module's unit function loops over the rows of a block, tree by tree::
 
-    define internal void @t7(ptr noalias %X, i64 %n, ptr noalias %A) {   ; tree 7, output 0
-    L:  %r = phi i64 [0, %e], [%r1, %T]          ; row loop
-        ...
-    n0: %v0 = load float, ptr (x + 3)
-        %c0 = fcmp ogt float %v0, 0x4008000000000000  ; x <= t goes left; NaN left (false)
+    define internal void @tc<digest>.t7(ptr noalias %p, ptr noalias %q) {   ; tree 7
+    n0: %a0 = getelementptr inbounds float, ptr %p, i64 3
+        %v0 = load float, ptr %a0
+        %c0 = fcmp ogt float %v0, 0x4008000000000000   ; x <= t goes left; NaN left (false)
         br i1 %c0, label %n2, label %n1
-    n1: %c1 = fcmp ugt float %v1, ...             ; NaN right: "unordered or greater"
-        ...
-    n5: br label %T                               ; leaf
-    T:  %lv = phi double [0x3FB999999999999A, %n5], ...   ; leaf value of the reached leaf
-        a[o] = a[o] + %lv; next row
+    n1: ...  fcmp ugt ...                               ; NaN right: "unordered or greater"
+    n5: br label %T                                     ; a leaf
+    T:  %lv0 = phi double [0x3FB999999999999A, %n5], ...  ; the reached leaf's value
+        q[o] = q[o] + %lv0
     }
 
-Floating-point choices (the same as the C backend, so both are bit-identical):
-- Rows are cast to the library's comparison precision (fptrunc = round to nearest, like numpy)
+- ``treecomp_predict`` (built with llvmlite.ir) checks its arguments like c.py, then per block
+  of ``block_rows`` rows: cast rows to the comparison dtype if needed, set margins to the base
+  score, call every unit, divide by n_trees when averaging, apply the transform if asked.
+
+Floating-point choices (the same as the C backend, so the two are bit-identical):
+- Rows are cast to the library's comparison precision (fptrunc rounds to nearest, like numpy)
   one block at a time into a scratch buffer when the caller's dtype differs.
-- Thresholds come from passes.comparison_thresholds and are written as exact hex constants.
-- NaN routing is folded into the compare: the right branch is taken on ``fcmp ogt/oge``
-  (ordered: NaN gives false, so NaN goes left) when default_left, and on ``fcmp ugt/uge``
-  (unordered-or: NaN gives true, so NaN goes right) otherwise. No isnan on the hot path.
+- Thresholds come from passes.comparison_thresholds and are written exactly (hex constants in
+  basic-block code, the values' own bytes in tables).
+- NaN routing is folded into the compare: the right branch is taken on ``fcmp ogt``/``oge``
+  (ordered: false for NaN, so NaN goes left) when default_left, else on ``fcmp ugt``/``uge``
+  (true for NaN, so NaN goes right); no isnan on the hot path. The heap kernel uses the same
+  predicates per c.py's NaN MODE 0/1, and for MODE 2 ``(x > t) | (isnan(x) & nan_right)``.
+- Categorical splits: the valid-id test of forest.category_rule with ordered compares (NaN is
+  never valid), category = fptosi (C's truncating cast), then a bit test in a constant global
+  bitset; invalid ids branch per NaN ? default_left : cat_other_left.
 - No fast-math flags anywhere: LLVM never fuses (no ``contract``) or reassociates, so each leaf
-  adds into its margin once, trees in model order, from the base score; averaging divides once
-  at the end. The transform uses libm's ``exp`` (declared, resolved in-process by the JIT and
-  by ``-lm`` in a .so); float32 margins take exp in double and round, as c.py does.
+  is added to its margin once, trees in model order, from the base score; averaging divides
+  once at the end. The transform calls libm's ``exp`` (resolved in-process by the JIT, by
+  ``-lm`` in a .so); float32 margins take exp in double and round, as c.py does.
 
-Options (``DEFAULTS``) and what they cost, measured on this 2-core box with a random forest of
-500 complete depth-6 trees over 50 features (63,500 nodes; see the report in the tests):
-- ``opt`` 0-3: 0 = no IR passes and LLVM's fast instruction selector (fastest build, slowest
-  code); 1 = no IR passes, full codegen at -O1; 2 = a short IR clean-up (SimplifyCFG,
-  InstCombine) + codegen -O2 (default: the IR we emit is already what -O2 would make of it, the
-  full -O2 pipeline costs ~5x the build time for no measurable speed); 3 = the full O3 module
-  pipeline + codegen -O3.
-- ``native``: tune for and use every feature of this CPU (``get_host_cpu_name``); the object
-  code then may not run elsewhere and the host CPU becomes part of the cache key. Default False:
-  generic x86-64, portable artifacts.
-- ``block_rows``: rows per tree-major block (default 64, as in C).
-- ``nodes_per_module``: trees are split into LLVM modules of about this many nodes; modules
-  are compiled by ``jobs`` threads in parallel (each in its own LLVM context) and become
-  separate object files; this bounds memory for 5000-tree models.
+Options (``DEFAULTS``) and their cost. Measured on this 2-core box while other jobs kept its
+load average near 10 (wall times are 2-3x CPU times), random forests over 50 features,
+single-threaded predict_raw on float32 rows (median of 5), C backend (gcc -O3) on the same
+forest for reference:
+  500 complete depth-6 trees, defaults (heap kernel), 100k rows:
+      cold compile 0.8-1.3 s (0.33 s CPU in-process), cached 0.06 s; 6.7-8.5 us/row
+      (C: 2.7-3.4 s, 10-12.8 us/row);  opt=0: 0.4 s, 13 us/row;  opt=3: 0.6 s, 7.2 us/row
+  500 such trees, heap_max_depth=0 (basic blocks, opt 2): 13 s (7.5 s CPU), 27 us/row
+  100 such trees, basic blocks, opt 0/1/2/3: 0.33/1.46/1.90/2.38 s CPU, 7.5/6.1/4.8/3.6 us/row
+  5000 such trees, defaults: 5.4 s (2.7 s CPU), peak RSS 254 MB, 94 us/row
+      (C: 38 s, 222 us/row); with heap_max_depth=0: 297 s (~140 s CPU), peak RSS 347 MB
+  50 random depth-18 trees (252k nodes, node tables), 20k rows: 1.1 s, 3.3 us/row
+      (C: 12.6 s, 3.4 us/row)
+- ``opt`` 0-3: 0 = no IR passes + LLVM's fast instruction selector (fastest build, slowest
+  code); 1 = no IR passes, codegen -O1; 2 (default) = SROA + SimplifyCFG (turns leaf pairs into
+  selects) + InstCombine, codegen -O2: the emitted IR needs little else, and builds stay well
+  inside budget; 3 = the full O3 module pipeline + codegen -O3: ~25% longer builds of
+  basic-block trees for up to ~25% faster code there; the heap kernel gains little.
+- ``native``: use every feature of this CPU (``get_host_cpu_name``); artifacts may then not
+  run elsewhere and the host CPU joins the cache key. Default False: generic x86-64.
+- ``block_rows`` (64), ``heap_max_depth`` (8), ``interleave`` (8), ``goto_max_nodes`` (1024):
+  as in c.py. Basic-block code costs ~0.1-0.15 ms of LLVM time per node at opt 2.
+- ``nodes_per_module``: trees are split into LLVM modules of about this many node-equivalents
+  (a table node counts 1/16, a basic-block node 1); modules compile in ``jobs`` threads, each
+  in its own LLVM context, into separate object files. This bounds memory for 5000+ trees.
 
-Cache: every object file is cached by content (toolchain.cached(key, ".o")) with key = backend,
-IR digest, options, llvmlite version, part number and (native only) the host CPU; a second
-compile of the same model loads the objects straight into MCJIT without any code generation.
+Cache: each object file is cached (``toolchain.cached(key, ".o")``, key = backend, IR digest,
+options, llvmlite version, triple, part number, host CPU when native); a second compile of the
+same model links the cached objects into the JIT without running any code generation.
 """
 
 from __future__ import annotations
@@ -92,6 +119,9 @@ DEFAULTS: dict[str, Any] = {
                                 # branch-free complete-tree kernel (as in c.py); others get
                                 # one basic block per node
     "interleave": 8,            # rows walked together through a branch-free tree
+    "goto_max_nodes": 1024,     # other trees up to this size get one basic block per node;
+                                # larger ones (no categorical splits) a node table walked by a
+                                # loop, as in c.py (codegen costs ~0.1 ms per basic block)
     "nodes_per_module": 16000,  # split trees into LLVM modules / object files of ~this size
     "jobs": None,               # threads compiling modules in parallel (default: all cores)
 }
@@ -110,6 +140,8 @@ def options(**overrides: Any) -> dict[str, Any]:
         raise ValueError("nodes_per_module must be >= 1")
     if not 1 <= int(opts["interleave"]) <= 64:
         raise ValueError("interleave must be between 1 and 64")
+    if int(opts["goto_max_nodes"]) < 0:
+        raise ValueError("goto_max_nodes must be >= 0")
     if not 0 <= int(opts["heap_max_depth"]) <= 20:
         raise ValueError("heap_max_depth must be between 0 and 20 (tables grow as 2^depth)")
     opts["native"] = bool(opts["native"])
@@ -161,8 +193,8 @@ def _target_machine(opts: dict[str, Any]):
     llvm = _llvm()
     cpu, features = _cpu(opts)
     target = llvm.Target.from_triple(llvm.get_process_triple())
-    # reloc="pic": the same object code is linked into a .so and loaded by MCJIT (small code
-    # model; MCJIT gets llvmlite's memory manager so all sections stay within +-2 GiB).
+    # reloc="pic", small code model: the same object code goes into a .so and into the JIT
+    # (JITLink keeps each object's sections together, so 32-bit PC-relative references reach).
     return target.create_target_machine(cpu=cpu, features=features, opt=min(int(opts["opt"]), 3),
                                         reloc="pic", codemodel="default")
 
@@ -171,6 +203,36 @@ def _target_machine(opts: dict[str, Any]):
 def _hex(v: float) -> str:
     """An LLVM IR floating constant: the double bit pattern (exact for float32 values too)."""
     return "0x" + struct.pack(">d", float(v)).hex().upper()
+
+
+_HEXDIGITS = np.frombuffer(b"0123456789ABCDEF", np.uint8)
+
+
+def _blob(name: str, data: np.ndarray) -> str:
+    """A constant global holding `data`'s bytes (host byte order and C struct layout, which is
+    the JIT target's): an i8 string parses ~10x faster than per-element IR constants and ends
+    up byte-identical in the object file. Escaped as \\XX with numpy (no per-byte Python)."""
+    raw = np.frombuffer(np.ascontiguousarray(data).tobytes(), np.uint8)
+    esc = np.empty((raw.size, 3), np.uint8)
+    esc[:, 0] = ord("\\")
+    esc[:, 1] = _HEXDIGITS[raw >> 4]
+    esc[:, 2] = _HEXDIGITS[raw & 15]
+    align = max(data.dtype.alignment, 4)
+    return (f"@{name} = internal unnamed_addr constant [{raw.size} x i8] "
+            f'c"{esc.tobytes().decode()}", align {align}\n')
+
+
+def _node_dtype(forest: Forest, table: bool) -> np.dtype:
+    """c.py's tc_node {fn, t} / tc_cnode {fn, t, l, r} as a numpy struct with C alignment."""
+    fields = [("fn", np.uint32), ("t", np.dtype(forest.input_dtype))]
+    if table:
+        fields += [("l", np.int32), ("r", np.int32)]
+    return np.dtype(fields, align=True)
+
+
+def _leaf_blob(name: str, vals: np.ndarray, forest: Forest) -> str:
+    # leaf values rounded to the accumulation dtype, as the interpreter does
+    return _blob(name, np.asarray(vals, np.float64).astype(forest.accumulate_dtype))
 
 
 def _types(forest: Forest) -> tuple[str, str]:
@@ -203,6 +265,14 @@ def _emit_tree(i: int, tree: Tree, forest: Forest, sym: str, out: list[str]) -> 
     for k in range(tree.cat_bits.shape[0]):
         words = ", ".join(f"i32 {int(v)}" for v in tree.cat_bits[k])
         out.append(f"@{sym}.c{i}.{k} = internal unnamed_addr constant [{nwords} x i32] [{words}]\n")
+    # valid category ids per forest.category_rule (ordered compares: NaN is never valid); the
+    # category is trunc(x) (fptosi), so "trunc" makes (-1, 0) category 0 like C's (int)x
+    rule = forest.category_rule
+    if rule not in ("nonneg", "trunc", "integral"):
+        raise CompileError(f"category_rule {rule!r} is not supported by the llvm backend "
+                           "(supported: nonneg, trunc, integral)")
+    lower = "ogt -1.0" if rule == "trunc" else "oge 0.0"
+    integral = rule == "integral"
     # NaN left: right iff an ordered "not left" compare holds; NaN right: iff unordered-or.
     pred_nan_left = "oge" if strict else "ogt"
     pred_nan_right = "uge" if strict else "ugt"
@@ -235,12 +305,17 @@ def _emit_tree(i: int, tree: Tree, forest: Forest, sym: str, out: list[str]) -> 
         other_to = l if other else r
         app(f"n{nd}:\n  %a{nd} = getelementptr inbounds {x_t}, ptr %p, i64 {f}\n"
             f"  %v{nd} = load {x_t}, ptr %a{nd}\n"
-            f"  %g{nd} = fcmp oge {x_t} %v{nd}, 0.0\n"
+            f"  %g{nd} = fcmp {lower.split()[0]} {x_t} %v{nd}, {lower.split()[1]}\n"
             f"  %h{nd} = fcmp olt {x_t} %v{nd}, {nbits}\n"
             f"  %ok{nd} = and i1 %g{nd}, %h{nd}\n"
             f"  br i1 %ok{nd}, label %n{nd}.c, label %n{nd}.o\n"
-            f"n{nd}.c:\n  %i{nd} = fptosi {x_t} %v{nd} to i32\n"
-            f"  %wi{nd} = lshr i32 %i{nd}, 5\n"
+            f"n{nd}.c:\n  %i{nd} = fptosi {x_t} %v{nd} to i32\n")
+        if integral:  # a fractional value is no category (the fraction test, as c.py: v == (int)v)
+            app(f"  %ib{nd} = sitofp i32 %i{nd} to {x_t}\n"
+                f"  %ie{nd} = fcmp oeq {x_t} %v{nd}, %ib{nd}\n"
+                f"  br i1 %ie{nd}, label %n{nd}.b, label %n{nd}.o\n"
+                f"n{nd}.b:\n")
+        app(f"  %wi{nd} = lshr i32 %i{nd}, 5\n"
             f"  %wx{nd} = zext i32 %wi{nd} to i64\n"
             f"  %wp{nd} = getelementptr inbounds i32, ptr @{sym}.c{i}.{k}, i64 %wx{nd}\n"
             f"  %wv{nd} = load i32, ptr %wp{nd}\n"
@@ -266,13 +341,6 @@ def _emit_tree(i: int, tree: Tree, forest: Forest, sym: str, out: list[str]) -> 
     app("  ret void\n}\n\n")
 
 
-def _row_loop(i: int, forest: Forest, sym: str) -> str:
-    """The unit function's loop calling one-row tree function `i` on rows 0..n-1."""
-    x_t, acc_t = _types(forest)
-    return (f"  br label %h{i}\n"
-            f"h{i}:\n  %r{i} = phi i64 [0, %{'e' if i is None else f'pre{i}'}], [%rn{i}, %b{i}]\n")
-
-
 def _heap_depth(tree: Tree, opts: dict[str, Any]) -> int:
     """The complete-tree depth a tree is compiled at, or 0 for one-block-per-node code."""
     depth = tree.max_depth
@@ -289,21 +357,102 @@ def _emit_heap_tables(i: int, tree: Tree, forest: Forest, depth: int, sym: str,
     """
     from .c import heap_tables
 
-    x_t, acc_t = _types(forest)
     thr = comparison_thresholds(tree, forest)
     feat, t, nan_right, leaf_src = heap_tables(tree, thr, depth)
-    dr = ~tree.default_left[tree.left >= 0]
-    mode = 0 if not dr.any() else (1 if dr.all() else 2)
-    node_t = f"{{ i32, {x_t} }}"
-    nodes = ", ".join(f"{node_t} {{ i32 {int(f) | (int(nr) << 31)}, {x_t} {_hex(v)} }}"
-                      for f, v, nr in zip(feat.tolist(), t.tolist(), nan_right.tolist()))
-    vals = tree.value[leaf_src].ravel()
-    if acc_t == "float":
-        vals = vals.astype(np.float32).astype(np.float64)  # leaf values rounded to acc dtype
-    leaves = ", ".join(f"{acc_t} {_hex(v)}" for v in vals.tolist())
-    out.append(f"@{sym}.T{i} = internal unnamed_addr constant [{len(feat)} x {node_t}] [{nodes}]\n"
-               f"@{sym}.L{i} = internal unnamed_addr constant [{len(vals)} x {acc_t}] [{leaves}]\n")
+    mode = _nan_mode(tree)
+    nodes = np.zeros(len(feat), _node_dtype(forest, table=False))
+    nodes["fn"] = feat.astype(np.uint32) | (nan_right.astype(np.uint32) << np.uint32(31))
+    nodes["t"] = t
+    out.append(_blob(f"{sym}.T{i}", nodes))
+    out.append(_leaf_blob(f"{sym}.L{i}", tree.value[leaf_src].ravel(), forest))
     return depth, tree.width, mode
+
+
+def _right_ir(s: str, v: str, t: str, fn: str, mode: int, x_t: str, strict: bool) -> str:
+    """IR computing ``%rt{s}`` (i1): value `v` goes right at a table node with threshold `t`
+    and word `fn` (bit 31: NaN goes right); NaN per MODE as c.py's TC_RIGHT0/1/2."""
+    gt, ugt = ("oge", "uge") if strict else ("ogt", "ugt")
+    if mode == 0:   # no node sends NaN right: an ordered compare is false for NaN
+        return f"  %rt{s} = fcmp {gt} {x_t} {v}, {t}\n"
+    if mode == 1:   # every node does: unordered-or compare
+        return f"  %rt{s} = fcmp {ugt} {x_t} {v}, {t}\n"
+    return (f"  %gt{s} = fcmp {gt} {x_t} {v}, {t}\n"
+            f"  %un{s} = fcmp uno {x_t} {v}, 0.0\n"
+            f"  %nb{s} = lshr i32 {fn}, 31\n"
+            f"  %nr{s} = trunc i32 %nb{s} to i1\n"
+            f"  %na{s} = and i1 %un{s}, %nr{s}\n"
+            f"  %rt{s} = or i1 %gt{s}, %na{s}\n")
+
+
+def _emit_table_tree(i: int, tree: Tree, forest: Forest, sym: str, out: list[str]) -> tuple[int, int]:
+    """Append tree `i` as a node table for a walk kernel (big trees); returns (W, MODE).
+
+    c.py's tc_cnode layout: {fn = feature | nan_right << 31, t, l, r}; a leaf has l = -1 and
+    its leaf index in r. Built vectorised, no recursion.
+    """
+    thr = comparison_thresholds(tree, forest)
+    leaf = tree.left < 0
+    nodes = np.zeros(tree.n_nodes, _node_dtype(forest, table=True))
+    nodes["fn"] = (np.where(leaf, 0, tree.feature).astype(np.uint32)
+                   | ((~tree.default_left & ~leaf).astype(np.uint32) << np.uint32(31)))
+    nodes["t"] = np.where(leaf, 0, thr)
+    nodes["l"] = tree.left
+    nodes["r"] = np.where(leaf, np.cumsum(leaf) - 1, tree.right)
+    out.append(_blob(f"{sym}.T{i}", nodes))
+    out.append(_leaf_blob(f"{sym}.L{i}", tree.value[leaf].ravel(), forest))
+    return tree.width, _nan_mode(tree)
+
+
+def _nan_mode(tree: Tree) -> int:
+    dr = ~tree.default_left[tree.left >= 0]
+    return 0 if not dr.any() else (1 if dr.all() else 2)
+
+
+def _emit_walk_kernel(forest: Forest, sym: str, w: int, mode: int, out: list[str]) -> None:
+    """Append ``@{sym}.w{W}_{MODE}(T, L, X, n, acc)``: c.py's TC_WALK_KERNEL in IR (a loop per
+    row from node 0 until a leaf, child picked with a select)."""
+    x_t, acc_t = _types(forest)
+    node_t = f"{{ i32, {x_t}, i32, i32 }}"
+    body = [f"define internal void @{sym}.w{w}_{mode}(ptr noalias nocapture readonly %T, "
+            "ptr noalias nocapture readonly %L, ptr noalias nocapture readonly %X, i64 %n, "
+            "ptr noalias nocapture %A) #0 {\n"
+            "e:\n  %ne = icmp sgt i64 %n, 0\n  br i1 %ne, label %R, label %x\n"
+            "R:\n  %r = phi i64 [0, %e], [%rn, %D]\n"
+            f"  %ro = mul nsw i64 %r, {forest.n_features}\n"
+            f"  %xr = getelementptr inbounds {x_t}, ptr %X, i64 %ro\n"
+            "  br label %W\n"
+            "W:\n  %i = phi i32 [0, %R], [%nx, %S]\n"
+            "  %ix = zext i32 %i to i64\n"
+            f"  %lp = getelementptr inbounds {node_t}, ptr %T, i64 %ix, i32 2\n"
+            "  %l = load i32, ptr %lp\n"
+            "  %leaf = icmp slt i32 %l, 0\n  br i1 %leaf, label %D, label %S\n"
+            f"S:\n  %fp = getelementptr inbounds {node_t}, ptr %T, i64 %ix, i32 0\n"
+            "  %fn = load i32, ptr %fp\n"
+            f"  %tp = getelementptr inbounds {node_t}, ptr %T, i64 %ix, i32 1\n"
+            f"  %t = load {x_t}, ptr %tp\n"
+            "  %fm = and i32 %fn, 2147483647\n  %fx = zext i32 %fm to i64\n"
+            f"  %vp = getelementptr inbounds {x_t}, ptr %xr, i64 %fx\n"
+            f"  %v = load {x_t}, ptr %vp\n",
+            _right_ir("", "%v", "%t", "%fn", mode, x_t, forest.comparison == "<"),
+            f"  %rp = getelementptr inbounds {node_t}, ptr %T, i64 %ix, i32 3\n"
+            "  %rc = load i32, ptr %rp\n"
+            "  %nx = select i1 %rt, i32 %rc, i32 %l\n  br label %W\n"
+            f"D:\n  %dp = getelementptr inbounds {node_t}, ptr %T, i64 %ix, i32 3\n"
+            "  %li = load i32, ptr %dp\n  %lx = zext i32 %li to i64\n"
+            f"  %lb = mul nuw nsw i64 %lx, {w}\n"
+            f"  %ab = mul nsw i64 %r, {forest.n_outputs}\n"]
+    for j in range(w):
+        body.append(f"  %lj{j} = add nuw nsw i64 %lb, {j}\n"
+                    f"  %lq{j} = getelementptr inbounds {acc_t}, ptr %L, i64 %lj{j}\n"
+                    f"  %lv{j} = load {acc_t}, ptr %lq{j}\n"
+                    f"  %aj{j} = add nsw i64 %ab, {j}\n"
+                    f"  %aq{j} = getelementptr inbounds {acc_t}, ptr %A, i64 %aj{j}\n"
+                    f"  %ao{j} = load {acc_t}, ptr %aq{j}\n"
+                    f"  %an{j} = fadd {acc_t} %ao{j}, %lv{j}\n"
+                    f"  store {acc_t} %an{j}, ptr %aq{j}\n")
+    body.append("  %rn = add nuw nsw i64 %r, 1\n  %more = icmp slt i64 %rn, %n\n"
+                "  br i1 %more, label %R, label %x\nx:\n  ret void\n}\n\n")
+    out.append("".join(body))
 
 
 def _emit_heap_kernel(forest: Forest, sym: str, depth: int, w: int, mode: int, il: int,
@@ -318,24 +467,11 @@ def _emit_heap_kernel(forest: Forest, sym: str, depth: int, w: int, mode: int, i
     nf, no = forest.n_features, forest.n_outputs
     strict = forest.comparison == "<"
     node_t = f"{{ i32, {x_t} }}"
-    gt = ("oge" if strict else "ogt")
-    ugt = ("uge" if strict else "ugt")
     first_leaf = (1 << depth) - 1
     app = out.append
 
     def right(s: str, v: str, t: str, fn: str) -> None:
-        """%rt{s}: i1, the row goes right (NaN per MODE, see c.py's TC_RIGHT*)."""
-        if mode == 0:
-            app(f"  %rt{s} = fcmp {gt} {x_t} {v}, {t}\n")
-        elif mode == 1:
-            app(f"  %rt{s} = fcmp {ugt} {x_t} {v}, {t}\n")
-        else:
-            app(f"  %gt{s} = fcmp {gt} {x_t} {v}, {t}\n"
-                f"  %un{s} = fcmp uno {x_t} {v}, 0.0\n"
-                f"  %nb{s} = lshr i32 {fn}, 31\n"
-                f"  %nr{s} = trunc i32 %nb{s} to i1\n"
-                f"  %na{s} = and i1 %un{s}, %nr{s}\n"
-                f"  %rt{s} = or i1 %gt{s}, %na{s}\n")
+        app(_right_ir(s, v, t, fn, mode, x_t, strict))
 
     def rows(tag: str, ks: list[int], r: str) -> None:
         """Walk rows r + k (k in ks) through the tree and add their leaves."""
@@ -411,10 +547,18 @@ def _chunk_text(forest: Forest, trees: list[int], sym: str, u: int, opts: dict[s
     out: list[str] = []
     calls: list[str] = []
     kernels: set[tuple[int, int, int]] = set()
+    walkers: set[tuple[int, int]] = set()
     for i in trees:
         tree = forest.trees[i]
         depth = _heap_depth(tree, opts)
-        if depth:
+        if not depth and _is_table(tree, opts):
+            w, m = _emit_table_tree(i, tree, forest, sym, out)
+            walkers.add((w, m))
+            o = int(forest.tree_output[i])
+            calls.append(f"  %A{i} = getelementptr inbounds {acc_t}, ptr %A, i64 {o}\n"
+                         f"  call void @{sym}.w{w}_{m}(ptr @{sym}.T{i}, ptr @{sym}.L{i}, "
+                         f"ptr %X, i64 %n, ptr %A{i})\n")
+        elif depth:
             d, w, m = _emit_heap_tables(i, tree, forest, depth, sym, out)
             kernels.add((d, w, m))
             o = int(forest.tree_output[i])
@@ -423,10 +567,23 @@ def _chunk_text(forest: Forest, trees: list[int], sym: str, u: int, opts: dict[s
                          f"ptr %X, i64 %n, ptr %A{i})\n")
         else:
             _emit_tree(i, tree, forest, sym, out)
-            calls.append(f"  call void @{sym}.t{i}(ptr %X, i64 %n, ptr %A)\n")
+            x_t, _ = _types(forest)
+            calls.append(f"  br label %s{i}\ns{i}:\n  br label %h{i}\n"
+                         f"h{i}:\n  %r{i} = phi i64 [0, %s{i}], [%rn{i}, %b{i}]\n"
+                         f"  %c{i} = icmp slt i64 %r{i}, %n\n"
+                         f"  br i1 %c{i}, label %b{i}, label %d{i}\n"
+                         f"b{i}:\n  %xo{i} = mul nsw i64 %r{i}, {forest.n_features}\n"
+                         f"  %xp{i} = getelementptr inbounds {x_t}, ptr %X, i64 %xo{i}\n"
+                         f"  %ao{i} = mul nsw i64 %r{i}, {forest.n_outputs}\n"
+                         f"  %ap{i} = getelementptr inbounds {acc_t}, ptr %A, i64 %ao{i}\n"
+                         f"  call void @{sym}.t{i}(ptr %xp{i}, ptr %ap{i})\n"
+                         f"  %rn{i} = add nuw nsw i64 %r{i}, 1\n"
+                         f"  br label %h{i}\nd{i}:\n")
     for d, w, m in sorted(kernels):
         _emit_heap_kernel(forest, sym, d, w, m, int(opts["interleave"]), out)
-    out.append(f"define hidden void @{sym}.u{u}(ptr noalias %X, i64 %n, ptr noalias %A) #1 {{\n")
+    for w, m in sorted(walkers):
+        _emit_walk_kernel(forest, sym, w, m, out)
+    out.append(f"define hidden void @{sym}.u{u}(ptr noalias %X, i64 %n, ptr noalias %A) #1 {{\ne:\n")
     out.extend(calls)
     out.append("  ret void\n}\n\n"
                # noinline keeps functions at one tree: the optimiser's cost grows faster than
@@ -436,9 +593,16 @@ def _chunk_text(forest: Forest, trees: list[int], sym: str, u: int, opts: dict[s
     return "".join(out)
 
 
+def _is_table(tree: Tree, opts: dict[str, Any]) -> bool:
+    """A big tree that is walked from a node table instead of compiled to basic blocks."""
+    return tree.n_nodes > int(opts["goto_max_nodes"]) and not tree.has_categorical
+
+
 def _cost(tree: Tree, opts: dict[str, Any]) -> int:
-    """Compile cost of a tree in node-equivalents: tables are ~free, branchy nodes are not."""
-    return tree.n_nodes // 16 + 1 if _heap_depth(tree, opts) else tree.n_nodes
+    """Compile cost of a tree in node-equivalents: tables are ~free, basic blocks are not."""
+    if _heap_depth(tree, opts) or _is_table(tree, opts):
+        return tree.n_nodes // 16 + 1
+    return tree.n_nodes
 
 
 def _parts(forest: Forest, opts: dict[str, Any]) -> list[list[int]]:
@@ -460,7 +624,7 @@ def _main_text(forest: Forest, sym: str, n_parts: int, block: int, triple: str) 
     """IR text of the module with the treecomp.h entry points (built with llvmlite.ir)."""
     import llvmlite.ir as ir
 
-    i1, i8, i32, i64 = ir.IntType(1), ir.IntType(8), ir.IntType(32), ir.IntType(64)
+    i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
     f32, f64, ptr = ir.FloatType(), ir.DoubleType(), ir.PointerType()
     x_ty = f32 if forest.input_dtype == "float32" else f64
     acc_ty = f32 if forest.accumulate_dtype == "float32" else f64
@@ -644,7 +808,10 @@ def _transform_row(b, forest: Forest, acc_ty, exp, loop, a) -> None:
             b.store(r, p)
         loop(i64(no), one_k)
         return
-    # softmax: max-subtract, exp, sequential sum, divide (c.py's order)
+    if t not in ("softmax", "softmax_seq"):
+        raise CompileError(f"transform {t!r} is not supported by the llvm backend")
+    # softmax / softmax_seq: max-subtract, exp, sequential sum, divide (c.py's order; numpy's
+    # pairwise sum for >= 8 classes may differ in the last bits, the Predictor uses numpy's)
     first = b.load(at(i64(0)), typ=acc_ty)
     pre = b.block
     fn = pre.function
@@ -773,6 +940,22 @@ def compile_objects(forest: Forest, progress: Callable[[str], None] | None = Non
 
 
 # -- the kernel -----------------------------------------------------------------------------------
+_JIT = None
+_JIT_LOCK = threading.Lock()
+
+
+def _jit():
+    """The process-wide ORC JIT (JITLink). Kernels hold resource trackers into it; it is never
+    closed, so a tracker can never outlive the session that disposes it."""
+    global _JIT
+    llvm = _llvm()
+    with _JIT_LOCK:
+        if _JIT is None:
+            _JIT = llvm.create_lljit_compiler(use_jit_link=True)
+            _JIT._owned = True  # never disposed, not even by a stray close() (trackers need it)
+        return _JIT
+
+
 _PREDICT = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64,
                             ctypes.c_void_p, ctypes.c_uint32)
 _CSTR = ctypes.CFUNCTYPE(ctypes.c_char_p)
@@ -795,13 +978,13 @@ class LLVMKernel:
     _count = 0
     _count_lock = threading.Lock()
 
-    def __init__(self, objects: list[bytes]):
+    def __init__(self, objects: list[bytes], native_cpu: str | None = None):
         llvm = _llvm()
         self._objects = list(objects)
+        self._native_cpu = native_cpu  # set when the code uses this CPU's features
         with LLVMKernel._count_lock:
             LLVMKernel._count += 1
             name = f"treecomp-{os.getpid()}-{LLVMKernel._count}"
-        self._jit = llvm.create_lljit_compiler(use_jit_link=True)
         builder = llvm.JITLibraryBuilder()
         for data in self._objects:
             builder.add_object_img(data)
@@ -811,7 +994,10 @@ class LLVMKernel:
             builder.import_symbol("exp", exp)
         builder.export_symbol("treecomp_predict").export_symbol("treecomp_meta_json")
         try:
-            self._tracker = builder.link(self._jit, name)
+            # the tracker owns this kernel's code; the JIT itself lives as long as the process
+            jit = _jit()
+            with _JIT_LOCK:
+                self._tracker = builder.link(jit, name)
         except RuntimeError as exc:
             raise ArtifactError(f"cannot load LLVM object code: {exc}") from None
         addr, meta = self._tracker["treecomp_predict"], self._tracker["treecomp_meta_json"]
@@ -829,7 +1015,7 @@ class LLVMKernel:
     def to_bytes(self) -> bytes:
         """MAGIC, a length-prefixed JSON header (head, triple, object sizes), the objects."""
         header = json.dumps({"version": _CONTAINER_VERSION, "head": self.meta_json,
-                             "triple": _llvm().get_process_triple(),
+                             "triple": _llvm().get_process_triple(), "native_cpu": self._native_cpu,
                              "objects": [len(o) for o in self._objects]}).encode()
         return b"".join([MAGIC, struct.pack("<I", len(header)), header, *self._objects])
 
@@ -867,9 +1053,15 @@ def load_bytes(data: bytes) -> LLVMKernel:
     if header["triple"] != triple:
         raise ArtifactError(f"this LLVM artifact was compiled for {header['triple']}, "
                             f"not for this machine ({triple})")
-    return LLVMKernel(objects)
+    cpu = header.get("native_cpu")
+    if cpu and cpu != _llvm().get_host_cpu_name():
+        raise ArtifactError(f"this LLVM artifact was compiled with native=True for a {cpu} CPU; "
+                            f"this one is a {_llvm().get_host_cpu_name()}: recompile the model")
+    return LLVMKernel(objects, native_cpu=cpu)
 
 
 def build(forest: Forest, progress: Callable[[str], None] | None = None, **overrides: Any) -> LLVMKernel:
     """Compile `forest` (or take its object code from the cache) and JIT it in-process."""
-    return LLVMKernel(compile_objects(forest, progress=progress, **overrides))
+    opts = options(**overrides)
+    native_cpu = _cpu(opts)[0] if opts["native"] else None
+    return LLVMKernel(compile_objects(forest, progress=progress, **opts), native_cpu=native_cpu)
