@@ -23,7 +23,7 @@ try:
 except Exception:  # a zoo module being written right now may be broken: skip, do not fail
     zoo, ZOO = None, []
 
-ALL_ISAS = ("scalar", "avx2", "avx512", "numpy")
+ALL_ISAS = ("scalar", "avx2", "avx512", "llvm", "numpy")
 HAVE = arrays.supported_isas()
 ISAS = [pytest.param(i, marks=pytest.mark.skipif(i not in HAVE, reason=f"CPU/host lacks {i}"))
         for i in ALL_ISAS]
@@ -130,37 +130,31 @@ def test_transform_flag_and_threads():
     np.testing.assert_array_equal(out, outputs.transform(f, raw))
 
 
-@pytest.mark.parametrize("isa", [pytest.param(i, marks=pytest.mark.skipif(i not in HAVE, reason="n/a"))
-                                 for i in ("scalar", "avx2", "avx512")])
 @pytest.mark.skipif(not ZOO, reason="no zoo")
-def test_zoo_bit_exact(isa):
+def test_zoo_bit_exact():
+    """Every zoo case on every C-kernel ISA this CPU has and on the llvmlite walker (one test:
+    the zoo trains once per worker), and the numpy walker on a third of the cases."""
+    native = [i for i in ("scalar", "avx2", "avx512") if i in HAVE]
     failures = []
-    for name in ZOO:
+    for n, name in enumerate(ZOO):
         case = zoo.get(name)
         f = treecomp.parse(case.path or case.model)
-        p = treecomp.compile(f, backend="arrays", isa=isa)
         X = np.vstack([case.X, edge_rows(f, case.X, n=100, nan=f.allow_nan)])
-        try:
-            np.testing.assert_array_equal(p.predict_raw(X), interp.predict_raw(f, X))
-            np.testing.assert_array_equal(p.predict(X), interp.predict(f, X))
-            if f.is_classifier:
-                want, got = interp.predict_proba(f, X), p.predict_proba(X)
-                for a, b in zip(want if isinstance(want, list) else [want],
-                                got if isinstance(got, list) else [got]):
-                    np.testing.assert_array_equal(b, a)
-        except AssertionError as exc:
-            failures.append(f"{name}: {exc}")
+        want_raw, want = interp.predict_raw(f, X), interp.predict(f, X)
+        want_p = interp.predict_proba(f, X) if f.is_classifier else None
+        for isa in native + [i for i in ("llvm",) if i in HAVE] + (["numpy"] if n % 3 == 0 else []):
+            p = treecomp.compile(f, backend="arrays", isa=isa)
+            try:
+                np.testing.assert_array_equal(p.predict_raw(X), want_raw)
+                np.testing.assert_array_equal(p.predict(X), want)
+                if want_p is not None:
+                    got = p.predict_proba(X)
+                    for a, b in zip(want_p if isinstance(want_p, list) else [want_p],
+                                    got if isinstance(got, list) else [got]):
+                        np.testing.assert_array_equal(b, a)
+            except AssertionError as exc:
+                failures.append(f"{name} [{isa}]: {exc}")
     assert not failures, "\n".join(failures)
-
-
-@pytest.mark.skipif(not ZOO, reason="no zoo")
-def test_zoo_numpy_walker():
-    for name in ZOO[::3]:  # the compiler-free path (slow per tree): a third of the zoo
-        case = zoo.get(name)
-        f = treecomp.parse(case.path or case.model)
-        X = np.vstack([case.X[:50], edge_rows(f, case.X, n=50, nan=f.allow_nan)])
-        p = treecomp.compile(f, backend="arrays", isa="numpy")
-        np.testing.assert_array_equal(p.predict_raw(X), interp.predict_raw(f, X), err_msg=name)
 
 
 # -- the artifact -------------------------------------------------------------------------------
@@ -280,8 +274,11 @@ def test_without_a_compiler_tables_still_work(monkeypatch):
                  tree_output=np.zeros(len(f.trees) * 40_000), base_score=[0.0])
     assert backends.choose(big) == "arrays"
     p = treecomp.compile(f, backend="arrays")
-    assert p._kernel.isa == "numpy"
+    assert p._kernel.isa == ("llvm" if "llvm" in HAVE else "numpy")
     np.testing.assert_array_equal(p.predict_raw(X), interp.predict_raw(f, X))
+    # a table file written here loads on such a host and runs on the compiler-free path
+    q = arrays.load_bytes(treecomp.compile(f, backend="arrays", isa="numpy")._kernel.to_bytes())
+    np.testing.assert_array_equal(treecomp.Predictor(q).predict_raw(X), interp.predict_raw(f, X))
     with pytest.raises(CompileError, match="compiler"):
         treecomp.compile(f, backend="arrays", isa="scalar")
 
@@ -294,3 +291,15 @@ def test_auto_choice():
     big = Forest(trees=tuple(_complete_tree(rng, 8, 5) for _ in range(400)), n_features=5,
                  n_outputs=1, tree_output=np.zeros(400), base_score=[0.0])
     assert backends.choose(big) == "arrays"  # ~200k nodes: code generation would take minutes
+
+
+def test_auto_isa_self_test(monkeypatch):
+    native = [i for i in ("scalar", "avx2", "avx512") if i in HAVE]
+    if not native:
+        pytest.skip("no C compiler")
+    assert arrays.resolve_isa("auto") == native[-1]
+    for isa in native[1:]:
+        assert arrays._self_test(isa)
+    # a vector path that failed its self-test is never picked by "auto"
+    monkeypatch.setattr(arrays, "_SELF_TEST", {"avx2": False, "avx512": False})
+    assert arrays.resolve_isa("auto") == "scalar"

@@ -136,3 +136,14 @@ def test_classifier_surface():
     r = random_forest(43)
     with pytest.raises(AttributeError):
         treecomp.compile(r, backend="c").predict_proba(X[:, :6])
+
+
+def test_pandas_category_columns_are_refused_unless_the_model_reads_values(model):
+    pd = pytest.importorskip("pandas")
+    f, p = model
+    df = pd.DataFrame(np.zeros((4, 5)))
+    df[2] = pd.Categorical([1, 2, 1, 2])
+    with pytest.raises(TypeError, match="category"):
+        p.predict(df)
+    g = f.replace(pandas_categories="values")
+    np.testing.assert_array_equal(interp.predict(g, df), interp.predict(g, df.astype(float)))

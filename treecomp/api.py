@@ -16,7 +16,9 @@ def compile(model: Any, backend: str = "auto", n_threads: int | None = None,
             progress: Callable[[str], None] | None = None, **options: Any) -> Predictor:
     """Compile a fitted model (estimator, Booster, model file path or Forest) into a Predictor.
 
-    backend: "c" (C source built with the system compiler), or "auto".
+    backend: "c" (C source built with the system compiler), "llvm" (llvmlite JIT: no C
+        compiler needed), "arrays" (tables + a generic kernel: instant), or "auto" (chosen from
+        the model's size and the host; see treecomp.backends.choose).
     options: backend options (see treecomp.backends.<name>.DEFAULTS), e.g. native=True.
     Built artifacts are cached by content (TREECOMP_CACHE_DIR), so recompiling is instant.
     """

@@ -23,7 +23,7 @@ def as_matrix(X: Any, forest: Forest, dtype: Any | None = None, keep_float: bool
     dtype = np.dtype(dtype or forest.input_dtype)
     if hasattr(X, "columns") and hasattr(X, "to_numpy"):  # pandas (or pandas-like) DataFrame
         cats = [str(c) for c, dt in zip(X.columns, X.dtypes) if str(dt) == "category"]
-        if cats:
+        if cats and getattr(forest, "pandas_categories", "reject") != "values":
             # Libraries disagree on what a pandas category means (XGBoost and LightGBM use the
             # codes, scikit-learn the values), so guessing could be silently wrong.
             raise TypeError(f"categorical (pandas 'category' dtype) columns {cats[:5]} are not "

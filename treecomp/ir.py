@@ -230,6 +230,9 @@ class Forest:
     feature_names: tuple[str, ...] | None = None
     #: which values are valid category ids at categorical splits (CATEGORY_RULES)
     category_rule: str = "nonneg"
+    #: pandas 'category' columns at predict time: "reject" (TypeError: libraries disagree on
+    #: codes vs values, so guessing could be silently wrong) or "values" (sklearn HGB)
+    pandas_categories: str = "reject"
     #: False where the source library rejects NaN inputs (then so do we, with a ValueError)
     allow_nan: bool = True
     #: free text: where the model came from (not part of the digest)
@@ -270,7 +273,8 @@ class Forest:
     def _validate(self) -> None:
         for name, allowed in (("comparison", COMPARISONS), ("input_dtype", DTYPES),
                               ("accumulate_dtype", DTYPES), ("transform", TRANSFORMS),
-                              ("decision", DECISIONS), ("category_rule", CATEGORY_RULES)):
+                              ("decision", DECISIONS), ("category_rule", CATEGORY_RULES),
+                              ("pandas_categories", ("reject", "values"))):
             if getattr(self, name) not in allowed:
                 raise InvalidModelError(f"forest.{name}={getattr(self, name)!r}; expected one of {allowed}")
         if self.n_features < 1 or self.n_outputs < 1:
@@ -316,6 +320,7 @@ class Forest:
             "classes": [_labels_to_json(c) for c in self.classes],
             "feature_names": list(self.feature_names) if self.feature_names is not None else None,
             "allow_nan": self.allow_nan, "category_rule": self.category_rule,
+            "pandas_categories": self.pandas_categories,
             "provenance": self.provenance,
         }
 
@@ -388,6 +393,7 @@ class Forest:
                            classes=tuple(_labels_from_json(c) for c in meta["classes"]),
                            feature_names=meta["feature_names"], allow_nan=meta["allow_nan"],
                            category_rule=meta["category_rule"],
+                           pandas_categories=meta["pandas_categories"],
                            provenance=meta["provenance"])
         except InvalidModelError:
             raise
@@ -437,6 +443,7 @@ class Head:
     allow_nan: bool
     digest: str
     n_trees: int
+    pandas_categories: str = "reject"
 
     @property
     def is_classifier(self) -> bool:
@@ -449,7 +456,7 @@ class Head:
     def to_json(self, **extra: Any) -> str:
         d = {k: getattr(self, k) for k in ("n_features", "n_outputs", "input_dtype",
                                            "accumulate_dtype", "transform", "decision",
-                                           "allow_nan", "digest", "n_trees")}
+                                           "allow_nan", "digest", "n_trees", "pandas_categories")}
         d["classes"] = [_labels_to_json(c) for c in self.classes]
         d["feature_names"] = list(self.feature_names) if self.feature_names is not None else None
         d.update(extra)
@@ -464,7 +471,8 @@ class Head:
                        transform=d["transform"], decision=d["decision"],
                        classes=tuple(_labels_from_json(c) for c in d["classes"]),
                        feature_names=tuple(d["feature_names"]) if d["feature_names"] is not None else None,
-                       allow_nan=bool(d["allow_nan"]), digest=d["digest"], n_trees=int(d["n_trees"]))
+                       allow_nan=bool(d["allow_nan"]), digest=d["digest"], n_trees=int(d["n_trees"]),
+                       pandas_categories=d.get("pandas_categories", "reject"))
         except (ValueError, KeyError, TypeError) as exc:
             raise InvalidModelError(f"corrupt model metadata: {exc}") from None
 
@@ -474,4 +482,5 @@ def head_of(forest: Forest) -> Head:
                 input_dtype=forest.input_dtype, accumulate_dtype=forest.accumulate_dtype,
                 transform=forest.transform, decision=forest.decision, classes=forest.classes,
                 feature_names=forest.feature_names, allow_nan=forest.allow_nan,
-                digest=forest.digest(), n_trees=forest.n_trees)
+                digest=forest.digest(), n_trees=forest.n_trees,
+                pandas_categories=forest.pandas_categories)

@@ -61,6 +61,7 @@ typedef struct {
   int32_t average;              /* divide by n_trees at the end */
   int32_t naive;                /* walk row by row, tree by tree (the benchmark's baseline) */
   int32_t block_rows;           /* rows per tree-major block */
+  int32_t cat_rule;             /* 0 nonneg, 1 trunc, 2 integral (ir.py CATEGORY_RULES) */
   const int32_t *tree_layout;   /* 0 heap, 1 compact */
   const int32_t *tree_depth;    /* heap depth D */
   const int64_t *tree_node;     /* heap: offset into h_ff/h_thr; compact: root (see above) */

@@ -18,14 +18,19 @@
 #define TC_PASTE2(a, b) a##_##b
 #define TC_PASTE(a, b) TC_PASTE2(a, b)
 #define FN(name) TC_PASTE(name, TC_SFX)
-#define TC_GROUP 8  /* rows walked together in the scalar paths (memory-level parallelism) */
+#define TC_GROUP 8    /* rows walked together in the scalar heap walk */
+#define TC_CGROUP 8   /* rows in flight in the compact walk (memory-level parallelism) */
 
-/* categorical split: 1 = go right (see ir.py: valid iff 0 <= x < nbits, category = trunc(x)) */
+/* categorical split: 1 = go right. Valid values (ir.py CATEGORY_RULES, T->cat_rule):
+ * 0 nonneg 0 <= x < nbits; 1 trunc -1 < x < nbits; 2 integral 0 <= x < nbits and x integral.
+ * A valid value's category is trunc(x) (the C cast); invalid ones go cat_other_left. */
 static inline TC_ATTR uint32_t FN(cat_right)(const tc_tables *T, int32_t set, TC_XT v, uint32_t ff) {
   if (v != v) return ff >> 31;
   const int32_t nbits = T->cat_nbits[set];
+  int valid = (T->cat_rule == 1 ? v > (TC_XT)-1 : v >= 0) && v < (TC_XT)nbits;
+  if (valid && T->cat_rule == 2) valid = v == (TC_XT)(int32_t)v;
   uint32_t left;
-  if (v >= 0 && v < (TC_XT)nbits) {
+  if (valid) {
     const int32_t c = (int32_t)v;  /* truncation toward zero, like the interpreter */
     left = (T->cat_words[T->cat_off[set] + (c >> 5)] >> (c & 31)) & 1u;
   } else {
@@ -74,9 +79,29 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i FN(lut)(const int32
     j = _mm256_sub_epi32(_mm256_add_epi32(j, j), _mm256_castps_si256(_mm256_or_ps(g_, n_)));   \
   } while (0)
 
+/* leaf index vector -> lidx, or (acc != 0: one output, scalar leaves) straight into the margins:
+ * the same single add per row and tree as the scalar loop, in TC_AT */
+#define TC_V8_OUT(j, k)                                                                         \
+  do {                                                                                          \
+    if (acc) {                                                                                  \
+      TC_AT *a_ = acc + r + 8 * (k);                                                            \
+      if (sizeof(TC_AT) == 4) {                                                                 \
+        _mm256_storeu_ps((float *)a_, _mm256_add_ps(_mm256_loadu_ps((const float *)a_),         \
+                                                    _mm256_i32gather_ps((const float *)lv, j, 4))); \
+      } else {                                                                                  \
+        _mm256_storeu_pd((double *)a_, _mm256_add_pd(_mm256_loadu_pd((const double *)a_),      \
+            _mm256_i32gather_pd((const double *)lv, _mm256_castsi256_si128(j), 8)));             \
+        _mm256_storeu_pd((double *)a_ + 4, _mm256_add_pd(_mm256_loadu_pd((const double *)a_ + 4), \
+            _mm256_i32gather_pd((const double *)lv, _mm256_extracti128_si256(j, 1), 8)));        \
+      }                                                                                         \
+    } else {                                                                                    \
+      _mm256_storeu_si256((__m256i *)(lidx + r + 8 * (k)), j);                                  \
+    }                                                                                           \
+  } while (0)
+
 static inline __attribute__((always_inline)) TC_ATTR int64_t FN(heap_vec)(
     const int32_t *ff, const float *th, int D, const float *xb, int32_t nf, int64_t nb,
-    int32_t *lidx, const int strict) {
+    int32_t *lidx, const int strict, const TC_AT *lv, TC_AT *acc) {
   const __m256i featmask = _mm256_set1_epi32((int32_t)TC_FF_FEAT);
   const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
   const __m256i vnf = _mm256_set1_epi32(nf);
@@ -95,14 +120,15 @@ static inline __attribute__((always_inline)) TC_ATTR int64_t FN(heap_vec)(
       TC_V8_STEP(j2, o2);
       TC_V8_STEP(j3, o3);
     }
-    _mm256_storeu_si256((__m256i *)(lidx + r), j0);
-    _mm256_storeu_si256((__m256i *)(lidx + r + 8), j1);
-    _mm256_storeu_si256((__m256i *)(lidx + r + 16), j2);
-    _mm256_storeu_si256((__m256i *)(lidx + r + 24), j3);
+    TC_V8_OUT(j0, 0);
+    TC_V8_OUT(j1, 1);
+    TC_V8_OUT(j2, 2);
+    TC_V8_OUT(j3, 3);
   }
   return r;
 }
 #undef TC_V8_STEP
+#undef TC_V8_OUT
 #elif TC_VEC == 16
 /* AVX-512F, float input: 16 rows per vector, 4 vectors interleaved (64 rows). Same scheme as
  * the AVX2 walk: in-register lookups up to 64 nodes per level (depth <= 6: one permutexvar
@@ -132,9 +158,27 @@ static inline __attribute__((always_inline)) TC_ATTR __m512i FN(lut)(const int32
     j = _mm512_mask_add_epi32(s_, g_, s_, one);                                                 \
   } while (0)
 
+#define TC_V16_OUT(j, k)                                                                        \
+  do {                                                                                          \
+    if (acc) {                                                                                  \
+      TC_AT *a_ = acc + r + 16 * (k);                                                           \
+      if (sizeof(TC_AT) == 4) {                                                                 \
+        _mm512_storeu_ps((float *)a_, _mm512_add_ps(_mm512_loadu_ps((const float *)a_),         \
+                                                    _mm512_i32gather_ps(j, (const float *)lv, 4))); \
+      } else {                                                                                  \
+        _mm512_storeu_pd((double *)a_, _mm512_add_pd(_mm512_loadu_pd((const double *)a_),      \
+            _mm512_i32gather_pd(_mm512_castsi512_si256(j), (const double *)lv, 8)));             \
+        _mm512_storeu_pd((double *)a_ + 8, _mm512_add_pd(_mm512_loadu_pd((const double *)a_ + 8), \
+            _mm512_i32gather_pd(_mm512_extracti64x4_epi64(j, 1), (const double *)lv, 8)));       \
+      }                                                                                         \
+    } else {                                                                                    \
+      _mm512_storeu_si512((void *)(lidx + r + 16 * (k)), j);                                    \
+    }                                                                                           \
+  } while (0)
+
 static inline __attribute__((always_inline)) TC_ATTR int64_t FN(heap_vec)(
     const int32_t *ff, const float *th, int D, const float *xb, int32_t nf, int64_t nb,
-    int32_t *lidx, const int strict) {
+    int32_t *lidx, const int strict, const TC_AT *lv, TC_AT *acc) {
   const __m512i featmask = _mm512_set1_epi32((int32_t)TC_FF_FEAT);
   const __m512i one = _mm512_set1_epi32(1);
   const __m512i zero = _mm512_setzero_si512();
@@ -155,33 +199,43 @@ static inline __attribute__((always_inline)) TC_ATTR int64_t FN(heap_vec)(
       TC_V16_STEP(j2, o2);
       TC_V16_STEP(j3, o3);
     }
-    _mm512_storeu_si512((void *)(lidx + r), j0);
-    _mm512_storeu_si512((void *)(lidx + r + 16), j1);
-    _mm512_storeu_si512((void *)(lidx + r + 32), j2);
-    _mm512_storeu_si512((void *)(lidx + r + 48), j3);
+    TC_V16_OUT(j0, 0);
+    TC_V16_OUT(j1, 1);
+    TC_V16_OUT(j2, 2);
+    TC_V16_OUT(j3, 3);
   }
   return r;
 }
 #undef TC_V16_STEP
+#undef TC_V16_OUT
 #endif
 
-static inline __attribute__((always_inline)) TC_ATTR void FN(heap_s)(
-    const tc_tables *T, int64_t t, const TC_XT *xb, int64_t nb, int32_t *lidx, const int strict) {
+/* returns how many leading rows were already added into the margins (fused vector path) */
+static inline __attribute__((always_inline)) TC_ATTR int64_t FN(heap_s)(
+    const tc_tables *T, int64_t t, const TC_XT *xb, int64_t nb, int32_t *lidx, const int strict,
+    const TC_AT *lv, TC_AT *acc) {
   const int D = T->tree_depth[t];
   const int64_t nf = T->n_features;
   const int32_t *ff = T->h_ff + T->tree_node[t];
   const TC_XT *th = (const TC_XT *)T->h_thr + T->tree_node[t];
   const uint32_t first = (1u << D) - 1u;
-  int64_t r = 0;
+  int64_t r = 0, fused = 0;
 #if TC_VEC
   /* row offsets are int32 lanes: only when a block's values fit (checked once per call) */
-  if (nb * nf < 0x7fffffffLL) r = FN(heap_vec)(ff, th, D, xb, (int32_t)nf, nb, lidx, strict);
+  if (nb * nf < 0x7fffffffLL) {
+    r = FN(heap_vec)(ff, th, D, xb, (int32_t)nf, nb, lidx, strict, lv, acc);
+    if (acc) fused = r;
+  }
+#else
+  (void)lv; (void)acc;
 #endif
   for (; r + TC_GROUP <= nb; r += TC_GROUP) {
     uint32_t idx[TC_GROUP];
     const TC_XT *x = xb + r * nf;
     for (int k = 0; k < TC_GROUP; ++k) idx[k] = 0;
     for (int l = 0; l < D; ++l) {
+      /* fully unrolled (also at -O2) so the TC_GROUP positions live in registers */
+#pragma GCC unroll 8
       for (int k = 0; k < TC_GROUP; ++k) {
         const uint32_t f = (uint32_t)ff[idx[k]];
         idx[k] = 2u * idx[k] + 1u + FN(num_right)(x[k * nf + (f & TC_FF_FEAT)], th[idx[k]], f, strict);
@@ -198,6 +252,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(heap_s)(
     }
     lidx[r] = (int32_t)(i - first);
   }
+  return fused;
 }
 
 /* ---- compact layout: explicit children, TC_GROUP rows in flight ---------------------------- */
@@ -220,25 +275,32 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(compact_s)(
     for (int64_t r = 0; r < nb; ++r) lidx[r] = ~root;
     return;
   }
-  int64_t r = 0;
-  for (; r + TC_GROUP <= nb; r += TC_GROUP) {
-    int32_t nd[TC_GROUP];
-    const TC_XT *x = xb + r * nf;
-    for (int k = 0; k < TC_GROUP; ++k) nd[k] = root;
-    for (;;) {
-      int32_t live = 0;
-      for (int k = 0; k < TC_GROUP; ++k) {
-        if (nd[k] >= 0) nd[k] = FN(cstep)(T, nodes + nd[k], x + k * nf, strict);
-        live |= ~nd[k];  /* sign bit set iff some row is still at an internal node */
+  /* TC_CGROUP independent walks in flight; a slot whose row reached its leaf takes the next
+   * row at once, so every slot keeps a memory access outstanding (rows differ in depth). */
+  int32_t nd[TC_CGROUP];
+  int64_t row[TC_CGROUP];
+  int64_t next = 0;
+  int k0 = 0;
+  for (; k0 < TC_CGROUP && next < nb; ++k0) { row[k0] = next++; nd[k0] = root; }
+  int live = k0;
+  while (live == TC_CGROUP) {
+    for (int k = 0; k < TC_CGROUP; ++k) {
+      const int32_t c = FN(cstep)(T, nodes + nd[k], xb + row[k] * nf, strict);
+      if (c < 0) {
+        lidx[row[k]] = ~c;
+        if (next < nb) { row[k] = next++; nd[k] = root; }
+        else { nd[k] = c; --live; }
+      } else {
+        nd[k] = c;
       }
-      if (live >= 0) break;
     }
-    for (int k = 0; k < TC_GROUP; ++k) lidx[r + k] = ~nd[k];
   }
-  for (; r < nb; ++r) {
-    int32_t n = root;
-    while (n >= 0) n = FN(cstep)(T, nodes + n, xb + r * nf, strict);
-    lidx[r] = ~n;
+  /* drain: the remaining slots finish one by one */
+  for (int k = 0; k < k0; ++k) {
+    int32_t n = nd[k];
+    if (n < 0) continue;
+    while (n >= 0) n = FN(cstep)(T, nodes + n, xb + row[k] * nf, strict);
+    lidx[row[k]] = ~n;
   }
 }
 
@@ -247,12 +309,13 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(block_s)(
     const tc_tables *T, const TC_XT *xb, int64_t nb, TC_AT *ab, int32_t *lidx, const int strict) {
   const int64_t no = T->n_outputs;
   for (int64_t t = 0; t < T->n_trees; ++t) {
-    if (T->tree_layout[t] == 0) FN(heap_s)(T, t, xb, nb, lidx, strict);
-    else FN(compact_s)(T, t, xb, nb, lidx, strict);
     const TC_AT *lv = (const TC_AT *)T->leaf_values + T->tree_leaf[t];
     const int64_t o = T->tree_out[t], w = T->tree_width[t];
+    int64_t done = 0;
+    if (T->tree_layout[t] == 0) done = FN(heap_s)(T, t, xb, nb, lidx, strict, lv, no == 1 && w == 1 ? ab : 0);
+    else FN(compact_s)(T, t, xb, nb, lidx, strict);
     if (w == 1) {
-      for (int64_t r = 0; r < nb; ++r) ab[r * no + o] += lv[lidx[r]];
+      for (int64_t r = done; r < nb; ++r) ab[r * no + o] += lv[lidx[r]];
     } else {
       for (int64_t r = 0; r < nb; ++r) {
         const TC_AT *v = lv + (int64_t)lidx[r] * w;
@@ -336,6 +399,7 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
 }
 
 #undef TC_GROUP
+#undef TC_CGROUP
 #undef FN
 #undef TC_PASTE
 #undef TC_PASTE2

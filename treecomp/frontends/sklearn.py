@@ -493,6 +493,7 @@ def parse_hist_gradient_boosting(model: Any) -> Forest:
     return Forest(trees=tuple(trees), n_features=model.n_features_in_, n_outputs=K,
                   tree_output=outs, base_score=base, input_dtype="float64", comparison="<=",
                   category_rule="integral",  # 2.5 is no category: an unknown one (missing way)
+                  pandas_categories="values",  # the OrdinalEncoder maps values, folded above
                   average=False, transform=transform, decision=decision, classes=classes,
                   feature_names=_feature_names(model), allow_nan=True,
                   provenance=_provenance(model))
