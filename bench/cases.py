@@ -36,15 +36,18 @@ CACHE_DIR = Path(os.environ.get("TREECOMP_BENCH_CACHE", Path(__file__).resolve()
 class Library:
     """How the source library predicts: what is timed and what exactness is checked against.
 
-    predict(X, n_threads) is the call that is timed (the library's fastest ordinary predict:
-    XGBoost's inplace_predict, sklearn's predict_proba / predict, LightGBM's predict).
+    predict(X) is the call that is timed (the library's fastest ordinary predict: XGBoost's
+    inplace_predict, sklearn's predict_proba / predict, LightGBM's predict), inside
+    `with threads(k):`, which sets the library's thread count for a whole timed block (setting it
+    per call would time the setting too: threadpoolctl takes milliseconds per change).
     outputs maps a kind ("raw" margins, "proba", "predict") to a callable giving the library's
     answer on X; every strategy is compared with each kind (see bench.run.exactness).
     """
 
     name: str                                     # e.g. "xgboost 3.2.0"
     call: str                                     # the timed call, for the report
-    predict: Callable[[np.ndarray, int], Any]
+    predict: Callable[[np.ndarray], Any]
+    threads: Callable[[int], Any]                 # k -> a context manager
     outputs: dict[str, Callable[[np.ndarray], Any]]
     #: the library's model object (TL2cgen, ONNX, daal4py convert from it)
     model: Any = None
@@ -66,12 +69,15 @@ def _xgboost_library(model: Any) -> Library:
     rng = (0, int(model.best_iteration) + 1) if getattr(model, "best_iteration", None) is not None \
         and hasattr(model, "get_booster") else (0, 0)
 
-    def predict(X, n_threads):
-        booster.set_param({"nthread": int(n_threads)})
+    def predict(X):
         return booster.inplace_predict(X, iteration_range=rng)
 
+    @contextlib.contextmanager
+    def threads(k):
+        booster.set_param({"nthread": int(k)})
+        yield
+
     def raw(X):
-        booster.set_param({"nthread": os.cpu_count() or 1})
         return booster.inplace_predict(X, iteration_range=rng, predict_type="margin")
 
     outputs: dict[str, Callable] = {"raw": raw}
@@ -79,35 +85,35 @@ def _xgboost_library(model: Any) -> Library:
         outputs["proba"] = model.predict_proba
     elif hasattr(model, "get_booster"):
         outputs["predict"] = model.predict
-    return Library(f"xgboost {_version('xgboost')}", "Booster.inplace_predict", predict, outputs,
-                   model=model)
+    return Library(f"xgboost {_version('xgboost')}", "Booster.inplace_predict", predict, threads,
+                   outputs, model=model)
 
 
 def _sklearn_library(model: Any) -> Library:
     name = type(model).__name__
     clf = hasattr(model, "predict_proba")
     fn_name = "predict_proba" if clf else "predict"
-    fn = getattr(model, fn_name)
-    if "n_jobs" in model.get_params():        # RandomForest / ExtraTrees: joblib threads
-        def predict(X, n_threads):
-            model.set_params(n_jobs=int(n_threads))
-            return fn(X)
+    jobs = "n_jobs" in model.get_params()
+    if jobs:                                     # RandomForest / ExtraTrees: joblib threads
+        @contextlib.contextmanager
+        def threads(k):
+            model.set_params(n_jobs=int(k))
+            yield
     elif name.startswith("HistGradientBoosting"):  # OpenMP threads
-        from threadpoolctl import threadpool_limits
-
-        def predict(X, n_threads):
-            with threadpool_limits(int(n_threads), user_api="openmp"):
-                return fn(X)
+        def threads(k):
+            from threadpoolctl import threadpool_limits
+            return threadpool_limits(int(k), user_api="openmp")
     else:                                        # GradientBoosting: single-threaded Cython
-        def predict(X, n_threads):
-            return fn(X)
+        def threads(k):
+            return contextlib.nullcontext()
+
     def one_thread(f):
         # RandomForest / ExtraTrees add the trees' outputs in whatever order their joblib
         # threads finish (scikit-learn 1.9: `out += prediction` under a lock), so with n_jobs > 1
-        # the sum's rounding varies from call to call. The reference is the deterministic
+        # the sum's rounding can vary from call to call. The reference is the deterministic
         # n_jobs=1 order, which is tree order (what treecomp computes).
         def call(X):
-            if "n_jobs" in model.get_params():
+            if jobs:
                 model.set_params(n_jobs=1)
             return f(X)
         return call
@@ -117,21 +123,30 @@ def _sklearn_library(model: Any) -> Library:
         outputs["proba"] = one_thread(model.predict_proba)
     if hasattr(model, "decision_function") and name.startswith("GradientBoosting"):
         outputs["raw"] = model.decision_function
-    return Library(f"scikit-learn {_version('sklearn')}", f"{name}.{fn_name}", predict, outputs,
-                   model=model)
+    return Library(f"scikit-learn {_version('sklearn')}", f"{name}.{fn_name}",
+                   getattr(model, fn_name), threads, outputs, model=model)
 
 
 def _lightgbm_library(model: Any, model_file: str | None = None) -> Library:
     booster = model.booster_ if hasattr(model, "booster_") else model
+    n_threads = [os.cpu_count() or 1]
 
-    def predict(X, n_threads):
-        return booster.predict(X, num_threads=int(n_threads))
+    def predict(X):
+        return booster.predict(X, num_threads=n_threads[0])
+
+    @contextlib.contextmanager
+    def threads(k):
+        old, n_threads[0] = n_threads[0], int(k)
+        try:
+            yield
+        finally:
+            n_threads[0] = old
 
     outputs: dict[str, Callable] = {"raw": lambda X: booster.predict(X, raw_score=True)}
     if hasattr(model, "predict_proba"):
         outputs["proba"] = model.predict_proba
-    return Library(f"lightgbm {_version('lightgbm')}", "Booster.predict", predict, outputs,
-                   model=model, model_file=model_file)
+    return Library(f"lightgbm {_version('lightgbm')}", "Booster.predict", predict, threads,
+                   outputs, model=model, model_file=model_file)
 
 
 def library_for(model: Any, model_file: str | None = None) -> Library | None:
@@ -160,7 +175,7 @@ class BenchCase:
 
 @dataclass(frozen=True)
 class CaseSpec:
-    title: str
+    title: str                           # formatted with the mode's parameters
     module: str                          # the library it needs
     full: dict
     quick: dict
@@ -286,57 +301,57 @@ def _lgbm_binary(p):
 
 SPECS: dict[str, CaseSpec] = {
     "xgb-binary": CaseSpec(
-        "XGBoost binary: 500 trees, depth 6, 50 float32 features", "xgboost",
+        "XGBoost binary: {n_trees} trees, depth {depth}, {n_features} float32 features", "xgboost",
         full=dict(n_trees=500, depth=6, n_features=50, n_train=20000, n_test=100_000),
         quick=dict(n_trees=50, depth=6, n_features=50, n_train=3000, n_test=8000),
         train=_xgb_binary),
     "xgb-multiclass": CaseSpec(
-        "XGBoost multiclass: 10 classes x 100 rounds, depth 6", "xgboost",
+        "XGBoost multiclass: {n_classes} classes x {n_trees} rounds, depth {depth}", "xgboost",
         full=dict(n_trees=100, n_classes=10, depth=6, n_features=30, n_train=20000, n_test=100_000),
         quick=dict(n_trees=8, n_classes=10, depth=6, n_features=30, n_train=3000, n_test=8000),
         train=_xgb_multiclass),
     "xgb-nan-regression": CaseSpec(
-        "XGBoost regression with 15% NaN: 300 trees, depth 8", "xgboost",
+        "XGBoost regression with 15% NaN: {n_trees} trees, depth {depth}", "xgboost",
         full=dict(n_trees=300, depth=8, n_features=30, nan_frac=0.15, n_train=20000, n_test=100_000),
         quick=dict(n_trees=20, depth=8, n_features=30, nan_frac=0.15, n_train=3000, n_test=8000),
         train=_xgb_nan_regression),
     "rf-deep": CaseSpec(
-        "scikit-learn RandomForestRegressor: 20 trees, unlimited depth", "sklearn",
+        "scikit-learn RandomForestRegressor: {n_trees} trees, unlimited depth, {n_train} training rows", "sklearn",
         full=dict(n_trees=20, n_features=20, n_train=3000, n_test=100_000),
         quick=dict(n_trees=3, n_features=20, n_train=400, n_test=8000),
         train=_rf_deep),
     "gb-regressor": CaseSpec(
-        "scikit-learn GradientBoostingRegressor: 300 trees, depth 4", "sklearn",
+        "scikit-learn GradientBoostingRegressor: {n_trees} trees, depth {depth}", "sklearn",
         full=dict(n_trees=300, depth=4, n_features=20, n_train=10000, n_test=100_000),
         quick=dict(n_trees=30, depth=4, n_features=20, n_train=2000, n_test=8000),
         train=_gbr),
     "gb-classifier": CaseSpec(
-        "scikit-learn GradientBoostingClassifier (binary): 300 trees, depth 4", "sklearn",
+        "scikit-learn GradientBoostingClassifier (binary): {n_trees} trees, depth {depth}", "sklearn",
         full=dict(n_trees=300, depth=4, n_features=20, n_train=10000, n_test=100_000),
         quick=dict(n_trees=30, depth=4, n_features=20, n_train=2000, n_test=8000),
         train=_gbc),
     "et-multiclass": CaseSpec(
-        "scikit-learn ExtraTreesClassifier, 5 classes: 50 trees, depth 10", "sklearn",
+        "scikit-learn ExtraTreesClassifier, {n_classes} classes: {n_trees} trees, depth {depth}", "sklearn",
         full=dict(n_trees=50, depth=10, n_classes=5, n_features=20, n_train=10000, n_test=100_000),
         quick=dict(n_trees=6, depth=8, n_classes=5, n_features=20, n_train=2000, n_test=8000),
         train=_et_multiclass),
     "hgb-nan-cat": CaseSpec(
-        "scikit-learn HistGradientBoostingClassifier, NaN + 4 categorical features: 200 iters, "
-        "31 leaves", "sklearn",
+        "scikit-learn HistGradientBoostingClassifier, NaN + {n_cat} categorical features: "
+        "{n_trees} iterations, {leaves} leaves", "sklearn",
         full=dict(n_trees=200, leaves=31, n_cat=4, nan_frac=0.1, n_features=20, n_train=20000,
                   n_test=100_000),
         quick=dict(n_trees=15, leaves=31, n_cat=4, nan_frac=0.1, n_features=20, n_train=3000,
                    n_test=8000),
         train=_hgb_nan_cat),
     "lgbm-binary": CaseSpec(
-        "LightGBM binary: 500 trees, 63 leaves", "lightgbm",
+        "LightGBM binary: {n_trees} trees, {leaves} leaves", "lightgbm",
         full=dict(n_trees=500, leaves=63, n_features=50, n_train=20000, n_test=100_000),
         quick=dict(n_trees=20, leaves=63, n_features=50, n_train=3000, n_test=8000),
         train=_lgbm_binary),
 }
 
 #: a tiny case for the smoke test and for `--cases tiny`: seconds end to end
-TINY = CaseSpec("scikit-learn GradientBoostingClassifier, tiny: 10 trees, depth 3", "sklearn",
+TINY = CaseSpec("scikit-learn GradientBoostingClassifier, tiny: {n_trees} trees, depth {depth}", "sklearn",
                 full=dict(n_trees=10, depth=3, n_features=8, n_train=400, n_test=2000),
                 quick=dict(n_trees=10, depth=3, n_features=8, n_train=400, n_test=2000),
                 train=_gbc)
@@ -355,7 +370,7 @@ def case_names() -> list[str]:
 
 
 def _cache_path(name: str, spec: CaseSpec, params: dict) -> Path:
-    key = json.dumps({"name": name, "params": params, "title": spec.title,
+    key = json.dumps({"name": name, "params": params,
                       "version": _version(spec.module), "numpy": np.__version__}, sort_keys=True)
     return CACHE_DIR / f"{name}-{hashlib.sha256(key.encode()).hexdigest()[:16]}.pkl"
 
@@ -366,6 +381,7 @@ def build_case(name: str, quick: bool = False, n_rows: int | None = None,
     spec = TINY if name == "tiny" else SPECS[name]
     params = dict(spec.quick if quick else spec.full)
     fit, X = spec.train(params)
+    title = spec.title.format(**params)
     path = _cache_path(name, spec, params)
     model = None
     if path.is_file():
@@ -375,7 +391,7 @@ def build_case(name: str, quick: bool = False, n_rows: int | None = None,
         except Exception as exc:  # noqa: BLE001 - a stale or torn cache file: retrain
             log(f"  cache file {path.name} unreadable ({type(exc).__name__}); retraining")
     if model is None:
-        log(f"  training {name} ({spec.title}) ...")
+        log(f"  training {name} ({title}) ...")
         model = fit()
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(f".{os.getpid()}.tmp")
@@ -389,7 +405,7 @@ def build_case(name: str, quick: bool = False, n_rows: int | None = None,
         model_file = str(path.with_suffix(".txt"))
         if not os.path.isfile(model_file):
             model.booster_.save_model(model_file)
-    return BenchCase(name=name, title=spec.title, model=model, X=np.ascontiguousarray(X),
+    return BenchCase(name=name, title=title, model=model, X=np.ascontiguousarray(X),
                      library=library_for(model, model_file), params=params)
 
 

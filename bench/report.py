@@ -129,7 +129,7 @@ def case_section(c: dict, batches: list[int]) -> str:
     for r in ok:
         mem = _num(r.get("compile_rss_mib"))
         if r.get("compiler_rss_mib") is not None:
-            mem += f" / {_num(r['compiler_rss_mib'])}"
+            mem += f" / {'<=' if r.get('compiler_rss_upper_bound') else ''}{_num(r['compiler_rss_mib'])}"
         art = _num(r["artifact_bytes"] / 1024) if r.get("artifact_bytes") else "-"
         rows.append([r["name"], _num(r.get("compile_s")), _num(r.get("load_s")), mem, art,
                      _num(r.get("ns_per_row_1t")), _num(r.get("ns_per_row_all")),
@@ -187,7 +187,8 @@ def markdown(results: dict, plots: list[str]) -> str:
             "scaled to ns/row.",
             "- Compile: cold, in a fresh subprocess with an empty `TREECOMP_CACHE_DIR`; peak MiB is "
             "the build's RSS growth in that process (high-water mark reset just before the build) "
-            "/ the largest compiler or linker subprocess. `load s` is loading the built artifact "
+            "/ the largest compiler or linker subprocess (`<=`: an upper bound, as Linux counts "
+            "the forking process's RSS in a child's peak). `load s` is loading the built artifact "
             "in the benchmark process. Other compilers are converted in-process.",
             "- Exactness: outputs in every form the library offers (raw margin, predict_proba, "
             "predict) compared with the library's on the same rows; bit-exact means same dtype and "
@@ -271,10 +272,11 @@ def _plots(results: dict, out: Path) -> list[str]:
                 pts.setdefault(r["name"], []).append((c["n_nodes"], r["compile_s"]))
     if pts:
         fig, ax = plt.subplots(figsize=(6, 4.2))
-        for n, xy in pts.items():
-            xy.sort()
-            ax.plot([p[0] for p in xy], [p[1] for p in xy], marker="o", ls="-" if len(xy) > 1 else "",
-                    label=n, color=colours.get(n))
+        markers = "osD^vP*X"
+        for j, (n, xy) in enumerate(pts.items()):
+            # points, not lines: the cases differ in more than size (depth, outputs, categories)
+            ax.scatter([p[0] for p in xy], [p[1] for p in xy], marker=markers[j % len(markers)],
+                       label=n, color=colours.get(n), alpha=0.8)
         ax.set_xscale("log")
         ax.set_yscale("log")
         ax.set_xlabel("model size (tree nodes)")
@@ -326,3 +328,10 @@ def summary(results: dict) -> str:
     if notes:
         lines += ["", "skipped: " + "; ".join(f"{k} ({v[:100]})" for k, v in notes.items())]
     return "\n".join(lines)
+
+
+def rewrite(out: Path) -> list[Path]:
+    """Regenerate report.md and the plots from an existing results.json (after editing this
+    module, say): ``python -c "from bench.report import rewrite; rewrite('bench/out')"``."""
+    results = json.loads((Path(out) / "results.json").read_text())
+    return write(results, Path(out))
