@@ -157,3 +157,19 @@ def test_generated_source_is_readable():
     assert "treecomp_predict" in src["model.c"]
     shallow = cbackend.emit(random_forest(2, n_trees=2, max_depth=3))["unit0.c"]
     assert "TC_HEAP_KERNEL(" in shallow and "static const tc_node T0[" in shallow
+
+
+@pytest.mark.parametrize("backend", ["c", "llvm"])
+@pytest.mark.parametrize("transform, n_outputs", [("sigmoid", 1), ("exp", 1), ("softmax", 4)])
+def test_native_float32_transforms_are_xgboosts(backend, transform, n_outputs):
+    """XGBoost's float32 transforms through the C ABI (flags=1) equal outputs.py bit for bit,
+    including margins below -88.7 where XGBoost's sigmoid clamps."""
+    f = random_forest(8, accumulate_dtype="float32", transform=transform, n_outputs=n_outputs)
+    shift = {"sigmoid": -95.0, "exp": -80.0, "softmax": 3.0}[transform]
+    f = f.replace(base_score=(f.base_score + np.float32(shift)).astype(np.float32))
+    X = random_rows(f, 300)
+    p = treecomp.compile(f, backend=backend)
+    raw = p.predict_raw(X)
+    native = np.empty_like(raw)
+    p._kernel.run(np.ascontiguousarray(X), native, 1)
+    np.testing.assert_array_equal(native, outputs.transform(f, raw))

@@ -44,9 +44,23 @@ def cache_dir() -> Path:
     return d
 
 
+@functools.lru_cache(maxsize=1)
+def code_fingerprint() -> str:
+    """Hash of treecomp's own code generators and runtime sources, read once per process:
+    part of every cache key, so an artifact built by other code is never reused, even when
+    the version number did not change (development installs)."""
+    h = hashlib.sha256()
+    pkg = Path(__file__).resolve().parent
+    files = sorted(pkg.rglob("*.py")) + sorted(p for p in RUNTIME_DIR.rglob("*") if p.is_file())
+    for f in files:
+        h.update(f.name.encode())
+        h.update(f.read_bytes())
+    return h.hexdigest()[:16]
+
+
 def cache_key(*parts: object) -> str:
     h = hashlib.sha256()
-    for p in (__version__, *parts):
+    for p in (__version__, code_fingerprint(), *parts):
         h.update(repr(p).encode())
         h.update(b"\0")
     return h.hexdigest()[:40]

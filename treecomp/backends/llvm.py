@@ -166,12 +166,12 @@ def _llvm():
 
 
 @functools.cache
-def _exp_address() -> int | None:
-    """libm's exp: the JIT resolves undefined symbols in-process, and the interpreter may not
-    have loaded libm globally, so it is handed to the JIT explicitly."""
+def _libm_address(name: str) -> int | None:
+    """libm's `name` (exp, expf): the JIT resolves undefined symbols in-process, and the
+    interpreter may not have loaded libm globally, so it is handed to the JIT explicitly."""
     for lib in ("libm.so.6", None, ctypes.util.find_library("m")):
         try:
-            return ctypes.cast(ctypes.CDLL(lib).exp, ctypes.c_void_p).value
+            return ctypes.cast(getattr(ctypes.CDLL(lib), name), ctypes.c_void_p).value
         except (OSError, TypeError, AttributeError):
             continue
     return None
@@ -677,6 +677,7 @@ def _main_text(forest: Forest, sym: str, n_parts: int, block: int, triple: str) 
     malloc = ir.Function(mod, ir.FunctionType(ptr, [i64]), name="malloc")
     free = ir.Function(mod, ir.FunctionType(ir.VoidType(), [ptr]), name="free")
     exp = ir.Function(mod, ir.FunctionType(f64, [f64]), name="exp")
+    expf = ir.Function(mod, ir.FunctionType(ir.FloatType(), [ir.FloatType()]), name="expf")
 
     fn = export(ir.Function(mod, ir.FunctionType(i32, [ptr, i32, i64, ptr, i32]), name="treecomp_predict"))
     X, x_dtype, n_rows, out, flags = fn.args
@@ -768,7 +769,7 @@ def _main_text(forest: Forest, sym: str, n_parts: int, block: int, triple: str) 
             loop(b.mul(nb, i64(no)), avg_one)
         if forest.transform != "identity":
             with b.if_then(b.icmp_unsigned("!=", b.and_(flags, i32(1)), i32(0))):
-                loop(nb, lambda r: _transform_row(b, forest, acc_ty, exp, loop,
+                loop(nb, lambda r: _transform_row(b, forest, acc_ty, (exp, expf), loop,
                                                   b.gep(ab, [b.mul(r, i64(no))], source_etype=acc_ty,
                                                         inbounds=True)))
 
@@ -778,16 +779,23 @@ def _main_text(forest: Forest, sym: str, n_parts: int, block: int, triple: str) 
     return str(mod)
 
 
-def _transform_row(b, forest: Forest, acc_ty, exp, loop, a) -> None:
-    """The inverse link on one row `a` of margins, in the same arithmetic as c.py."""
+def _transform_row(b, forest: Forest, acc_ty, exps, loop, a) -> None:
+    """The inverse link on one row `a` of margins, in the same arithmetic as c.py.
+
+    float32 margins (XGBoost) follow XGBoost 3.2's src/common/math.h with libm's expf:
+    sigmoid = 1 / ((expf(min(-x, 88.7f)) + 1) + 1e-16f); softmax sums expf in double."""
     import llvmlite.ir as ir
+    exp, expf = exps
     i64 = ir.IntType(64)
     f64 = ir.DoubleType()
     no = forest.n_outputs
     is32 = isinstance(acc_ty, ir.FloatType)
+    xgb32 = is32 and forest.transform in ("sigmoid", "exp", "softmax")
 
-    def ex(v):  # float32: exp in double, rounded once (glibc expf is correctly rounded too)
-        if is32:
+    def ex(v):
+        if xgb32:
+            return b.call(expf, [v])
+        if is32:  # exp in double, rounded once
             return b.fptrunc(b.call(exp, [b.fpext(v, f64)]), acc_ty)
         return b.call(exp, [v])
 
@@ -802,6 +810,11 @@ def _transform_row(b, forest: Forest, acc_ty, exp, loop, a) -> None:
             v = b.load(p, typ=acc_ty)
             if t == "exp":
                 r = ex(v)
+            elif xgb32 and t == "sigmoid":
+                nv = b.fneg(v)
+                cap = acc_ty(88.7)
+                nv = b.select(b.fcmp_ordered("<", cap, nv), cap, nv)
+                r = b.fdiv(one, b.fadd(b.fadd(ex(nv), one), acc_ty(1e-16)))
             else:
                 arg = b.fneg(v) if t == "sigmoid" else b.fneg(b.fmul(v, acc_ty(2.0)))
                 r = b.fdiv(one, b.fadd(one, ex(arg)))
@@ -836,22 +849,24 @@ def _transform_row(b, forest: Forest, acc_ty, exp, loop, a) -> None:
     b.branch(hb)
     b.position_at_end(hb)
     k = b.phi(i64)
-    s = b.phi(acc_ty)
+    sum_ty = f64 if xgb32 else acc_ty  # XGBoost sums float32 exps in double
+    s = b.phi(sum_ty)
     k.add_incoming(i64(0), pre)
-    s.add_incoming(acc_ty(0.0), pre)
+    s.add_incoming(sum_ty(0.0), pre)
     b.cbranch(b.icmp_signed("<", k, i64(no)), bb, eb)
     b.position_at_end(bb)
     p = at(k)
     e = ex(b.fsub(b.load(p, typ=acc_ty), m))
     b.store(e, p)
     k.add_incoming(b.add(k, i64(1)), bb)
-    s.add_incoming(b.fadd(s, e), bb)
+    s.add_incoming(b.fadd(s, b.fpext(e, f64) if xgb32 else e), bb)
     b.branch(hb)
     b.position_at_end(eb)
+    total = b.fptrunc(s, acc_ty) if xgb32 else s
 
     def div_k(k):
         p = at(k)
-        b.store(b.fdiv(b.load(p, typ=acc_ty), s), p)
+        b.store(b.fdiv(b.load(p, typ=acc_ty), total), p)
     loop(i64(no), div_k)
 
 
@@ -989,9 +1004,10 @@ class LLVMKernel:
         for data in self._objects:
             builder.add_object_img(data)
         builder.add_current_process()
-        exp = _exp_address()
-        if exp:
-            builder.import_symbol("exp", exp)
+        for sym in ("exp", "expf"):
+            addr = _libm_address(sym)
+            if addr:
+                builder.import_symbol(sym, addr)
         builder.export_symbol("treecomp_predict").export_symbol("treecomp_meta_json")
         try:
             # the tracker owns this kernel's code; the JIT itself lives as long as the process
