@@ -131,18 +131,12 @@ def test_bad_arguments_are_rejected_by_the_entry_point():
 @pytest.mark.skipif(not ZOO, reason="no zoo cases available")
 @pytest.mark.parametrize("name", ZOO)
 def test_zoo_bit_exact(name):
-    from tests.edge import edge_rows
+    from tests.edge import assert_backend_matches_interp, edge_rows
     case = zoo.get(name)
     f = treecomp.parse(case.path or case.model)
     p = treecomp.compile(f, backend="llvm")
     for X in (case.X, edge_rows(f, case.X, n=100, nan=f.allow_nan)):
-        np.testing.assert_array_equal(p.predict_raw(X), interp.predict_raw(f, X))
-        np.testing.assert_array_equal(p.predict(X), interp.predict(f, X))
-        if f.is_classifier:
-            want, got = interp.predict_proba(f, X), p.predict_proba(X)
-            for a, b in zip(want if isinstance(want, list) else [want],
-                            got if isinstance(got, list) else [got]):
-                np.testing.assert_array_equal(b, a)
+        assert_backend_matches_interp(p, f, X)
 
 
 def test_cache_hit_runs_no_codegen(monkeypatch):

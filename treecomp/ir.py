@@ -208,8 +208,23 @@ class Tree:
             raise InvalidModelError("cat_bits needs at least one 32-bit word per set")
 
 
+class _Outputs:
+    """What Forest and Head share: how raw margins become the library's outputs."""
+
+    decision: str
+    classes: tuple[np.ndarray, ...]
+
+    @property
+    def is_classifier(self) -> bool:
+        return self.decision != "none"
+
+    @property
+    def n_classes(self) -> tuple[int, ...]:
+        return tuple(len(c) for c in self.classes)
+
+
 @dataclass(frozen=True, eq=False)
-class Forest:
+class Forest(_Outputs):
     """An ensemble and everything needed to reproduce its library's outputs."""
 
     trees: tuple[Tree, ...]
@@ -262,13 +277,6 @@ class Forest:
     def n_trees(self) -> int:
         return len(self.trees)
 
-    @property
-    def is_classifier(self) -> bool:
-        return self.decision != "none"
-
-    @property
-    def n_classes(self) -> tuple[int, ...]:
-        return tuple(len(c) for c in self.classes)
 
     def _validate(self) -> None:
         for name, allowed in (("comparison", COMPARISONS), ("input_dtype", DTYPES),
@@ -427,7 +435,7 @@ def leaf_tree(value: float | np.ndarray) -> Tree:
 
 
 @dataclass(frozen=True, eq=False)
-class Head:
+class Head(_Outputs):
     """The part of a Forest a Predictor needs besides the native kernel: shapes, dtypes,
     output transform and labels. Artifacts embed it as JSON (treecomp_meta_json), so a loaded
     .so describes itself. It quacks like a Forest for treecomp.outputs and treecomp.inputs."""
@@ -445,13 +453,6 @@ class Head:
     n_trees: int
     pandas_categories: str = "reject"
 
-    @property
-    def is_classifier(self) -> bool:
-        return self.decision != "none"
-
-    @property
-    def n_classes(self) -> tuple[int, ...]:
-        return tuple(len(c) for c in self.classes)
 
     def to_json(self, **extra: Any) -> str:
         d = {k: getattr(self, k) for k in ("n_features", "n_outputs", "input_dtype",

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import json
 import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -71,7 +72,6 @@ class SharedLibrary:
         meta_fn.restype = ctypes.c_char_p
         self.meta_json = meta_fn().decode()
         self.head = Head.from_json(self.meta_json)
-        import json
         self.backend = json.loads(self.meta_json).get("backend", "?")
         predict.restype = ctypes.c_int32
         predict.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p,
