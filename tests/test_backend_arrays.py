@@ -1,6 +1,7 @@
 """The arrays backend: bit-exact against the interpreter on every layout and every ISA path the
 CPU has, the table file (round trip, corruption, truncation), pickling, and backend="auto"."""
 
+import dataclasses
 import pickle
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import pytest
 import treecomp
 from treecomp import backends, interp, outputs, toolchain
 from treecomp.backends import arrays
-from treecomp.errors import ArtifactError, CompileError
+from treecomp.errors import ArtifactError, CompileError, UnsupportedModelError
 from treecomp.ir import Forest, Tree, leaf_tree
 from tests.edge import edge_rows
 from tests.randforest import FOREST_VARIANTS, chain_tree, random_forest, random_rows
@@ -28,6 +29,7 @@ HAVE = arrays.supported_isas()
 ISAS = [pytest.param(i, marks=pytest.mark.skipif(i not in HAVE, reason=f"CPU/host lacks {i}"))
         for i in ALL_ISAS]
 LAYOUTS = ("auto", "heap", "compact", "naive")
+NATIVE = [i for i in ("scalar", "avx2", "avx512") if i in HAVE]
 
 
 def _check(p, f, X):
@@ -43,8 +45,12 @@ def _check(p, f, X):
 def test_random_forests_bit_exact(variant, isa):
     f = random_forest(300 + sorted(FOREST_VARIANTS).index(variant), **FOREST_VARIANTS[variant])
     X = random_rows(f, 150)  # 300 rows: several 64-row blocks plus a tail
-    for layout in LAYOUTS:
-        p = treecomp.compile(f, backend="arrays", layout=layout, isa=isa)
+    for layout in LAYOUTS + ("quant",):
+        try:
+            p = treecomp.compile(f, backend="arrays", layout=layout, isa=isa)
+        except UnsupportedModelError as exc:  # quant: numeric trees of depth <= 8 only
+            assert layout == "quant" and ("categorical" in str(exc) or "depth 14" in str(exc))
+            continue
         assert p.backend == "arrays" and p._kernel.isa == isa
         _check(p, f, X)
     # odd block sizes: every tail path (vector groups, 8-row groups, single rows)
@@ -103,6 +109,92 @@ def test_depth_1000_tree_and_single_leaves(isa):
         np.testing.assert_array_equal(p.predict_raw(X), interp.predict_raw(f, X))
 
 
+# -- the quantised walk (layout="quant"; auto for numeric forests of depth <= 8) -------------
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("comparison,x,acc", [("<", "float32", "float32"), ("<=", "float32", "float64"),
+                                              ("<=", "float64", "float64"), ("<", "float64", "float32")])
+def test_quant_every_depth(isa, comparison, x, acc):
+    """Depths 0..8 (one byte-blend mux per level, every leaf-shuffle width), complete and
+    unbalanced, every block tail (32-row vector groups, 4-row and single-row scalar tails)."""
+    rng = np.random.default_rng(12)
+    trees = [leaf_tree(0.5)]
+    for depth in range(1, 9):
+        trees.append(_complete_tree(rng, depth, 7))
+        trees.append(_complete_tree(rng, depth, 7, p_leaf=0.3))
+    if acc == "float32":
+        trees = [dataclasses.replace(t, value=t.value.astype(np.float32).astype(np.float64)) for t in trees]
+    f = Forest(trees=tuple(trees), n_features=7, n_outputs=1, tree_output=np.zeros(len(trees)),
+               base_score=[0.1], comparison=comparison, input_dtype=x, accumulate_dtype=acc)
+    X = random_rows(f, 200)
+    for block in (0, 1, 7, 33, 100):
+        p = treecomp.compile(f, backend="arrays", layout="quant", isa=isa, block_rows=block)
+        assert p._kernel.tables.meta["quant"]
+        _check(p, f, X)
+
+
+def _many_threshold_forest(comparison, acc, n_thr=600):
+    """Feature 0 splits on n_thr distinct values (several 255-threshold columns), half the nodes
+    sending NaN right; features 1, 2 have few thresholds; -0.0 and 0.0 both appear."""
+    rng = np.random.default_rng(7)
+    pool = np.unique(rng.normal(size=n_thr).astype(np.float32)).astype(np.float64)
+    pool[:2] = [0.0, -0.0]
+    trees = []
+    for i in range(60):
+        t = _complete_tree(rng, 6, 3)
+        internal = t.left >= 0
+        feat = np.where(internal, np.where(rng.random(t.n_nodes) < 0.7, 0, t.feature), -1)
+        thr = np.where(feat == 0, rng.choice(pool, t.n_nodes), np.round(t.threshold, 1))
+        val = t.value.astype(np.float32).astype(np.float64) if acc == "float32" else t.value
+        trees.append(dataclasses.replace(t, feature=feat, threshold=np.where(internal, thr, 0.0), value=val))
+    return Forest(trees=tuple(trees), n_features=3, n_outputs=1, tree_output=np.zeros(len(trees)),
+                  base_score=[0.0], comparison=comparison, accumulate_dtype=acc), pool
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("comparison", ["<", "<="])
+def test_quant_many_thresholds(isa, comparison):
+    f, pool = _many_threshold_forest(comparison, "float32" if comparison == "<" else "float64")
+    q = arrays.quant_tables(*(arrays.flatten(f, "quant").arrays[k] for k in ("h_ff", "h_thr")))
+    assert q["q_count"].max() == arrays.QUANT_CHUNK and (q["q_feat"] == 0).sum() >= 3 * 2
+    assert set(q["q_nanr"][q["q_feat"] == 0].tolist()) == {0, 1}
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(500, 3))
+    on = rng.choice(pool, 300)  # exactly on thresholds, and one float32 ULP either side
+    X[:300, 0] = np.where(rng.random(300) < 0.5, on, np.nextafter(on.astype(np.float32),
+                          np.where(rng.random(300) < 0.5, np.inf, -np.inf).astype(np.float32)))
+    X[::11, 0] = np.nan
+    X[::13, 0] = np.inf
+    X[::17, 0] = -np.inf
+    X = np.vstack([X, random_rows(f, 100)])
+    p = treecomp.compile(f, backend="arrays", layout="quant", isa=isa)
+    _check(p, f, X)
+
+
+def test_quant_tables_and_choice():
+    f, _ = _many_threshold_forest("<=", "float64", n_thr=40)
+    tab = arrays.flatten(f, "auto")
+    assert tab.meta["quant"] and not arrays.flatten(f, "heap").meta["quant"]
+    q = arrays.quant_tables(tab.arrays["h_ff"], tab.arrays["h_thr"])
+    # one column per (feature, NaN direction) here; each table sorted, NaN-padded to >= 16
+    for c in range(len(q["q_feat"])):
+        u = q["q_thr"][q["q_off"][c]:q["q_off"][c] + q["q_len"][c]]
+        k = q["q_count"][c]
+        assert q["q_len"][c] >= max(16, k + 1) and np.all(np.diff(u[:k]) > 0) and np.isnan(u[k:]).all()
+    # padding slots get 255 (always left), real slots their threshold's index in the column
+    real = ~np.isnan(tab.arrays["h_thr"])
+    assert np.all(q["h_qthr"][~real] == 255)
+    col = q["h_qcol"][real]
+    got = q["q_thr"][q["q_off"][col] + q["h_qthr"][real]]
+    np.testing.assert_array_equal(got, tab.arrays["h_thr"][real])
+    # auto: categorical or deeper than 8 levels -> the float walks; quant refuses them by name
+    with pytest.raises(UnsupportedModelError, match="categorical"):
+        arrays.flatten(random_forest(1, p_cat=0.5), "quant")
+    deep = random_forest(2, max_depth=12, n_trees=2)
+    assert not arrays.flatten(deep, "auto").meta["quant"]
+    with pytest.raises(UnsupportedModelError, match="depth"):
+        arrays.flatten(deep, "quant")
+
+
 def test_layout_choice_and_table_size():
     rng = np.random.default_rng(2)
     complete = _complete_tree(rng, 6, 5)
@@ -142,8 +234,12 @@ def test_zoo_bit_exact():
         X = np.vstack([case.X, edge_rows(f, case.X, n=100, nan=f.allow_nan)])
         want_raw, want = interp.predict_raw(f, X), interp.predict(f, X)
         want_p = interp.predict_proba(f, X) if f.is_classifier else None
-        for isa in native + [i for i in ("llvm",) if i in HAVE] + (["numpy"] if n % 3 == 0 else []):
-            p = treecomp.compile(f, backend="arrays", isa=isa)
+        runs = [(isa, "auto") for isa in native + [i for i in ("llvm",) if i in HAVE]]
+        runs += [("numpy", "auto")] if n % 3 == 0 else []
+        if arrays.flatten(f).meta["quant"]:  # auto took the quantised walk: the float one too
+            runs += [(native[-1], "heap")]
+        for isa, layout in runs:
+            p = treecomp.compile(f, backend="arrays", isa=isa, layout=layout)
             try:
                 np.testing.assert_array_equal(p.predict_raw(X), want_raw)
                 np.testing.assert_array_equal(p.predict(X), want)
@@ -153,7 +249,7 @@ def test_zoo_bit_exact():
                                     got if isinstance(got, list) else [got]):
                         np.testing.assert_array_equal(b, a)
             except AssertionError as exc:
-                failures.append(f"{name} [{isa}]: {exc}")
+                failures.append(f"{name} [{isa}, {layout}]: {exc}")
     assert not failures, "\n".join(failures)
 
 

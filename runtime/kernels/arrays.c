@@ -12,6 +12,7 @@
  */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 /*
  * The table format. treecomp/backends/arrays.py flattens a forest into these struct-of-arrays
@@ -31,7 +32,7 @@
  *            every walk terminates.
  * ff (feature word): bits 0..29 feature index, bit 30 categorical split, bit 31 NaN goes right.
  */
-#define TC_ARRAYS_ABI 1
+#define TC_ARRAYS_ABI 2
 #define TC_FF_FEAT 0x3fffffffu
 #define TC_FF_CAT 0x40000000u
 #define TC_FF_NANR 0x80000000u
@@ -77,6 +78,19 @@ typedef struct {
   const uint8_t *cat_other_left;
   const void *leaf_values;      /* accumulation dtype */
   const void *base;             /* accumulation dtype, n_outputs */
+  /* quantised walk (quant_impl.c): every tree is a heap; rows become one byte per column */
+  int32_t quant;                /* 1: use it */
+  int32_t q_ncols;
+  const int32_t *q_feat;        /* per column: feature */
+  const uint8_t *q_nanr;        /* per column: NaN's bin is q_count (1) or 0 (0) */
+  const int64_t *q_off;         /* per column: offset into q_thr */
+  const int32_t *q_len;         /* per column: table length, a power of two > q_count */
+  const int32_t *q_count;       /* per column: real thresholds (<= 255), then NaN padding */
+  const void *q_thr;            /* x dtype, sorted ascending per column */
+  const int32_t *h_qcol;        /* per heap slot: column */
+  const int8_t *h_qthr;         /* per heap slot: threshold index ^ 0x80 (127: always left) */
+  const uint8_t *q_leafb;       /* or NULL: float32 leaves as byte planes (see qleaf32) */
+  const int64_t *q_leafb_off;   /* per tree: offset into q_leafb */
 } tc_tables;
 
 
@@ -97,8 +111,8 @@ typedef struct {
 /* TC_PART selects what a translation unit holds; arrays.py compiles the three parts in parallel
  * (one object each) and links them: 0 = baseline instantiations + the exported entry points,
  * 1 = AVX2, 2 = AVX-512F. Without TC_PART (a plain `cc -shared arrays.c`) one unit holds all.
- * The vector paths exist for float input only (the explicit-intrinsics heap walk); float64
- * input runs the baseline code on every ISA. */
+ * The float heap walk is vectorised for float input only; the quantised walk (quant_impl.c)
+ * works on bytes, so its AVX2 kernel serves float64 input too. */
 #ifndef TC_PART
 #define TC_PART -1
 #endif
@@ -108,6 +122,7 @@ typedef struct {
 #if TC_PART == -1 || TC_PART == 0
 #define TC_ATTR
 #define TC_VEC 0
+#define TC_QVEC 0
 #define TC_XT float
 #define TC_NODE tc_node_f32
 #define TC_NTHR TC_NTHR32
@@ -145,11 +160,13 @@ typedef struct {
 #undef TC_NCAT
 #undef TC_SFX
 #undef TC_VEC
+#undef TC_QVEC
 #undef TC_ATTR
 #endif
 
 #if TC_X86 && (TC_PART == -1 || TC_PART == 1)
 #define TC_ATTR __attribute__((target("avx2")))
+#define TC_QVEC 1
 #define TC_VEC 8
 #define TC_XT float
 #define TC_NODE tc_node_f32
@@ -170,11 +187,34 @@ typedef struct {
 #undef TC_NCAT
 #undef TC_SFX
 #undef TC_VEC
+/* float64 input: the float heap walk stays scalar, the quantised walk is vectorised */
+#define TC_VEC 0
+#define TC_XT double
+#define TC_NODE tc_node_f64
+#define TC_NTHR TC_NTHR64
+#define TC_NCAT TC_NCAT64
+#define TC_AT double
+#define TC_SFX f64_f64_avx2
+#include "kernels/arrays_impl.c"
+#undef TC_AT
+#undef TC_SFX
+#define TC_AT float
+#define TC_SFX f64_f32_avx2
+#include "kernels/arrays_impl.c"
+#undef TC_XT
+#undef TC_AT
+#undef TC_NODE
+#undef TC_NTHR
+#undef TC_NCAT
+#undef TC_SFX
+#undef TC_VEC
+#undef TC_QVEC
 #undef TC_ATTR
 #endif
 
 #if TC_X86 && (TC_PART == -1 || TC_PART == 2)
 #define TC_ATTR __attribute__((target("avx512f,avx2")))
+#define TC_QVEC 1
 #define TC_VEC 16
 #define TC_XT float
 #define TC_NODE tc_node_f32
@@ -195,6 +235,28 @@ typedef struct {
 #undef TC_NCAT
 #undef TC_SFX
 #undef TC_VEC
+/* float64 input: the float heap walk stays scalar, the quantised walk is vectorised */
+#define TC_VEC 0
+#define TC_XT double
+#define TC_NODE tc_node_f64
+#define TC_NTHR TC_NTHR64
+#define TC_NCAT TC_NCAT64
+#define TC_AT double
+#define TC_SFX f64_f64_avx512
+#include "kernels/arrays_impl.c"
+#undef TC_AT
+#undef TC_SFX
+#define TC_AT float
+#define TC_SFX f64_f32_avx512
+#include "kernels/arrays_impl.c"
+#undef TC_XT
+#undef TC_AT
+#undef TC_NODE
+#undef TC_NTHR
+#undef TC_NCAT
+#undef TC_SFX
+#undef TC_VEC
+#undef TC_QVEC
 #undef TC_ATTR
 #endif
 
@@ -202,8 +264,12 @@ typedef struct {
 #if TC_X86
 TC_RUN_PROTO(f32_f32_avx2)
 TC_RUN_PROTO(f32_f64_avx2)
+TC_RUN_PROTO(f64_f32_avx2)
+TC_RUN_PROTO(f64_f64_avx2)
 TC_RUN_PROTO(f32_f32_avx512)
 TC_RUN_PROTO(f32_f64_avx512)
+TC_RUN_PROTO(f64_f32_avx512)
+TC_RUN_PROTO(f64_f64_avx512)
 #endif
 
 typedef int32_t (*tc_run_fn)(const tc_tables *, const void *, int32_t, int64_t, void *);
@@ -212,8 +278,8 @@ typedef int32_t (*tc_run_fn)(const tc_tables *, const void *, int32_t, int64_t, 
 static const tc_run_fn tc_table[3][2][2] = {
   {{run_f32_f32_scalar, run_f32_f64_scalar}, {run_f64_f32_scalar, run_f64_f64_scalar}},
 #if TC_X86
-  {{run_f32_f32_avx2, run_f32_f64_avx2}, {run_f64_f32_scalar, run_f64_f64_scalar}},
-  {{run_f32_f32_avx512, run_f32_f64_avx512}, {run_f64_f32_scalar, run_f64_f64_scalar}},
+  {{run_f32_f32_avx2, run_f32_f64_avx2}, {run_f64_f32_avx2, run_f64_f64_avx2}},
+  {{run_f32_f32_avx512, run_f32_f64_avx512}, {run_f64_f32_avx512, run_f64_f64_avx512}},
 #else
   {{0, 0}, {0, 0}},
   {{0, 0}, {0, 0}},

@@ -8,6 +8,7 @@
  *   TC_SFX   name suffix        e.g. f32_f64_avx2
  *   TC_ATTR  function attributes (target("avx2") ...)
  *   TC_VEC   0, 8 (AVX2) or 16 (AVX-512): explicit-intrinsics heap walk (float input only)
+ *   TC_QVEC  0 or 1: the AVX2 byte kernel of the quantised walk (any input dtype)
  *
  * Floating point: go_right = (x > t) for "<=" and (x >= t) for "<" (both false on NaN), OR
  * (x is NaN AND the node sends NaN right): exactly the interpreter's rule. Margins start at
@@ -331,6 +332,9 @@ static TC_ATTR void FN(block)(const tc_tables *T, const TC_XT *xb, int64_t nb, T
   else FN(block_s)(T, xb, nb, ab, lidx, 0);
 }
 
+/* ---- the quantised heap walk (runtime/kernels/quant_impl.c) --------------------------------- */
+#include "kernels/quant_impl.c"
+
 /* ---- the naive baseline: one row at a time, one tree at a time, branchy node walk ----------- */
 static TC_ATTR void FN(naive)(const tc_tables *T, const TC_XT *xb, int64_t nb, TC_AT *ab) {
   const TC_NODE *nodes = (const TC_NODE *)T->c_nodes;
@@ -365,11 +369,20 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
   const int64_t B = T->block_rows > 0 ? T->block_rows : 64;
   const TC_AT *base = (const TC_AT *)T->base;
   TC_XT *buf = 0;
-  int32_t *lidx = (int32_t *)malloc(sizeof(int32_t) * (size_t)B);
+  uint8_t *qb = 0;
+  const int64_t B32 = (B + 31) / 32 * 32;              /* whole 32-row groups */
+  const int64_t gs = 32 * (int64_t)(T->q_ncols > 0 ? T->q_ncols : 1);  /* bytes per group */
+  int32_t *lidx = (int32_t *)malloc(sizeof(int32_t) * (size_t)B32);
   if (!lidx) return -2;
   if (x_bits != (int32_t)(8 * sizeof(TC_XT))) {
     buf = (TC_XT *)malloc(sizeof(TC_XT) * (size_t)(B * nf));
     if (!buf) { free(lidx); return -2; }
+  }
+  if (T->quant && !T->naive) {
+    const size_t qn = (size_t)(B32 / 32 * gs);  /* a multiple of 32: aligned_alloc's rule */
+    qb = (uint8_t *)aligned_alloc(32, qn);
+    if (!qb) { free(buf); free(lidx); return -2; }
+    memset(qb, 0x80, qn);  /* rows past the end of a short block read bin 0 */
   }
   for (int64_t r0 = 0; r0 < n; r0 += B) {
     const int64_t nb = n - r0 < B ? n - r0 : B;
@@ -387,12 +400,18 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
     for (int64_t r = 0; r < nb; ++r)
       for (int64_t k = 0; k < no; ++k) ab[r * no + k] = base[k];
     if (T->naive) FN(naive)(T, xb, nb, ab);
+    else if (qb) {
+      if (T->strict) FN(quantise)(T, xb, nb, qb, gs, 1);
+      else FN(quantise)(T, xb, nb, qb, gs, 0);
+      FN(qblock)(T, qb, gs, nb, ab, lidx);
+    }
     else FN(block)(T, xb, nb, ab, lidx);
     if (T->average) {
       const TC_AT d = (TC_AT)T->n_trees;
       for (int64_t k = 0; k < nb * no; ++k) ab[k] /= d;
     }
   }
+  free(qb);
   free(buf);
   free(lidx);
   return 0;

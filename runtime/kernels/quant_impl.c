@@ -1,0 +1,311 @@
+/*
+ * quant_impl.c -- the quantised heap walk (a fragment included by arrays_impl.c, inside its
+ * FN() namespace; parameters TC_XT, TC_AT, TC_ATTR and TC_QVEC: 1 = the AVX2 byte kernel).
+ *
+ * Idea: a forest compares each feature against few distinct thresholds (XGBoost's hist method:
+ * at most max_bin = 256). Rows are quantised once per block: per *column* (a feature's sorted
+ * distinct thresholds u_0 < ... < u_{k-1}, k <= 255, in the comparison precision) a row's bin is
+ *
+ *     b(x) = #{ j : x goes right at threshold u_j }     (x > u_j for "<=", x >= u_j for "<")
+ *
+ * which counts a prefix of the sorted table (going right is monotone in u), so a branch-free
+ * binary search finds it exactly. A node with threshold u_j then sends x right iff b(x) > j:
+ * one byte compare, the same decision as the float compare, bit for bit. NaN gets its own code
+ * per column: k (right of every node) in a column for nodes that send NaN right, 0 (left of
+ * every node) in a column for nodes that send NaN left; a feature with both kinds of node gets
+ * both columns. Features with more than 255 thresholds are split into chunks of 255 (one column
+ * each: the bin within a chunk saturates at its ends, which is exactly right for the chunk's
+ * nodes). Heap padding slots hold threshold byte 255, which no bin exceeds: always left.
+ *
+ * Bins are stored XOR 0x80 (as are node bytes) so the AVX2 path can use the signed byte compare.
+ *
+ * The AVX2 walk takes 32 rows per vector (one byte each) and evaluates *every* node of a level
+ * for all 32 rows (one load + one compare per node: no gathers), then selects each row's node
+ * with a binary tree of byte blends keyed on the bits of the row's position in the level
+ * (vpblendvb reads bit 7 of each byte; a 16-bit shift moves bit b of every byte there). For a
+ * depth-6 tree: 63 compares + 57 blends per 32 rows, against 6 dependent gathers per row for
+ * the float walk. Leaves are then gathered and added exactly like the float heap walk: one add
+ * per row and tree, trees in order, in TC_AT.
+ */
+
+/* quantise nb rows of xb (already cast to TC_XT) into qb. Layout: groups of 32 rows, gs bytes
+ * apart; within a group, column c's 32 bytes at c * 32 (one aligned vector per column). */
+#if TC_QVEC
+/* how many of u[0..15] send x right (u <= x for "<", u < x for "<="; NaN u: none): the bits of
+ * an ordered compare, counted. xv is x broadcast. */
+static inline __attribute__((always_inline)) TC_ATTR uint32_t FN(count16)(const TC_XT *u, const TC_XT x,
+                                                                           const int strict) {
+  uint32_t m;
+  if (sizeof(TC_XT) == 4) {
+    const __m256 xv = _mm256_set1_ps((float)x);
+    const float *uf = (const float *)u;
+    m = strict ? (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(uf), xv, _CMP_LE_OQ))
+                   | (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(uf + 8), xv, _CMP_LE_OQ)) << 8
+               : (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(uf), xv, _CMP_LT_OQ))
+                   | (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(uf + 8), xv, _CMP_LT_OQ)) << 8;
+  } else {
+    const __m256d xv = _mm256_set1_pd((double)x);
+    const double *ud = (const double *)u;
+    m = 0;
+    for (int i = 0; i < 4; ++i)
+      m |= (uint32_t)(strict ? _mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(ud + 4 * i), xv, _CMP_LE_OQ))
+                             : _mm256_movemask_pd(_mm256_cmp_pd(_mm256_loadu_pd(ud + 4 * i), xv, _CMP_LT_OQ))) << (4 * i);
+  }
+  return (uint32_t)__builtin_popcount(m);
+}
+#endif
+
+static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
+    const tc_tables *T, const TC_XT *xb, int64_t nb, uint8_t *qb, int64_t gs, const int strict) {
+  const int64_t nf = T->n_features;
+  const TC_XT *thr = (const TC_XT *)T->q_thr;
+  for (int32_t c = 0; c < T->q_ncols; ++c) {
+    const TC_XT *u = thr + T->q_off[c];
+    const uint32_t P = (uint32_t)T->q_len[c];
+    const uint8_t nan_code = (uint8_t)((T->q_nanr[c] ? T->q_count[c] : 0) ^ 0x80);
+    const TC_XT *x = xb + T->q_feat[c];
+    uint8_t *q = qb + (int64_t)c * 32;
+#define TC_QAT(r) q[((r) >> 5) * gs + ((r) & 31)]
+    int64_t r = 0;
+#if TC_QVEC
+    if (P >= 16) {
+      /* two levels of 16: the coarse compare against every 16th threshold (u[16i + 15]) says
+       * how many whole 16-blocks send x right; one more compare counts inside the next block.
+       * The last entry u[P - 1] is padding, so the coarse count stays below P / 16. */
+      TC_XT spl[16];
+      for (uint32_t i = 0; i < 16; ++i) spl[i] = i < P / 16 ? u[16 * i + 15] : (TC_XT)__builtin_nan("");
+      for (; r < nb; ++r) {
+        const TC_XT v = x[r * nf];
+        const uint32_t b1 = P > 16 ? FN(count16)(spl, v, strict) : 0;
+        const uint32_t p = 16 * b1 + FN(count16)(u + 16 * b1, v, strict);
+        TC_QAT(r) = v != v ? nan_code : (uint8_t)(p ^ 0x80);
+      }
+    }
+#endif
+    /* four rows at a time: independent searches overlap their load latencies */
+    for (; r + 4 <= nb; r += 4) {
+      const TC_XT v0 = x[(r + 0) * nf], v1 = x[(r + 1) * nf], v2 = x[(r + 2) * nf], v3 = x[(r + 3) * nf];
+      uint32_t p0 = 0, p1 = 0, p2 = 0, p3 = 0;
+      for (uint32_t h = P >> 1; h; h >>= 1) {
+        /* padding entries are NaN: never "right", so the count stops at the real thresholds */
+        p0 += (strict ? v0 >= u[p0 + h - 1] : v0 > u[p0 + h - 1]) ? h : 0;
+        p1 += (strict ? v1 >= u[p1 + h - 1] : v1 > u[p1 + h - 1]) ? h : 0;
+        p2 += (strict ? v2 >= u[p2 + h - 1] : v2 > u[p2 + h - 1]) ? h : 0;
+        p3 += (strict ? v3 >= u[p3 + h - 1] : v3 > u[p3 + h - 1]) ? h : 0;
+      }
+      TC_QAT(r + 0) = v0 != v0 ? nan_code : (uint8_t)(p0 ^ 0x80);
+      TC_QAT(r + 1) = v1 != v1 ? nan_code : (uint8_t)(p1 ^ 0x80);
+      TC_QAT(r + 2) = v2 != v2 ? nan_code : (uint8_t)(p2 ^ 0x80);
+      TC_QAT(r + 3) = v3 != v3 ? nan_code : (uint8_t)(p3 ^ 0x80);
+    }
+    for (; r < nb; ++r) {
+      const TC_XT v = x[r * nf];
+      uint32_t p = 0;
+      for (uint32_t h = P >> 1; h; h >>= 1) p += (strict ? v >= u[p + h - 1] : v > u[p + h - 1]) ? h : 0;
+      TC_QAT(r) = v != v ? nan_code : (uint8_t)(p ^ 0x80);
+    }
+#undef TC_QAT
+  }
+}
+
+#if TC_QVEC
+/* Level l's 2^l node compares muxed down to one go-right vector: a balanced tree of blends
+ * spelt out by macros (straight-line code, at most l + 1 vectors live). co[i] is node i's
+ * column offset within the 32-row group (column * 32). */
+#define TC_QC(i) _mm256_cmpgt_epi8(_mm256_load_si256((const __m256i *)(qg + co[i])), \
+                                   _mm256_set1_epi8(tb[i]))
+#define TC_QM1(i) TC_QC(i)
+#define TC_QM2(i) _mm256_blendv_epi8(TC_QM1(i), TC_QM1((i) + 1), m0)
+#define TC_QM4(i) _mm256_blendv_epi8(TC_QM2(i), TC_QM2((i) + 2), m1)
+#define TC_QM8(i) _mm256_blendv_epi8(TC_QM4(i), TC_QM4((i) + 4), m2)
+#define TC_QM16(i) _mm256_blendv_epi8(TC_QM8(i), TC_QM8((i) + 8), m3)
+#define TC_QM32(i) _mm256_blendv_epi8(TC_QM16(i), TC_QM16((i) + 16), m4)
+#define TC_QM64(i) _mm256_blendv_epi8(TC_QM32(i), TC_QM32((i) + 32), m5)
+#define TC_QM128(i) _mm256_blendv_epi8(TC_QM64(i), TC_QM64((i) + 64), m6)
+
+static inline __attribute__((always_inline)) TC_ATTR __m256i FN(qlevel)(
+    const uint8_t *qg, const int32_t *co, const int8_t *tb, const int l, __m256i k) {
+  /* m_b: bit b of every row's position k moved to bit 7 (what vpblendvb reads) */
+  const __m256i m0 = _mm256_slli_epi16(k, 7), m1 = _mm256_slli_epi16(k, 6);
+  const __m256i m2 = _mm256_slli_epi16(k, 5), m3 = _mm256_slli_epi16(k, 4);
+  const __m256i m4 = _mm256_slli_epi16(k, 3), m5 = _mm256_slli_epi16(k, 2);
+  const __m256i m6 = _mm256_slli_epi16(k, 1);
+  switch (l) {
+    case 0: return TC_QM1(0);
+    case 1: return TC_QM2(0);
+    case 2: return TC_QM4(0);
+    case 3: return TC_QM8(0);
+    case 4: return TC_QM16(0);
+    case 5: return TC_QM32(0);
+    case 6: return TC_QM64(0);
+    default: return TC_QM128(0);
+  }
+}
+#undef TC_QC
+#undef TC_QM1
+#undef TC_QM2
+#undef TC_QM4
+#undef TC_QM8
+#undef TC_QM16
+#undef TC_QM32
+#undef TC_QM64
+#undef TC_QM128
+
+/* Leaf values of 32 rows without gathers (float32 accumulation, one output): the tree's leaf
+ * values are stored as 4 byte planes (lb: plane p = byte p of every leaf, max(16, 2^D) leaves),
+ * each looked up with vpshufb (16 leaves per shuffle, blends by bits 4.. of k for deeper
+ * trees) and re-interleaved into floats. Only bytes move: the values are bit-identical. k's
+ * dwords are first permuted so the interleave comes out in row order. */
+#define TC_QS1(i) _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(pl + 16 * (i)))), k4)
+#define TC_QS2(i) _mm256_blendv_epi8(TC_QS1(i), TC_QS1((i) + 1), b4)
+#define TC_QS4(i) _mm256_blendv_epi8(TC_QS2(i), TC_QS2((i) + 2), b5)
+#define TC_QS8(i) _mm256_blendv_epi8(TC_QS4(i), TC_QS4((i) + 4), b6)
+#define TC_QS16(i) _mm256_blendv_epi8(TC_QS8(i), TC_QS8((i) + 8), b7)
+static inline __attribute__((always_inline)) TC_ATTR __m256i FN(qplane)(const uint8_t *pl, __m256i k4,
+                                                                         __m256i kp, const int D) {
+  const __m256i b4 = _mm256_slli_epi16(kp, 3), b5 = _mm256_slli_epi16(kp, 2);
+  const __m256i b6 = _mm256_slli_epi16(kp, 1), b7 = kp;
+  switch (D) {
+    case 0: case 1: case 2: case 3: case 4: return TC_QS1(0);
+    case 5: return TC_QS2(0);
+    case 6: return TC_QS4(0);
+    case 7: return TC_QS8(0);
+    default: return TC_QS16(0);
+  }
+}
+#undef TC_QS1
+#undef TC_QS2
+#undef TC_QS4
+#undef TC_QS8
+#undef TC_QS16
+
+static inline __attribute__((always_inline)) TC_ATTR void FN(qleaf32)(const uint8_t *lb, int64_t L, __m256i k,
+                                                                       float *a, const int D) {
+  const __m256i kp = _mm256_permutevar8x32_epi32(k, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
+  const __m256i k4 = _mm256_and_si256(kp, _mm256_set1_epi8(15));
+  const __m256i p0 = FN(qplane)(lb, k4, kp, D), p1 = FN(qplane)(lb + L, k4, kp, D);
+  const __m256i p2 = FN(qplane)(lb + 2 * L, k4, kp, D), p3 = FN(qplane)(lb + 3 * L, k4, kp, D);
+  const __m256i lo01 = _mm256_unpacklo_epi8(p0, p1), hi01 = _mm256_unpackhi_epi8(p0, p1);
+  const __m256i lo23 = _mm256_unpacklo_epi8(p2, p3), hi23 = _mm256_unpackhi_epi8(p2, p3);
+  const __m256 v[4] = {_mm256_castsi256_ps(_mm256_unpacklo_epi16(lo01, lo23)),
+                       _mm256_castsi256_ps(_mm256_unpackhi_epi16(lo01, lo23)),
+                       _mm256_castsi256_ps(_mm256_unpacklo_epi16(hi01, hi23)),
+                       _mm256_castsi256_ps(_mm256_unpackhi_epi16(hi01, hi23))};
+  for (int q = 0; q < 4; ++q)
+    _mm256_storeu_ps(a + 8 * q, _mm256_add_ps(_mm256_loadu_ps(a + 8 * q), v[q]));
+}
+
+/* one heap tree of depth D (a constant: see qheap_vec) over the rows of a block, 32 at a time
+ * (nb is rounded up to 32: qb is padded so the extra rows read valid bytes) */
+static inline __attribute__((always_inline)) TC_ATTR void FN(qtree)(
+    const int32_t *co, const int8_t *tb, const int D, const uint8_t *qb, int64_t gs, int64_t nb,
+    int32_t *lidx, const TC_AT *lv, TC_AT *acc, const uint8_t *lb) {
+  for (int64_t r = 0; r < nb; r += 32) {
+    const uint8_t *qg = qb + (r >> 5) * gs;
+    __m256i k = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int l = 0; l < D; ++l) {
+      const int o = (1 << l) - 1;
+      const __m256i g = FN(qlevel)(qg, co + o, tb + o, l, k);
+      k = _mm256_sub_epi8(_mm256_add_epi8(k, k), g);  /* go right is -1: k = 2k + 1 */
+    }
+    const int64_t left = nb - r;
+    if (lb && left >= 32) {  /* acc is float here (lb exists only for float32 accumulation) */
+      FN(qleaf32)(lb, D > 4 ? (int64_t)1 << D : 16, k, (float *)(acc + r), D);
+      continue;
+    }
+    const __m128i lo = _mm256_castsi256_si128(k), hi = _mm256_extracti128_si256(k, 1);
+    __m256i j[4];
+    j[0] = _mm256_cvtepu8_epi32(lo);
+    j[1] = _mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8));
+    j[2] = _mm256_cvtepu8_epi32(hi);
+    j[3] = _mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8));
+    if (acc && left >= 32) {
+      for (int q = 0; q < 4; ++q) {
+        TC_AT *a = acc + r + 8 * q;
+        if (sizeof(TC_AT) == 4) {
+          _mm256_storeu_ps((float *)a, _mm256_add_ps(_mm256_loadu_ps((const float *)a),
+                                                     _mm256_i32gather_ps((const float *)lv, j[q], 4)));
+        } else {
+          _mm256_storeu_pd((double *)a, _mm256_add_pd(_mm256_loadu_pd((const double *)a),
+              _mm256_i32gather_pd((const double *)lv, _mm256_castsi256_si128(j[q]), 8)));
+          _mm256_storeu_pd((double *)a + 4, _mm256_add_pd(_mm256_loadu_pd((const double *)a + 4),
+              _mm256_i32gather_pd((const double *)lv, _mm256_extracti128_si256(j[q], 1), 8)));
+        }
+      }
+    } else {
+      int32_t tmp[32];
+      for (int q = 0; q < 4; ++q) _mm256_storeu_si256((__m256i *)(tmp + 8 * q), j[q]);
+      const int64_t m = left < 32 ? left : 32;
+      if (acc) for (int64_t i = 0; i < m; ++i) acc[r + i] += lv[tmp[i]];
+      else for (int64_t i = 0; i < m; ++i) lidx[r + i] = tmp[i];
+    }
+  }
+}
+
+static TC_ATTR void FN(qheap_vec)(const int32_t *co, const int8_t *tb, int D, const uint8_t *qb,
+                                  int64_t gs, int64_t nb, int32_t *lidx, const TC_AT *lv, TC_AT *acc,
+                                  const uint8_t *lb) {
+  switch (D) {  /* one straight-line instantiation per depth */
+    case 0: FN(qtree)(co, tb, 0, qb, gs, nb, lidx, lv, acc, lb); break;
+    case 1: FN(qtree)(co, tb, 1, qb, gs, nb, lidx, lv, acc, lb); break;
+    case 2: FN(qtree)(co, tb, 2, qb, gs, nb, lidx, lv, acc, lb); break;
+    case 3: FN(qtree)(co, tb, 3, qb, gs, nb, lidx, lv, acc, lb); break;
+    case 4: FN(qtree)(co, tb, 4, qb, gs, nb, lidx, lv, acc, lb); break;
+    case 5: FN(qtree)(co, tb, 5, qb, gs, nb, lidx, lv, acc, lb); break;
+    case 6: FN(qtree)(co, tb, 6, qb, gs, nb, lidx, lv, acc, lb); break;
+    case 7: FN(qtree)(co, tb, 7, qb, gs, nb, lidx, lv, acc, lb); break;
+    default: FN(qtree)(co, tb, 8, qb, gs, nb, lidx, lv, acc, lb); break;
+  }
+}
+#endif
+
+/* the trees over one quantised block: leaves added per row in tree order, like block_s */
+static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs, int64_t nb,
+                               TC_AT *ab, int32_t *lidx) {
+  const int64_t no = T->n_outputs;
+  for (int64_t t = 0; t < T->n_trees; ++t) {
+    const TC_AT *lv = (const TC_AT *)T->leaf_values + T->tree_leaf[t];
+    const int64_t o = T->tree_out[t], w = T->tree_width[t];
+    const int D = T->tree_depth[t];
+    const int32_t *co = T->h_qcol + T->tree_node[t];
+    const int8_t *tb = (const int8_t *)T->h_qthr + T->tree_node[t];
+    const int fuse = no == 1 && w == 1;
+#if TC_QVEC
+    FN(qheap_vec)(co, tb, D, qb, gs, nb, lidx, lv, fuse ? ab : 0,
+                  fuse && T->q_leafb ? T->q_leafb + T->q_leafb_off[t] : 0);
+    if (fuse) continue;
+#else
+    (void)fuse;
+    const uint32_t first = (1u << D) - 1u;
+    int64_t r = 0;
+    for (; r + 4 <= nb; r += 4) {  /* r is a multiple of 4: the 4 rows share a 32-row group */
+      const uint8_t *qg = qb + (r >> 5) * gs + (r & 31);
+      uint32_t i0 = 0, i1 = 0, i2 = 0, i3 = 0;
+      for (int l = 0; l < D; ++l) {
+        i0 = 2u * i0 + 1u + ((int8_t)qg[co[i0] + 0] > tb[i0]);
+        i1 = 2u * i1 + 1u + ((int8_t)qg[co[i1] + 1] > tb[i1]);
+        i2 = 2u * i2 + 1u + ((int8_t)qg[co[i2] + 2] > tb[i2]);
+        i3 = 2u * i3 + 1u + ((int8_t)qg[co[i3] + 3] > tb[i3]);
+      }
+      lidx[r] = (int32_t)(i0 - first); lidx[r + 1] = (int32_t)(i1 - first);
+      lidx[r + 2] = (int32_t)(i2 - first); lidx[r + 3] = (int32_t)(i3 - first);
+    }
+    for (; r < nb; ++r) {
+      uint32_t i = 0;
+      const uint8_t *qg = qb + (r >> 5) * gs + (r & 31);
+      for (int l = 0; l < D; ++l) i = 2u * i + 1u + ((int8_t)qg[co[i]] > tb[i]);
+      lidx[r] = (int32_t)(i - first);
+    }
+#endif
+    if (w == 1) {
+      for (int64_t r = 0; r < nb; ++r) ab[r * no + o] += lv[lidx[r]];
+    } else {
+      for (int64_t r = 0; r < nb; ++r) {
+        const TC_AT *v = lv + (int64_t)lidx[r] * w;
+        TC_AT *a = ab + r * no + o;
+        for (int64_t j = 0; j < w; ++j) a[j] += v[j];
+      }
+    }
+  }
+}
