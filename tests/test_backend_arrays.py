@@ -381,12 +381,21 @@ def test_without_a_compiler_tables_still_work(monkeypatch):
 
 @pytest.mark.skipif(not toolchain.have_compiler(), reason="no C compiler")
 def test_auto_choice():
-    small = random_forest(1, n_trees=5)
-    assert backends.choose(small) == "c"
+    shallow = random_forest(1, n_trees=5)  # numeric, depth <= 6: the quantised walk
+    assert arrays.quant_eligible(shallow) and backends.choose(shallow) == "arrays"
+    cat = random_forest(1, n_trees=5, p_cat=0.3)
+    assert not arrays.quant_eligible(cat) and backends.choose(cat) == "c"
     rng = np.random.default_rng(0)
-    big = Forest(trees=tuple(_complete_tree(rng, 8, 5) for _ in range(400)), n_features=5,
-                 n_outputs=1, tree_output=np.zeros(400), base_score=[0.0])
-    assert backends.choose(big) == "arrays"  # ~200k nodes: code generation would take minutes
+    deep = tuple(_complete_tree(rng, 10, 5, p_leaf=0.2) for _ in range(60))
+    n_nodes = sum(t.n_nodes for t in deep)
+    assert backends.CODEGEN_MAX_NODES < n_nodes <= backends.CODEGEN_MAX_NODES_F64
+    for x, want in (("float32", "arrays"), ("float64", "c")):  # float64 walks are scalar
+        f = Forest(trees=deep, n_features=5, n_outputs=1, tree_output=np.zeros(60),
+                   base_score=[0.0], input_dtype=x)
+        assert backends.choose(f) == want
+    big = Forest(trees=deep * 10, n_features=5, n_outputs=1, tree_output=np.zeros(600),
+                 base_score=[0.0], input_dtype="float64")
+    assert backends.choose(big) == "arrays"  # code generation would take minutes
 
 
 def test_auto_isa_self_test(monkeypatch):

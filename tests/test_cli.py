@@ -80,3 +80,19 @@ def test_bad_data_file(model_file, tmp_path):
 def test_entry_point_installed():
     res = subprocess.run([sys.executable, "-m", "treecomp.cli", "--version"], capture_output=True, text=True)
     assert res.returncode == 0 and treecomp.__version__ in res.stdout
+
+
+def test_auto_backend_follows_the_artifact_suffix(model_file, tmp_path):
+    """The model is quantisable (auto -> arrays in Python), yet `-o m.so` must be a real shared
+    library; `-o m.tc` a table file; saving an arrays predictor as .so is refused."""
+    path, m, X = model_file
+    f = treecomp.parse(str(path))
+    assert treecomp.backends.choose(f) == "arrays" and treecomp.backends.choose(f, "so") == "c"
+    r = CliRunner()
+    for name, magic in (("m.so", b"\x7fELF"), ("m.tc", b"TCARRAYS")):
+        res = r.invoke(main, ["compile", str(path), "-o", str(tmp_path / name)])
+        assert res.exit_code == 0, res.output
+        assert (tmp_path / name).read_bytes()[:len(magic)] == magic
+        np.testing.assert_array_equal(treecomp.load(tmp_path / name).predict(X), m.predict(X))
+    with pytest.raises(ValueError, match="table file"):
+        treecomp.compile(m, backend="arrays").save(tmp_path / "x.so")

@@ -49,7 +49,8 @@ def main() -> None:
 @main.command("compile", epilog=PICKLE_WARNING)
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True,
-              help="Artifact to write (.so for c/llvm, .tc for arrays).")
+              help="Artifact to write (.so for c/llvm, .tc for arrays; with --backend auto the "
+                   "suffix decides between a shared library and a table file).")
 @click.option("--backend", type=click.Choice(["auto", "c", "llvm", "arrays"]), default="auto",
               show_default=True)
 @click.option("--native", is_flag=True, help="Tune for this CPU (the artifact may not run elsewhere).")
@@ -63,7 +64,12 @@ def compile_cmd(model, output, backend, native, emit_source, header):
     from . import api, backends, parse
     t0 = time.perf_counter()
     forest = parse(model)
-    name = backends.choose(forest) if backend == "auto" else backend
+    # auto honours the artifact the user named: a .so must be a shared library (c / llvm)
+    suffix = Path(output).suffix.lower()
+    artifact = "so" if suffix == ".so" else None
+    name = backends.choose(forest, artifact) if backend == "auto" else backend
+    if backend == "auto" and suffix == ".tc":
+        name = "arrays"
     opts = {"native": True} if native else {}
     click.echo(f"parsed {forest.n_trees} trees in {time.perf_counter() - t0:.2f}s; "
                f"compiling with the {name} backend", err=True)

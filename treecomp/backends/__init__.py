@@ -45,19 +45,30 @@ def kind_of_artifact(data: bytes) -> str | None:
 
 #: above this many nodes, backend="auto" prefers tables to code generation (see choose)
 CODEGEN_MAX_NODES = 20_000
+#: float64-input models (LightGBM, HistGradientBoosting) keep generated code up to this size:
+#: the arrays kernel's float64 walks are scalar (lgbm-binary, 62k nodes: c 14.3 vs arrays 17.5
+#: us/row), and the C build stays in seconds
+CODEGEN_MAX_NODES_F64 = 100_000
 #: without a C compiler, the LLVM JIT is used up to this many nodes (its build time grows too)
 LLVM_MAX_NODES = 200_000
 
 
-def choose(forest) -> str:
+def choose(forest, artifact: str | None = None) -> str:
     """backend='auto': which backend compiles `forest` on this machine.
 
-    Rule (measured on the 2-core dev box, see the arrays backend report):
+    artifact="so": the caller needs a shared library (the CLI writing ``-o model.so``), so the
+    choice is among the code generators: "c" up to CODEGEN_MAX_NODES_F64 nodes when a compiler
+    exists, else "llvm" (faster to build on big models), else "c".
+
+    Rule (measured on the 2-core dev box with bench/, 1 thread, us/row):
     - a C compiler is available (toolchain.have_compiler()):
-        total nodes <= CODEGEN_MAX_NODES (20k) -> "c"   (generated code; builds in ~1 s or less)
-        larger                                  -> "arrays" (flattening takes milliseconds; the
-          generic kernel is as fast as generated code on shallow boosted trees (AVX2: 3.0 vs
-          5.4 us/row on 500 depth-6 trees) while the C build grows to seconds or minutes)
+        numeric trees, all heaps of depth <= 8 (arrays.quant_eligible) -> "arrays": its
+          quantised byte walk beats generated code 2-3x (500 XGBoost trees of depth 6: 0.8 vs
+          3.7; GB 300x depth 4: 0.43 vs 1.2; depth 8: 1.6 vs 3.9) and flattens in milliseconds
+        otherwise total nodes <= CODEGEN_MAX_NODES (20k), or <= CODEGEN_MAX_NODES_F64 (100k)
+          for float64 input -> "c" (HGB with categories: c 5.0 vs arrays 10.5)
+        larger -> "arrays" (deep forests: rf-deep c 2.5 vs arrays 0.95; the C build grows to
+          tens of seconds)
     - no C compiler:
         "llvm" when that backend is registered and the model has <= LLVM_MAX_NODES nodes
         (in-process JIT, no compiler needed), else "arrays" (whose kernel then falls back to a
@@ -65,8 +76,16 @@ def choose(forest) -> str:
     """
     from .. import toolchain
     n_nodes = sum(t.n_nodes for t in forest.trees)
+    if artifact == "so":
+        if toolchain.have_compiler() and (n_nodes <= CODEGEN_MAX_NODES_F64 or "llvm" not in names()):
+            return "c"
+        return "llvm" if "llvm" in names() else "c"
     if toolchain.have_compiler():
-        return "c" if n_nodes <= CODEGEN_MAX_NODES else "arrays"
+        from . import arrays
+        if arrays.quant_eligible(forest):
+            return "arrays"
+        limit = CODEGEN_MAX_NODES_F64 if forest.input_dtype == "float64" else CODEGEN_MAX_NODES
+        return "c" if n_nodes <= limit else "arrays"
     if "llvm" in names() and n_nodes <= LLVM_MAX_NODES:
         return "llvm"
     return "arrays"

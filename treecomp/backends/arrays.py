@@ -187,6 +187,20 @@ def auto_block_rows(tables: "Tables") -> int:
     return -(-b // 64) * 64
 
 
+def quant_eligible(forest: Forest, heap_max_depth: int = 8) -> bool:
+    """Would layout="auto" use the quantised walk for `forest`? (flatten's rule, per tree: no
+    categorical split, a heap of depth <= min(heap_max_depth, QUANT_AUTO_DEPTH) whose padding
+    costs at most 4x its leaves or 64 slots; and at least one split in the forest.)"""
+    limit = min(heap_max_depth, QUANT_AUTO_DEPTH)
+    any_split = False
+    for t in forest.trees:
+        d = t.max_depth
+        if t.has_categorical or d > limit or (1 << d) > max(64, 4 * t.n_leaves):
+            return False
+        any_split |= d > 0
+    return any_split
+
+
 def _excl_cumsum(a: np.ndarray) -> np.ndarray:
     out = np.zeros(len(a) + 1, np.int64)
     np.cumsum(a, out=out[1:])
@@ -842,6 +856,10 @@ class ArraysKernel:
         return self._data
 
     def save(self, path: str | os.PathLike) -> None:
+        if Path(path).suffix.lower() in (".so", ".dll", ".dylib"):
+            raise ValueError(f"{Path(path).name}: an arrays-backend predictor is a table file, not a "
+                             "shared library; save it as .tc, or compile with backend='c' or "
+                             "'llvm' for a .so")
         data = self.to_bytes()
         toolchain.publish(Path(path).resolve(), lambda p: p.write_bytes(data))
 
