@@ -209,6 +209,9 @@ def test_expf_is_glibc_expf():
                                   -103.97207, 1e-45, -1e-45], F32)])
     want = np.array([expf(float(v)) for v in x], F32)
     assert_same(want, outputs._expf(x))
+    # the scalar transcription (tiny inputs: the single-row path) gives the same bits
+    assert_same(want, np.array([outputs._expf_scalar(float(v)) for v in x], F32))
+    assert_same(want[:3], outputs._expf(x[:3]))
     # the inputs where glibc's expf is not the correctly rounded result
     rounded = np.exp(hard.astype(np.float64)).astype(F32)
     assert np.all(rounded != outputs._expf(hard))

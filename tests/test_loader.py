@@ -147,3 +147,29 @@ def test_pandas_category_columns_are_refused_unless_the_model_reads_values(model
         p.predict(df)
     g = f.replace(pandas_categories="values")
     np.testing.assert_array_equal(interp.predict(g, df), interp.predict(g, df.astype(float)))
+
+
+@pytest.mark.parametrize("backend", ["c", "arrays"])
+def test_small_batches_from_many_threads(backend):
+    """Batches of <= SMALL_BATCH rows go through per-thread staging buffers: every size, both
+    input dtypes, and threads hammering one Predictor at once all give the interpreter's bits."""
+    from concurrent.futures import ThreadPoolExecutor
+    from treecomp.loader import SMALL_BATCH
+    f = random_forest(41, n_features=5)
+    p = treecomp.compile(f, backend=backend)
+    X = random_rows(f, 100)
+    want = interp.predict_raw(f, X)
+    for n in (1, 2, 31, SMALL_BATCH, SMALL_BATCH + 1):
+        for Xin in (X[:n], X[:n].astype(np.float32)):
+            np.testing.assert_array_equal(p.predict_raw(Xin), interp.predict_raw(f, Xin))
+
+    def worker(seed):
+        rng = np.random.default_rng(seed)
+        for _ in range(300):
+            i = int(rng.integers(len(X)))
+            got = p.predict_raw(X[i:i + 1])
+            if not np.array_equal(got, want[i:i + 1]):
+                return i
+        return None
+    with ThreadPoolExecutor(4) as ex:
+        assert list(ex.map(worker, range(8))) == [None] * 8

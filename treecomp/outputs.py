@@ -25,6 +25,9 @@ Floating-point notes (checked on this machine; tests pin them against the librar
 
 from __future__ import annotations
 
+import math
+import struct
+
 import numpy as np
 
 from .ir import Forest
@@ -62,9 +65,44 @@ _EXPF_OFLOW = np.float32(float.fromhex("0x1.62e42ep6"))    # above: +inf (log(2^
 _EXPF_UFLOW = np.float32(float.fromhex("-0x1.9fe368p6"))   # below: 0 (log(2^-150))
 
 
+_F64, _U64 = struct.Struct("<d"), struct.Struct("<Q")
+_EXPF_T_LIST = [int(v) for v in _EXPF_T]
+_M64 = (1 << 64) - 1
+_F32_INF = float("inf")
+_UFLOW, _OFLOW = float(_EXPF_UFLOW), float(_EXPF_OFLOW)
+
+
+def _expf_scalar(v: float) -> float:
+    """_expf for one float32 value with Python floats: the same double operations in the same
+    order (IEEE, round to nearest even), so the same bits. ~30x cheaper than the vectorised
+    version on one value (numpy's per-call overhead): the single-row predict path."""
+    if not (_UFLOW <= v <= _OFLOW):
+        return v if v != v else (_F32_INF if v > _OFLOW else 0.0)
+    t1 = _EXPF_INVLN2N_HI * v
+    t2 = _EXPF_INVLN2N_LO * v
+    hi = t1 + t2
+    bv = hi - t1
+    lo = (t1 - (hi - bv)) + (t2 - bv)
+    kd = float(round(hi))          # round half to even, like np.rint
+    d = hi - kd
+    if abs(d) == 0.5 and lo != 0:
+        kd = math.floor(hi) + (1.0 if lo > 0 else 0.0)
+        d = hi - kd
+    r = d + lo
+    ki = int(kd)
+    s = _F64.unpack(_U64.pack((_EXPF_T_LIST[ki & 31] + ((ki << 47) & _M64)) & _M64))[0]
+    z = _EXPF_C0 * r
+    z += _EXPF_C1
+    z *= r * r
+    z += _EXPF_C2 * r + 1.0
+    return z * s
+
+
 def _expf(x: np.ndarray) -> np.ndarray:
     """glibc's expf, bit for bit, vectorised (float32 in, float32 out)."""
     x = np.asarray(x, np.float32)
+    if x.size <= 4:  # numpy's per-operation overhead dominates: the scalar transcription
+        return np.array([_expf_scalar(float(v)) for v in x.reshape(-1)], np.float32).reshape(x.shape)
     shape = x.shape
     x = x.reshape(-1)
     with np.errstate(all="ignore"):

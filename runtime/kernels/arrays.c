@@ -91,6 +91,7 @@ typedef struct {
   const int8_t *h_qthr;         /* per heap slot: threshold index ^ 0x80 (127: always left) */
   const uint8_t *q_leafb;       /* or NULL: float32 leaves as byte planes (see qleaf32) */
   const int64_t *q_leafb_off;   /* per tree: offset into q_leafb */
+  int32_t q_w1;                 /* every tree's leaves are scalars (width 1) */
 } tc_tables;
 
 

@@ -260,10 +260,57 @@ static TC_ATTR void FN(qheap_vec)(const int32_t *co, const int8_t *tb, int D, co
 }
 #endif
 
+#define TC_QVEC_MIN 8
+
+/* few rows (single-row latency): row by row, four trees walked at once (independent chains
+ * overlap their load latencies); leaves still added in tree order. Trees of width 1 only. */
+static inline __attribute__((always_inline)) TC_ATTR void FN(qrows_w1)(
+    const tc_tables *T, const uint8_t *qb, int64_t gs, int64_t nb, TC_AT *ab) {
+  const int64_t no = T->n_outputs, nt = T->n_trees;
+  const int32_t *dep = T->tree_depth;
+  for (int64_t r = 0; r < nb; ++r) {
+    const uint8_t *qg = qb + (r >> 5) * gs + (r & 31);
+    TC_AT *a = ab + r * no;
+    int64_t t = 0;
+    for (; t + 4 <= nt; t += 4) {
+      const int D = dep[t];
+      if (dep[t + 1] != D || dep[t + 2] != D || dep[t + 3] != D) break;
+      const int32_t *c0 = T->h_qcol + T->tree_node[t], *c1 = T->h_qcol + T->tree_node[t + 1];
+      const int32_t *c2 = T->h_qcol + T->tree_node[t + 2], *c3 = T->h_qcol + T->tree_node[t + 3];
+      const int8_t *b0 = T->h_qthr + T->tree_node[t], *b1 = T->h_qthr + T->tree_node[t + 1];
+      const int8_t *b2 = T->h_qthr + T->tree_node[t + 2], *b3 = T->h_qthr + T->tree_node[t + 3];
+      uint32_t i0 = 0, i1 = 0, i2 = 0, i3 = 0;
+      for (int l = 0; l < D; ++l) {
+        i0 = 2u * i0 + 1u + ((int8_t)qg[c0[i0]] > b0[i0]);
+        i1 = 2u * i1 + 1u + ((int8_t)qg[c1[i1]] > b1[i1]);
+        i2 = 2u * i2 + 1u + ((int8_t)qg[c2[i2]] > b2[i2]);
+        i3 = 2u * i3 + 1u + ((int8_t)qg[c3[i3]] > b3[i3]);
+      }
+      const uint32_t first = (1u << D) - 1u;
+      const TC_AT *lv = (const TC_AT *)T->leaf_values;
+      a[T->tree_out[t]] += lv[T->tree_leaf[t] + (i0 - first)];
+      a[T->tree_out[t + 1]] += lv[T->tree_leaf[t + 1] + (i1 - first)];
+      a[T->tree_out[t + 2]] += lv[T->tree_leaf[t + 2] + (i2 - first)];
+      a[T->tree_out[t + 3]] += lv[T->tree_leaf[t + 3] + (i3 - first)];
+    }
+    for (; t < nt; ++t) {  /* the rest (and trees of mixed depths) one at a time */
+      const int32_t *co = T->h_qcol + T->tree_node[t];
+      const int8_t *tb = T->h_qthr + T->tree_node[t];
+      uint32_t i = 0;
+      for (int l = 0; l < dep[t]; ++l) i = 2u * i + 1u + ((int8_t)qg[co[i]] > tb[i]);
+      a[T->tree_out[t]] += ((const TC_AT *)T->leaf_values)[T->tree_leaf[t] + (i - ((1u << dep[t]) - 1u))];
+    }
+  }
+}
+
 /* the trees over one quantised block: leaves added per row in tree order, like block_s */
 static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs, int64_t nb,
                                TC_AT *ab, int32_t *lidx) {
   const int64_t no = T->n_outputs;
+  if (nb < TC_QVEC_MIN && T->q_w1) {
+    FN(qrows_w1)(T, qb, gs, nb, ab);
+    return;
+  }
   for (int64_t t = 0; t < T->n_trees; ++t) {
     const TC_AT *lv = (const TC_AT *)T->leaf_values + T->tree_leaf[t];
     const int64_t o = T->tree_out[t], w = T->tree_width[t];
@@ -271,14 +318,18 @@ static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs
     const int32_t *co = T->h_qcol + T->tree_node[t];
     const int8_t *tb = (const int8_t *)T->h_qthr + T->tree_node[t];
     const int fuse = no == 1 && w == 1;
+    int64_t r = 0;
 #if TC_QVEC
-    FN(qheap_vec)(co, tb, D, qb, gs, nb, lidx, lv, fuse ? ab : 0,
-                  fuse && T->q_leafb ? T->q_leafb + T->q_leafb_off[t] : 0);
-    if (fuse) continue;
-#else
+    /* a vector evaluates 32 rows whatever nb is: below TC_QVEC_MIN rows the scalar walk wins */
+    if (nb >= TC_QVEC_MIN) {
+      FN(qheap_vec)(co, tb, D, qb, gs, nb, lidx, lv, fuse ? ab : 0,
+                    fuse && T->q_leafb ? T->q_leafb + T->q_leafb_off[t] : 0);
+      if (fuse) continue;
+      r = nb;
+    }
+#endif
     (void)fuse;
     const uint32_t first = (1u << D) - 1u;
-    int64_t r = 0;
     for (; r + 4 <= nb; r += 4) {  /* r is a multiple of 4: the 4 rows share a 32-row group */
       const uint8_t *qg = qb + (r >> 5) * gs + (r & 31);
       uint32_t i0 = 0, i1 = 0, i2 = 0, i3 = 0;
@@ -297,7 +348,6 @@ static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs
       for (int l = 0; l < D; ++l) i = 2u * i + 1u + ((int8_t)qg[co[i]] > tb[i]);
       lidx[r] = (int32_t)(i - first);
     }
-#endif
     if (w == 1) {
       for (int64_t r = 0; r < nb; ++r) ab[r * no + o] += lv[lidx[r]];
     } else {

@@ -598,7 +598,7 @@ class _Tables(ctypes.Structure):
         ("quant", ctypes.c_int32), ("q_ncols", ctypes.c_int32)] + [
         (n, ctypes.c_void_p) for n in (
             "q_feat", "q_nanr", "q_off", "q_len", "q_count", "q_thr", "h_qcol", "h_qthr",
-            "q_leafb", "q_leafb_off")]
+            "q_leafb", "q_leafb_off")] + [("q_w1", ctypes.c_int32)]
 
 _QUANT_ARRAYS = ("q_feat", "q_nanr", "q_off", "q_len", "q_count", "q_thr", "h_qcol", "h_qthr")
 
@@ -784,6 +784,11 @@ class ArraysKernel:
         elif self.isa != "numpy":
             self._lib = native_library()
             self._struct = self._pack()
+            self._sref = ctypes.byref(self._struct)
+            isa_i = _NATIVE_ISAS.index(self.isa)
+            predict = self._lib.tc_arrays_predict
+            # the small-batch entry point of loader.Predictor (raw margins, addresses given)
+            self.run_ptr = lambda xp, bits, n, op: predict(self._sref, xp, bits, n, op, isa_i)
 
     def _pack(self) -> _Tables:
         m, A = self.tables.meta, self.tables.arrays
@@ -821,7 +826,8 @@ class ArraysKernel:
                     strict=int(self._strict), average=int(bool(m["average"])),
                     naive=int(bool(m["naive"])), block_rows=self.block_rows,
                     cat_rule=CATEGORY_RULES.index(m["category_rule"]),
-                    quant=int(bool(q)), q_ncols=len(q["q_feat"]) if q else 0)
+                    quant=int(bool(q)), q_ncols=len(q["q_feat"]) if q else 0,
+                    q_w1=int(bool(np.all(A["tree_width"] == 1))))
         for k, v in self._keep.items():
             setattr(s, k, v.ctypes.data if v.size else None)
         return s
