@@ -45,11 +45,12 @@ def _check(p, f, X):
 def test_random_forests_bit_exact(variant, isa):
     f = random_forest(300 + sorted(FOREST_VARIANTS).index(variant), **FOREST_VARIANTS[variant])
     X = random_rows(f, 150)  # 300 rows: several 64-row blocks plus a tail
-    for layout in LAYOUTS + ("quant",):
+    for layout in LAYOUTS + ("quant", "bitvec"):
         try:
             p = treecomp.compile(f, backend="arrays", layout=layout, isa=isa)
-        except UnsupportedModelError as exc:  # quant: numeric trees of depth <= 8 only
-            assert layout == "quant" and ("categorical" in str(exc) or "depth 14" in str(exc))
+        except UnsupportedModelError as exc:  # byte walks: numeric trees, depth / leaves bounded
+            assert layout in ("quant", "bitvec")
+            assert "categorical" in str(exc) or "depth 14" in str(exc) or "leaves" in str(exc)
             continue
         assert p.backend == "arrays" and p._kernel.isa == isa
         _check(p, f, X)
@@ -170,6 +171,75 @@ def test_quant_many_thresholds(isa, comparison):
     _check(p, f, X)
 
 
+def _unbalanced_tree(rng, n_leaves, nf):
+    """A random binary tree with exactly n_leaves leaves (a random leaf split each step)."""
+    left, right, feat, thr = [-1], [-1], [-1], [0.0]
+    leaves = [0]
+    while len(leaves) < n_leaves:
+        i = leaves.pop(int(rng.integers(len(leaves))))
+        feat[i], thr[i] = int(rng.integers(nf)), float(np.round(rng.normal(), 2))
+        left[i], right[i] = len(left), len(left) + 1
+        for _ in range(2):
+            left.append(-1); right.append(-1); feat.append(-1); thr.append(0.0)
+        leaves += [left[i], right[i]]
+    n = len(left)
+    val = rng.normal(size=n)
+    val[np.array(left) >= 0] = 0
+    return Tree(left=left, right=right, feature=feat, threshold=thr,
+                default_left=rng.random(n) < 0.5, value=val)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("comparison,x,acc,width", [("<", "float32", "float32", 1), ("<=", "float32", "float64", 1),
+                                                    ("<=", "float64", "float64", 1), ("<", "float64", "float32", 3)])
+def test_bitvec_any_shape(isa, comparison, x, acc, width):
+    """The interval walk: trees of 1..128 leaves of any shape (random, deep chains), every tail
+    (64-row pairs, a lone 32-row group, fewer than 8 rows: the float walk)."""
+    rng = np.random.default_rng(13)
+    trees = [leaf_tree(0.5 if width == 1 else np.full(width, 0.5))]
+    for n_leaves in (2, 3, 7, 31, 63, 64, 100, 128):
+        trees.append(_unbalanced_tree(rng, n_leaves, 5))
+    trees.append(chain_tree(127, 5, rng))   # 128 leaves, depth 127
+    if width > 1:
+        trees = [dataclasses.replace(t, value=rng.normal(size=(t.n_nodes, width))) for t in trees]
+    if acc == "float32":
+        trees = [dataclasses.replace(t, value=t.value.astype(np.float32).astype(np.float64)) for t in trees]
+    f = Forest(trees=tuple(trees), n_features=5, n_outputs=width, tree_output=np.zeros(len(trees)),
+               base_score=np.zeros(width), comparison=comparison, input_dtype=x, accumulate_dtype=acc,
+               average=width > 1)
+    assert max(t.n_leaves for t in trees) == arrays.BITVEC_MAX_LEAVES
+    X = random_rows(f, 200)
+    for block in (0, 5, 32, 96, 100):
+        p = treecomp.compile(f, backend="arrays", layout="bitvec", isa=isa, block_rows=block)
+        assert p._kernel.tables.meta["bitvec"]
+        _check(p, f, X)
+    big = f.replace(trees=f.trees + (_unbalanced_tree(rng, 129, 5),), tree_output=np.zeros(len(trees) + 1))
+    with pytest.raises(UnsupportedModelError, match="129 leaves"):
+        arrays.flatten(big, "bitvec")
+
+
+def test_bitvec_intervals_of_a_small_tree():
+    """Leaves numbered left to right; each node's interval is its left subtree's leaves."""
+    #        0: x0 <= 0
+    #      /           \
+    #   1: x1 <= 0      2: leaf C
+    #   /      \
+    #  3: A    4: x0 <= -1
+    #           /     \
+    #         5: B     6: D
+    t = Tree(left=[1, 3, -1, -1, 5, -1, -1], right=[2, 4, -1, -1, 6, -1, -1],
+             feature=[0, 1, -1, -1, 0, -1, -1], threshold=[0, 0, 0, 0, -1, 0, 0],
+             default_left=[True] * 7, value=[0, 0, 30, 10, 0, 20, 40])
+    f = Forest(trees=(t,), n_features=2, n_outputs=1, tree_output=[0], base_score=[0.0])
+    A = arrays.flatten(f, "bitvec").arrays
+    bv = arrays.bitvec_tables(A)
+    # in order: A(10) B(20) D(40) C(30); nodes by lo: node0 [0,3), node1 [0,1), node4 [1,2)
+    np.testing.assert_array_equal(bv["bv_leaf"], [10, 20, 40, 30])
+    got = sorted(zip((bv["bv_lo1"] + 1).tolist(), bv["bv_hi"].tolist()))
+    assert got == [(0, 1), (0, 3), (1, 2)]
+    assert np.all(np.diff(bv["bv_lo1"]) >= 0)
+
+
 def test_quant_tables_and_choice():
     f, _ = _many_threshold_forest("<=", "float64", n_thr=40)
     tab = arrays.flatten(f, "auto")
@@ -236,8 +306,9 @@ def test_zoo_bit_exact():
         want_p = interp.predict_proba(f, X) if f.is_classifier else None
         runs = [(isa, "auto") for isa in native + [i for i in ("llvm",) if i in HAVE]]
         runs += [("numpy", "auto")] if n % 3 == 0 else []
-        if arrays.flatten(f).meta["quant"]:  # auto took the quantised walk: the float one too
-            runs += [(native[-1], "heap")]
+        meta = arrays.flatten(f).meta
+        if meta["quant"] or meta["bitvec"]:  # auto took a byte walk: the float walk too
+            runs += [(native[-1], "heap" if meta["quant"] else "compact")]
         for isa, layout in runs:
             p = treecomp.compile(f, backend="arrays", isa=isa, layout=layout)
             try:

@@ -92,6 +92,13 @@ typedef struct {
   const uint8_t *q_leafb;       /* or NULL: float32 leaves as byte planes (see qleaf32) */
   const int64_t *q_leafb_off;   /* per tree: offset into q_leafb */
   int32_t q_w1;                 /* every tree's leaves are scalars (width 1) */
+  /* interval walk (quant_impl.c): compact trees of <= 255 leaves; h_qcol / h_qthr then hold
+   * the compact nodes' columns and thresholds, each tree's nodes sorted by bv_lo1 */
+  int32_t bitvec;
+  const int64_t *bv_nint;       /* per tree: internal nodes */
+  const int8_t *bv_lo1;         /* per node: first leaf of its left subtree, minus 1 */
+  const int8_t *bv_hi;          /* per node: one past the last leaf of its left subtree */
+  const void *bv_leaf;          /* accumulation dtype: leaf vectors in left-to-right order */
 } tc_tables;
 
 

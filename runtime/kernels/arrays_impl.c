@@ -378,7 +378,9 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
     buf = (TC_XT *)malloc(sizeof(TC_XT) * (size_t)(B * nf));
     if (!buf) { free(lidx); return -2; }
   }
-  if (T->quant && !T->naive) {
+  /* the byte walks: quantised heaps (any path), bitvectors (vector paths only) */
+  const int use_bv = T->bitvec && TC_QVEC;
+  if ((T->quant || use_bv) && !T->naive) {
     const size_t qn = (size_t)(B32 / 32 * gs);  /* a multiple of 32: aligned_alloc's rule */
     qb = (uint8_t *)aligned_alloc(32, qn);
     if (!qb) { free(buf); free(lidx); return -2; }
@@ -400,10 +402,13 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
     for (int64_t r = 0; r < nb; ++r)
       for (int64_t k = 0; k < no; ++k) ab[r * no + k] = base[k];
     if (T->naive) FN(naive)(T, xb, nb, ab);
-    else if (qb) {
+    else if (qb && (T->quant || nb >= TC_QVEC_MIN)) {
       if (T->strict) FN(quantise)(T, xb, nb, qb, gs, 1);
       else FN(quantise)(T, xb, nb, qb, gs, 0);
-      FN(qblock)(T, qb, gs, nb, ab, lidx);
+      if (T->quant) FN(qblock)(T, qb, gs, nb, ab, lidx);
+#if TC_QVEC
+      else FN(bvblock)(T, qb, gs, nb, ab, lidx);
+#endif
     }
     else FN(block)(T, xb, nb, ab, lidx);
     if (T->average) {

@@ -197,6 +197,39 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(qleaf32)(const uint
 
 /* one heap tree of depth D (a constant: see qheap_vec) over the rows of a block, 32 at a time
  * (nb is rounded up to 32: qb is padded so the extra rows read valid bytes) */
+/* 32 rows' leaf indices k (bytes) -> their leaf values added into acc (one output, width 1),
+ * or stored into lidx (acc NULL); rows at or past nb (a short last group) are dropped */
+static inline __attribute__((always_inline)) TC_ATTR void FN(qleaves)(
+    __m256i k, int64_t r, int64_t nb, int32_t *lidx, const TC_AT *lv, TC_AT *acc) {
+  const int64_t left = nb - r;
+  const __m128i lo = _mm256_castsi256_si128(k), hi = _mm256_extracti128_si256(k, 1);
+  __m256i j[4];
+  j[0] = _mm256_cvtepu8_epi32(lo);
+  j[1] = _mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8));
+  j[2] = _mm256_cvtepu8_epi32(hi);
+  j[3] = _mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8));
+  if (acc && left >= 32) {
+    for (int q = 0; q < 4; ++q) {
+      TC_AT *a = acc + r + 8 * q;
+      if (sizeof(TC_AT) == 4) {
+        _mm256_storeu_ps((float *)a, _mm256_add_ps(_mm256_loadu_ps((const float *)a),
+                                                   _mm256_i32gather_ps((const float *)lv, j[q], 4)));
+      } else {
+        _mm256_storeu_pd((double *)a, _mm256_add_pd(_mm256_loadu_pd((const double *)a),
+            _mm256_i32gather_pd((const double *)lv, _mm256_castsi256_si128(j[q]), 8)));
+        _mm256_storeu_pd((double *)a + 4, _mm256_add_pd(_mm256_loadu_pd((const double *)a + 4),
+            _mm256_i32gather_pd((const double *)lv, _mm256_extracti128_si256(j[q], 1), 8)));
+      }
+    }
+  } else {
+    int32_t tmp[32];
+    for (int q = 0; q < 4; ++q) _mm256_storeu_si256((__m256i *)(tmp + 8 * q), j[q]);
+    const int64_t m = left < 32 ? left : 32;
+    if (acc) for (int64_t i = 0; i < m; ++i) acc[r + i] += lv[tmp[i]];
+    else for (int64_t i = 0; i < m; ++i) lidx[r + i] = tmp[i];
+  }
+}
+
 static inline __attribute__((always_inline)) TC_ATTR void FN(qtree)(
     const int32_t *co, const int8_t *tb, const int D, const uint8_t *qb, int64_t gs, int64_t nb,
     int32_t *lidx, const TC_AT *lv, TC_AT *acc, const uint8_t *lb) {
@@ -209,36 +242,78 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(qtree)(
       const __m256i g = FN(qlevel)(qg, co + o, tb + o, l, k);
       k = _mm256_sub_epi8(_mm256_add_epi8(k, k), g);  /* go right is -1: k = 2k + 1 */
     }
-    const int64_t left = nb - r;
-    if (lb && left >= 32) {  /* acc is float here (lb exists only for float32 accumulation) */
+    if (lb && nb - r >= 32) {  /* acc is float here (lb exists only for float32 accumulation) */
       FN(qleaf32)(lb, D > 4 ? (int64_t)1 << D : 16, k, (float *)(acc + r), D);
       continue;
     }
-    const __m128i lo = _mm256_castsi256_si128(k), hi = _mm256_extracti128_si256(k, 1);
-    __m256i j[4];
-    j[0] = _mm256_cvtepu8_epi32(lo);
-    j[1] = _mm256_cvtepu8_epi32(_mm_srli_si128(lo, 8));
-    j[2] = _mm256_cvtepu8_epi32(hi);
-    j[3] = _mm256_cvtepu8_epi32(_mm_srli_si128(hi, 8));
-    if (acc && left >= 32) {
-      for (int q = 0; q < 4; ++q) {
-        TC_AT *a = acc + r + 8 * q;
-        if (sizeof(TC_AT) == 4) {
-          _mm256_storeu_ps((float *)a, _mm256_add_ps(_mm256_loadu_ps((const float *)a),
-                                                     _mm256_i32gather_ps((const float *)lv, j[q], 4)));
-        } else {
-          _mm256_storeu_pd((double *)a, _mm256_add_pd(_mm256_loadu_pd((const double *)a),
-              _mm256_i32gather_pd((const double *)lv, _mm256_castsi256_si128(j[q]), 8)));
-          _mm256_storeu_pd((double *)a + 4, _mm256_add_pd(_mm256_loadu_pd((const double *)a + 4),
-              _mm256_i32gather_pd((const double *)lv, _mm256_extracti128_si256(j[q], 1), 8)));
-        }
-      }
+    FN(qleaves)(k, r, nb, lidx, lv, acc);
+  }
+}
+
+/* ---- the interval walk (trees of <= 255 leaves, any shape; see arrays.py bitvec_tables) ----
+ * Leaves are numbered left to right; a row going right at a node rules out the leaves of the
+ * node's left subtree, an interval [lo, hi). The exit leaf is the first leaf no such interval
+ * covers (QuickScorer's observation), so with the tree's nodes sorted by lo, one sweep finds it
+ * for 32 rows at once: pos = 0; at each node, if the row goes right and lo <= pos, then
+ * pos = max(pos, hi). Every node is evaluated (a byte compare, no gathers, no branches); the
+ * positions are bytes. */
+static inline __attribute__((always_inline)) TC_ATTR void FN(bvtree)(
+    const int32_t *co, const int8_t *tb, const int8_t *lo1, const int8_t *hi, int64_t nn,
+    const uint8_t *qb, int64_t gs, int64_t nb, int32_t *lidx, const TC_AT *lv, TC_AT *acc) {
+  int64_t r = 0;
+  /* two 32-row groups at once: the sweep is a dependency chain through pos (compare, and,
+   * max per node), so two independent chains keep the vector units busy */
+  for (; r + 32 < nb; r += 64) {
+    const uint8_t *q0 = qb + (r >> 5) * gs, *q1 = q0 + gs;
+    __m256i p0 = _mm256_setzero_si256(), p1 = p0;
+    for (int64_t i = 0; i < nn; ++i) {
+      const __m256i t = _mm256_set1_epi8(tb[i]), l = _mm256_set1_epi8(lo1[i]), h = _mm256_set1_epi8(hi[i]);
+      /* lo <= pos  <=>  pos > lo - 1 (all values < 128: the signed compare is right) */
+      const __m256i h0 = _mm256_and_si256(_mm256_cmpgt_epi8(_mm256_load_si256((const __m256i *)(q0 + co[i])), t), h);
+      const __m256i h1 = _mm256_and_si256(_mm256_cmpgt_epi8(_mm256_load_si256((const __m256i *)(q1 + co[i])), t), h);
+      p0 = _mm256_max_epu8(p0, _mm256_and_si256(h0, _mm256_cmpgt_epi8(p0, l)));
+      p1 = _mm256_max_epu8(p1, _mm256_and_si256(h1, _mm256_cmpgt_epi8(p1, l)));
+    }
+    FN(qleaves)(p0, r, nb, lidx, lv, acc);
+    FN(qleaves)(p1, r + 32, nb, lidx, lv, acc);
+  }
+  for (; r < nb; r += 32) {
+    const uint8_t *qg = qb + (r >> 5) * gs;
+    __m256i pos = _mm256_setzero_si256();
+    for (int64_t i = 0; i < nn; ++i) {
+      const __m256i g = _mm256_and_si256(_mm256_cmpgt_epi8(_mm256_load_si256((const __m256i *)(qg + co[i])),
+                                                           _mm256_set1_epi8(tb[i])), _mm256_set1_epi8(hi[i]));
+      pos = _mm256_max_epu8(pos, _mm256_and_si256(g, _mm256_cmpgt_epi8(pos, _mm256_set1_epi8(lo1[i]))));
+    }
+    FN(qleaves)(pos, r, nb, lidx, lv, acc);
+  }
+}
+
+/* the trees over one quantised block, bitvector walk; leaves added per row in tree order */
+static TC_ATTR void FN(bvblock)(const tc_tables *T, const uint8_t *qb, int64_t gs, int64_t nb,
+                                TC_AT *ab, int32_t *lidx) {
+  const int64_t no = T->n_outputs;
+  for (int64_t t = 0; t < T->n_trees; ++t) {
+    const TC_AT *lv = (const TC_AT *)T->bv_leaf + T->tree_leaf[t];
+    const int64_t o = T->tree_out[t], w = T->tree_width[t];
+    const int64_t nn = T->bv_nint[t];
+    const int fuse = no == 1 && w == 1;
+    if (nn == 0) {
+      for (int64_t r = 0; r < nb; ++r) lidx[r] = 0;
     } else {
-      int32_t tmp[32];
-      for (int q = 0; q < 4; ++q) _mm256_storeu_si256((__m256i *)(tmp + 8 * q), j[q]);
-      const int64_t m = left < 32 ? left : 32;
-      if (acc) for (int64_t i = 0; i < m; ++i) acc[r + i] += lv[tmp[i]];
-      else for (int64_t i = 0; i < m; ++i) lidx[r + i] = tmp[i];
+      const int64_t n0 = T->tree_node[t];
+      FN(bvtree)(T->h_qcol + n0, T->h_qthr + n0, T->bv_lo1 + n0, T->bv_hi + n0, nn, qb, gs, nb,
+                 lidx, lv, fuse ? ab : 0);
+      if (fuse) continue;
+    }
+    if (w == 1) {
+      for (int64_t r = 0; r < nb; ++r) ab[r * no + o] += lv[lidx[r]];
+    } else {
+      for (int64_t r = 0; r < nb; ++r) {
+        const TC_AT *v = lv + (int64_t)lidx[r] * w;
+        TC_AT *a = ab + r * no + o;
+        for (int64_t j = 0; j < w; ++j) a[j] += v[j];
+      }
     }
   }
 }
