@@ -108,7 +108,10 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
   }
 }
 
-#if TC_QVEC
+#if TC_QVEC && !defined(TC_QBYTES_ONCE)
+/* The byte-only kernels depend on neither the input nor the accumulation dtype: defined once
+ * per translation unit (not per instantiation), which keeps the kernel's build time down. */
+#define TC_QBYTES_ONCE
 /* Level l's 2^l node compares muxed down to one go-right vector: a balanced tree of blends
  * spelt out by macros (straight-line code, at most l + 1 vectors live). co[i] is node i's
  * column offset within the 32-row group (column * 32). */
@@ -123,7 +126,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
 #define TC_QM64(i) _mm256_blendv_epi8(TC_QM32(i), TC_QM32((i) + 32), m5)
 #define TC_QM128(i) _mm256_blendv_epi8(TC_QM64(i), TC_QM64((i) + 64), m6)
 
-static inline __attribute__((always_inline)) TC_ATTR __m256i FN(qlevel)(
+static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qlevel(
     const uint8_t *qg, const int32_t *co, const int8_t *tb, const int l, __m256i k) {
   /* m_b: bit b of every row's position k moved to bit 7 (what vpblendvb reads) */
   const __m256i m0 = _mm256_slli_epi16(k, 7), m1 = _mm256_slli_epi16(k, 6);
@@ -161,7 +164,7 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i FN(qlevel)(
 #define TC_QS4(i) _mm256_blendv_epi8(TC_QS2(i), TC_QS2((i) + 2), b5)
 #define TC_QS8(i) _mm256_blendv_epi8(TC_QS4(i), TC_QS4((i) + 4), b6)
 #define TC_QS16(i) _mm256_blendv_epi8(TC_QS8(i), TC_QS8((i) + 8), b7)
-static inline __attribute__((always_inline)) TC_ATTR __m256i FN(qplane)(const uint8_t *pl, __m256i k4,
+static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qplane(const uint8_t *pl, __m256i k4,
                                                                          __m256i kp, const int D) {
   const __m256i b4 = _mm256_slli_epi16(kp, 3), b5 = _mm256_slli_epi16(kp, 2);
   const __m256i b6 = _mm256_slli_epi16(kp, 1), b7 = kp;
@@ -179,12 +182,12 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i FN(qplane)(const ui
 #undef TC_QS8
 #undef TC_QS16
 
-static inline __attribute__((always_inline)) TC_ATTR void FN(qleaf32)(const uint8_t *lb, int64_t L, __m256i k,
+static inline __attribute__((always_inline)) TC_ATTR void tc_qleaf32(const uint8_t *lb, int64_t L, __m256i k,
                                                                        float *a, const int D) {
   const __m256i kp = _mm256_permutevar8x32_epi32(k, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
   const __m256i k4 = _mm256_and_si256(kp, _mm256_set1_epi8(15));
-  const __m256i p0 = FN(qplane)(lb, k4, kp, D), p1 = FN(qplane)(lb + L, k4, kp, D);
-  const __m256i p2 = FN(qplane)(lb + 2 * L, k4, kp, D), p3 = FN(qplane)(lb + 3 * L, k4, kp, D);
+  const __m256i p0 = tc_qplane(lb, k4, kp, D), p1 = tc_qplane(lb + L, k4, kp, D);
+  const __m256i p2 = tc_qplane(lb + 2 * L, k4, kp, D), p3 = tc_qplane(lb + 3 * L, k4, kp, D);
   const __m256i lo01 = _mm256_unpacklo_epi8(p0, p1), hi01 = _mm256_unpackhi_epi8(p0, p1);
   const __m256i lo23 = _mm256_unpacklo_epi8(p2, p3), hi23 = _mm256_unpackhi_epi8(p2, p3);
   const __m256 v[4] = {_mm256_castsi256_ps(_mm256_unpacklo_epi16(lo01, lo23)),
@@ -197,6 +200,58 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(qleaf32)(const uint
 
 /* one heap tree of depth D (a constant: see qheap_vec) over the rows of a block, 32 at a time
  * (nb is rounded up to 32: qb is padded so the extra rows read valid bytes) */
+/* one heap tree's leaf slots for 32 rows: D levels of compare-and-mux (D a constant per case) */
+#define TC_QKEYS_CASE(D)                                                                        \
+  case D: {                                                                                     \
+    _Pragma("GCC unroll 8")                                                                     \
+    for (int l = 0; l < D; ++l) {                                                               \
+      const int o = (1 << l) - 1;                                                               \
+      k = _mm256_sub_epi8(_mm256_add_epi8(k, k), tc_qlevel(qg, co + o, tb + o, l, k));         \
+    }                                                                                           \
+    return k;                                                                                   \
+  }
+static __attribute__((noinline)) TC_ATTR __m256i tc_qkeys(const uint8_t *qg, const int32_t *co,
+                                                          const int8_t *tb, int D) {
+  __m256i k = _mm256_setzero_si256();  /* go right is -1: k = 2k + 1 */
+  switch (D) {
+    TC_QKEYS_CASE(1) TC_QKEYS_CASE(2) TC_QKEYS_CASE(3) TC_QKEYS_CASE(4)
+    TC_QKEYS_CASE(5) TC_QKEYS_CASE(6) TC_QKEYS_CASE(7) TC_QKEYS_CASE(8)
+    default: return k;
+  }
+}
+#undef TC_QKEYS_CASE
+
+/* the interval sweep (see bvtree) over two 32-row groups at once, and over one */
+static __attribute__((noinline)) TC_ATTR void tc_bvsweep2(
+    const uint8_t *q0, const uint8_t *q1, const int32_t *co, const int8_t *tb, const int8_t *lo1,
+    const int8_t *hi, int64_t nn, __m256i *out0, __m256i *out1) {
+  __m256i p0 = _mm256_setzero_si256(), p1 = p0;
+  for (int64_t i = 0; i < nn; ++i) {
+    const __m256i t = _mm256_set1_epi8(tb[i]), l = _mm256_set1_epi8(lo1[i]), h = _mm256_set1_epi8(hi[i]);
+    /* lo <= pos  <=>  pos > lo - 1 (all values < 128: the signed compare is right) */
+    const __m256i h0 = _mm256_and_si256(_mm256_cmpgt_epi8(_mm256_load_si256((const __m256i *)(q0 + co[i])), t), h);
+    const __m256i h1 = _mm256_and_si256(_mm256_cmpgt_epi8(_mm256_load_si256((const __m256i *)(q1 + co[i])), t), h);
+    p0 = _mm256_max_epu8(p0, _mm256_and_si256(h0, _mm256_cmpgt_epi8(p0, l)));
+    p1 = _mm256_max_epu8(p1, _mm256_and_si256(h1, _mm256_cmpgt_epi8(p1, l)));
+  }
+  *out0 = p0;
+  *out1 = p1;
+}
+
+static __attribute__((noinline)) TC_ATTR __m256i tc_bvsweep1(
+    const uint8_t *qg, const int32_t *co, const int8_t *tb, const int8_t *lo1, const int8_t *hi,
+    int64_t nn) {
+  __m256i pos = _mm256_setzero_si256();
+  for (int64_t i = 0; i < nn; ++i) {
+    const __m256i g = _mm256_and_si256(_mm256_cmpgt_epi8(_mm256_load_si256((const __m256i *)(qg + co[i])),
+                                                         _mm256_set1_epi8(tb[i])), _mm256_set1_epi8(hi[i]));
+    pos = _mm256_max_epu8(pos, _mm256_and_si256(g, _mm256_cmpgt_epi8(pos, _mm256_set1_epi8(lo1[i]))));
+  }
+  return pos;
+}
+#endif
+
+#if TC_QVEC
 /* 32 rows' leaf indices k (bytes) -> their leaf values added into acc (one output, width 1),
  * or stored into lidx (acc NULL); rows at or past nb (a short last group) are dropped */
 static inline __attribute__((always_inline)) TC_ATTR void FN(qleaves)(
@@ -230,20 +285,13 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(qleaves)(
   }
 }
 
-static inline __attribute__((always_inline)) TC_ATTR void FN(qtree)(
-    const int32_t *co, const int8_t *tb, const int D, const uint8_t *qb, int64_t gs, int64_t nb,
-    int32_t *lidx, const TC_AT *lv, TC_AT *acc, const uint8_t *lb) {
+static TC_ATTR void FN(qheap_vec)(const int32_t *co, const int8_t *tb, int D, const uint8_t *qb,
+                                  int64_t gs, int64_t nb, int32_t *lidx, const TC_AT *lv, TC_AT *acc,
+                                  const uint8_t *lb) {
   for (int64_t r = 0; r < nb; r += 32) {
-    const uint8_t *qg = qb + (r >> 5) * gs;
-    __m256i k = _mm256_setzero_si256();
-#pragma GCC unroll 8
-    for (int l = 0; l < D; ++l) {
-      const int o = (1 << l) - 1;
-      const __m256i g = FN(qlevel)(qg, co + o, tb + o, l, k);
-      k = _mm256_sub_epi8(_mm256_add_epi8(k, k), g);  /* go right is -1: k = 2k + 1 */
-    }
+    const __m256i k = tc_qkeys(qb + (r >> 5) * gs, co, tb, D);
     if (lb && nb - r >= 32) {  /* acc is float here (lb exists only for float32 accumulation) */
-      FN(qleaf32)(lb, D > 4 ? (int64_t)1 << D : 16, k, (float *)(acc + r), D);
+      tc_qleaf32(lb, D > 4 ? (int64_t)1 << D : 16, k, (float *)(acc + r), D);
       continue;
     }
     FN(qleaves)(k, r, nb, lidx, lv, acc);
@@ -264,29 +312,13 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(bvtree)(
   /* two 32-row groups at once: the sweep is a dependency chain through pos (compare, and,
    * max per node), so two independent chains keep the vector units busy */
   for (; r + 32 < nb; r += 64) {
-    const uint8_t *q0 = qb + (r >> 5) * gs, *q1 = q0 + gs;
-    __m256i p0 = _mm256_setzero_si256(), p1 = p0;
-    for (int64_t i = 0; i < nn; ++i) {
-      const __m256i t = _mm256_set1_epi8(tb[i]), l = _mm256_set1_epi8(lo1[i]), h = _mm256_set1_epi8(hi[i]);
-      /* lo <= pos  <=>  pos > lo - 1 (all values < 128: the signed compare is right) */
-      const __m256i h0 = _mm256_and_si256(_mm256_cmpgt_epi8(_mm256_load_si256((const __m256i *)(q0 + co[i])), t), h);
-      const __m256i h1 = _mm256_and_si256(_mm256_cmpgt_epi8(_mm256_load_si256((const __m256i *)(q1 + co[i])), t), h);
-      p0 = _mm256_max_epu8(p0, _mm256_and_si256(h0, _mm256_cmpgt_epi8(p0, l)));
-      p1 = _mm256_max_epu8(p1, _mm256_and_si256(h1, _mm256_cmpgt_epi8(p1, l)));
-    }
+    __m256i p0, p1;
+    tc_bvsweep2(qb + (r >> 5) * gs, qb + (r >> 5) * gs + gs, co, tb, lo1, hi, nn, &p0, &p1);
     FN(qleaves)(p0, r, nb, lidx, lv, acc);
     FN(qleaves)(p1, r + 32, nb, lidx, lv, acc);
   }
-  for (; r < nb; r += 32) {
-    const uint8_t *qg = qb + (r >> 5) * gs;
-    __m256i pos = _mm256_setzero_si256();
-    for (int64_t i = 0; i < nn; ++i) {
-      const __m256i g = _mm256_and_si256(_mm256_cmpgt_epi8(_mm256_load_si256((const __m256i *)(qg + co[i])),
-                                                           _mm256_set1_epi8(tb[i])), _mm256_set1_epi8(hi[i]));
-      pos = _mm256_max_epu8(pos, _mm256_and_si256(g, _mm256_cmpgt_epi8(pos, _mm256_set1_epi8(lo1[i]))));
-    }
-    FN(qleaves)(pos, r, nb, lidx, lv, acc);
-  }
+  for (; r < nb; r += 32)
+    FN(qleaves)(tc_bvsweep1(qb + (r >> 5) * gs, co, tb, lo1, hi, nn), r, nb, lidx, lv, acc);
 }
 
 /* the trees over one quantised block, bitvector walk; leaves added per row in tree order */
@@ -318,24 +350,11 @@ static TC_ATTR void FN(bvblock)(const tc_tables *T, const uint8_t *qb, int64_t g
   }
 }
 
-static TC_ATTR void FN(qheap_vec)(const int32_t *co, const int8_t *tb, int D, const uint8_t *qb,
-                                  int64_t gs, int64_t nb, int32_t *lidx, const TC_AT *lv, TC_AT *acc,
-                                  const uint8_t *lb) {
-  switch (D) {  /* one straight-line instantiation per depth */
-    case 0: FN(qtree)(co, tb, 0, qb, gs, nb, lidx, lv, acc, lb); break;
-    case 1: FN(qtree)(co, tb, 1, qb, gs, nb, lidx, lv, acc, lb); break;
-    case 2: FN(qtree)(co, tb, 2, qb, gs, nb, lidx, lv, acc, lb); break;
-    case 3: FN(qtree)(co, tb, 3, qb, gs, nb, lidx, lv, acc, lb); break;
-    case 4: FN(qtree)(co, tb, 4, qb, gs, nb, lidx, lv, acc, lb); break;
-    case 5: FN(qtree)(co, tb, 5, qb, gs, nb, lidx, lv, acc, lb); break;
-    case 6: FN(qtree)(co, tb, 6, qb, gs, nb, lidx, lv, acc, lb); break;
-    case 7: FN(qtree)(co, tb, 7, qb, gs, nb, lidx, lv, acc, lb); break;
-    default: FN(qtree)(co, tb, 8, qb, gs, nb, lidx, lv, acc, lb); break;
-  }
-}
 #endif
 
+#ifndef TC_QVEC_MIN
 #define TC_QVEC_MIN 8
+#endif
 
 /* few rows (single-row latency): row by row, four trees walked at once (independent chains
  * overlap their load latencies); leaves still added in tree order. Trees of width 1 only. */
