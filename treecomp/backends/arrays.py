@@ -783,8 +783,9 @@ def _self_test(isa: str) -> bool:
     """Does the `isa` path agree bit for bit with the baseline path on this CPU?
 
     Run once per process before backend="auto" picks a vector path: a safety net against a
-    miscompiled or CPU-specific vector path ever answering wrongly (the AVX-512 walk could not be
-    run on the machine it was developed on).
+    miscompiled or CPU-specific vector path ever answering wrongly (the AVX-512 build could not
+    be run on the machine it was developed on). Every layout with a vector kernel is checked:
+    the float heap walk, the quantised heap walk and the interval walk.
     """
     ok = _SELF_TEST.get(isa)
     if ok is None:
@@ -795,14 +796,16 @@ def _self_test(isa: str) -> bool:
         ok = True
         for cmp_, acc in (("<", "float32"), ("<=", "float64")):
             f = _self_test_forest(cmp_, acc)
-            tables = flatten(f, "heap", 9)
-            outs = []
-            for which in (isa, "scalar"):
-                k = ArraysKernel(tables, head_of(f), isa=which, block_rows=128)
-                out = np.empty((len(X), 1), np.dtype(acc))
-                k.run(X, out)
-                outs.append(out)
-            ok &= bool(np.array_equal(outs[0], outs[1]))
+            for layout, depth in (("heap", 9), ("quant", 8), ("bitvec", 7)):
+                g = f.replace(trees=f.trees[:depth + 1], tree_output=f.tree_output[:depth + 1])
+                tables = flatten(g, layout, 9)
+                outs = []
+                for which in (isa, "scalar"):
+                    k = ArraysKernel(tables, head_of(g), isa=which, block_rows=128)
+                    out = np.empty((len(X), 1), np.dtype(acc))
+                    k.run(X, out)
+                    outs.append(out)
+                ok &= bool(np.array_equal(outs[0], outs[1]))
         if not ok:
             import warnings
             warnings.warn(f"treecomp arrays kernel: the {isa} path disagrees with the baseline "
