@@ -86,6 +86,7 @@ typedef struct {
   const int64_t *q_off;         /* per column: offset into q_thr */
   const int32_t *q_len;         /* per column: table length, a power of two > q_count */
   const int32_t *q_count;       /* per column: real thresholds (<= 255), then NaN padding */
+  const uint8_t *q_same;        /* per column: 1 if the previous one has the same thresholds */
   const void *q_thr;            /* x dtype, sorted ascending per column */
   const int32_t *h_qcol;        /* per heap slot: column */
   const int8_t *h_qthr;         /* per heap slot: threshold index ^ 0x80 (127: always left) */

@@ -67,6 +67,16 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
     uint8_t *q = qb + (int64_t)c * 32;
 #define TC_QAT(r) q[((r) >> 5) * gs + ((r) & 31)]
     int64_t r = 0;
+    if (T->q_same[c]) {
+      /* the previous column has the same feature and thresholds (the other NaN direction):
+       * copy its bins, only NaN's code differs */
+      const uint8_t *p = q - 32;
+      for (; r < nb; ++r) {
+        const TC_XT v = x[r * nf];
+        TC_QAT(r) = v != v ? nan_code : p[(r >> 5) * gs + (r & 31)];
+      }
+      continue;
+    }
 #if TC_QVEC
     if (P >= 16) {
       /* two levels of 16: the coarse compare against every 16th threshold (u[16i + 15]) says

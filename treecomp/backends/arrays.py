@@ -431,7 +431,10 @@ def quant_tables(h_ff: np.ndarray, h_thr: np.ndarray) -> dict[str, np.ndarray]:
     h_qthr = np.full(H, 255, np.uint8)
     h_qcol[real] = slot_col
     h_qthr[real] = j[inv]
-    return {"q_feat": c_f.astype(np.int32), "q_nanr": c_nanr.astype(np.uint8),
+    # columns are sorted by (feature, chunk, NaN direction): the two directions are neighbours
+    same = np.zeros(len(cols), np.uint8)
+    same[1:] = (c_f[1:] == c_f[:-1]) & (c_chunk[1:] == c_chunk[:-1])
+    return {"q_feat": c_f.astype(np.int32), "q_nanr": c_nanr.astype(np.uint8), "q_same": same,
             "q_off": off[:-1].astype(np.int64), "q_len": P.astype(np.int32),
             "q_count": count.astype(np.int32), "q_thr": q_thr, "h_qcol": h_qcol, "h_qthr": h_qthr}
 
@@ -688,11 +691,11 @@ class _Tables(ctypes.Structure):
             "leaf_values", "base")] + [
         ("quant", ctypes.c_int32), ("q_ncols", ctypes.c_int32)] + [
         (n, ctypes.c_void_p) for n in (
-            "q_feat", "q_nanr", "q_off", "q_len", "q_count", "q_thr", "h_qcol", "h_qthr",
+            "q_feat", "q_nanr", "q_off", "q_len", "q_count", "q_same", "q_thr", "h_qcol", "h_qthr",
             "q_leafb", "q_leafb_off")] + [("q_w1", ctypes.c_int32), ("bitvec", ctypes.c_int32)] + [
         (n, ctypes.c_void_p) for n in ("bv_nint", "bv_lo1", "bv_hi", "bv_leaf")]
 
-_QUANT_ARRAYS = ("q_feat", "q_nanr", "q_off", "q_len", "q_count", "q_thr", "h_qcol", "h_qthr")
+_QUANT_ARRAYS = ("q_feat", "q_nanr", "q_off", "q_len", "q_count", "q_same", "q_thr", "h_qcol", "h_qthr")
 
 
 KERNEL_CFLAGS = tuple(toolchain.DEFAULT_CFLAGS)  # -O2: -O3 doubled the build for no measured gain
