@@ -212,6 +212,10 @@ def test_expf_is_glibc_expf():
     # the scalar transcription (tiny inputs: the single-row path) gives the same bits
     assert_same(want, np.array([outputs._expf_scalar(float(v)) for v in x], F32))
     assert_same(want[:3], outputs._expf(x[:3]))
+    # the sigmoid's single-row path (Python floats rounded to float32 per operation)
+    m = np.concatenate([x, -x, np.array([-88.7, -88.71, 88.7, 1e-9, -1e-9, 17.0], F32)])
+    assert_same(outputs._sigmoid_f32(m), np.array([outputs._sigmoid_f32(m[i:i + 1])[0]
+                                                   for i in range(len(m))], F32))
     # the inputs where glibc's expf is not the correctly rounded result
     rounded = np.exp(hard.astype(np.float64)).astype(F32)
     assert np.all(rounded != outputs._expf(hard))

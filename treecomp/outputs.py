@@ -181,10 +181,29 @@ def transform(forest: Forest, raw: np.ndarray) -> np.ndarray:
     raise AssertionError(f"unknown transform {t!r}")  # validated in Forest; unreachable
 
 
+_F32 = struct.Struct("<f")
+_CLAMP_F32 = float(np.float32(88.7))
+_EPS_F32 = float(np.float32(1e-16))
+
+
+def _f32(x: float) -> float:
+    """Round a Python float to float32 (exact emulation of one float32 +, -, *, / done in double:
+    53 >= 2 * 24 + 2 bits, so the double rounding is innocuous)."""
+    return _F32.unpack(_F32.pack(x))[0]
+
+
+def _sigmoid_f32_scalar(v: float) -> float:
+    e = _f32(_expf_scalar(min(-v, _CLAMP_F32)))
+    return _f32(1.0 / _f32(_f32(e + 1.0) + _EPS_F32))
+
+
 def _sigmoid_f32(raw: np.ndarray) -> np.ndarray:
     # XGBoost's float Sigmoid: the argument of expf is clamped at 88.7f (so margins below -88.7
     # give a denormal ~3e-39, not 0), and the 1e-16f meant to avoid division by zero is added
     # after the 1.0f (a no-op in float32 arithmetic, kept to mirror the source).
+    if raw.size <= 4:  # single rows: the same float32 operations on Python floats (same bits)
+        return np.array([_sigmoid_f32_scalar(float(v)) for v in raw.reshape(-1)],
+                        np.float32).reshape(raw.shape)
     arg = np.minimum(-raw, np.float32(88.7))
     return np.float32(1) / ((_expf(arg) + np.float32(1)) + np.float32(1e-16))
 
