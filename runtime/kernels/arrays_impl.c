@@ -306,6 +306,21 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(compact_s)(
 }
 
 /* ---- one block of rows, tree-major ---------------------------------------------------------- */
+/* one tree's leaf vectors (lidx: each row's leaf) added into the margins of rows [r0, nb) */
+static inline __attribute__((always_inline)) TC_ATTR void FN(add_leaves)(
+    const TC_AT *lv, const int32_t *lidx, int64_t r0, int64_t nb, TC_AT *ab, int64_t no, int64_t o,
+    int64_t w) {
+  if (w == 1) {
+    for (int64_t r = r0; r < nb; ++r) ab[r * no + o] += lv[lidx[r]];
+  } else {
+    for (int64_t r = r0; r < nb; ++r) {
+      const TC_AT *v = lv + (int64_t)lidx[r] * w;
+      TC_AT *a = ab + r * no + o;
+      for (int64_t j = 0; j < w; ++j) a[j] += v[j];
+    }
+  }
+}
+
 static inline __attribute__((always_inline)) TC_ATTR void FN(block_s)(
     const tc_tables *T, const TC_XT *xb, int64_t nb, TC_AT *ab, int32_t *lidx, const int strict) {
   const int64_t no = T->n_outputs;
@@ -315,15 +330,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(block_s)(
     int64_t done = 0;
     if (T->tree_layout[t] == 0) done = FN(heap_s)(T, t, xb, nb, lidx, strict, lv, no == 1 && w == 1 ? ab : 0);
     else FN(compact_s)(T, t, xb, nb, lidx, strict);
-    if (w == 1) {
-      for (int64_t r = done; r < nb; ++r) ab[r * no + o] += lv[lidx[r]];
-    } else {
-      for (int64_t r = 0; r < nb; ++r) {
-        const TC_AT *v = lv + (int64_t)lidx[r] * w;
-        TC_AT *a = ab + r * no + o;
-        for (int64_t j = 0; j < w; ++j) a[j] += v[j];
-      }
-    }
+    FN(add_leaves)(lv, lidx, done, nb, ab, no, o, w);
   }
 }
 

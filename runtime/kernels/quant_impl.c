@@ -348,15 +348,7 @@ static TC_ATTR void FN(bvblock)(const tc_tables *T, const uint8_t *qb, int64_t g
                  lidx, lv, fuse ? ab : 0);
       if (fuse) continue;
     }
-    if (w == 1) {
-      for (int64_t r = 0; r < nb; ++r) ab[r * no + o] += lv[lidx[r]];
-    } else {
-      for (int64_t r = 0; r < nb; ++r) {
-        const TC_AT *v = lv + (int64_t)lidx[r] * w;
-        TC_AT *a = ab + r * no + o;
-        for (int64_t j = 0; j < w; ++j) a[j] += v[j];
-      }
-    }
+    FN(add_leaves)(lv, lidx, 0, nb, ab, no, o, w);
   }
 }
 
@@ -452,14 +444,6 @@ static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs
       for (int l = 0; l < D; ++l) i = 2u * i + 1u + ((int8_t)qg[co[i]] > tb[i]);
       lidx[r] = (int32_t)(i - first);
     }
-    if (w == 1) {
-      for (int64_t r = 0; r < nb; ++r) ab[r * no + o] += lv[lidx[r]];
-    } else {
-      for (int64_t r = 0; r < nb; ++r) {
-        const TC_AT *v = lv + (int64_t)lidx[r] * w;
-        TC_AT *a = ab + r * no + o;
-        for (int64_t j = 0; j < w; ++j) a[j] += v[j];
-      }
-    }
+    FN(add_leaves)(lv, lidx, 0, nb, ab, no, o, w);
   }
 }

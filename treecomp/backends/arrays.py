@@ -270,24 +270,20 @@ def flatten(forest: Forest, layout: str = "auto", heap_max_depth: int = 8) -> Ta
         and bool(internal.any())
     if layout in ("compact", "naive"):
         heap = np.zeros(T, bool)
-    elif layout == "bitvec":
-        if not numeric_small:
+    elif layout in ("bitvec", "quant"):
+        if layout == "bitvec":
+            need, have, ok = f"at most {BITVEC_MAX_LEAVES} leaves per tree", \
+                f"trees of {int(n_leaf_real.max())} leaves", numeric_small
+        else:
+            need, have = f"depth <= {QUANT_MAX_DEPTH}", f"trees of depth {int(tdepth.max())}"
+            ok = not has_cat.any() and int(tdepth.max()) <= QUANT_MAX_DEPTH
+        if not ok:
             raise UnsupportedModelError(
-                "layout='bitvec' takes forests of numeric splits with at most "
-                f"{BITVEC_MAX_LEAVES} leaves per tree; this one has " + (
-                    f"{int(has_cat.sum())} trees with categorical splits" if has_cat.any()
-                    else f"trees of {int(n_leaf_real.max())} leaves") + " (use layout='auto')")
-        heap = np.zeros(T, bool)
-        bitvec = True
-    elif layout == "quant":
-        if has_cat.any() or int(tdepth.max()) > QUANT_MAX_DEPTH:
-            raise UnsupportedModelError(
-                "layout='quant' takes forests of numeric splits of depth <= "
-                f"{QUANT_MAX_DEPTH}; this one has " + (
-                    f"{int(has_cat.sum())} trees with categorical splits" if has_cat.any()
-                    else f"trees of depth {int(tdepth.max())}") + " (use layout='auto')")
-        heap = np.ones(T, bool)
-        quant = bool(internal.any())
+                f"layout={layout!r} takes forests of numeric splits of {need}; this one has "
+                + (f"{int(has_cat.sum())} trees with categorical splits" if has_cat.any() else have)
+                + " (use layout='auto')")
+        heap = np.full(T, layout == "quant")
+        quant, bitvec = layout == "quant" and bool(internal.any()), layout == "bitvec"
     else:
         heap = ~has_cat & (tdepth <= heap_max_depth)
         if layout == "auto":  # padding costs at most 4x the real leaves (always fine up to 64)
