@@ -218,6 +218,41 @@ def test_bitvec_any_shape(isa, comparison, x, acc, width):
         arrays.flatten(big, "bitvec")
 
 
+@pytest.mark.parametrize("rule", ["nonneg", "trunc", "integral"])
+def test_bitvec_categories_beyond_the_byte_codes(rule):
+    """Category codes are bytes (254: any other value, 255: NaN): sets of 320 bits whose bits from
+    254 up agree with cat_other_left take the interval walk; others fall back to the float walk.
+    Both are exact on values around 0, 253..256, 300, 319.5, negatives, NaN and huge ones."""
+    rng = np.random.default_rng(17)
+    walks = []
+    for consistent in (True, False):
+        trees = []
+        for _ in range(6):
+            bits = rng.integers(0, 2**32, (3, 10), dtype=np.uint64).astype(np.uint32)
+            other = rng.random(3) < 0.5
+            if consistent:  # codes >= 254 all go where invalid values go
+                for k in range(3):
+                    fill = np.uint32(0xFFFFFFFF) if other[k] else np.uint32(0)
+                    bits[k, 8:] = fill
+                    bits[k, 7] = (bits[k, 7] & np.uint32(0x3FFFFFFF)) | (fill & np.uint32(0xC0000000))
+            trees.append(Tree(left=[1, 3, 5, -1, -1, -1, -1], right=[2, 4, 6, -1, -1, -1, -1],
+                              feature=[0, 1, 0, -1, -1, -1, -1], threshold=[0, 0.5, 0, 0, 0, 0, 0],
+                              default_left=rng.random(7) < 0.5, value=rng.normal(size=7),
+                              cat_index=[0, -1, 1, -1, -1, -1, -1] if consistent else [0, 2, 1, -1, -1, -1, -1],
+                              cat_bits=bits, cat_other_left=other))
+        f = Forest(trees=tuple(trees), n_features=2, n_outputs=1, tree_output=np.zeros(6),
+                   base_score=[0.0], input_dtype="float64", category_rule=rule)
+        X = rng.normal(size=(300, 2)) * 0.4
+        vals = np.array([0, 1, 7.5, 31, 32, 253, 253.5, 254, 255, 256, 300, 319, 319.5, 320, -0.5,
+                         -1, -0.0, np.nan, 1e9, -1e9, np.inf])
+        X[:, 0] = rng.choice(vals, 300)
+        X[::3, 1] = rng.choice(vals, 100)
+        p = treecomp.compile(f, backend="arrays", layout="bitvec")
+        walks.append(bool(p._kernel._bitvec))
+        np.testing.assert_array_equal(p.predict_raw(X), interp.predict_raw(f, X))
+    assert walks == [True, False]
+
+
 def test_bitvec_intervals_of_a_small_tree():
     """Leaves numbered left to right; each node's interval is its left subtree's leaves."""
     #        0: x0 <= 0
@@ -270,9 +305,12 @@ def test_layout_choice_and_table_size():
     complete = _complete_tree(rng, 6, 5)
     sparse = chain_tree(8, 5, rng)  # depth 8, 9 leaves: 256 slots would be 28x its leaves
     f = random_forest(1, p_cat=0.5, n_trees=3)
-    f = f.replace(trees=(complete, sparse) + f.trees[:1], tree_output=[0, 0, 0])
-    lay = arrays.flatten(f, "auto").arrays["tree_layout"]
-    assert lay.tolist() == [0, 1, int(f.trees[2].has_categorical)]
+    # a 201-leaf tree rules out the byte walks: the float layouts are then chosen per tree
+    f = f.replace(trees=(complete, sparse) + f.trees[:1] + (chain_tree(200, 5, rng),),
+                  tree_output=[0, 0, 0, 0])
+    tab = arrays.flatten(f, "auto")
+    assert not tab.meta["quant"] and not tab.meta["bitvec"]
+    assert tab.arrays["tree_layout"].tolist() == [0, 1, int(f.trees[2].has_categorical), 1]
     assert arrays.flatten(f, "heap").arrays["tree_layout"].tolist()[:2] == [0, 0]
     assert set(arrays.flatten(f, "compact").arrays["tree_layout"].tolist()) == {1}
     # memory: auto tables stay within a small factor of the IR's own arrays
@@ -454,8 +492,11 @@ def test_without_a_compiler_tables_still_work(monkeypatch):
 def test_auto_choice():
     shallow = random_forest(1, n_trees=5)  # numeric, depth <= 6: the quantised walk
     assert arrays.quant_eligible(shallow) and backends.choose(shallow) == "arrays"
-    cat = random_forest(1, n_trees=5, p_cat=0.3)
-    assert not arrays.quant_eligible(cat) and backends.choose(cat) == "c"
+    cat = random_forest(1, n_trees=5, p_cat=0.3)  # <= 128 leaves: the interval walk
+    assert arrays.quant_eligible(cat) and backends.choose(cat) == "arrays"
+    rng = np.random.default_rng(0)
+    big_cat = cat.replace(trees=cat.trees + (chain_tree(200, 6, rng),), tree_output=np.zeros(6))
+    assert not arrays.quant_eligible(big_cat) and backends.choose(big_cat) == "c"
     rng = np.random.default_rng(0)
     deep = tuple(_complete_tree(rng, 10, 5, p_leaf=0.2) for _ in range(60))
     n_nodes = sum(t.n_nodes for t in deep)

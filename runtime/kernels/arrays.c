@@ -100,6 +100,9 @@ typedef struct {
   const int8_t *bv_lo1;         /* per node: first leaf of its left subtree, minus 1 */
   const int8_t *bv_hi;          /* per node: one past the last leaf of its left subtree */
   const void *bv_leaf;          /* accumulation dtype: leaf vectors in left-to-right order */
+  const uint8_t *q_kind;        /* per column: 0 threshold bins, 1 category codes */
+  const int32_t *h_qcat;        /* per node: its row of q_cat, or -1 (a numeric node) */
+  const uint8_t *q_cat;         /* 32 bytes per categorical node: the codes that go left */
 } tc_tables;
 
 

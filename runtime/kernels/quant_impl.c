@@ -67,6 +67,18 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
     uint8_t *q = qb + (int64_t)c * 32;
 #define TC_QAT(r) q[((r) >> 5) * gs + ((r) & 31)]
     int64_t r = 0;
+    if (T->q_kind[c]) {
+      /* category codes: a valid value below 254 is its category (trunc, like the float walk's
+       * cast), any other value 254, NaN 255; cat_byte_sets maps them per node */
+      const int rule = T->cat_rule;
+      for (; r < nb; ++r) {
+        const TC_XT v = x[r * nf];
+        int valid = (rule == 1 ? v > (TC_XT)-1 : v >= 0) && v < (TC_XT)254;
+        if (valid && rule == 2) valid = v == (TC_XT)(int32_t)v;
+        TC_QAT(r) = v != v ? 255 : valid ? (uint8_t)(int32_t)v : 254;
+      }
+      continue;
+    }
     if (T->q_same[c]) {
       /* the previous column has the same feature and thresholds (the other NaN direction):
        * copy its bins, only NaN's code differs */
@@ -231,16 +243,38 @@ static __attribute__((noinline)) TC_ATTR __m256i tc_qkeys(const uint8_t *qg, con
 }
 #undef TC_QKEYS_CASE
 
-/* the interval sweep (see bvtree) over two 32-row groups at once, and over one */
+/* go right at a categorical node for 32 category codes: the code's bit in the node's 256-bit
+ * set is clear (byte c >> 3 by two in-lane shuffles and a blend, bit c & 7 by a shuffle) */
+static inline __attribute__((always_inline)) TC_ATTR __m256i tc_cat_right(__m256i c, const uint8_t *set) {
+  const __m256i idx = _mm256_and_si256(_mm256_srli_epi16(c, 3), _mm256_set1_epi8(31));
+  const __m256i lo = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)set)), idx);
+  const __m256i hi = _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(set + 16))), idx);
+  const __m256i byte = _mm256_blendv_epi8(lo, hi, _mm256_slli_epi16(idx, 3));  /* idx bit 4 */
+  const __m256i pow2 = _mm256_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128,
+                                        1, 2, 4, 8, 16, 32, 64, -128, 1, 2, 4, 8, 16, 32, 64, -128);
+  const __m256i bit = _mm256_shuffle_epi8(pow2, _mm256_and_si256(c, _mm256_set1_epi8(7)));
+  return _mm256_cmpeq_epi8(_mm256_and_si256(byte, bit), _mm256_setzero_si256());
+}
+
+/* the interval sweep (see bvtree) over two 32-row groups at once, and over one; cat[i] >= 0
+ * marks a categorical node (its set at sets + 32 * cat[i]) */
 static __attribute__((noinline)) TC_ATTR void tc_bvsweep2(
     const uint8_t *q0, const uint8_t *q1, const int32_t *co, const int8_t *tb, const int8_t *lo1,
-    const int8_t *hi, int64_t nn, __m256i *out0, __m256i *out1) {
+    const int8_t *hi, const int32_t *cat, const uint8_t *sets, int64_t nn, __m256i *out0, __m256i *out1) {
   __m256i p0 = _mm256_setzero_si256(), p1 = p0;
   for (int64_t i = 0; i < nn; ++i) {
     const __m256i t = _mm256_set1_epi8(tb[i]), l = _mm256_set1_epi8(lo1[i]), h = _mm256_set1_epi8(hi[i]);
+    const __m256i x0 = _mm256_load_si256((const __m256i *)(q0 + co[i]));
+    const __m256i x1 = _mm256_load_si256((const __m256i *)(q1 + co[i]));
+    __m256i h0, h1;
+    if (cat[i] < 0) {
+      h0 = _mm256_and_si256(_mm256_cmpgt_epi8(x0, t), h);
+      h1 = _mm256_and_si256(_mm256_cmpgt_epi8(x1, t), h);
+    } else {
+      h0 = _mm256_and_si256(tc_cat_right(x0, sets + 32 * (int64_t)cat[i]), h);
+      h1 = _mm256_and_si256(tc_cat_right(x1, sets + 32 * (int64_t)cat[i]), h);
+    }
     /* lo <= pos  <=>  pos > lo - 1 (all values < 128: the signed compare is right) */
-    const __m256i h0 = _mm256_and_si256(_mm256_cmpgt_epi8(_mm256_load_si256((const __m256i *)(q0 + co[i])), t), h);
-    const __m256i h1 = _mm256_and_si256(_mm256_cmpgt_epi8(_mm256_load_si256((const __m256i *)(q1 + co[i])), t), h);
     p0 = _mm256_max_epu8(p0, _mm256_and_si256(h0, _mm256_cmpgt_epi8(p0, l)));
     p1 = _mm256_max_epu8(p1, _mm256_and_si256(h1, _mm256_cmpgt_epi8(p1, l)));
   }
@@ -250,11 +284,13 @@ static __attribute__((noinline)) TC_ATTR void tc_bvsweep2(
 
 static __attribute__((noinline)) TC_ATTR __m256i tc_bvsweep1(
     const uint8_t *qg, const int32_t *co, const int8_t *tb, const int8_t *lo1, const int8_t *hi,
-    int64_t nn) {
+    const int32_t *cat, const uint8_t *sets, int64_t nn) {
   __m256i pos = _mm256_setzero_si256();
   for (int64_t i = 0; i < nn; ++i) {
-    const __m256i g = _mm256_and_si256(_mm256_cmpgt_epi8(_mm256_load_si256((const __m256i *)(qg + co[i])),
-                                                         _mm256_set1_epi8(tb[i])), _mm256_set1_epi8(hi[i]));
+    const __m256i x = _mm256_load_si256((const __m256i *)(qg + co[i]));
+    const __m256i r = cat[i] < 0 ? _mm256_cmpgt_epi8(x, _mm256_set1_epi8(tb[i]))
+                                 : tc_cat_right(x, sets + 32 * (int64_t)cat[i]);
+    const __m256i g = _mm256_and_si256(r, _mm256_set1_epi8(hi[i]));
     pos = _mm256_max_epu8(pos, _mm256_and_si256(g, _mm256_cmpgt_epi8(pos, _mm256_set1_epi8(lo1[i]))));
   }
   return pos;
@@ -316,19 +352,20 @@ static TC_ATTR void FN(qheap_vec)(const int32_t *co, const int8_t *tb, int D, co
  * pos = max(pos, hi). Every node is evaluated (a byte compare, no gathers, no branches); the
  * positions are bytes. */
 static inline __attribute__((always_inline)) TC_ATTR void FN(bvtree)(
-    const int32_t *co, const int8_t *tb, const int8_t *lo1, const int8_t *hi, int64_t nn,
-    const uint8_t *qb, int64_t gs, int64_t nb, int32_t *lidx, const TC_AT *lv, TC_AT *acc) {
+    const int32_t *co, const int8_t *tb, const int8_t *lo1, const int8_t *hi, const int32_t *cat,
+    const uint8_t *sets, int64_t nn, const uint8_t *qb, int64_t gs, int64_t nb, int32_t *lidx,
+    const TC_AT *lv, TC_AT *acc) {
   int64_t r = 0;
   /* two 32-row groups at once: the sweep is a dependency chain through pos (compare, and,
    * max per node), so two independent chains keep the vector units busy */
   for (; r + 32 < nb; r += 64) {
     __m256i p0, p1;
-    tc_bvsweep2(qb + (r >> 5) * gs, qb + (r >> 5) * gs + gs, co, tb, lo1, hi, nn, &p0, &p1);
+    tc_bvsweep2(qb + (r >> 5) * gs, qb + (r >> 5) * gs + gs, co, tb, lo1, hi, cat, sets, nn, &p0, &p1);
     FN(qleaves)(p0, r, nb, lidx, lv, acc);
     FN(qleaves)(p1, r + 32, nb, lidx, lv, acc);
   }
   for (; r < nb; r += 32)
-    FN(qleaves)(tc_bvsweep1(qb + (r >> 5) * gs, co, tb, lo1, hi, nn), r, nb, lidx, lv, acc);
+    FN(qleaves)(tc_bvsweep1(qb + (r >> 5) * gs, co, tb, lo1, hi, cat, sets, nn), r, nb, lidx, lv, acc);
 }
 
 /* the trees over one quantised block, bitvector walk; leaves added per row in tree order */
@@ -344,8 +381,8 @@ static TC_ATTR void FN(bvblock)(const tc_tables *T, const uint8_t *qb, int64_t g
       for (int64_t r = 0; r < nb; ++r) lidx[r] = 0;
     } else {
       const int64_t n0 = T->tree_node[t];
-      FN(bvtree)(T->h_qcol + n0, T->h_qthr + n0, T->bv_lo1 + n0, T->bv_hi + n0, nn, qb, gs, nb,
-                 lidx, lv, fuse ? ab : 0);
+      FN(bvtree)(T->h_qcol + n0, T->h_qthr + n0, T->bv_lo1 + n0, T->bv_hi + n0, T->h_qcat + n0,
+                 T->q_cat, nn, qb, gs, nb, lidx, lv, fuse ? ab : 0);
       if (fuse) continue;
     }
     FN(add_leaves)(lv, lidx, 0, nb, ab, no, o, w);

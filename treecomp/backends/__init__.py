@@ -62,12 +62,12 @@ def choose(forest, artifact: str | None = None) -> str:
 
     Rule (measured on the 2-core dev box with bench/, 1 thread, us/row):
     - a C compiler is available (toolchain.have_compiler()):
-        numeric trees, all heaps of depth <= 8 or all of <= 128 leaves (arrays.quant_eligible)
-          -> "arrays": its byte walks beat generated code 2-8x (500 XGBoost trees of depth 6:
+        all trees of <= 128 leaves, or all numeric heaps of depth <= 8 (arrays.quant_eligible)
+          -> "arrays": its byte walks beat generated code 2-9x (500 XGBoost trees of depth 6:
           0.8 vs 3.7; GB 300x depth 4: 0.43 vs 1.2; depth 8: 1.6 vs 3.9; 500 LightGBM trees of
-          63 leaves: 1.8 vs 14) and flatten in milliseconds
+          63 leaves: 1.6 vs 14; HGB with categories: 0.55 vs 5.0) and flatten in milliseconds
         otherwise total nodes <= CODEGEN_MAX_NODES (20k), or <= CODEGEN_MAX_NODES_F64 (100k)
-          for float64 input -> "c" (HGB with categories: c 5.0 vs arrays 10.5)
+          for float64 input -> "c" (the arrays kernel's float64 walks are scalar)
         larger -> "arrays" (deep forests: rf-deep c 2.5 vs arrays 0.95; the C build grows to
           tens of seconds)
     - no C compiler:

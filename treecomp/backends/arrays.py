@@ -23,13 +23,14 @@ Layouts, chosen per tree (option ``layout``; see runtime/kernels/arrays.c for th
   no gathers), selects each row's node with byte blends, and looks leaves up with byte shuffles
   (runtime/kernels/quant_impl.c). Same decisions, same summation order: bit-exact.
   Measured on the 500-tree depth-6 XGBoost bench model: ~0.8 us/row vs ~2.5 for the float walk.
-- ``bitvec`` (the default for other numeric forests of trees with <= 128 leaves, e.g. LightGBM's):
-  compact tables plus, derived when loading, the same byte columns and each node's left-subtree
-  leaf interval. A row's exit leaf is the first leaf not ruled out by a node where it goes
+- ``bitvec`` (the default for other forests of trees with <= 128 leaves, e.g. LightGBM's and
+  HistGradientBoosting's, categorical splits included): compact tables plus, derived when
+  loading, the same byte columns (category codes for categorical features, each categorical node
+  a 256-bit set over the codes: see cat_byte_sets) and each node's left-subtree leaf interval. A row's exit leaf is the first leaf not ruled out by a node where it goes
   right (QuickScorer's insight); the AVX2 kernel sweeps every node of a tree, sorted by interval
   start, for 2 x 32 rows with byte compares and byte max (quant_impl.c). The scalar path (and
   batches under 8 rows) walks the compact float tables. 500 LightGBM trees of 63 leaves:
-  ~1.8 us/row vs 14 for generated C and 61 for LightGBM.
+  ~1.6 us/row vs 14 for generated C and 61 for LightGBM; HGB with categories 0.55 vs 5.0 (C).
 - ``compact``: one packed 16-byte (float32) / 24-byte (float64) record per internal node with
   explicit children (leaf = negative child), 8 rows walked in flight. Deep, unbalanced and
   categorical trees.
@@ -197,15 +198,17 @@ def auto_block_rows(tables: "Tables") -> int:
 
 
 def quant_eligible(forest: Forest, heap_max_depth: int = 8) -> bool:
-    """Would layout="auto" use a byte walk for `forest` (flatten's rule)? Numeric splits only,
-    at least one split, and either every tree has <= BITVEC_MAX_LEAVES leaves (the interval
-    walk, if not the heap one) or every tree is a heap for the quantised heap walk: depth <=
+    """Would layout="auto" use a byte walk for `forest` (flatten's rule)? At least one split, and
+    either every tree has <= BITVEC_MAX_LEAVES leaves (the interval walk, if not the heap one;
+    categorical splits too) or every tree is a numeric heap for the quantised heap walk: depth <=
     min(heap_max_depth, QUANT_AUTO_DEPTH), padding at most 4x its leaves or 64 slots."""
     trees = forest.trees
-    if any(t.has_categorical for t in trees) or all(t.n_leaves == 1 for t in trees):
+    if all(t.n_leaves == 1 for t in trees):
         return False
     if all(t.n_leaves <= BITVEC_MAX_LEAVES for t in trees):
         return True
+    if any(t.has_categorical for t in trees):
+        return False
     limit = min(heap_max_depth, QUANT_AUTO_DEPTH)
     return all(d <= limit and (1 << d) <= max(64, 4 * t.n_leaves)
                for t, d in ((t, t.max_depth) for t in trees))
@@ -266,22 +269,21 @@ def flatten(forest: Forest, layout: str = "auto", heap_max_depth: int = 8) -> Ta
     has_cat = np.add.reduceat((cidx >= 0).astype(np.int64), firsts) > 0
 
     quant = bitvec = False
-    numeric_small = not has_cat.any() and int(n_leaf_real.max()) <= BITVEC_MAX_LEAVES \
-        and bool(internal.any())
+    small = int(n_leaf_real.max()) <= BITVEC_MAX_LEAVES and bool(internal.any())
     if layout in ("compact", "naive"):
         heap = np.zeros(T, bool)
     elif layout in ("bitvec", "quant"):
         if layout == "bitvec":
-            need, have, ok = f"at most {BITVEC_MAX_LEAVES} leaves per tree", \
-                f"trees of {int(n_leaf_real.max())} leaves", numeric_small
+            need = f"trees of at most {BITVEC_MAX_LEAVES} leaves"
+            have, ok = f"trees of {int(n_leaf_real.max())} leaves", small
         else:
-            need, have = f"depth <= {QUANT_MAX_DEPTH}", f"trees of depth {int(tdepth.max())}"
+            need = f"numeric splits of depth <= {QUANT_MAX_DEPTH}"
             ok = not has_cat.any() and int(tdepth.max()) <= QUANT_MAX_DEPTH
+            have = f"{int(has_cat.sum())} trees with categorical splits" if has_cat.any() \
+                else f"trees of depth {int(tdepth.max())}"
         if not ok:
-            raise UnsupportedModelError(
-                f"layout={layout!r} takes forests of numeric splits of {need}; this one has "
-                + (f"{int(has_cat.sum())} trees with categorical splits" if has_cat.any() else have)
-                + " (use layout='auto')")
+            raise UnsupportedModelError(f"layout={layout!r} takes forests of {need}; this one "
+                                        f"has {have} (use layout='auto')")
         heap = np.full(T, layout == "quant")
         quant, bitvec = layout == "quant" and bool(internal.any()), layout == "bitvec"
     else:
@@ -291,7 +293,7 @@ def flatten(forest: Forest, layout: str = "auto", heap_max_depth: int = 8) -> Ta
             # every tree a heap of depth <= QUANT_AUTO_DEPTH: the quantised walk (measured in
             # bench/: faster than the float walk there, see quant_tables)
             quant = bool(heap.all() and internal.any() and int(tdepth.max()) <= QUANT_AUTO_DEPTH)
-            if not quant and numeric_small:  # deeper trees of <= 64 leaves (LightGBM's kind)
+            if not quant and small:  # deeper trees of <= 128 leaves (LightGBM's, HGB's kind)
                 heap = np.zeros(T, bool)
                 bitvec = True
     hd = np.where(heap, tdepth, 0)
@@ -376,22 +378,29 @@ def flatten(forest: Forest, layout: str = "auto", heap_max_depth: int = 8) -> Ta
 
 
 # -- the quantised walk's tables (derived from the heap tables when loading) --------------------
-def quant_tables(h_ff: np.ndarray, h_thr: np.ndarray) -> dict[str, np.ndarray]:
-    """The column and node tables of the quantised heap walk (runtime/kernels/quant_impl.c).
+def quant_tables(h_ff: np.ndarray, h_thr: np.ndarray,
+                 cat_sets: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The column and node tables of the byte walks (runtime/kernels/quant_impl.c).
 
     Derived from the (validated) heap tables every time a kernel is loaded (vectorised, a few ms
     for 30k slots), never stored: they cannot disagree with the thresholds they encode.
     A column is (feature, chunk of QUANT_CHUNK consecutive distinct thresholds, NaN direction);
     a node's byte is its threshold's index within its column; padding slots (threshold NaN) get
     255, which no bin exceeds.
+
+    Categorical entries (the interval walk only; cat_sets: one row of 32 bytes per entry, see
+    cat_byte_sets) read a column of category codes instead (q_kind 1, one per feature: the
+    category for a valid value below 254, 254 for any other value, 255 for NaN); h_qcat is the
+    entry's row in q_cat (-1 for numeric entries).
     """
     ff = h_ff.view(np.uint32)
-    real = ~np.isnan(h_thr)
+    is_cat = (ff & FF_CAT) != 0
+    real = ~np.isnan(h_thr) & ~is_cat
     f = (ff[real] & FF_FEAT).astype(np.int64)
     t = h_thr[real]
     nanr = ((ff[real] & FF_NANR) != 0).astype(np.int64)
     H = len(h_ff)
-    if not len(t):
+    if not len(t) and not is_cat.any():
         return {}
     order = np.lexsort((t, f))
     fs, ts = f[order], t[order]
@@ -430,9 +439,69 @@ def quant_tables(h_ff: np.ndarray, h_thr: np.ndarray) -> dict[str, np.ndarray]:
     # columns are sorted by (feature, chunk, NaN direction): the two directions are neighbours
     same = np.zeros(len(cols), np.uint8)
     same[1:] = (c_f[1:] == c_f[:-1]) & (c_chunk[1:] == c_chunk[:-1])
+    kind = np.zeros(len(cols), np.uint8)
+    h_qcat = np.full(H, -1, np.int32)
+    q_cat = np.zeros((0, 32), np.uint8)
+    if is_cat.any():  # category-code columns after the bin columns, one per feature
+        cf = (ff[is_cat] & FF_FEAT).astype(np.int64)
+        ufeat, cinv = np.unique(cf, return_inverse=True)
+        h_qcol[is_cat] = len(cols) + cinv
+        h_qthr[is_cat] = 0
+        h_qcat[is_cat] = np.arange(int(is_cat.sum()))
+        q_cat = np.ascontiguousarray(cat_sets[is_cat], np.uint8)
+        n = len(ufeat)
+        c_f = np.concatenate([c_f, ufeat])
+        c_nanr = np.concatenate([c_nanr, np.zeros(n, np.int64)])
+        same, kind = np.concatenate([same, np.zeros(n, np.uint8)]), np.concatenate([kind, np.ones(n, np.uint8)])
+        count = np.concatenate([count, np.zeros(n, np.int64)])
+        P = np.concatenate([P, np.full(n, 16, np.int64)])       # an unused all-NaN table
+        off = _excl_cumsum(P)
+        q_thr = np.concatenate([q_thr, np.full(16 * n, np.nan, h_thr.dtype)])
     return {"q_feat": c_f.astype(np.int32), "q_nanr": c_nanr.astype(np.uint8), "q_same": same,
             "q_off": off[:-1].astype(np.int64), "q_len": P.astype(np.int32),
-            "q_count": count.astype(np.int32), "q_thr": q_thr, "h_qcol": h_qcol, "h_qthr": h_qthr}
+            "q_count": count.astype(np.int32), "q_kind": kind, "q_thr": q_thr,
+            "h_qcol": h_qcol, "h_qthr": h_qthr, "h_qcat": h_qcat, "q_cat": q_cat.reshape(-1)}
+
+
+#: category codes of the byte walks: a valid category below this is itself; other values 254,
+#: NaN 255 (quant_impl.c)
+CAT_CODES = 254
+
+
+def cat_byte_sets(A: dict[str, np.ndarray], nodes: np.ndarray) -> np.ndarray | None:
+    """Each compact node's 256-bit "goes left" set over category codes (32 bytes, bit c of byte
+    c >> 3): the node's own bits below its set size, cat_other_left for codes from there up to
+    254 (invalid values), default_left for 255 (NaN). None if some set is larger than the codes
+    and disagrees with cat_other_left above them (values >= 254 would then be misread)."""
+    c_ff = A["c_ff"].view(np.uint32)[nodes]
+    out = np.zeros((len(nodes), 32), np.uint8)
+    cat = np.flatnonzero((c_ff & FF_CAT) != 0)
+    if not len(cat):
+        return out
+    sets = A["c_cat"][nodes][cat].astype(np.int64)
+    nw = A["cat_nwords"].astype(np.int64)[sets]
+    woff = _excl_cumsum(A["cat_nwords"].astype(np.int64))[:-1][sets]
+    other = A["cat_other_left"][sets].astype(bool)
+
+    def words(k: int) -> np.ndarray:  # word k of every set (0 past a set's end)
+        has = nw > k
+        return np.where(has, A["cat_words"][np.where(has, woff + k, 0)], 0).astype(np.uint32)
+    W = np.stack([words(k) for k in range(8)], axis=1)                  # codes 0..255
+    bits = np.unpackbits(W.view(np.uint8), axis=1, bitorder="little").astype(bool)
+    # codes >= 254 stand for every value >= 254: a set reaching there must send them all
+    # where invalid values go
+    big = nw * 32 > CAT_CODES
+    if big.any():
+        want = np.where(other, np.uint32(0xFFFFFFFF), np.uint32(0))
+        tail = bits[big, CAT_CODES:256] != other[big, None]
+        if tail.any() or any(np.any((words(k) != want)[big & (nw > k)]) for k in range(8, int(nw.max()))):
+            return None
+    nbits = np.minimum(32 * nw, CAT_CODES)
+    bits = np.where(np.arange(256)[None, :] >= nbits[:, None], other[:, None], bits)
+    bits[:, CAT_CODES] = other
+    bits[:, 255] = (c_ff[cat] & FF_NANR) == 0
+    out[cat] = np.packbits(bits, axis=1, bitorder="little")
+    return out
 
 
 def bitvec_tables(A: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
@@ -554,9 +623,8 @@ def validate(tables: Tables) -> None:
     if not isinstance(m.get("bitvec", False), bool):
         raise _bad("bitvec flag")
     if m.get("bitvec") and (m["naive"] or m.get("quant") or heap.any()
-                            or int(A["tree_nleaf"].max()) > BITVEC_MAX_LEAVES
-                            or np.any(A["c_ff"].view(np.uint32) & FF_CAT)):
-        raise _bad(f"the bitvector walk needs numeric compact trees of <= {BITVEC_MAX_LEAVES} leaves")
+                            or int(A["tree_nleaf"].max()) > BITVEC_MAX_LEAVES):
+        raise _bad(f"the interval walk needs compact trees of <= {BITVEC_MAX_LEAVES} leaves")
     D = A["tree_depth"].astype(np.int64)
     nint, nleaf = A["tree_nint"], A["tree_nleaf"]
     w, o = A["tree_width"].astype(np.int64), A["tree_out"].astype(np.int64)
@@ -689,7 +757,8 @@ class _Tables(ctypes.Structure):
         (n, ctypes.c_void_p) for n in (
             "q_feat", "q_nanr", "q_off", "q_len", "q_count", "q_same", "q_thr", "h_qcol", "h_qthr",
             "q_leafb", "q_leafb_off")] + [("q_w1", ctypes.c_int32), ("bitvec", ctypes.c_int32)] + [
-        (n, ctypes.c_void_p) for n in ("bv_nint", "bv_lo1", "bv_hi", "bv_leaf")]
+        (n, ctypes.c_void_p) for n in ("bv_nint", "bv_lo1", "bv_hi", "bv_leaf", "q_kind", "h_qcat",
+                                       "q_cat")]
 
 _QUANT_ARRAYS = ("q_feat", "q_nanr", "q_off", "q_len", "q_count", "q_same", "q_thr", "h_qcol", "h_qthr")
 
@@ -875,8 +944,10 @@ class ArraysKernel:
         if m.get("bitvec"):  # the same column tables over the compact nodes, plus intervals
             bv = bitvec_tables(A)
             order = bv.pop("order")
-            self._quant = quant_tables(A["c_ff"][order], A["c_thr"][order])
-            self._bitvec = bv if self._quant else {}
+            sets = cat_byte_sets(A, order)
+            if sets is not None:  # else: category sets beyond the codes: the float walk
+                self._quant = quant_tables(A["c_ff"][order], A["c_thr"][order], sets)
+                self._bitvec = bv if self._quant else {}
         self._struct = None
         if self.isa == "llvm":
             self._walk = llvm_walker(m["x_dtype"], m["acc_dtype"])
@@ -916,7 +987,8 @@ class ArraysKernel:
             keep["bv_nint"] = A["tree_nint"].astype(np.int64)
         q = self._quant
         if q:  # node bytes biased for the signed byte compare (quant_impl.c)
-            keep.update({k: q[k] for k in _QUANT_ARRAYS if k not in ("h_qcol", "h_qthr")})
+            keep.update({k: q[k] for k in _QUANT_ARRAYS + ("q_kind", "h_qcat", "q_cat")
+                         if k not in ("h_qcol", "h_qthr")})
             keep["h_qcol"] = q["h_qcol"] * np.int32(32)       # the column's offset in a group
             keep["h_qthr"] = (q["h_qthr"] ^ 0x80).view(np.int8)
             if m.get("quant") and m["acc_dtype"] == "float32" and m["n_outputs"] == 1 \
