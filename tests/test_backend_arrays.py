@@ -520,3 +520,16 @@ def test_auto_isa_self_test(monkeypatch):
     # a vector path that failed its self-test is never picked by "auto"
     monkeypatch.setattr(arrays, "_SELF_TEST", {"avx2": False, "avx512": False})
     assert arrays.resolve_isa("auto") == "scalar"
+
+
+def test_shared_children_are_rejected_before_the_interval_walk():
+    """Bounds-valid tables whose tree shares a child between two parents (a corrupt file) would
+    put leaf positions outside the tree in the interval walk: refused when loading."""
+    f = random_forest(3, n_trees=4)
+    p = treecomp.compile(f, backend="arrays", layout="bitvec")
+    A = {k: v.copy() for k, v in p._kernel.tables.arrays.items()}
+    A["c_right"][0] = A["c_left"][0]
+    bad = arrays.Tables(meta=p._kernel.tables.meta, arrays=A)
+    arrays.validate(bad)  # every index is in bounds...
+    with pytest.raises(ArtifactError, match="do not form a tree"):
+        arrays.ArraysKernel(bad, p.head)

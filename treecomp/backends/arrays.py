@@ -536,6 +536,13 @@ def bitvec_tables(A: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     for fr in reversed(levels):
         nl[fr] = np.where(gl[fr] >= 0, nl[np.maximum(gl[fr], 0)], 1) + \
             np.where(gr[fr] >= 0, nl[np.maximum(gr[fr], 0)], 1)
+    # a corrupt file could share a child between parents (validate only bounds each index):
+    # every node reached exactly once and every leaf counted once, or the positions below
+    # could leave the tree's leaves
+    seen = np.concatenate(levels) if levels else np.zeros(0, np.int64)
+    roots = coff[:-1][nint > 0]
+    if len(seen) != C or len(np.unique(seen)) != C or np.any(nl[roots] != nleaf[nint > 0]):
+        raise _bad("a tree's nodes do not form a tree")
     nl_left = np.where(gl >= 0, nl[np.maximum(gl, 0)], 1)
     lo = np.zeros(C, np.int64)                              # first leaf below each node, top-down
     for fr in levels:
