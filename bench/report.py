@@ -159,7 +159,9 @@ def case_section(c: dict, batches: list[int]) -> str:
 
 def markdown(results: dict, plots: list[str]) -> str:
     m = results["machine"]
-    libs = ", ".join(f"{k} {m[k]}" for k in ("numpy", "scikit-learn", "xgboost", "lightgbm", "llvmlite") if k in m)
+    keys = ("numpy", "scikit-learn", "xgboost", "lightgbm", "llvmlite", "lleaves", "daal4py",
+            "onnxruntime", "tl2cgen")
+    libs = ", ".join(f"{k} {m[k]}" for k in keys if k in m)
     out = [f"# treecomp benchmark ({results['mode']} mode)", "",
            f"- date: {m['date']}; wall time {results.get('wall_s', 0):.0f} s",
            f"- CPU: {m['cpu']}, {m['cores']} cores; {m['platform']}",

@@ -65,6 +65,13 @@ from typing import Any, Callable
 
 import numpy as np
 
+# llvmlite < 0.45 (LLVM 15; lleaves needs it, see bench/compare-env.sh) parses the `ptr` type of
+# treecomp's LLVM IR only in contexts made after LLVMLITE_ENABLE_OPAQUE_POINTERS=1 was set, and
+# reads the variable once, when llvmlite is first imported: so it is set here, before any
+# strategy imports llvmlite. lleaves 1.3 works in that mode too. llvmlite >= 0.45 has opaque
+# pointers only and ignores the variable. Compile subprocesses inherit it.
+os.environ.setdefault("LLVMLITE_ENABLE_OPAQUE_POINTERS", "1")
+
 BENCH_DIR = Path(__file__).resolve().parent
 REPO_ROOT = BENCH_DIR.parent
 DEFAULT_OUT = BENCH_DIR / "out"
@@ -413,8 +420,25 @@ def _top_module(obj: Any) -> str:
 def _need(module: str, what: str):
     try:
         return __import__(module, fromlist=["_"])
-    except ImportError:
-        raise Skip(f"{what} is not installed") from None
+    except ImportError as exc:
+        if getattr(exc, "name", None) == module.split(".")[0]:
+            raise Skip(f"{what} is not installed") from None
+        raise Skip(f"{what} is installed but fails to import: {type(exc).__name__}: {exc}"
+                   " (bench/compare-env.sh builds an environment where it imports)") from None
+    except Exception as exc:  # noqa: BLE001 - e.g. daal4py 2024.7 against scikit-learn 1.9
+        raise Skip(f"{what} is installed but fails to import: {type(exc).__name__}: {exc}"
+                   " (bench/compare-env.sh builds an environment where it imports)") from None
+
+
+def _dist_version(*dists: str) -> str | None:
+    """The installed version of the first of these distributions that is installed."""
+    from importlib import metadata
+    for d in dists:
+        try:
+            return metadata.version(d)
+        except metadata.PackageNotFoundError:
+            continue
+    return None
 
 
 def _external_model(ctx) -> Any:
@@ -465,7 +489,13 @@ class TL2cgen(Strategy):
             res["raw"] = p.predict(self._dm(X), pred_margin=True)
         for k in ("proba", "predict"):
             if k in kinds and not (k == "predict" and "proba" in kinds):
-                res[k] = p.predict(self._dm(X))
+                v = np.asarray(p.predict(self._dm(X)))
+                if k == "proba" and v.size == len(X):
+                    # a binary classifier: TL2cgen 1.0 gives P(class 1) only, shaped (n, 1, 1);
+                    # the libraries' predict_proba is (1 - p, p), in p's dtype
+                    v = v.reshape(len(X))
+                    v = np.stack((1 - v, v), axis=1)
+                res[k] = v
         return res
 
 
@@ -501,6 +531,7 @@ class OnnxRuntime(Strategy):
             self.sessions = {}
             for k in sorted({1, ctx.n_cores}):
                 so = ort.SessionOptions()
+                so.log_severity_level = 3   # errors only: onnxmltools' label shape warns per call
                 so.intra_op_num_threads = k
                 so.inter_op_num_threads = 1
                 self.sessions[k] = ort.InferenceSession(data, so, providers=["CPUExecutionProvider"])
@@ -528,7 +559,23 @@ class OnnxRuntime(Strategy):
 
 
 class Lleaves(Strategy):
-    """lleaves: LightGBM text models compiled through LLVM."""
+    """lleaves: LightGBM text models compiled through LLVM (llvmlite), in-process.
+
+    Checked with lleaves 1.3.0 on llvmlite 0.44 (LLVM 15). lleaves builds its passes with
+    llvmlite's legacy PassManagerBuilder, which llvmlite 0.45 removed: on a newer llvmlite its
+    compile fails with AttributeError, reported here as a skip naming the pin. Its defaults are
+    kept (as a user would run it): code for the host CPU (treecomp's default is generic x86-64),
+    float64 arithmetic, input converted to float64 by lleaves itself (a copy for float32 rows,
+    inside the timed call, as for any lleaves user). `predict(X, n_jobs=k)` runs k threads of
+    its ThreadPoolExecutor (n_jobs=1: the calling thread). The objective (sigmoid / softmax) is
+    compiled into the model; raw margins need a second model compiled with raw_score=True, which
+    is built, untimed, only for the exactness check, with finline=False: inlining changes no
+    arithmetic (lleaves sets no fast-math flags; same margins bit for bit, checked) and the
+    build is ~2.5x shorter (a 500-tree model takes minutes with inlining).
+    Not bit-exact in general: lleaves sums each block of `fblocksize` (default 34) trees from
+    0.0 and then adds the block's sum to the row's total, where LightGBM adds tree by tree; with
+    at most 34 trees (one block) the margins are LightGBM's bit for bit.
+    """
 
     name, label, group = "lleaves", "lleaves", "external"
 
@@ -537,30 +584,60 @@ class Lleaves(Strategy):
         lib = ctx.case.library
         if lib is None or not lib.model_file:
             raise Skip("lleaves only compiles LightGBM models")
-        with peak_rss() as mem:
-            t0 = time.perf_counter()
-            self.m = lleaves.Model(model_file=lib.model_file)
-            obj = ctx.tmp / f"lleaves-{ctx.case.name}.o"
-            self.m.compile(cache=str(obj))
-            compile_s = time.perf_counter() - t0
+        self.label = f"lleaves {_dist_version('lleaves') or '?'}"
+        self.lleaves, self.model_file = lleaves, lib.model_file
+        self.obj = ctx.tmp / f"lleaves-{ctx.case.name}.o"
+        if self.obj.exists():
+            self.obj.unlink()                     # a cache hit would skip the compile
+        try:
+            with peak_rss() as mem:
+                t0 = time.perf_counter()
+                self.m = lleaves.Model(model_file=lib.model_file)
+                self.m.compile(cache=str(self.obj))
+                compile_s = time.perf_counter() - t0
+        except AttributeError as exc:
+            if "PassManagerBuilder" in str(exc):
+                raise Skip(f"lleaves needs llvmlite<0.45 (installed: {_dist_version('llvmlite')}): "
+                           f"{exc}; use bench/compare-env.sh") from None
+            raise
+        self.m_raw = None
         self.clf = hasattr(lib.model, "predict_proba")
-        return {"compile_s": compile_s, "compile_rss_mib": mem["mib"]}
+        return {"compile_s": compile_s, "compile_rss_mib": mem["mib"],
+                "artifact_bytes": self.obj.stat().st_size if self.obj.exists() else None}
 
     def run(self, X, n_threads):
-        return self.m.predict(np.asarray(X, np.float64), n_jobs=n_threads)
+        return self.m.predict(X, n_jobs=n_threads)
 
     def outputs(self, X, kinds):
-        p = self.run(X, 1)
         res = {}
+        if "raw" in kinds:
+            if self.m_raw is None:
+                self.m_raw = self.lleaves.Model(model_file=self.model_file)
+                self.m_raw.compile(raw_score=True, finline=False)
+            res["raw"] = self.m_raw.predict(X, n_jobs=1)
+        p = self.run(X, 1)
         if "proba" in kinds and self.clf and p.ndim == 1:
             res["proba"] = np.vstack((1.0 - p, p)).transpose()  # LGBMClassifier's own layout
         elif "proba" in kinds and self.clf:
             res["proba"] = p
+        elif "predict" in kinds and not self.clf:
+            res["predict"] = p
         return res
 
 
 class Daal4py(Strategy):
-    """daal4py (oneDAL) model builders for gradient-boosted models."""
+    """daal4py (oneDAL) model builders for gradient-boosted models.
+
+    Checked with daal4py from scikit-learn-intelex 2026.2.0 (the daal4py package ships inside
+    that wheel since 2025; the last separate daal4py wheel is 2024.7, older than scikit-learn
+    1.9). `mb.convert_model(booster)` builds a oneDAL GBT model ("compile"); predictions run in
+    the rows' dtype (float32 rows: oneDAL's fptype="float"; float64 rows: "double"), the rows
+    being passed as the case gives them, as a user would. oneDAL's thread count is process-wide,
+    set with `daalinit(k)` around each timed block. It offers class probabilities, labels and
+    regression values, no raw margin, so exactness is checked on those. Not bit-exact: against
+    LightGBM (float64 sums) float32 rows give probabilities ~4e-7 apart and even float64 rows
+    ~1e-8; against XGBoost about half the rows differ by 1 ulp of the float32 probability.
+    """
 
     name, label, group = "daal4py", "daal4py", "external"
 
@@ -572,18 +649,24 @@ class Daal4py(Strategy):
             raise Skip("daal4py's model builders convert XGBoost and LightGBM models")
         src = model.get_booster() if hasattr(model, "get_booster") else (
             model.booster_ if hasattr(model, "booster_") else model)
+        ver = _dist_version("scikit-learn-intelex", "daal4py")
+        self.label = f"daal4py (scikit-learn-intelex {ver})" if ver else "daal4py"
         with peak_rss() as mem:
             t0 = time.perf_counter()
             self.m = d4p.mb.convert_model(src)
             compile_s = time.perf_counter() - t0
         self.d4p = d4p
+        self.all_threads = d4p.num_threads()
         self.clf = hasattr(model, "predict_proba")
         return {"compile_s": compile_s, "compile_rss_mib": mem["mib"]}
 
     @contextlib.contextmanager
     def threads(self, k):
-        self.d4p.daalinit(k)
-        yield
+        self.d4p.daalinit(int(k))
+        try:
+            yield
+        finally:
+            self.d4p.daalinit(self.all_threads)
 
     def run(self, X, n_threads):
         return self.m.predict_proba(X) if self.clf else self.m.predict(X)
@@ -591,9 +674,9 @@ class Daal4py(Strategy):
     def outputs(self, X, kinds):
         res = {}
         if "proba" in kinds and self.clf:
-            res["proba"] = self.run(X, 1)
-        if "predict" in kinds and not self.clf:
-            res["predict"] = self.run(X, 1)
+            res["proba"] = self.m.predict_proba(X)
+        if "predict" in kinds:
+            res["predict"] = self.m.predict(X)
         return res
 
 
@@ -811,6 +894,13 @@ def machine() -> dict:
             info[key] = __import__(mod).__version__
         except Exception:  # noqa: BLE001 - absent library: simply not listed
             pass
+    # the other engines, by distribution (no import: daal4py's own __version__ is absent and a
+    # broken install must not stop the run)
+    for key, dists in (("lleaves", ("lleaves",)), ("daal4py", ("scikit-learn-intelex", "daal4py")),
+                       ("onnxruntime", ("onnxruntime",)), ("tl2cgen", ("tl2cgen",))):
+        v = _dist_version(*dists)
+        if v:
+            info[key] = v
     try:
         from treecomp import toolchain
         info["compiler"] = toolchain.find_compiler().version
@@ -906,3 +996,7 @@ def main(argv: list[str] | None = None) -> int:
     print(report.summary(results))
     log(f"wrote {', '.join(str(p) for p in paths)} ({results['wall_s']:.0f} s)")
     return 0
+
+
+if __name__ == "__main__":  # `python -m bench.run ...`, like `python -m bench ...`
+    sys.exit(main(sys.argv[1:]))

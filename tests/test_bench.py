@@ -123,3 +123,95 @@ def test_compare():
     assert r == {"bit_exact": False, "mismatches": 1, "max_abs_diff": None}
     assert bench_run.compare(np.ones((3, 1)), np.ones(3))["bit_exact"] is True   # (n,1) vs (n,)
     assert bench_run.compare(np.ones(4), np.ones(3))["bit_exact"] is False
+
+
+def test_need_tells_missing_from_broken(tmp_path, monkeypatch):
+    """A missing engine is 'not installed'; one that is installed but breaks on import says why
+    (daal4py 2024.7 against scikit-learn 1.9 is such a case) instead of a bare traceback."""
+    (tmp_path / "tc_broken_engine.py").write_text("raise RuntimeError('built for another sklearn')\n")
+    (tmp_path / "tc_half_engine.py").write_text("import tc_no_such_dependency\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    with pytest.raises(bench_run.Skip, match=r"^tc_absent_engine is not installed$"):
+        bench_run._need("tc_absent_engine", "tc_absent_engine")
+    with pytest.raises(bench_run.Skip, match=r"fails to import: RuntimeError: built for another sklearn"):
+        bench_run._need("tc_broken_engine", "broken")
+    with pytest.raises(bench_run.Skip, match=r"fails to import: ModuleNotFoundError: .*tc_no_such_dependency"):
+        bench_run._need("tc_half_engine", "half")
+
+
+def test_lleaves_on_a_new_llvmlite_names_the_pin(monkeypatch, tmp_path):
+    """lleaves 1.3 uses llvmlite's PassManagerBuilder, gone in llvmlite 0.45: the row must say so."""
+    import sys
+    import types
+
+    class Model:
+        def __init__(self, model_file):
+            self.model_file = model_file
+
+        def compile(self, cache=None, **kw):
+            raise AttributeError("module 'llvmlite.binding' has no attribute 'PassManagerBuilder'")
+
+    monkeypatch.setitem(sys.modules, "lleaves", types.SimpleNamespace(Model=Model))
+    case = bench_cases.BenchCase("m", "m", None, np.zeros((4, 2), np.float32),
+                                 library=types.SimpleNamespace(model_file=str(tmp_path / "m.txt"),
+                                                               model=None))
+    ctx = bench_run.CaseContext(case, None, tmp_path / "m.tcir", tmp_path,
+                                bench_run.Settings.for_mode(True), 1, {})
+    with pytest.raises(bench_run.Skip, match=r"lleaves needs llvmlite<0\.45 .*PassManagerBuilder.*compare-env"):
+        bench_run.Lleaves().prepare(ctx)
+
+
+def test_external_engines_side_by_side(tmp_path):
+    """lleaves and daal4py measured with treecomp in one process (bench/compare-env.sh builds an
+    environment where both import; elsewhere this test is skipped).
+
+    Checked with lleaves 1.3.0 / llvmlite 0.44 and scikit-learn-intelex 2026.2.0. lleaves sums
+    in float64 like LightGBM, but per block of `fblocksize` (34) trees, each block's partial sum
+    then added to the row's total: bit-exact only for models of at most 34 trees, like the
+    20-tree quick case here (500 trees: raw margins ~4e-14 apart). daal4py computes in the rows'
+    dtype (float32 here) where LightGBM uses float64: probabilities ~1e-7 apart (float64 rows
+    still differ by ~1e-8, so not only the input dtype); on XGBoost about half the rows differ
+    by 1 ulp of the float32 probability.
+    """
+    pytest.importorskip("lleaves")
+    pytest.importorskip("daal4py")
+    pytest.importorskip("lightgbm")
+    pytest.importorskip("xgboost")
+    out = tmp_path / "out"
+    assert bench_run.main(["--quick", "--cases", "lgbm-binary,xgb-binary", "--rows", "600",
+                           "--no-plots", "--out", str(out),
+                           "--strategies", "library,lleaves,daal4py"]) == 0
+    res = json.loads((out / "results.json").read_text())
+    assert res["machine"]["lleaves"] and res["machine"]["daal4py"]
+    lgbm, xgb = ({r["name"]: r for r in c["strategies"]} for c in res["cases"])
+    assert res["cases"][0]["n_trees"] == 20     # one lleaves block: its sum is LightGBM's
+    ll = lgbm["lleaves"]
+    assert ll["status"] == "ok", ll.get("note")
+    assert set(ll["exact"]) == {"raw", "proba"} and ll["bit_exact"] is True
+    assert ll["compile_s"] > 0 and ll["artifact_bytes"] > 0 and set(ll["latency_us"]) == {"1", "16", "256"}
+    assert xgb["lleaves"]["status"] == "skipped" and "LightGBM" in xgb["lleaves"]["note"]
+    for rows in (lgbm, xgb):
+        d = rows["daal4py"]
+        assert d["status"] == "ok", d.get("note")
+        assert set(d["exact"]) == {"proba"} and 0 <= d["max_abs_diff"] < 1e-5
+        assert d["latency_us"]["1"] > 0 and d["ns_per_row_1t"] > 0
+
+
+@needs_cc
+def test_interleaved_timings(tmp_path, capsys):
+    """bench.interleaved: every strategy timed in each round; skips are rows, not failures."""
+    from bench import interleaved
+    out = tmp_path / "t.json"
+    assert interleaved.main(["--quick", "--cases", "tiny", "--strategies", "c,library,lleaves",
+                             "--rows", "300", "--rounds", "3", "--single-calls", "5",
+                             "--out", str(out)]) == 0
+    (case,) = json.loads(out.read_text())["cases"]
+    assert case["n_rows"] == 300 and case["rounds"] == 3
+    rows = case["strategies"]
+    for name in ("c", "library"):
+        r = rows[name]
+        assert 0 < r["ns_per_row_1t_min"] <= r["ns_per_row_1t_median"], name
+        assert r["latency_b1_us_median"] > 0
+    assert rows["c"]["compile_s"] > 0
+    assert "skipped" in rows["lleaves"]   # not installed, or not a LightGBM model
+    assert "| c |" in capsys.readouterr().out

@@ -156,9 +156,17 @@ _INIT_LOCK = threading.Lock()
 def _llvm():
     """llvmlite.binding, with the native target ready and libm's exp visible to the JIT."""
     try:
+        import llvmlite
         import llvmlite.binding as llvm
     except ImportError as exc:  # pragma: no cover - llvmlite is a core dependency
         raise CompileError(f"the llvm backend needs llvmlite: {exc}") from None
+    # llvmlite < 0.45 (LLVM 15; lleaves pins it) parses the opaque `ptr` of this module's IR
+    # only in contexts made with opaque pointers on, which it decides once, from
+    # LLVMLITE_ENABLE_OPAQUE_POINTERS, when first imported; llvmlite >= 0.45 has no such switch.
+    if getattr(llvmlite, "opaque_pointers_enabled", True) is False:
+        raise CompileError(f"the llvm backend needs opaque pointers: with llvmlite "
+                           f"{llvmlite.__version__}, set LLVMLITE_ENABLE_OPAQUE_POINTERS=1 in the "
+                           "environment before llvmlite is first imported (or use llvmlite >= 0.45)")
     with _INIT_LOCK:
         llvm.initialize_native_target()
         llvm.initialize_native_asmprinter()
@@ -882,6 +890,15 @@ def _optimise(mod, tm, level: int) -> None:
         pm = pb.getModulePassManager()
     else:
         pm = llvm.create_new_module_pass_manager()
+        if not hasattr(pm, "add_sroa_pass"):
+            # llvmlite 0.44 (LLVM 15, what lleaves needs) binds no SROA in its new pass
+            # manager; its legacy pass manager runs the same three passes.
+            legacy = llvm.create_module_pass_manager()
+            legacy.add_sroa_pass()
+            legacy.add_cfg_simplification_pass()
+            legacy.add_instruction_combining_pass()
+            legacy.run(mod)
+            return
         pm.add_sroa_pass()
         pm.add_simplify_cfg_pass()
         pm.add_instruction_combine_pass()
