@@ -77,7 +77,27 @@ typedef struct {
   const uint8_t *cat_other_left;
   const void *leaf_values;      /* accumulation dtype */
   const void *base;             /* accumulation dtype, n_outputs */
+  /* appended: the deep-tree path of compact trees (arrays_impl.c, deep_s). Float32 input only;
+   * d_topd == NULL turns it off. Derived at load time (arrays.py, _deep_tables), never stored. */
+  const void *d_recs;           /* tc_drec: the internal records (c_nodes order), then one
+                                 * self-looping record per leaf */
+  const int32_t *d_topd;        /* per tree: depth K of its top heap, 0: the tree takes compact_s */
+  const int64_t *d_topoff;      /* per tree: offset into d_top_ff / d_top_thr (2^K - 1 slots) */
+  const int64_t *d_exitoff;     /* per tree: offset into d_exit (2^K entries) */
+  const int64_t *d_leaf0;       /* per tree: leaf index = record index - d_leaf0[t] */
+  const int32_t *d_top_ff;      /* top heaps (complete levels only), padded like h_ff */
+  const float *d_top_thr;
+  const int32_t *d_exit;        /* byte offset into d_recs of the node below each top exit */
+  int64_t d_nint;               /* number of internal records (the leaf records follow) */
 } tc_tables;
+
+/* a deep-path record: 16 bytes, children as byte offsets into d_recs (no scaling in the walk);
+ * a leaf record points to itself on both sides, so a finished walk stays put */
+typedef struct {
+  int32_t ff;
+  float t;
+  int32_t child[2];
+} tc_drec;
 
 
 #define TC_EXPORT __attribute__((visibility("default")))

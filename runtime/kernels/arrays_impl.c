@@ -304,16 +304,100 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(compact_s)(
   }
 }
 
+/* ---- compact trees, deep path (float input): top heap + lockstep walk over leaf records ----
+ * Used for compact trees without categorical splits when arrays.py derived the d_* tables.
+ * 1. The tree's top K levels (all internal: K = its first level holding a leaf, at most
+ *    arrays.py's DEEP_TOP_MAX) are a heap walked like the heap layout, branch-free (the vector
+ *    heap walk where the ISA has one): lidx[r] = the row's exit slot at depth K.
+ * 2. From the exit's node, TC_DG rows walk together in lockstep: one step of each row per
+ *    round, no branch per row, until every row sits in a leaf record (a leaf record points to
+ *    itself on both sides, so finished rows stay put). Rows of a group finish at different
+ *    depths; the wasted steps cost less than the mispredicted "is this a leaf" branch of the
+ *    slot walk (compact_s) they replace. Children are byte offsets: no index arithmetic.
+ * The comparison is the heap walk's and compact_s's (num_right); `nan` = 0 drops the NaN term
+ * when the block has no NaN (then it is always 0). */
+#define TC_DG 8
+
+static inline __attribute__((always_inline)) TC_ATTR void FN(deep_s)(
+    const tc_tables *T, int64_t t, const float *xb, int64_t nb, int32_t *lidx, const int strict,
+    const int nan) {
+  const int K = T->d_topd[t];
+  const int64_t nf = T->n_features;
+  const int32_t *tff = T->d_top_ff + T->d_topoff[t];
+  const float *tth = T->d_top_thr + T->d_topoff[t];
+  const int32_t *ex = T->d_exit + T->d_exitoff[t];
+  const char *base = (const char *)T->d_recs;
+  const int32_t lim = (int32_t)(T->d_nint * (int64_t)sizeof(tc_drec));
+  const int32_t l0 = (int32_t)T->d_leaf0[t];
+  const uint32_t first = (1u << K) - 1u;
+  int64_t r = 0;
+#if TC_VEC
+  if (nb * nf < 0x7fffffffLL) r = FN(heap_vec)(tff, tth, K, xb, (int32_t)nf, nb, lidx, strict, 0, 0);
+#endif
+  for (; r < nb; ++r) {
+    const float *x = xb + r * nf;
+    uint32_t i = 0;
+    for (int l = 0; l < K; ++l) {
+      const uint32_t f = (uint32_t)tff[i];
+      i = 2u * i + 1u + FN(num_right)(x[f & TC_FF_FEAT], tth[i], f, strict);
+    }
+    lidx[r] = (int32_t)(i - first);
+  }
+  for (r = 0; r + TC_DG <= nb; r += TC_DG) {
+    int32_t nd[TC_DG];
+    const float *xk[TC_DG];
+    for (int k = 0; k < TC_DG; ++k) { nd[k] = ex[lidx[r + k]]; xk[k] = xb + (r + k) * nf; }
+    for (;;) {
+      int32_t any = 0;
+#pragma GCC unroll 8
+      for (int k = 0; k < TC_DG; ++k) {
+        const tc_drec *p = (const tc_drec *)(base + nd[k]);
+        const uint32_t f = (uint32_t)p->ff;
+        const float v = xk[k][f & TC_FF_FEAT];
+        uint32_t gr = strict ? (v >= p->t) : (v > p->t);
+        if (nan) gr |= (uint32_t)(v != v) & (f >> 31);
+        nd[k] = p->child[gr];
+        any |= nd[k] - lim;  /* negative while some row is at an internal record */
+      }
+      if (any >= 0) break;
+    }
+    for (int k = 0; k < TC_DG; ++k) lidx[r + k] = (nd[k] / (int32_t)sizeof(tc_drec)) - l0;
+  }
+  for (; r < nb; ++r) {
+    const float *x = xb + r * nf;
+    int32_t n = ex[lidx[r]];
+    while (n < lim) {
+      const tc_drec *p = (const tc_drec *)(base + n);
+      const uint32_t f = (uint32_t)p->ff;
+      n = p->child[FN(num_right)(x[f & TC_FF_FEAT], p->t, f, strict)];
+    }
+    lidx[r] = (n / (int32_t)sizeof(tc_drec)) - l0;
+  }
+}
+#undef TC_DG
+
 /* ---- one block of rows, tree-major ---------------------------------------------------------- */
 static inline __attribute__((always_inline)) TC_ATTR void FN(block_s)(
     const tc_tables *T, const TC_XT *xb, int64_t nb, TC_AT *ab, int32_t *lidx, const int strict) {
   const int64_t no = T->n_outputs;
+  int nan = -1;  /* unknown yet */
   for (int64_t t = 0; t < T->n_trees; ++t) {
     const TC_AT *lv = (const TC_AT *)T->leaf_values + T->tree_leaf[t];
     const int64_t o = T->tree_out[t], w = T->tree_width[t];
     int64_t done = 0;
-    if (T->tree_layout[t] == 0) done = FN(heap_s)(T, t, xb, nb, lidx, strict, lv, no == 1 && w == 1 ? ab : 0);
-    else FN(compact_s)(T, t, xb, nb, lidx, strict);
+    if (T->tree_layout[t] == 0) {
+      done = FN(heap_s)(T, t, xb, nb, lidx, strict, lv, no == 1 && w == 1 ? ab : 0);
+    } else if (sizeof(TC_XT) == 4 && T->d_topd && T->d_topd[t] > 0) {
+      if (nan < 0) {  /* once per block: does any row value of the block hold a NaN? */
+        int any = 0;
+        for (int64_t k = 0; k < nb * T->n_features; ++k) any |= xb[k] != xb[k];
+        nan = any;
+      }
+      if (nan) FN(deep_s)(T, t, (const float *)xb, nb, lidx, strict, 1);
+      else FN(deep_s)(T, t, (const float *)xb, nb, lidx, strict, 0);
+    } else {
+      FN(compact_s)(T, t, xb, nb, lidx, strict);
+    }
     if (w == 1) {
       for (int64_t r = done; r < nb; ++r) ab[r * no + o] += lv[lidx[r]];
     } else {

@@ -473,7 +473,10 @@ class _Tables(ctypes.Structure):
         (n, ctypes.c_void_p) for n in (
             "tree_layout", "tree_depth", "tree_node", "tree_leaf", "tree_out", "tree_width",
             "h_ff", "h_thr", "c_nodes", "cat_words", "cat_off", "cat_nbits", "cat_other_left",
-            "leaf_values", "base")]
+            "leaf_values", "base")] + [  # appended (arrays.c): the deep path of compact trees
+        (n, ctypes.c_void_p) for n in (
+            "d_recs", "d_topd", "d_topoff", "d_exitoff", "d_leaf0", "d_top_ff", "d_top_thr",
+            "d_exit")] + [("d_nint", ctypes.c_int64)]
 
 
 KERNEL_CFLAGS = tuple(toolchain.DEFAULT_CFLAGS)  # -O2: -O3 doubled the build for no measured gain
@@ -617,6 +620,89 @@ def resolve_isa(isa: str, strict: bool = True) -> str:
 
 _HEAP_PAD = 64
 _NODE32 = np.dtype([("ff", "<i4"), ("u", "<i4"), ("l", "<i4"), ("r", "<i4")])
+#: tc_drec (arrays.c): the deep path's records, children as byte offsets
+_DREC = np.dtype([("ff", "<i4"), ("t", "<f4"), ("l", "<i4"), ("r", "<i4")])
+#: deepest top heap of the deep path: the AVX2 heap walk looks levels 0..5 up in registers
+DEEP_TOP_MAX = 6
+
+
+def _deep_tables(A: dict[str, np.ndarray], c_left_g: np.ndarray, c_right_g: np.ndarray) -> dict | None:
+    """The derived tables of the kernel's deep path for compact trees (arrays_impl.c, deep_s),
+    or None where it does not apply (float64 input, no eligible tree, too many records).
+
+    Built from validated tables at load time, vectorised (a few numpy passes per top level), and
+    never stored: the file format is unchanged. Records: the compact internal nodes in c_nodes
+    order, then one self-looping record per leaf of every compact tree; children are byte
+    offsets. A tree takes the path when it has no categorical split; its top heap covers its
+    complete levels (every node above depth K internal), at most DEEP_TOP_MAX.
+    """
+    if A["c_thr"].dtype != np.float32:
+        return None
+    lay, nint, nleaf = A["tree_layout"], A["tree_nint"], A["tree_nleaf"]
+    T = len(lay)
+    C = len(A["c_ff"])
+    compact = (lay == 1) & (nint > 0)
+    if not compact.any():
+        return None
+    coff = _excl_cumsum(np.where(lay == 1, nint, 0))
+    loff = _excl_cumsum(np.where(compact, nleaf, 0))
+    n_rec = C + int(loff[-1])
+    if n_rec * _DREC.itemsize >= 1 << 31:  # byte offsets are int32
+        return None
+    ctrees = np.flatnonzero(lay == 1)
+    ctree = np.repeat(ctrees, nint[ctrees])                        # tree of each compact record
+    ff = A["c_ff"]
+    has_cat = np.zeros(T, bool)
+    has_cat[ctree[(ff.view(np.uint32) & FF_CAT) != 0]] = True
+    fast = compact & ~has_cat
+    if not fast.any():
+        return None
+    leaf0 = C + loff[:-1]                                          # record of leaf 0 of tree t
+
+    def rec_of(ch: np.ndarray) -> np.ndarray:                      # child code -> record index
+        return np.where(ch >= 0, ch, leaf0[ctree] + ~ch)
+    recs = np.zeros(n_rec, _DREC)
+    recs["ff"][:C] = ff
+    recs["t"][:C] = A["c_thr"]
+    recs["l"][:C] = rec_of(c_left_g.astype(np.int64)) * _DREC.itemsize
+    recs["r"][:C] = rec_of(c_right_g.astype(np.int64)) * _DREC.itemsize
+    self_off = np.arange(C, n_rec, dtype=np.int64) * _DREC.itemsize
+    recs["l"][C:] = self_off
+    recs["r"][C:] = self_off
+
+    # top levels of every fast tree at once: (tree, heap position, record) per level
+    ft = np.flatnonzero(fast)
+    K = np.full(T, DEEP_TOP_MAX, np.int64)
+    tr, pos, rec = ft, np.zeros(len(ft), np.int64), coff[:-1][ft]
+    levels = []
+    for d in range(DEEP_TOP_MAX + 1):
+        levels.append((tr, pos, rec))
+        leafy = rec >= C
+        np.minimum.at(K, tr[leafy], d)
+        if d == DEEP_TOP_MAX:
+            break
+        keep = ~leafy & (d < K[tr])
+        tr, pos, rec = tr[keep], pos[keep], rec[keep]
+        tr = np.concatenate([tr, tr])
+        rec = np.concatenate([recs["l"][rec], recs["r"][rec]]).astype(np.int64) // _DREC.itemsize
+        pos = np.concatenate([2 * pos + 1, 2 * pos + 2])
+    K = np.where(fast, K, 0)
+    topoff = _excl_cumsum(np.where(fast, (np.int64(1) << K) - 1, 0))
+    exitoff = _excl_cumsum(np.where(fast, np.int64(1) << K, 0))
+    top_ff = np.zeros(int(topoff[-1]) + _HEAP_PAD, np.int32)
+    top_thr = np.zeros(int(topoff[-1]) + _HEAP_PAD, np.float32)
+    exits = np.full(int(exitoff[-1]), -1, np.int64)
+    for d, (tr, pos, rec) in enumerate(levels):
+        inner = d < K[tr]
+        top_ff[topoff[tr[inner]] + pos[inner]] = ff[rec[inner]]
+        top_thr[topoff[tr[inner]] + pos[inner]] = A["c_thr"][rec[inner]]
+        at = d == K[tr]
+        exits[exitoff[tr[at]] + pos[at] - ((np.int64(1) << d) - 1)] = rec[at] * _DREC.itemsize
+    if np.any(exits < 0):  # every exit of a complete top is reached: a bug, not bad input
+        raise AssertionError("deep path: incomplete top heap")
+    return {"d_recs": recs, "d_topd": K.astype(np.int32), "d_topoff": topoff[:-1],
+            "d_exitoff": exitoff[:-1], "d_leaf0": leaf0.astype(np.int64), "d_top_ff": top_ff,
+            "d_top_thr": top_thr, "d_exit": exits.astype(np.int32), "d_nint": C}
 _NODE64 = np.dtype([("ff", "<i4"), ("cat", "<i4"), ("l", "<i4"), ("r", "<i4"), ("t", "<f8")])
 
 
@@ -677,6 +763,11 @@ class ArraysKernel:
                 "cat_off": self._cat_off, "cat_nbits": self._cat_nbits,
                 "cat_other_left": A["cat_other_left"], "leaf_values": A["leaf_values"],
                 "base": A["base"]}
+        deep = _deep_tables(A, self._c_left_g, self._c_right_g) if not m["naive"] else None
+        d_nint = 0
+        if deep is not None:
+            d_nint = deep.pop("d_nint")
+            keep.update(deep)
         # aligned, contiguous copies where the file's buffer is not (keeps them alive too)
         self._keep = {k: (v if v.flags.c_contiguous and v.ctypes.data % v.dtype.alignment == 0
                           else np.ascontiguousarray(v).copy()) for k, v in keep.items()}
@@ -684,7 +775,7 @@ class ArraysKernel:
                     x_bits=64 if x64 else 32, acc_bits=64 if m["acc_dtype"] == "float64" else 32,
                     strict=int(self._strict), average=int(bool(m["average"])),
                     naive=int(bool(m["naive"])), block_rows=self.block_rows,
-                    cat_rule=CATEGORY_RULES.index(m["category_rule"]))
+                    cat_rule=CATEGORY_RULES.index(m["category_rule"]), d_nint=d_nint)
         for k, v in self._keep.items():
             setattr(s, k, v.ctypes.data if v.size else None)
         return s
