@@ -12,6 +12,7 @@
  */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
 /*
  * The table format. treecomp/backends/arrays.py flattens a forest into these struct-of-arrays
@@ -89,13 +90,15 @@ typedef struct {
   const float *d_top_thr;
   const int32_t *d_exit;        /* byte offset into d_recs of the node below each top exit */
   int64_t d_nint;               /* number of internal records (the leaf records follow) */
+  const uint8_t *d_nanr;        /* per record: NaN goes right (leaf records: 0) */
 } tc_tables;
 
 /* a deep-path record: 16 bytes, children as byte offsets into d_recs (no scaling in the walk);
- * a leaf record points to itself on both sides, so a finished walk stays put */
+ * a leaf record points to itself on both sides, so a finished walk stays put. ff is the byte
+ * offset of the feature in a feature-major group of rows: feature * 4 * TC_DG (arrays_impl.c) */
 typedef struct {
   int32_t ff;
-  float t;
+  int32_t tk;                   /* the threshold's order key (arrays_impl.c, fkey) */
   int32_t child[2];
 } tc_drec;
 
