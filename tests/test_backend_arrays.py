@@ -327,6 +327,15 @@ def _deep_forest(comparison: str, seed: int = 21) -> Forest:
                   base_score=[0.5], comparison=comparison, average=True)
 
 
+def min_leaf_depth(t: Tree) -> int:
+    left, right = np.asarray(t.left), np.asarray(t.right)
+    depth = np.zeros(len(left), int)
+    for i in range(len(left)):  # BFS-ordered test trees: parents come first
+        if left[i] >= 0:
+            depth[left[i]] = depth[right[i]] = depth[i] + 1
+    return int(depth[left < 0].min())
+
+
 def _deep_rows(f: Forest, n: int) -> np.ndarray:
     rng = np.random.default_rng(3)
     X = rng.normal(size=(n, f.n_features))
@@ -349,7 +358,9 @@ def test_deep_path_bit_exact(isa, comparison):
         topd = k._keep["d_topd"]
         # the path is really taken: deep trees have top heaps, the others keep the slot walk
         assert (topd[:6] >= 1).all() and topd[6:].tolist() == [0, 0]
-        assert topd.max() == arrays.DEEP_TOP_MAX and topd.min() == 0
+        assert topd.max() == arrays.DEEP_TOP_MAX
+        # padded tops too: a leaf above the top's depth (levels only half full)
+        assert any(min_leaf_depth(f.trees[i]) < topd[i] for i in range(6))
         for Xin in (X, X.astype(np.float32)):
             np.testing.assert_array_equal(p.predict_raw(Xin), interp.predict_raw(f, Xin))
         np.testing.assert_array_equal(p.predict_raw(X), want)

@@ -309,9 +309,10 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(compact_s)(
  * Used for compact trees without categorical splits (or NaN thresholds) when arrays.py derived
  * the d_* tables (_deep_tables). Measured on rf-deep (20 sklearn trees of ~3.8k nodes, depth
  * ~29, 13.3 steps per row and tree; AMD EPYC, AVX2): compact_s 947 ns/row -> this path ~460.
- * 1. The tree's top K levels (all internal: K = its first level holding a leaf, at most
- *    arrays.py's DEEP_TOP_MAX) are a heap walked like the heap layout, branch-free (the vector
- *    heap walk where the ISA has one): lidx[r] = the row's exit slot at depth K.
+ * 1. The tree's top K levels (each at least half internal, K <= arrays.py's DEEP_TOP_MAX) are
+ *    a heap walked like the heap layout, branch-free (the vector heap walk where the ISA has
+ *    one; a leaf above depth K is padding down to the leftmost exit below it, which holds the
+ *    leaf's record): lidx[r] = the row's exit slot at depth K.
  * 2. From the exit's node, TC_DG rows walk together in lockstep: one step of each row per
  *    round, no branch per row, until every row sits in a leaf record (a leaf record points to
  *    itself on both sides, so finished rows stay put). Rows of a group finish at different

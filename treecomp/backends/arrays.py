@@ -624,10 +624,15 @@ def resolve_isa(isa: str, strict: bool = True) -> str:
 
 _HEAP_PAD = 64
 _NODE32 = np.dtype([("ff", "<i4"), ("u", "<i4"), ("l", "<i4"), ("r", "<i4")])
+_NODE64 = np.dtype([("ff", "<i4"), ("cat", "<i4"), ("l", "<i4"), ("r", "<i4"), ("t", "<f8")])
 #: tc_drec (arrays.c): the deep path's records, children as byte offsets
 _DREC = np.dtype([("ff", "<i4"), ("tk", "<i4"), ("l", "<i4"), ("r", "<i4")])
-#: deepest top heap of the deep path: the AVX2 heap walk looks levels 0..5 up in registers
+#: deepest top heap of the deep path, and how full its levels must be (padding below leaves).
+#: The AVX2 heap walk looks levels 0..5 up in registers and gathers below; on rf-deep (same
+#: process, ns/row): complete levels only (K = 4..6) 472, K = 6 with half-full levels 453,
+#: K = 7 466, K = 8 483 (the gathers cost more than the lockstep rounds they save)
 DEEP_TOP_MAX = 6
+DEEP_TOP_FULL = 0.5
 #: rows walked in lockstep by the deep path (TC_DG in arrays_impl.c)
 DEEP_GROUP = 8
 
@@ -641,7 +646,7 @@ def float_keys(v: np.ndarray) -> np.ndarray:
 
 
 def _deep_tables(A: dict[str, np.ndarray], c_left_g: np.ndarray, c_right_g: np.ndarray,
-                 nf: int) -> dict | None:
+                 nf: int, top_max: int) -> dict | None:
     """The derived tables of the kernel's deep path for compact trees (arrays_impl.c, deep_s),
     or None where it does not apply (float64 input, no eligible tree, too many records or
     features for int32 byte offsets).
@@ -652,8 +657,8 @@ def _deep_tables(A: dict[str, np.ndarray], c_left_g: np.ndarray, c_right_g: np.n
     offsets, ff is the feature's byte offset in a feature-major group of DEEP_GROUP rows, the
     threshold is its order key (float_keys; NaN-goes-right bits in a separate array). A tree
     takes the path when it has no categorical split and no NaN threshold (a NaN has no key);
-    its top heap covers its complete levels (every node above depth K internal), at most
-    DEEP_TOP_MAX.
+    its top heap covers the levels that are at least DEEP_TOP_FULL full (at most DEEP_TOP_MAX),
+    padded below leaves above its depth K.
     """
     if A["c_thr"].dtype != np.float32:
         return None
@@ -694,40 +699,50 @@ def _deep_tables(A: dict[str, np.ndarray], c_left_g: np.ndarray, c_right_g: np.n
     recs["l"][C:] = self_off
     recs["r"][C:] = self_off
 
-    # top levels of every fast tree at once: (tree, heap position, record) per level
+    # top levels of every fast tree at once: (tree, heap position, record) per level, leaves
+    # not expanded
     ft = np.flatnonzero(fast)
-    K = np.full(T, DEEP_TOP_MAX, np.int64)
     tr, pos, rec = ft, np.zeros(len(ft), np.int64), coff[:-1][ft]
     levels = []
-    for d in range(DEEP_TOP_MAX + 1):
+    n_inner = np.zeros((T, top_max + 1), np.int64)  # internal nodes per tree and level
+    for d in range(top_max + 1):
         levels.append((tr, pos, rec))
-        leafy = rec >= C
-        np.minimum.at(K, tr[leafy], d)
-        if d == DEEP_TOP_MAX:
+        inner = rec < C
+        np.add.at(n_inner[:, d], tr[inner], 1)
+        if d == top_max:
             break
-        keep = ~leafy & (d < K[tr])
-        tr, pos, rec = tr[keep], pos[keep], rec[keep]
+        tr, pos, rec = tr[inner], pos[inner], rec[inner]
         tr = np.concatenate([tr, tr])
         rec = np.concatenate([recs["l"][rec], recs["r"][rec]]).astype(np.int64) // _DREC.itemsize
         pos = np.concatenate([2 * pos + 1, 2 * pos + 2])
-    K = np.where(fast, K, 0)
+    # K: every level above it at least DEEP_TOP_FULL full (a cheap heap step replaces a lockstep
+    # round); a leaf above K becomes padding (NaN threshold, NaN goes left: every row goes left)
+    # down to the leftmost exit below it, which holds the leaf
+    full = n_inner >= DEEP_TOP_FULL * (np.int64(1) << np.arange(top_max + 1))
+    K = np.where(fast, np.argmin(np.concatenate([full[:, :top_max], np.zeros((T, 1), bool)], 1), 1), 0)
+    K = np.maximum(np.where(fast, 1, 0), K)   # the root is internal: at least one level
     topoff = _excl_cumsum(np.where(fast, (np.int64(1) << K) - 1, 0))
     exitoff = _excl_cumsum(np.where(fast, np.int64(1) << K, 0))
     top_ff = np.zeros(int(topoff[-1]) + _HEAP_PAD, np.int32)
-    top_thr = np.zeros(int(topoff[-1]) + _HEAP_PAD, np.float32)
+    top_thr = np.full(int(topoff[-1]) + _HEAP_PAD, np.nan, np.float32)
     exits = np.full(int(exitoff[-1]), -1, np.int64)
     for d, (tr, pos, rec) in enumerate(levels):
-        inner = d < K[tr]
+        Kt = K[tr]
+        inner = (d < Kt) & (rec < C)
         top_ff[topoff[tr[inner]] + pos[inner]] = ff[rec[inner]]
         top_thr[topoff[tr[inner]] + pos[inner]] = A["c_thr"][rec[inner]]
-        at = d == K[tr]
-        exits[exitoff[tr[at]] + pos[at] - ((np.int64(1) << d) - 1)] = rec[at] * _DREC.itemsize
-    if np.any(exits < 0):  # every exit of a complete top is reached: a bug, not bad input
+        # exits: a node at depth K, or a leaf above it (every exit slot below it)
+        at = (d == Kt) | ((d < Kt) & (rec >= C))
+        span = np.int64(1) << (Kt[at] - d)
+        first = ((pos[at] + 1) * span - 1) - ((np.int64(1) << Kt[at]) - 1)
+        slot = np.repeat(exitoff[tr[at]] + first, span) + (
+            np.arange(int(span.sum())) - np.repeat(_excl_cumsum(span)[:-1], span))
+        exits[slot] = np.repeat(rec[at] * _DREC.itemsize, span)
+    if np.any(exits < 0):  # every exit slot is covered: a bug, not bad input
         raise AssertionError("deep path: incomplete top heap")
     return {"d_recs": recs, "d_topd": K.astype(np.int32), "d_topoff": topoff[:-1],
             "d_exitoff": exitoff[:-1], "d_leaf0": leaf0.astype(np.int64), "d_top_ff": top_ff,
             "d_top_thr": top_thr, "d_exit": exits.astype(np.int32), "d_nint": C, "d_nanr": nanr}
-_NODE64 = np.dtype([("ff", "<i4"), ("cat", "<i4"), ("l", "<i4"), ("r", "<i4"), ("t", "<f8")])
 
 
 class ArraysKernel:
@@ -787,7 +802,7 @@ class ArraysKernel:
                 "cat_off": self._cat_off, "cat_nbits": self._cat_nbits,
                 "cat_other_left": A["cat_other_left"], "leaf_values": A["leaf_values"],
                 "base": A["base"]}
-        deep = (_deep_tables(A, self._c_left_g, self._c_right_g, m["n_features"])
+        deep = (_deep_tables(A, self._c_left_g, self._c_right_g, m["n_features"], DEEP_TOP_MAX)
                 if not m["naive"] else None)
         d_nint = 0
         if deep is not None:
