@@ -89,7 +89,8 @@ typedef struct {
   const int32_t *d_top_ff;      /* top heaps (complete levels only), padded like h_ff */
   const float *d_top_thr;
   const int32_t *d_exit;        /* byte offset into d_recs of the node below each top exit */
-  int64_t d_nint;               /* number of internal records (the leaf records follow) */
+  int64_t d_nint;               /* first leaf record, a power of two above the internal ones
+                                 * (the leaf records end below 2 * d_nint) */
   const uint8_t *d_nanr;        /* per record: NaN goes right (leaf records: 0) */
 } tc_tables;
 

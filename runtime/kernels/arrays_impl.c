@@ -347,6 +347,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(deep_s)(
   const int32_t *ex = T->d_exit + T->d_exitoff[t];
   const char *base = (const char *)T->d_recs;
   const uint8_t *nanr = T->d_nanr;
+  /* a power of two: leaf records lie at byte offsets [lim, 2 lim), internal ones below */
   const int32_t lim = (int32_t)(T->d_nint * (int64_t)sizeof(tc_drec));
   const int32_t l0 = (int32_t)T->d_leaf0[t];
   const uint32_t first = (1u << K) - 1u;
@@ -371,7 +372,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(deep_s)(
     int32_t nd[TC_DG];
     for (int k = 0; k < TC_DG; ++k) nd[k] = ex[lidx[r + k]];
     for (;;) {
-      int32_t any = 0;
+      int32_t all = -1;
 #pragma GCC unroll 8
       for (int k = 0; k < TC_DG; ++k) {
         const tc_drec *p = (const tc_drec *)(base + nd[k]);
@@ -379,9 +380,9 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(deep_s)(
         int gr = strict ? (v >= p->tk) : (v > p->tk);
         if (nan) gr = TC_KEY_NAN(v) ? nanr[(uint32_t)nd[k] / sizeof(tc_drec)] : gr;
         nd[k] = p->child[gr];
-        any |= nd[k] - lim;  /* negative while some row is at an internal record */
+        all &= nd[k];
       }
-      if (any >= 0) break;
+      if (all & lim) break;  /* every row is at a leaf record */
     }
     for (int k = 0; k < TC_DG; ++k) lidx[r + k] = (int32_t)((uint32_t)nd[k] / sizeof(tc_drec)) - l0;
   }

@@ -653,7 +653,8 @@ def _deep_tables(A: dict[str, np.ndarray], c_left_g: np.ndarray, c_right_g: np.n
 
     Built from validated tables at load time, vectorised (a few numpy passes per top level), and
     never stored: the file format is unchanged. Records: the compact internal nodes in c_nodes
-    order, then one self-looping record per leaf of every compact tree; children are byte
+    order, then from a power of two on one self-looping record per leaf of every compact tree
+    (a gap of at most as many unused records); children are byte
     offsets, ff is the feature's byte offset in a feature-major group of DEEP_GROUP rows, the
     threshold is its order key (float_keys; NaN-goes-right bits in a separate array). A tree
     takes the path when it has no categorical split and no NaN threshold (a NaN has no key);
@@ -670,8 +671,12 @@ def _deep_tables(A: dict[str, np.ndarray], c_left_g: np.ndarray, c_right_g: np.n
         return None
     coff = _excl_cumsum(np.where(lay == 1, nint, 0))
     loff = _excl_cumsum(np.where(compact, nleaf, 0))
-    n_rec = C + int(loff[-1])
-    if n_rec * _DREC.itemsize >= 1 << 31:  # byte offsets are int32
+    # leaf records start at a power of two L (in records) above the internal ones and end
+    # below 2L: a record is a leaf iff its byte offset has bit log2(16 L) set, so the lockstep
+    # walk tests "all rows finished" with one AND per row (the gap is never touched)
+    L = 1 << max(int(C), int(loff[-1]), 1).bit_length()
+    n_rec = L + int(loff[-1])
+    if 2 * L * _DREC.itemsize >= 1 << 31:  # byte offsets are int32
         return None
     ctrees = np.flatnonzero(lay == 1)
     ctree = np.repeat(ctrees, nint[ctrees])                        # tree of each compact record
@@ -682,7 +687,7 @@ def _deep_tables(A: dict[str, np.ndarray], c_left_g: np.ndarray, c_right_g: np.n
     fast = compact & ~slow
     if not fast.any():
         return None
-    leaf0 = C + loff[:-1]                                          # record of leaf 0 of tree t
+    leaf0 = L + loff[:-1]                                          # record of leaf 0 of tree t
 
     def rec_of(ch: np.ndarray) -> np.ndarray:                      # child code -> record index
         return np.where(ch >= 0, ch, leaf0[ctree] + ~ch)
@@ -695,9 +700,9 @@ def _deep_tables(A: dict[str, np.ndarray], c_left_g: np.ndarray, c_right_g: np.n
     recs["tk"][:C] = float_keys(A["c_thr"])
     recs["l"][:C] = rec_of(c_left_g.astype(np.int64)) * _DREC.itemsize
     recs["r"][:C] = rec_of(c_right_g.astype(np.int64)) * _DREC.itemsize
-    self_off = np.arange(C, n_rec, dtype=np.int64) * _DREC.itemsize
-    recs["l"][C:] = self_off
-    recs["r"][C:] = self_off
+    self_off = np.arange(L, n_rec, dtype=np.int64) * _DREC.itemsize
+    recs["l"][L:] = self_off
+    recs["r"][L:] = self_off
 
     # top levels of every fast tree at once: (tree, heap position, record) per level, leaves
     # not expanded
@@ -707,7 +712,7 @@ def _deep_tables(A: dict[str, np.ndarray], c_left_g: np.ndarray, c_right_g: np.n
     n_inner = np.zeros((T, top_max + 1), np.int64)  # internal nodes per tree and level
     for d in range(top_max + 1):
         levels.append((tr, pos, rec))
-        inner = rec < C
+        inner = rec < L
         np.add.at(n_inner[:, d], tr[inner], 1)
         if d == top_max:
             break
@@ -728,11 +733,11 @@ def _deep_tables(A: dict[str, np.ndarray], c_left_g: np.ndarray, c_right_g: np.n
     exits = np.full(int(exitoff[-1]), -1, np.int64)
     for d, (tr, pos, rec) in enumerate(levels):
         Kt = K[tr]
-        inner = (d < Kt) & (rec < C)
+        inner = (d < Kt) & (rec < L)
         top_ff[topoff[tr[inner]] + pos[inner]] = ff[rec[inner]]
         top_thr[topoff[tr[inner]] + pos[inner]] = A["c_thr"][rec[inner]]
         # exits: a node at depth K, or a leaf above it (every exit slot below it)
-        at = (d == Kt) | ((d < Kt) & (rec >= C))
+        at = (d == Kt) | ((d < Kt) & (rec >= L))
         span = np.int64(1) << (Kt[at] - d)
         first = ((pos[at] + 1) * span - 1) - ((np.int64(1) << Kt[at]) - 1)
         slot = np.repeat(exitoff[tr[at]] + first, span) + (
@@ -742,7 +747,7 @@ def _deep_tables(A: dict[str, np.ndarray], c_left_g: np.ndarray, c_right_g: np.n
         raise AssertionError("deep path: incomplete top heap")
     return {"d_recs": recs, "d_topd": K.astype(np.int32), "d_topoff": topoff[:-1],
             "d_exitoff": exitoff[:-1], "d_leaf0": leaf0.astype(np.int64), "d_top_ff": top_ff,
-            "d_top_thr": top_thr, "d_exit": exits.astype(np.int32), "d_nint": C, "d_nanr": nanr}
+            "d_top_thr": top_thr, "d_exit": exits.astype(np.int32), "d_nint": L, "d_nanr": nanr}
 
 
 class ArraysKernel:
