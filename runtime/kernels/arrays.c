@@ -83,11 +83,11 @@ typedef struct {
   const void *d_recs;           /* tc_drec: the internal records (c_nodes order), then one
                                  * self-looping record per leaf */
   const int32_t *d_topd;        /* per tree: depth K of its top heap, 0: the tree takes compact_s */
-  const int64_t *d_topoff;      /* per tree: offset into d_top_ff / d_top_thr (2^K - 1 slots) */
+  const int64_t *d_topoff;      /* per tree: offset into d_top_ff / d_top_tk (2^K - 1 slots) */
   const int64_t *d_exitoff;     /* per tree: offset into d_exit (2^K entries) */
   const int64_t *d_leaf0;       /* per tree: leaf index = record index - d_leaf0[t] */
   const int32_t *d_top_ff;      /* top heaps (complete levels only), padded like h_ff */
-  const float *d_top_thr;
+  const int32_t *d_top_tk;      /* threshold keys (fkey); padding INT32_MAX: every row goes left */
   const int32_t *d_exit;        /* byte offset into d_recs of the node below each top exit */
   int64_t d_nint;               /* first leaf record, a power of two above the internal ones
                                  * (the leaf records end below 2 * d_nint) */

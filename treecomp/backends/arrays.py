@@ -479,7 +479,7 @@ class _Tables(ctypes.Structure):
             "h_ff", "h_thr", "c_nodes", "cat_words", "cat_off", "cat_nbits", "cat_other_left",
             "leaf_values", "base")] + [  # appended (arrays.c): the deep path of compact trees
         (n, ctypes.c_void_p) for n in (
-            "d_recs", "d_topd", "d_topoff", "d_exitoff", "d_leaf0", "d_top_ff", "d_top_thr",
+            "d_recs", "d_topd", "d_topoff", "d_exitoff", "d_leaf0", "d_top_ff", "d_top_tk",
             "d_exit")] + [("d_nint", ctypes.c_int64), ("d_nanr", ctypes.c_void_p)]
 
 
@@ -729,13 +729,14 @@ def _deep_tables(A: dict[str, np.ndarray], c_left_g: np.ndarray, c_right_g: np.n
     topoff = _excl_cumsum(np.where(fast, (np.int64(1) << K) - 1, 0))
     exitoff = _excl_cumsum(np.where(fast, np.int64(1) << K, 0))
     top_ff = np.zeros(int(topoff[-1]) + _HEAP_PAD, np.int32)
-    top_thr = np.full(int(topoff[-1]) + _HEAP_PAD, np.nan, np.float32)
+    # padding: feature 0, NaN goes left, key above every non-NaN key: every row goes left
+    top_tk = np.full(int(topoff[-1]) + _HEAP_PAD, np.iinfo(np.int32).max, np.int32)
     exits = np.full(int(exitoff[-1]), -1, np.int64)
     for d, (tr, pos, rec) in enumerate(levels):
         Kt = K[tr]
         inner = (d < Kt) & (rec < L)
         top_ff[topoff[tr[inner]] + pos[inner]] = ff[rec[inner]]
-        top_thr[topoff[tr[inner]] + pos[inner]] = A["c_thr"][rec[inner]]
+        top_tk[topoff[tr[inner]] + pos[inner]] = recs["tk"][rec[inner]]
         # exits: a node at depth K, or a leaf above it (every exit slot below it)
         at = (d == Kt) | ((d < Kt) & (rec >= L))
         span = np.int64(1) << (Kt[at] - d)
@@ -747,7 +748,7 @@ def _deep_tables(A: dict[str, np.ndarray], c_left_g: np.ndarray, c_right_g: np.n
         raise AssertionError("deep path: incomplete top heap")
     return {"d_recs": recs, "d_topd": K.astype(np.int32), "d_topoff": topoff[:-1],
             "d_exitoff": exitoff[:-1], "d_leaf0": leaf0.astype(np.int64), "d_top_ff": top_ff,
-            "d_top_thr": top_thr, "d_exit": exits.astype(np.int32), "d_nint": L, "d_nanr": nanr}
+            "d_top_tk": top_tk, "d_exit": exits.astype(np.int32), "d_nint": L, "d_nanr": nanr}
 
 
 class ArraysKernel:
