@@ -471,6 +471,22 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(deep_s)(
       for (int k = 0; k < TC_DG; ++k) {
         const tc_drec *p = (const tc_drec *)(base + nd[k]);
         const int32_t v = *(const int32_t *)(xg + p->ff + 4 * k);
+#if TC_X86
+        if (!nan) {
+          /* both children load beside the compare and a cmov picks one: the next record's
+           * address does not wait for a flag-to-index step and a load after the compare */
+          int32_t c = p->child[0];
+          if (strict)
+            __asm__("cmpl %[t], %[v]\n\tcmovge %[r], %[c]" : [c] "+r"(c)
+                    : [v] "r"(v), [t] "m"(p->tk), [r] "m"(p->child[1]) : "cc");
+          else
+            __asm__("cmpl %[t], %[v]\n\tcmovg %[r], %[c]" : [c] "+r"(c)
+                    : [v] "r"(v), [t] "m"(p->tk), [r] "m"(p->child[1]) : "cc");
+          nd[k] = c;
+          all &= c;
+          continue;
+        }
+#endif
         int gr = strict ? (v >= p->tk) : (v > p->tk);
         if (nan) gr = TC_KEY_NAN(v) ? nanr[(uint32_t)nd[k] / sizeof(tc_drec)] : gr;
         nd[k] = p->child[gr];
