@@ -308,7 +308,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(compact_s)(
 /* ---- compact trees, deep path (float input): top heap + lockstep walk over leaf records ----
  * Used for compact trees without categorical splits (or NaN thresholds) when arrays.py derived
  * the d_* tables (_deep_tables). Measured on rf-deep (20 sklearn trees of ~3.8k nodes, depth
- * ~29, 13.3 steps per row and tree; AMD EPYC, AVX2): compact_s 947 ns/row -> this path ~460.
+ * ~29, 13.3 steps per row and tree; AMD EPYC, AVX2): compact_s 947 ns/row -> this path ~420.
  * 1. The tree's top K levels (each at least half internal, K <= arrays.py's DEEP_TOP_MAX) are
  *    a heap walked branch-free like the heap layout, on order keys (top_vec where the ISA has
  *    vectors: ~6% faster than the heap layout's float walk here, as its level 0 needs no
