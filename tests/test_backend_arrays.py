@@ -533,3 +533,84 @@ def test_shared_children_are_rejected_before_the_interval_walk():
     arrays.validate(bad)  # every index is in bounds...
     with pytest.raises(ArtifactError, match="do not form a tree"):
         arrays.ArraysKernel(bad, p.head)
+
+
+# -- the deep path of compact trees (float32 input: top heap + lockstep walk over leaf records) --
+def _deep_forest(comparison: str, seed: int = 21) -> Forest:
+    """Deep float32 trees (leaves from depth 1 on, so top heaps of every depth), thresholds at
+    +-0.0 and near 1, plus trees that must keep the slot walk (categorical, single leaf)."""
+    from tests.randforest import random_tree
+    rng = np.random.default_rng(seed)
+    trees = []
+    for i in range(6):
+        # tree 4: complete to depth 9 (the deepest top heap, then lockstep below it)
+        t = random_tree(rng, 5, max_depth=9 if i == 4 else 16, p_leaf=[0.05, 0.15, 0.3, 0.5, 0.0, 0.2][i])
+        thr = np.asarray(t.threshold, np.float64).copy()
+        internal = np.asarray(t.left) >= 0
+        pick = internal & (rng.random(len(thr)) < 0.2)
+        thr[pick] = rng.choice([0.0, -0.0, 1.0, np.float32(1.0) + np.float32(1e-7)], pick.sum())
+        trees.append(dataclasses.replace(t, threshold=thr))
+    trees.append(random_tree(rng, 5, max_depth=9, p_cat=0.3))   # categorical: slot walk
+    trees.append(leaf_tree(0.75))
+    return Forest(trees=tuple(trees), n_features=5, n_outputs=1, tree_output=np.zeros(len(trees)),
+                  base_score=[0.5], comparison=comparison, average=True)
+
+
+def min_leaf_depth(t: Tree) -> int:
+    left, right = np.asarray(t.left), np.asarray(t.right)
+    depth = np.zeros(len(left), int)
+    for i in range(len(left)):  # BFS-ordered test trees: parents come first
+        if left[i] >= 0:
+            depth[left[i]] = depth[right[i]] = depth[i] + 1
+    return int(depth[left < 0].min())
+
+
+def _deep_rows(f: Forest, n: int) -> np.ndarray:
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(n, f.n_features))
+    specials = np.array([0.0, -0.0, np.inf, -np.inf, 1.0, 1.0 + 1e-7, 1e-45, -1e-45])
+    mask = rng.random(X.shape) < 0.15
+    X[mask] = rng.choice(specials, mask.sum())
+    X[n // 2:][rng.random((n - n // 2, f.n_features)) < 0.05] = np.nan  # NaN in later blocks only
+    return np.vstack([X, edge_rows(f, X[:200], n=100, seed=4)])
+
+
+@pytest.mark.parametrize("isa", ISAS[:3])
+@pytest.mark.parametrize("comparison", ["<", "<="])
+def test_deep_path_bit_exact(isa, comparison):
+    f = _deep_forest(comparison)
+    X = _deep_rows(f, 1037)  # odd: lockstep groups of 8 plus tails, NaN-free and NaN blocks
+    want = interp.predict_raw(f, X)
+    for block in (0, 64, 203):
+        p = treecomp.compile(f, backend="arrays", layout="compact", isa=isa, block_rows=block)
+        k = p._kernel
+        topd = k._keep["d_topd"]
+        # the path is really taken: deep trees have top heaps, the others keep the slot walk
+        assert (topd[:6] >= 1).all() and topd[6:].tolist() == [0, 0]
+        assert topd.max() == arrays.DEEP_TOP_MAX
+        # padded tops too: a leaf above the top's depth (levels only half full)
+        assert any(min_leaf_depth(f.trees[i]) < topd[i] for i in range(6))
+        for Xin in (X, X.astype(np.float32)):
+            np.testing.assert_array_equal(p.predict_raw(Xin), interp.predict_raw(f, Xin))
+        np.testing.assert_array_equal(p.predict_raw(X), want)
+
+
+def test_deep_path_float_keys_order():
+    rng = np.random.default_rng(8)
+    v = np.concatenate([rng.normal(size=300) * 10.0 ** rng.integers(-40, 38, 300),
+                        [0.0, -0.0, np.inf, -np.inf, 1e-45, -1e-45, 3.4e38, -3.4e38]]).astype(np.float32)
+    k = arrays.float_keys(v)
+    a, b = np.meshgrid(np.arange(len(v)), np.arange(len(v)))
+    with np.errstate(invalid="ignore"):
+        assert np.array_equal(v[a] > v[b], k[a] > k[b])
+        assert np.array_equal(v[a] >= v[b], k[a] >= k[b])
+
+
+def test_deep_path_not_for_float64_or_naive():
+    f = _deep_forest("<=").replace(input_dtype="float64")
+    p = treecomp.compile(f, backend="arrays", layout="compact")
+    assert "d_recs" not in p._kernel._keep
+    X = _deep_rows(f, 300)
+    np.testing.assert_array_equal(p.predict_raw(X), interp.predict_raw(f, X))
+    p = treecomp.compile(_deep_forest("<="), backend="arrays", layout="naive")
+    assert "d_recs" not in p._kernel._keep

@@ -93,7 +93,7 @@ typedef struct {
   const uint8_t *q_leafb;       /* or NULL: float32 leaves as byte planes (see qleaf32) */
   const int64_t *q_leafb_off;   /* per tree: offset into q_leafb */
   int32_t q_w1;                 /* every tree's leaves are scalars (width 1) */
-  /* interval walk (quant_impl.c): compact trees of <= 255 leaves; h_qcol / h_qthr then hold
+  /* interval walk (quant_impl.c): compact trees of <= 128 leaves; h_qcol / h_qthr then hold
    * the compact nodes' columns and thresholds, each tree's nodes sorted by bv_lo1 */
   int32_t bitvec;
   const int64_t *bv_nint;       /* per tree: internal nodes */
@@ -103,7 +103,30 @@ typedef struct {
   const uint8_t *q_kind;        /* per column: 0 threshold bins, 1 category codes */
   const int32_t *h_qcat;        /* per node: its row of q_cat, or -1 (a numeric node) */
   const uint8_t *q_cat;         /* 32 bytes per categorical node: the codes that go left */
+  /* appended: the deep-tree path of compact trees (arrays_impl.c, deep_s). Float32 input only;
+   * d_topd == NULL turns it off. Derived at load time (arrays.py, _deep_tables), never stored. */
+  const void *d_recs;           /* tc_drec: the internal records (c_nodes order), then one
+                                 * self-looping record per leaf */
+  const int32_t *d_topd;        /* per tree: depth K of its top heap, 0: the tree takes compact_s */
+  const int64_t *d_topoff;      /* per tree: offset into d_top_ff / d_top_tk (2^K - 1 slots) */
+  const int64_t *d_exitoff;     /* per tree: offset into d_exit (2^K entries) */
+  const int64_t *d_leaf0;       /* per tree: leaf index = record index - d_leaf0[t] */
+  const int32_t *d_top_ff;      /* top heaps (complete levels only), padded like h_ff */
+  const int32_t *d_top_tk;      /* threshold keys (fkey); padding INT32_MAX: every row goes left */
+  const int32_t *d_exit;        /* byte offset into d_recs of the node below each top exit */
+  int64_t d_nint;               /* first leaf record, a power of two above the internal ones
+                                 * (the leaf records end below 2 * d_nint) */
+  const uint8_t *d_nanr;        /* per record: NaN goes right (leaf records: 0) */
 } tc_tables;
+
+/* a deep-path record: 16 bytes, children as byte offsets into d_recs (no scaling in the walk);
+ * a leaf record points to itself on both sides, so a finished walk stays put. ff is the byte
+ * offset of the feature in a feature-major group of rows: feature * 4 * TC_DG (arrays_impl.c) */
+typedef struct {
+  int32_t ff;
+  int32_t tk;                   /* the threshold's order key (arrays_impl.c, fkey) */
+  int32_t child[2];
+} tc_drec;
 
 
 #define TC_EXPORT __attribute__((visibility("default")))

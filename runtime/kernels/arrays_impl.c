@@ -21,6 +21,7 @@
 #define FN(name) TC_PASTE(name, TC_SFX)
 #define TC_GROUP 8    /* rows walked together in the scalar heap walk */
 #define TC_CGROUP 8   /* rows in flight in the compact walk (memory-level parallelism) */
+#define TC_DG 8       /* rows walked in lockstep by the deep path (arrays.py DEEP_GROUP) */
 
 /* categorical split: 1 = go right. Valid values (ir.py CATEGORY_RULES, T->cat_rule):
  * 0 nonneg 0 <= x < nbits; 1 trunc -1 < x < nbits; 2 integral 0 <= x < nbits and x integral.
@@ -305,6 +306,211 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(compact_s)(
   }
 }
 
+/* ---- compact trees, deep path (float input): top heap + lockstep walk over leaf records ----
+ * Used for compact trees without categorical splits (or NaN thresholds) when arrays.py derived
+ * the d_* tables (_deep_tables). Measured on rf-deep (20 sklearn trees of ~3.8k nodes, depth
+ * ~29, 13.3 steps per row and tree; AMD EPYC, AVX2): compact_s 947 ns/row -> this path ~420.
+ * 1. The tree's top K levels (each at least half internal, K <= arrays.py's DEEP_TOP_MAX) are
+ *    a heap walked branch-free like the heap layout, on order keys (top_vec where the ISA has
+ *    vectors: ~6% faster than the heap layout's float walk here, as its level 0 needs no
+ *    gather; a row at a time otherwise, much slower: isa="scalar" ~750 ns/row on rf-deep).
+ *    A leaf above depth K is padding down to the leftmost exit below it, which holds the
+ *    leaf's record: lidx[r] = the row's exit slot at depth K.
+ * 2. From the exit's node, TC_DG rows walk together in lockstep: one step of each row per
+ *    round, no branch per row, until every row sits in a leaf record (a leaf record points to
+ *    itself on both sides, so finished rows stay put). Rows of a group finish at different
+ *    depths (~12 rounds for 7.4 useful steps on rf-deep); the wasted steps still cost less than
+ *    the mispredicted "is this a leaf" branch of the slot walk (compact_s) they replace.
+ *    Children are byte offsets and the rows' values sit feature-major per group, so a step is
+ *    a handful of loads and one integer compare of order keys (fkey), exact for every non-NaN
+ *    value; `nan` = 1 (the block holds a NaN) adds the NaN rule, i.e. num_right's semantics.
+ * Tried and dropped (measured, same process): AVX2 gathers over 8 walks (gathers cost ~1
+ * cycle per element on this CPU: no gain), finishing a group's last 1-3 rows one by one
+ * (slower: a lone walk is latency-bound), 16 rows per group (same speed), prefetching both
+ * children (much slower). */
+
+/* float32 bits -> an int32 whose signed order is the floats' order, for every non-NaN value
+ * once -0.0 is read as +0.0 (so that equal floats have equal keys); arrays.py computes the
+ * thresholds' keys the same way. A NaN's key lies above +inf's or below -inf's. */
+static inline __attribute__((always_inline)) TC_ATTR int32_t FN(fkey)(float v) {
+  uint32_t b;
+  memcpy(&b, &v, 4);
+  if (b == 0x80000000u) b = 0;
+  return (int32_t)(b >> 31 ? b ^ 0x7fffffffu : b);
+}
+#define TC_KEY_NAN(k) (((k) > (int32_t)0x7f800000) | ((k) < (int32_t)0x807fffff))
+
+#if TC_VEC
+/* The deep path's top walk, AVX2 (also inside the AVX-512 path): 4 groups of 8 rows at a time
+ * (32 rows), on the groups' feature-major keys (xt) and the top's threshold keys. At level 0
+ * every row of a group is at the root: its feature is one vector load, no gather; levels 1..3
+ * load the level's few features and blend (dsel); levels 4..5 gather. Nodes are looked up in
+ * registers (as the heap walk does). Same rule
+ * as the scalar top walk: key compare, or (nan blocks) the NaN direction for a NaN key. */
+static inline __attribute__((always_inline)) TC_ATTR __m256i FN(dlut)(const int32_t *tab, __m256i j, int l) {
+  if (l <= 3) return _mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)tab), j);
+  if (l <= 5) {
+    const __m256 m3 = _mm256_castsi256_ps(_mm256_slli_epi32(j, 28));  /* bit 3 -> sign */
+    __m256 lo = _mm256_blendv_ps(
+        _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)tab), j)),
+        _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)(tab + 8)), j)), m3);
+    if (l == 4) return _mm256_castps_si256(lo);
+    const __m256 hi = _mm256_blendv_ps(
+        _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)(tab + 16)), j)),
+        _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)(tab + 24)), j)), m3);
+    return _mm256_castps_si256(_mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32(j, 27))));
+  }
+  return _mm256_i32gather_epi32(tab, j, 4);
+}
+
+/* the rows' keys at level l <= 3 without a gather: the level's 2^l features are plain loads,
+ * each row's picked by blends on the bits of its position j */
+static inline __attribute__((always_inline)) TC_ATTR __m256i FN(dsel)(const int32_t *xg, const int32_t *fl,
+                                                                       __m256i j, int l) {
+#define TC_LD(i) _mm256_castsi256_ps(_mm256_loadu_si256( \
+    (const __m256i *)(xg + 8 * (int64_t)((uint32_t)fl[i] & TC_FF_FEAT))))
+  const __m256 b0 = _mm256_castsi256_ps(_mm256_slli_epi32(j, 31));
+  const __m256 a = _mm256_blendv_ps(TC_LD(0), TC_LD(1), b0);
+  if (l == 1) return _mm256_castps_si256(a);
+  const __m256 b1 = _mm256_castsi256_ps(_mm256_slli_epi32(j, 30));
+  const __m256 lo = _mm256_blendv_ps(a, _mm256_blendv_ps(TC_LD(2), TC_LD(3), b0), b1);
+  if (l == 2) return _mm256_castps_si256(lo);
+  const __m256 hi = _mm256_blendv_ps(_mm256_blendv_ps(TC_LD(4), TC_LD(5), b0),
+                                     _mm256_blendv_ps(TC_LD(6), TC_LD(7), b0), b1);
+  return _mm256_castps_si256(_mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32(j, 29))));
+#undef TC_LD
+}
+
+#define TC_DT_STEP(j, xg)                                                                      \
+  do {                                                                                         \
+    const __m256i f_ = FN(dlut)(fl, j, l);                                                     \
+    const __m256i t_ = FN(dlut)(tl, j, l);                                                     \
+    const __m256i x_ = l == 0 ? _mm256_loadu_si256((const __m256i *)((xg) + 8 * (int64_t)f0))  \
+        : l <= lsel ? FN(dsel)((xg), fl, j, l)                                                  \
+        : _mm256_i32gather_epi32((xg), _mm256_add_epi32(_mm256_slli_epi32(_mm256_and_si256(f_, featmask), 3), lane), 4); \
+    __m256i g_ = strict ? _mm256_xor_si256(_mm256_cmpgt_epi32(t_, x_), ones) : _mm256_cmpgt_epi32(x_, t_); \
+    if (nan) {                                                                                 \
+      const __m256i n_ = _mm256_or_si256(_mm256_cmpgt_epi32(x_, pinf), _mm256_cmpgt_epi32(ninf, x_)); \
+      g_ = _mm256_blendv_epi8(g_, _mm256_srai_epi32(f_, 31), n_);                              \
+    }                                                                                          \
+    j = _mm256_sub_epi32(_mm256_add_epi32(j, j), g_);                                          \
+  } while (0)
+
+static inline __attribute__((always_inline)) TC_ATTR int64_t FN(top_vec)(
+    const int32_t *tff, const int32_t *ttk, int K, const int32_t *xt, int64_t nf, int64_t nb,
+    int32_t *lidx, const int strict, const int nan) {
+  const __m256i featmask = _mm256_set1_epi32((int32_t)TC_FF_FEAT);
+  const __m256i lane = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+  const __m256i ones = _mm256_set1_epi32(-1);
+  const __m256i pinf = _mm256_set1_epi32(0x7f800000), ninf = _mm256_set1_epi32((int32_t)0x807fffff);
+  const int64_t f0 = (int64_t)((uint32_t)tff[0] & TC_FF_FEAT);
+  /* levels 1..3 by loads and blends: (ns/row on rf-deep, same process) gathers from level 1
+   * on 478, blends to level 2 459, to level 3 447 */
+  const int lsel = 3;
+  int64_t r = 0;
+  if (K > 6 || 32 * nf >= 0x7fffffffLL) return 0;
+  for (; r + 32 <= nb; r += 32) {
+    const int32_t *x0 = xt + r * nf, *x1 = x0 + 8 * nf, *x2 = x1 + 8 * nf, *x3 = x2 + 8 * nf;
+    __m256i j0 = _mm256_setzero_si256(), j1 = j0, j2 = j0, j3 = j0;
+    for (int l = 0; l < K; ++l) {
+      const int32_t *fl = tff + ((1 << l) - 1), *tl = ttk + ((1 << l) - 1);
+      TC_DT_STEP(j0, x0);
+      TC_DT_STEP(j1, x1);
+      TC_DT_STEP(j2, x2);
+      TC_DT_STEP(j3, x3);
+    }
+    _mm256_storeu_si256((__m256i *)(lidx + r), j0);
+    _mm256_storeu_si256((__m256i *)(lidx + r + 8), j1);
+    _mm256_storeu_si256((__m256i *)(lidx + r + 16), j2);
+    _mm256_storeu_si256((__m256i *)(lidx + r + 24), j3);
+  }
+  return r;
+}
+#undef TC_DT_STEP
+#endif
+
+static inline __attribute__((always_inline)) TC_ATTR void FN(deep_s)(
+    const tc_tables *T, int64_t t, const float *xb, const int32_t *xt, int64_t nb, int32_t *lidx,
+    const int strict, const int nan) {
+  const int K = T->d_topd[t];
+  const int64_t nf = T->n_features;
+  const int32_t *tff = T->d_top_ff + T->d_topoff[t];
+  const int32_t *ttk = T->d_top_tk + T->d_topoff[t];
+  const int32_t *ex = T->d_exit + T->d_exitoff[t];
+  const char *base = (const char *)T->d_recs;
+  const uint8_t *nanr = T->d_nanr;
+  /* a power of two: leaf records lie at byte offsets [lim, 2 lim), internal ones below */
+  const int32_t lim = (int32_t)(T->d_nint * (int64_t)sizeof(tc_drec));
+  const int32_t l0 = (int32_t)T->d_leaf0[t];
+  const uint32_t first = (1u << K) - 1u;
+  int64_t r = 0;
+#if TC_VEC
+  r = FN(top_vec)(tff, ttk, K, xt, nf, nb, lidx, strict, nan);
+#endif
+  for (; r < nb; ++r) {  /* the top walk, a row at a time (padding: key INT32_MAX, goes left) */
+    const float *x = xb + r * nf;
+    uint32_t i = 0;
+    for (int l = 0; l < K; ++l) {
+      const uint32_t f = (uint32_t)tff[i];
+      const int32_t v = FN(fkey)(x[f & TC_FF_FEAT]);
+      int gr = strict ? (v >= ttk[i]) : (v > ttk[i]);
+      gr = TC_KEY_NAN(v) ? (int)(f >> 31) : gr;
+      i = 2u * i + 1u + (uint32_t)gr;
+    }
+    lidx[r] = (int32_t)(i - first);
+  }
+  /* groups of TC_DG rows: xt holds their keys feature-major (xt + r * nf: feature f of the
+   * group's row k at byte f * 4 * TC_DG + 4 * k) and a record's ff is that byte offset, so a
+   * row's value is one load at a constant displacement; the comparison is an integer one */
+  for (r = 0; r + TC_DG <= nb; r += TC_DG) {
+    const char *xg = (const char *)(xt + r * nf);
+    int32_t nd[TC_DG];
+    for (int k = 0; k < TC_DG; ++k) nd[k] = ex[lidx[r + k]];
+    for (;;) {
+      int32_t all = -1;
+#pragma GCC unroll 8
+      for (int k = 0; k < TC_DG; ++k) {
+        const tc_drec *p = (const tc_drec *)(base + nd[k]);
+        const int32_t v = *(const int32_t *)(xg + p->ff + 4 * k);
+#if TC_X86
+        if (!nan) {
+          /* both children load beside the compare and a cmov picks one: the next record's
+           * address does not wait for a flag-to-index step and a load after the compare */
+          int32_t c = p->child[0];
+          if (strict)
+            __asm__("cmpl %[t], %[v]\n\tcmovge %[r], %[c]" : [c] "+r"(c)
+                    : [v] "r"(v), [t] "m"(p->tk), [r] "m"(p->child[1]) : "cc");
+          else
+            __asm__("cmpl %[t], %[v]\n\tcmovg %[r], %[c]" : [c] "+r"(c)
+                    : [v] "r"(v), [t] "m"(p->tk), [r] "m"(p->child[1]) : "cc");
+          nd[k] = c;
+          all &= c;
+          continue;
+        }
+#endif
+        int gr = strict ? (v >= p->tk) : (v > p->tk);
+        if (nan) gr = TC_KEY_NAN(v) ? nanr[(uint32_t)nd[k] / sizeof(tc_drec)] : gr;
+        nd[k] = p->child[gr];
+        all &= nd[k];
+      }
+      if (all & lim) break;  /* every row is at a leaf record */
+    }
+    for (int k = 0; k < TC_DG; ++k) lidx[r + k] = (int32_t)((uint32_t)nd[k] / sizeof(tc_drec)) - l0;
+  }
+  for (; r < nb; ++r) {  /* the block's last rows (fewer than a group): from xb */
+    const float *x = xb + r * nf;
+    int32_t n = ex[lidx[r]];
+    while (n < lim) {
+      const tc_drec *p = (const tc_drec *)(base + n);
+      const int32_t v = FN(fkey)(x[p->ff / (4 * TC_DG)]);
+      int gr = strict ? (v >= p->tk) : (v > p->tk);
+      gr = TC_KEY_NAN(v) ? nanr[(uint32_t)n / sizeof(tc_drec)] : gr;
+      n = p->child[gr];
+    }
+    lidx[r] = (int32_t)((uint32_t)n / sizeof(tc_drec)) - l0;
+  }
+}
+
 /* ---- one block of rows, tree-major ---------------------------------------------------------- */
 /* one tree's leaf vectors (lidx: each row's leaf) added into the margins of rows [r0, nb) */
 static inline __attribute__((always_inline)) TC_ATTR void FN(add_leaves)(
@@ -322,21 +528,40 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(add_leaves)(
 }
 
 static inline __attribute__((always_inline)) TC_ATTR void FN(block_s)(
-    const tc_tables *T, const TC_XT *xb, int64_t nb, TC_AT *ab, int32_t *lidx, const int strict) {
+    const tc_tables *T, const TC_XT *xb, int64_t nb, TC_AT *ab, int32_t *lidx, int32_t *xt,
+    const int strict) {
   const int64_t no = T->n_outputs;
+  int nan = -1;  /* unknown yet */
   for (int64_t t = 0; t < T->n_trees; ++t) {
     const TC_AT *lv = (const TC_AT *)T->leaf_values + T->tree_leaf[t];
     const int64_t o = T->tree_out[t], w = T->tree_width[t];
     int64_t done = 0;
-    if (T->tree_layout[t] == 0) done = FN(heap_s)(T, t, xb, nb, lidx, strict, lv, no == 1 && w == 1 ? ab : 0);
-    else FN(compact_s)(T, t, xb, nb, lidx, strict);
+    if (T->tree_layout[t] == 0) {
+      done = FN(heap_s)(T, t, xb, nb, lidx, strict, lv, no == 1 && w == 1 ? ab : 0);
+    } else if (xt && T->d_topd[t] > 0) {
+      const int64_t nf = T->n_features;
+      if (nan < 0) {  /* once per block: transpose the groups of rows, look for NaN */
+        int any = 0;
+        for (int64_t k = 0; k < nb * nf; ++k) any |= xb[k] != xb[k];
+        nan = any;
+        for (int64_t r = 0; r + TC_DG <= nb; r += TC_DG)
+          for (int64_t f = 0; f < nf; ++f)
+            for (int k = 0; k < TC_DG; ++k)
+              xt[(r * nf + f * TC_DG) + k] = FN(fkey)((float)xb[(r + k) * nf + f]);
+      }
+      if (nan) FN(deep_s)(T, t, (const float *)xb, xt, nb, lidx, strict, 1);
+      else FN(deep_s)(T, t, (const float *)xb, xt, nb, lidx, strict, 0);
+    } else {
+      FN(compact_s)(T, t, xb, nb, lidx, strict);
+    }
     FN(add_leaves)(lv, lidx, done, nb, ab, no, o, w);
   }
 }
 
-static TC_ATTR void FN(block)(const tc_tables *T, const TC_XT *xb, int64_t nb, TC_AT *ab, int32_t *lidx) {
-  if (T->strict) FN(block_s)(T, xb, nb, ab, lidx, 1);
-  else FN(block_s)(T, xb, nb, ab, lidx, 0);
+static TC_ATTR void FN(block)(const tc_tables *T, const TC_XT *xb, int64_t nb, TC_AT *ab, int32_t *lidx,
+                              int32_t *xt) {
+  if (T->strict) FN(block_s)(T, xb, nb, ab, lidx, xt, 1);
+  else FN(block_s)(T, xb, nb, ab, lidx, xt, 0);
 }
 
 /* ---- the quantised heap walk (runtime/kernels/quant_impl.c) --------------------------------- */
@@ -381,6 +606,11 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
   const int64_t gs = 32 * (int64_t)(T->q_ncols > 0 ? T->q_ncols : 1);  /* bytes per group */
   int32_t *lidx = (int32_t *)malloc(sizeof(int32_t) * (size_t)B32);
   if (!lidx) return -2;
+  int32_t *xt = 0;  /* the deep path's feature-major keys of a block (float input only) */
+  if (sizeof(TC_XT) == 4 && T->d_topd && !T->naive) {
+    xt = (int32_t *)malloc(sizeof(int32_t) * (size_t)(B * nf));
+    if (!xt) { free(lidx); return -2; }
+  }
   if (x_bits != (int32_t)(8 * sizeof(TC_XT))) {
     buf = (TC_XT *)malloc(sizeof(TC_XT) * (size_t)(B * nf));
     if (!buf) { free(lidx); return -2; }
@@ -417,7 +647,7 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
       else FN(bvblock)(T, qb, gs, nb, ab, lidx);
 #endif
     }
-    else FN(block)(T, xb, nb, ab, lidx);
+    else FN(block)(T, xb, nb, ab, lidx, xt);
     if (T->average) {
       const TC_AT d = (TC_AT)T->n_trees;
       for (int64_t k = 0; k < nb * no; ++k) ab[k] /= d;
@@ -425,12 +655,14 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
   }
   free(qb);
   free(buf);
+  free(xt);
   free(lidx);
   return 0;
 }
 
 #undef TC_GROUP
 #undef TC_CGROUP
+#undef TC_DG
 #undef FN
 #undef TC_PASTE
 #undef TC_PASTE2
