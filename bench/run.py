@@ -7,7 +7,8 @@ Strategies (names usable with ``--strategies``):
   at large batch sizes is extrapolated from that per-row figure (marked ``~`` in the report).
 - ``interp``: treecomp.interp.predict_raw, the vectorised numpy reference interpreter.
 - every backend in ``treecomp.backends.names()`` (``c``, and ``llvm`` / ``arrays`` where they
-  exist), plus ``arrays-naive`` (the arrays backend with ``layout="naive"``: the "native naive
+  exist), plus ``arrays-float`` (``layout="heap"``: the float walks, without the byte walks that
+  ``auto`` picks) and ``arrays-naive`` (the arrays backend with ``layout="naive"``: the "native naive
   walk") when the arrays backend exists. A backend that raises is a skipped row with the reason.
 - ``library``: the source library's own predict (XGBoost ``inplace_predict``, scikit-learn
   ``predict_proba`` / ``predict``, LightGBM ``Booster.predict``), at 1 thread and at all cores.
@@ -688,6 +689,9 @@ def strategies(selected: list[str] | None = None) -> list[Strategy]:
     for b in names:
         out.append(Backend(b, b))
     if "arrays" in names:
+        # the float walks the byte walks replaced (heap where a tree allows, node tables
+        # otherwise): what quantisation buys, measured side by side
+        out.append(Backend("arrays-float", "arrays", {"layout": "heap"}, "treecomp arrays, float walks"))
         out.append(Backend("arrays-naive", "arrays", {"layout": "naive"}, "treecomp arrays, native naive walk"))
     out.append(LibraryPredict())
     out += [TL2cgen(), OnnxRuntime(), Lleaves(), Daal4py()]
