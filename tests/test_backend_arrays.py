@@ -54,10 +54,12 @@ def test_random_forests_bit_exact(variant, isa):
             continue
         assert p.backend == "arrays" and p._kernel.isa == isa
         _check(p, f, X)
-    # odd block sizes: every tail path (vector groups, 8-row groups, single rows)
-    for block in (1, 7, 45, 100):
-        p = treecomp.compile(f, backend="arrays", isa=isa, block_rows=block)
-        np.testing.assert_array_equal(p.predict_raw(X), interp.predict_raw(f, X))
+    # odd block sizes: every tail path (vector groups, 8-row groups, single rows; blocks of
+    # under 4 rows walk several compact trees per row at once)
+    for block in (1, 3, 7, 45, 100):
+        for layout in ("auto", "compact"):
+            p = treecomp.compile(f, backend="arrays", isa=isa, block_rows=block, layout=layout)
+            np.testing.assert_array_equal(p.predict_raw(X), interp.predict_raw(f, X))
 
 
 def _complete_tree(rng, depth, nf, p_leaf=0.0):

@@ -21,6 +21,8 @@
 #define FN(name) TC_PASTE(name, TC_SFX)
 #define TC_GROUP 8    /* rows walked together in the scalar heap walk */
 #define TC_CGROUP 8   /* rows in flight in the compact walk (memory-level parallelism) */
+#define TC_FEW 4      /* below this many rows a block walks several trees per row at once */
+#define TC_FEWTREES 8  /* ... that many trees (walks in flight) */
 #define TC_DG 8       /* rows walked in lockstep by the deep path (arrays.py DEEP_GROUP) */
 
 /* categorical split: 1 = go right. Valid values (ir.py CATEGORY_RULES, T->cat_rule):
@@ -527,12 +529,54 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(add_leaves)(
   }
 }
 
+/* trees [t0, t0 + k) (compact, k <= TC_FEWTREES) for each of nb rows: the k walks of a row in
+ * flight together; leaves then added in tree order (the interpreter's summation order) */
+static inline __attribute__((always_inline)) TC_ATTR void FN(compact_trees)(
+    const tc_tables *T, int64_t t0, int64_t k, const TC_XT *xb, int64_t nb, TC_AT *ab,
+    const int strict) {
+  const TC_NODE *nodes = (const TC_NODE *)T->c_nodes;
+  const int64_t nf = T->n_features, no = T->n_outputs;
+  for (int64_t r = 0; r < nb; ++r) {
+    const TC_XT *x = xb + r * nf;
+    int32_t nd[TC_FEWTREES];
+    int live = 0;
+    for (int64_t j = 0; j < k; ++j) {
+      nd[j] = (int32_t)T->tree_node[t0 + j];
+      live += nd[j] >= 0;
+    }
+    while (live) {
+      live = 0;
+      for (int64_t j = 0; j < k; ++j) {
+        if (nd[j] >= 0) {
+          nd[j] = FN(cstep)(T, nodes + nd[j], x, strict);
+          live += nd[j] >= 0;
+        }
+      }
+    }
+    TC_AT *a = ab + r * no;
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t t = t0 + j, w = T->tree_width[t];
+      const TC_AT *v = (const TC_AT *)T->leaf_values + T->tree_leaf[t] + (int64_t)(~nd[j]) * w;
+      for (int64_t c = 0; c < w; ++c) a[T->tree_out[t] + c] += v[c];
+    }
+  }
+}
+
 static inline __attribute__((always_inline)) TC_ATTR void FN(block_s)(
     const tc_tables *T, const TC_XT *xb, int64_t nb, TC_AT *ab, int32_t *lidx, int32_t *xt,
     const int strict) {
   const int64_t no = T->n_outputs;
   int nan = -1;  /* unknown yet */
   for (int64_t t = 0; t < T->n_trees; ++t) {
+    if (nb < TC_FEW && T->tree_layout[t] == 1) {
+      /* few rows (single-row latency): a row's walks down up to TC_CGROUP consecutive compact
+       * trees at once, independent chains in flight instead of one */
+      int64_t t1 = t + 1;
+      while (t1 < T->n_trees && t1 - t < TC_FEWTREES && T->tree_layout[t1] == 1) ++t1;
+      FN(compact_trees)(T, t, t1 - t, xb, nb, ab, strict);
+      t = t1 - 1;
+      continue;
+    }
     const TC_AT *lv = (const TC_AT *)T->leaf_values + T->tree_leaf[t];
     const int64_t o = T->tree_out[t], w = T->tree_width[t];
     int64_t done = 0;
@@ -662,6 +706,8 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
 
 #undef TC_GROUP
 #undef TC_CGROUP
+#undef TC_FEW
+#undef TC_FEWTREES
 #undef TC_DG
 #undef FN
 #undef TC_PASTE
