@@ -160,7 +160,9 @@ def test_small_batches_from_many_threads(backend):
     X = random_rows(f, 100)
     want = interp.predict_raw(f, X)
     for n in (1, 2, 31, SMALL_BATCH, SMALL_BATCH + 1):
-        for Xin in (X[:n], X[:n].astype(np.float32)):
+        ro = X[:n].copy()
+        ro.setflags(write=False)  # read-only rows are copied to the staging buffer
+        for Xin in (X[:n], X[:n].astype(np.float32), ro):
             np.testing.assert_array_equal(p.predict_raw(Xin), interp.predict_raw(f, Xin))
 
     def worker(seed):

@@ -37,6 +37,8 @@ MIN_ROWS_PER_THREAD = 2048
 #: batches up to this many rows go through per-thread staging buffers whose addresses are
 #: known in advance: numpy's `.ctypes.data` costs ~1.5 us per array, more than copying a row
 SMALL_BATCH = 64
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_char_buffer, _addressof = ctypes.c_char.from_buffer, ctypes.addressof
 
 
 def _usable_cpus() -> int:
@@ -168,7 +170,11 @@ class Predictor:
         return self._run(X, TREECOMP_RAW, n_threads)
 
     def _run(self, X: Any, flags: int, n_threads: int | None) -> np.ndarray:
-        Xm = as_matrix(X, self.head, keep_float=True)
+        if type(X) is np.ndarray and X.ndim == 2 and X.dtype in _FLOATS and X.shape[1] == self.head.n_features \
+                and X.flags.c_contiguous and self.head.allow_nan:
+            Xm = X  # what as_matrix would return, without its general checks (single rows)
+        else:
+            Xm = as_matrix(X, self.head, keep_float=True)
         n = Xm.shape[0]
         if n <= SMALL_BATCH and flags == TREECOMP_RAW and self._run_ptr is not None and n:
             return self._run_small(Xm, n)
@@ -185,8 +191,9 @@ class Predictor:
         return out
 
     def _run_small(self, Xm: np.ndarray, n: int) -> np.ndarray:
-        """Few rows (single-row latency): copy them into this thread's staging buffer, call the
-        kernel on addresses taken once, copy the margins out."""
+        """Few rows (single-row latency): the kernel writes into this thread's staging buffer
+        (address taken once) and the margins are copied out; the rows are passed where they are
+        (a writable array) or copied into the staging buffer (read-only ones)."""
         stage = getattr(self._tls, Xm.dtype.char, None)
         if stage is None:
             xs = np.empty((SMALL_BATCH, self.head.n_features), Xm.dtype)
@@ -194,7 +201,10 @@ class Predictor:
             stage = (xs, os_, xs.ctypes.data, os_.ctypes.data, Xm.dtype.itemsize * 8)
             setattr(self._tls, Xm.dtype.char, stage)
         xs, os_, xp, op, bits = stage
-        xs[:n] = Xm
+        if Xm.flags.writeable:  # its own address, through the buffer protocol (~0.4 us)
+            xp = _addressof(_char_buffer(Xm))
+        else:
+            xs[:n] = Xm
         rc = self._run_ptr(xp, bits, n, op)
         if rc != 0:
             raise RuntimeError(f"treecomp kernel failed with code {rc}")
