@@ -154,145 +154,31 @@ typedef struct {
 #define TC_RUN_PROTO(sfx) \
   int32_t run_##sfx(const tc_tables *T, const void *X, int32_t x_bits, int64_t n, void *out);
 
+/* one instruction set's four (input dtype, accumulation dtype) instantiations: see
+ * kernels/arrays_isa.c (TC_ATTR, TC_ISA: the name suffix, TC_VEC_F32: the float heap walk's
+ * vector width, TC_QVEC: the byte walks' AVX2 kernels) */
 #if TC_PART == -1 || TC_PART == 0
 #define TC_ATTR
-#define TC_VEC 0
+#define TC_ISA scalar
+#define TC_VEC_F32 0
 #define TC_QVEC 0
-#define TC_XT float
-#define TC_NODE tc_node_f32
-#define TC_NTHR TC_NTHR32
-#define TC_NCAT TC_NCAT32
-#define TC_AT double
-#define TC_SFX f32_f64_scalar
-#include "kernels/arrays_impl.c"
-#undef TC_AT
-#undef TC_SFX
-#define TC_AT float
-#define TC_SFX f32_f32_scalar
-#include "kernels/arrays_impl.c"
-#undef TC_XT
-#undef TC_AT
-#undef TC_NODE
-#undef TC_NTHR
-#undef TC_NCAT
-#undef TC_SFX
-#define TC_XT double
-#define TC_NODE tc_node_f64
-#define TC_NTHR TC_NTHR64
-#define TC_NCAT TC_NCAT64
-#define TC_AT double
-#define TC_SFX f64_f64_scalar
-#include "kernels/arrays_impl.c"
-#undef TC_AT
-#undef TC_SFX
-#define TC_AT float
-#define TC_SFX f64_f32_scalar
-#include "kernels/arrays_impl.c"
-#undef TC_XT
-#undef TC_AT
-#undef TC_NODE
-#undef TC_NTHR
-#undef TC_NCAT
-#undef TC_SFX
-#undef TC_VEC
-#undef TC_QVEC
-#undef TC_ATTR
+#include "kernels/arrays_isa.c"
 #endif
 
 #if TC_X86 && (TC_PART == -1 || TC_PART == 1)
 #define TC_ATTR __attribute__((target("avx2")))
+#define TC_ISA avx2
+#define TC_VEC_F32 8
 #define TC_QVEC 1
-#define TC_VEC 8
-#define TC_XT float
-#define TC_NODE tc_node_f32
-#define TC_NTHR TC_NTHR32
-#define TC_NCAT TC_NCAT32
-#define TC_AT double
-#define TC_SFX f32_f64_avx2
-#include "kernels/arrays_impl.c"
-#undef TC_AT
-#undef TC_SFX
-#define TC_AT float
-#define TC_SFX f32_f32_avx2
-#include "kernels/arrays_impl.c"
-#undef TC_XT
-#undef TC_AT
-#undef TC_NODE
-#undef TC_NTHR
-#undef TC_NCAT
-#undef TC_SFX
-#undef TC_VEC
-/* float64 input: the float heap walk stays scalar, the quantised walk is vectorised */
-#define TC_VEC 0
-#define TC_XT double
-#define TC_NODE tc_node_f64
-#define TC_NTHR TC_NTHR64
-#define TC_NCAT TC_NCAT64
-#define TC_AT double
-#define TC_SFX f64_f64_avx2
-#include "kernels/arrays_impl.c"
-#undef TC_AT
-#undef TC_SFX
-#define TC_AT float
-#define TC_SFX f64_f32_avx2
-#include "kernels/arrays_impl.c"
-#undef TC_XT
-#undef TC_AT
-#undef TC_NODE
-#undef TC_NTHR
-#undef TC_NCAT
-#undef TC_SFX
-#undef TC_VEC
-#undef TC_QVEC
-#undef TC_ATTR
+#include "kernels/arrays_isa.c"
 #endif
 
 #if TC_X86 && (TC_PART == -1 || TC_PART == 2)
 #define TC_ATTR __attribute__((target("avx512f,avx2")))
+#define TC_ISA avx512
+#define TC_VEC_F32 16
 #define TC_QVEC 1
-#define TC_VEC 16
-#define TC_XT float
-#define TC_NODE tc_node_f32
-#define TC_NTHR TC_NTHR32
-#define TC_NCAT TC_NCAT32
-#define TC_AT double
-#define TC_SFX f32_f64_avx512
-#include "kernels/arrays_impl.c"
-#undef TC_AT
-#undef TC_SFX
-#define TC_AT float
-#define TC_SFX f32_f32_avx512
-#include "kernels/arrays_impl.c"
-#undef TC_XT
-#undef TC_AT
-#undef TC_NODE
-#undef TC_NTHR
-#undef TC_NCAT
-#undef TC_SFX
-#undef TC_VEC
-/* float64 input: the float heap walk stays scalar, the quantised walk is vectorised */
-#define TC_VEC 0
-#define TC_XT double
-#define TC_NODE tc_node_f64
-#define TC_NTHR TC_NTHR64
-#define TC_NCAT TC_NCAT64
-#define TC_AT double
-#define TC_SFX f64_f64_avx512
-#include "kernels/arrays_impl.c"
-#undef TC_AT
-#undef TC_SFX
-#define TC_AT float
-#define TC_SFX f64_f32_avx512
-#include "kernels/arrays_impl.c"
-#undef TC_XT
-#undef TC_AT
-#undef TC_NODE
-#undef TC_NTHR
-#undef TC_NCAT
-#undef TC_SFX
-#undef TC_VEC
-#undef TC_QVEC
-#undef TC_ATTR
+#include "kernels/arrays_isa.c"
 #endif
 
 #if TC_PART == -1 || TC_PART == 0

@@ -49,13 +49,12 @@ static inline __attribute__((always_inline)) TC_ATTR uint32_t FN(num_right)(TC_X
 }
 
 /* ---- heap layout: D branch-free steps ----------------------------------------------------- */
-#if TC_VEC == 8
-/* AVX2, float input: 8 rows per vector, 4 vectors interleaved (32 rows). A row's position is
- * tracked within its level (j; child = 2j + go_right). The level's node words and thresholds
- * are looked up with in-register permutes while the level has <= 32 nodes (depth <= 5), which
- * avoids two of the three gathers per step (gathers are slow on many x86 cores); deeper
- * levels gather. Tables are padded (arrays.py) so the 8-wide loads never leave them. */
-static inline __attribute__((always_inline)) TC_ATTR __m256i FN(lut)(const int32_t *tab, __m256i j, int l) {
+#if TC_VEC && !defined(TC_LUT8_ONCE)
+/* 8 lanes of a level's table entries by in-register permutes while the level has <= 32
+ * entries (depth <= 5), gathers below: shared by the AVX2 heap walk and the deep path's top walk
+ * (both builds), so defined once per translation unit */
+#define TC_LUT8_ONCE
+static inline __attribute__((always_inline)) TC_ATTR __m256i tc_lut8(const int32_t *tab, __m256i j, int l) {
   if (l <= 3) return _mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)tab), j);
   if (l <= 5) {
     const __m256 m3 = _mm256_castsi256_ps(_mm256_slli_epi32(j, 28));  /* bit 3 -> sign */
@@ -70,11 +69,19 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i FN(lut)(const int32
   }
   return _mm256_i32gather_epi32(tab, j, 4);
 }
+#endif
+
+#if TC_VEC == 8
+/* AVX2, float input: 8 rows per vector, 4 vectors interleaved (32 rows). A row's position is
+ * tracked within its level (j; child = 2j + go_right). The level's node words and thresholds
+ * are looked up with in-register permutes while the level has <= 32 nodes (depth <= 5), which
+ * avoids two of the three gathers per step (gathers are slow on many x86 cores); deeper
+ * levels gather. Tables are padded (arrays.py) so the 8-wide loads never leave them. */
 
 #define TC_V8_STEP(j, rowoff)                                                                   \
   do {                                                                                          \
-    const __m256i f_ = FN(lut)(fl, j, l);                                                       \
-    const __m256 t_ = _mm256_castsi256_ps(FN(lut)(tl, j, l));                                   \
+    const __m256i f_ = tc_lut8(fl, j, l);                                                       \
+    const __m256 t_ = _mm256_castsi256_ps(tc_lut8(tl, j, l));                                   \
     const __m256 x_ = _mm256_i32gather_ps(xb, _mm256_add_epi32(rowoff, _mm256_and_si256(f_, featmask)), 4); \
     const __m256 g_ = strict ? _mm256_cmp_ps(x_, t_, _CMP_GE_OQ) : _mm256_cmp_ps(x_, t_, _CMP_GT_OQ); \
     const __m256 n_ = _mm256_and_ps(_mm256_cmp_ps(x_, x_, _CMP_UNORD_Q),                       \
@@ -349,21 +356,6 @@ static inline __attribute__((always_inline)) TC_ATTR int32_t FN(fkey)(float v) {
  * load the level's few features and blend (dsel); levels 4..5 gather. Nodes are looked up in
  * registers (as the heap walk does). Same rule
  * as the scalar top walk: key compare, or (nan blocks) the NaN direction for a NaN key. */
-static inline __attribute__((always_inline)) TC_ATTR __m256i FN(dlut)(const int32_t *tab, __m256i j, int l) {
-  if (l <= 3) return _mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)tab), j);
-  if (l <= 5) {
-    const __m256 m3 = _mm256_castsi256_ps(_mm256_slli_epi32(j, 28));  /* bit 3 -> sign */
-    __m256 lo = _mm256_blendv_ps(
-        _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)tab), j)),
-        _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)(tab + 8)), j)), m3);
-    if (l == 4) return _mm256_castps_si256(lo);
-    const __m256 hi = _mm256_blendv_ps(
-        _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)(tab + 16)), j)),
-        _mm256_castsi256_ps(_mm256_permutevar8x32_epi32(_mm256_loadu_si256((const __m256i *)(tab + 24)), j)), m3);
-    return _mm256_castps_si256(_mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32(j, 27))));
-  }
-  return _mm256_i32gather_epi32(tab, j, 4);
-}
 
 /* the rows' keys at level l <= 3 without a gather: the level's 2^l features are plain loads,
  * each row's picked by blends on the bits of its position j */
@@ -385,8 +377,8 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i FN(dsel)(const int3
 
 #define TC_DT_STEP(j, xg)                                                                      \
   do {                                                                                         \
-    const __m256i f_ = FN(dlut)(fl, j, l);                                                     \
-    const __m256i t_ = FN(dlut)(tl, j, l);                                                     \
+    const __m256i f_ = tc_lut8(fl, j, l);                                                     \
+    const __m256i t_ = tc_lut8(tl, j, l);                                                     \
     const __m256i x_ = l == 0 ? _mm256_loadu_si256((const __m256i *)((xg) + 8 * (int64_t)f0))  \
         : l <= lsel ? FN(dsel)((xg), fl, j, l)                                                  \
         : _mm256_i32gather_epi32((xg), _mm256_add_epi32(_mm256_slli_epi32(_mm256_and_si256(f_, featmask), 3), lane), 4); \

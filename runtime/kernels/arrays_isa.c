@@ -1,0 +1,58 @@
+/*
+ * arrays_isa.c -- one instruction set's kernels (a fragment included by arrays.c): arrays_impl.c
+ * instantiated for the four (input dtype, accumulation dtype) pairs as run_<x>_<acc>_<TC_ISA>.
+ * Parameters: TC_ATTR (function attributes), TC_ISA (name suffix), TC_VEC_F32 (the float heap
+ * walk's vector width for float input: 0, 8 or 16; float64 input always walks scalar floats),
+ * TC_QVEC (the byte walks' AVX2 kernels). Undefines them all at the end.
+ */
+#define TC_CAT3_(a, b, c) a##_##b##_##c
+#define TC_CAT3(a, b, c) TC_CAT3_(a, b, c)
+
+#define TC_VEC TC_VEC_F32
+#define TC_XT float
+#define TC_NODE tc_node_f32
+#define TC_NTHR TC_NTHR32
+#define TC_NCAT TC_NCAT32
+#define TC_AT double
+#define TC_SFX TC_CAT3(f32, f64, TC_ISA)
+#include "kernels/arrays_impl.c"
+#undef TC_AT
+#undef TC_SFX
+#define TC_AT float
+#define TC_SFX TC_CAT3(f32, f32, TC_ISA)
+#include "kernels/arrays_impl.c"
+#undef TC_XT
+#undef TC_AT
+#undef TC_NODE
+#undef TC_NTHR
+#undef TC_NCAT
+#undef TC_SFX
+#undef TC_VEC
+
+#define TC_VEC 0
+#define TC_XT double
+#define TC_NODE tc_node_f64
+#define TC_NTHR TC_NTHR64
+#define TC_NCAT TC_NCAT64
+#define TC_AT double
+#define TC_SFX TC_CAT3(f64, f64, TC_ISA)
+#include "kernels/arrays_impl.c"
+#undef TC_AT
+#undef TC_SFX
+#define TC_AT float
+#define TC_SFX TC_CAT3(f64, f32, TC_ISA)
+#include "kernels/arrays_impl.c"
+#undef TC_XT
+#undef TC_AT
+#undef TC_NODE
+#undef TC_NTHR
+#undef TC_NCAT
+#undef TC_SFX
+#undef TC_VEC
+
+#undef TC_CAT3
+#undef TC_CAT3_
+#undef TC_ATTR
+#undef TC_ISA
+#undef TC_VEC_F32
+#undef TC_QVEC
