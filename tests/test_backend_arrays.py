@@ -62,6 +62,15 @@ def test_random_forests_bit_exact(variant, isa):
             np.testing.assert_array_equal(p.predict_raw(X), interp.predict_raw(f, X))
 
 
+def _random_leaves(rng, left, right, feat, thr) -> Tree:
+    """A Tree of the given shape with random leaf values and NaN directions."""
+    n = len(left)
+    val = rng.normal(size=n)
+    val[np.array(left) >= 0] = 0
+    return Tree(left=left, right=right, feature=feat, threshold=thr,
+                default_left=rng.random(n) < 0.5, value=val)
+
+
 def _complete_tree(rng, depth, nf, p_leaf=0.0):
     """A BFS tree of the given depth (p_leaf > 0: some nodes above the bottom are leaves)."""
     left, right, feat, thr, d = [-1], [-1], [-1], [0.0], [0]
@@ -74,11 +83,7 @@ def _complete_tree(rng, depth, nf, p_leaf=0.0):
             for _ in range(2):
                 left.append(-1); right.append(-1); feat.append(-1); thr.append(0.0); d.append(d[i] + 1)
         i += 1
-    n = len(left)
-    val = rng.normal(size=n)
-    val[np.array(left) >= 0] = 0
-    return Tree(left=left, right=right, feature=feat, threshold=thr,
-                default_left=rng.random(n) < 0.5, value=val)
+    return _random_leaves(rng, left, right, feat, thr)
 
 
 @pytest.mark.parametrize("isa", ISAS)
@@ -184,11 +189,7 @@ def _unbalanced_tree(rng, n_leaves, nf):
         for _ in range(2):
             left.append(-1); right.append(-1); feat.append(-1); thr.append(0.0)
         leaves += [left[i], right[i]]
-    n = len(left)
-    val = rng.normal(size=n)
-    val[np.array(left) >= 0] = 0
-    return Tree(left=left, right=right, feature=feat, threshold=thr,
-                default_left=rng.random(n) < 0.5, value=val)
+    return _random_leaves(rng, left, right, feat, thr)
 
 
 @pytest.mark.parametrize("isa", ISAS)

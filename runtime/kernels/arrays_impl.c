@@ -651,7 +651,7 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
     buf = (TC_XT *)malloc(sizeof(TC_XT) * (size_t)(B * nf));
     if (!buf) { free(lidx); return -2; }
   }
-  /* the byte walks: quantised heaps (any path), bitvectors (vector paths only) */
+  /* the byte walks: quantised heaps (any path), the interval walk (vector paths only) */
   const int use_bv = T->bitvec && TC_QVEC;
   if ((T->quant || use_bv) && !T->naive) {
     const size_t qn = (size_t)(B32 / 32 * gs);  /* a multiple of 32: aligned_alloc's rule */

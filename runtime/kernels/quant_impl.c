@@ -344,12 +344,13 @@ static TC_ATTR void FN(qheap_vec)(const int32_t *co, const int8_t *tb, int D, co
   }
 }
 
-/* ---- the interval walk (trees of <= 255 leaves, any shape; see arrays.py bitvec_tables) ----
+/* ---- the interval walk (trees of <= 128 leaves, any shape; see arrays.py bitvec_tables) ----
  * Leaves are numbered left to right; a row going right at a node rules out the leaves of the
  * node's left subtree, an interval [lo, hi). The exit leaf is the first leaf no such interval
  * covers (QuickScorer's observation), so with the tree's nodes sorted by lo, one sweep finds it
  * for 32 rows at once: pos = 0; at each node, if the row goes right and lo <= pos, then
- * pos = max(pos, hi). Every node is evaluated (a byte compare, no gathers, no branches); the
+ * pos = max(pos, hi). Every node is evaluated (a byte compare, or a set lookup at categorical
+ * nodes; no gathers); the
  * positions are bytes. */
 static inline __attribute__((always_inline)) TC_ATTR void FN(bvtree)(
     const int32_t *co, const int8_t *tb, const int8_t *lo1, const int8_t *hi, const int32_t *cat,
@@ -368,7 +369,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(bvtree)(
     FN(qleaves)(tc_bvsweep1(qb + (r >> 5) * gs, co, tb, lo1, hi, cat, sets, nn), r, nb, lidx, lv, acc);
 }
 
-/* the trees over one quantised block, bitvector walk; leaves added per row in tree order */
+/* the trees over one quantised block, interval walk; leaves added per row in tree order */
 static TC_ATTR void FN(bvblock)(const tc_tables *T, const uint8_t *qb, int64_t gs, int64_t nb,
                                 TC_AT *ab, int32_t *lidx) {
   const int64_t no = T->n_outputs;

@@ -1166,7 +1166,7 @@ class ArraysKernel:
         elif self.isa == "llvm":
             self._run_llvm(X, out)
         else:
-            rc = self._lib.tc_arrays_predict(ctypes.byref(self._struct), X.ctypes.data,
+            rc = self._lib.tc_arrays_predict(self._sref, X.ctypes.data,
                                              X.dtype.itemsize * 8, X.shape[0], out.ctypes.data,
                                              _NATIVE_ISAS.index(self.isa))
             if rc != 0:
