@@ -39,12 +39,14 @@ def edge_rows(forest: Forest, X: np.ndarray, n: int = 200, seed: int = 0,
 def assert_backend_matches_interp(predictor, forest: Forest, X: np.ndarray) -> None:
     """Oracle 2: a compiled predictor equals the interpreter bit for bit (raw, labels, proba)."""
     from treecomp import interp
-    np.testing.assert_array_equal(predictor.predict_raw(X), interp.predict_raw(forest, X))
-    np.testing.assert_array_equal(predictor.predict(X), interp.predict(forest, X))
-    if forest.is_classifier:
-        want, got = interp.predict_proba(forest, X), predictor.predict_proba(X)
-        want, got = (want, got) if isinstance(want, list) else ([want], [got])
-        assert len(want) == len(got)
-        for a, b in zip(want, got):
-            np.testing.assert_array_equal(b, a)
-            assert a.dtype == b.dtype
+    # whole batches (native threads), then one row and a few (the Predictor's small-batch path)
+    for Z in (X, X[:1], X[1:8]):
+        np.testing.assert_array_equal(predictor.predict_raw(Z), interp.predict_raw(forest, Z))
+        np.testing.assert_array_equal(predictor.predict(Z), interp.predict(forest, Z))
+        if forest.is_classifier:
+            want, got = interp.predict_proba(forest, Z), predictor.predict_proba(Z)
+            want, got = (want, got) if isinstance(want, list) else ([want], [got])
+            assert len(want) == len(got)
+            for a, b in zip(want, got):
+                np.testing.assert_array_equal(b, a)
+                assert a.dtype == b.dtype

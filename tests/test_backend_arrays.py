@@ -15,7 +15,7 @@ from treecomp import backends, interp, outputs, toolchain
 from treecomp.backends import arrays
 from treecomp.errors import ArtifactError, CompileError, UnsupportedModelError
 from treecomp.ir import Forest, Tree, leaf_tree
-from tests.edge import edge_rows
+from tests.edge import assert_backend_matches_interp, edge_rows
 from tests.randforest import FOREST_VARIANTS, chain_tree, random_forest, random_rows
 
 try:
@@ -360,6 +360,9 @@ def test_zoo_bit_exact():
                     for a, b in zip(want_p if isinstance(want_p, list) else [want_p],
                                     got if isinstance(got, list) else [got]):
                         np.testing.assert_array_equal(b, a)
+                        assert a.dtype == b.dtype
+                if n % 3 == 0:  # the small-batch path (native transform, (1 - p, p) rows) too
+                    assert_backend_matches_interp(p, f, X[:9])
             except AssertionError as exc:
                 failures.append(f"{name} [{isa}, {layout}]: {exc}")
     assert not failures, "\n".join(failures)

@@ -30,6 +30,9 @@ from .ir import Head
 ABI_VERSION = 1
 TREECOMP_RAW = 0
 TREECOMP_TRANSFORM = 1
+#: loader-internal flag (not in treecomp.h): a kernel with `native_pairs` writes a binary
+#: classifier's probabilities as the libraries return them, rows (1 - p, p)
+PAIRS = 0x100
 _ELF_MAGIC = b"\x7fELF"
 
 #: below this many rows per thread, splitting a batch costs more than it saves
@@ -83,15 +86,17 @@ class SharedLibrary:
                             ctypes.c_uint32]
         self._predict = predict
         self._lib = lib
+        #: the artifact's TREECOMP_TRANSFORM is the library's own arithmetic (see c.py / llvm.py)
+        self.native_transform = outputs.native_transform(self.head) != 0
 
     def run(self, X: np.ndarray, out: np.ndarray, flags: int = TREECOMP_RAW) -> None:
         rc = self._predict(X.ctypes.data, X.dtype.itemsize * 8, X.shape[0], out.ctypes.data, flags)
         if rc != 0:
             raise RuntimeError(f"treecomp_predict failed with code {rc}")
 
-    def run_ptr(self, xp: int, x_bits: int, n: int, op: int) -> int:
-        """Raw margins of n rows at address xp into op (the small-batch path: see Predictor)."""
-        return self._predict(xp, x_bits, n, op, TREECOMP_RAW)
+    def run_ptr(self, xp: int, x_bits: int, n: int, op: int, flags: int) -> int:
+        """n rows at address xp into op (the small-batch path: see Predictor)."""
+        return self._predict(xp, x_bits, n, op, flags)
 
     def to_bytes(self) -> bytes:
         return self.path.read_bytes()
@@ -129,6 +134,11 @@ class Predictor:
         self._run_ptr = getattr(kernel, "run_ptr", None)
         self._acc = np.dtype(self.head.accumulate_dtype)
         self._tls = threading.local()
+        # the kernel applies the inverse link itself, bit for bit (outputs.NATIVE_TRANSFORMS):
+        # probabilities then need no numpy pass over the margins
+        self._tf = bool(getattr(kernel, "native_transform", False))
+        self._pairs = bool(getattr(kernel, "native_pairs", False))
+        self._nf, self._nan_ok = self.head.n_features, self.head.allow_nan
 
     # -- description --------------------------------------------------------------------------
     @property
@@ -170,15 +180,18 @@ class Predictor:
         return self._run(X, TREECOMP_RAW, n_threads)
 
     def _run(self, X: Any, flags: int, n_threads: int | None) -> np.ndarray:
-        if type(X) is np.ndarray and X.ndim == 2 and X.dtype in _FLOATS and X.shape[1] == self.head.n_features \
-                and X.flags.c_contiguous and self.head.allow_nan:
+        if type(X) is np.ndarray and X.ndim == 2 and X.dtype in _FLOATS \
+                and X.shape[1] == self._nf and X.flags.c_contiguous and self._nan_ok:
             Xm = X  # what as_matrix would return, without its general checks (single rows)
+            n = X.shape[0]
+            if n <= SMALL_BATCH and n and self._run_ptr is not None:
+                return self._run_small(Xm, n, flags)
         else:
             Xm = as_matrix(X, self.head, keep_float=True)
-        n = Xm.shape[0]
-        if n <= SMALL_BATCH and flags == TREECOMP_RAW and self._run_ptr is not None and n:
-            return self._run_small(Xm, n)
-        out = np.empty((n, self.head.n_outputs), np.dtype(self.head.accumulate_dtype))
+            n = Xm.shape[0]
+            if n <= SMALL_BATCH and n and self._run_ptr is not None:
+                return self._run_small(Xm, n, flags)
+        out = np.empty((n, 2 if flags & PAIRS else self.head.n_outputs), self._acc)
         threads = min(n_threads or self.n_threads or CPUS, n // MIN_ROWS_PER_THREAD)
         if threads <= 1:
             self._kernel.run(Xm, out, flags)
@@ -190,33 +203,47 @@ class Predictor:
             f.result()
         return out
 
-    def _run_small(self, Xm: np.ndarray, n: int) -> np.ndarray:
+    def _run_small(self, Xm: np.ndarray, n: int, flags: int) -> np.ndarray:
         """Few rows (single-row latency): the kernel writes into this thread's staging buffer
-        (address taken once) and the margins are copied out; the rows are passed where they are
+        (address taken once) and the outputs are copied out; the rows are passed where they are
         (a writable array) or copied into the staging buffer (read-only ones)."""
-        stage = getattr(self._tls, Xm.dtype.char, None)
-        if stage is None:
-            xs = np.empty((SMALL_BATCH, self.head.n_features), Xm.dtype)
-            os_ = np.empty((SMALL_BATCH, self.head.n_outputs), self._acc)
-            stage = (xs, os_, xs.ctypes.data, os_.ctypes.data, Xm.dtype.itemsize * 8)
-            setattr(self._tls, Xm.dtype.char, stage)
-        xs, os_, xp, op, bits = stage
+        try:
+            xs, os_, xp, op, bits = self._tls.stages[flags & PAIRS | Xm.dtype.num]
+        except (AttributeError, KeyError):
+            xs, os_, xp, op, bits = self._new_stage(Xm.dtype, flags)
         if Xm.flags.writeable:  # its own address, through the buffer protocol (~0.4 us)
             xp = _addressof(_char_buffer(Xm))
         else:
             xs[:n] = Xm
-        rc = self._run_ptr(xp, bits, n, op)
+        rc = self._run_ptr(xp, bits, n, op, flags)
         if rc != 0:
             raise RuntimeError(f"treecomp kernel failed with code {rc}")
         return os_[:n].copy()
 
+    def _new_stage(self, dtype: np.dtype, flags: int) -> tuple:
+        """This thread's staging buffers for rows of `dtype` and outputs of `flags`' width."""
+        stages = getattr(self._tls, "stages", None)
+        if stages is None:
+            stages = self._tls.stages = {}
+        xs = np.empty((SMALL_BATCH, self.head.n_features), dtype)
+        os_ = np.empty((SMALL_BATCH, 2 if flags & PAIRS else self.head.n_outputs), self._acc)
+        stage = stages[flags & PAIRS | dtype.num] = (xs, os_, xs.ctypes.data, os_.ctypes.data,
+                                                     dtype.itemsize * 8)
+        return stage
+
     def predict(self, X: Any, n_threads: int | None = None) -> np.ndarray:
         """What the library's predict returns (labels for classifiers)."""
+        if self._tf and outputs.needs_transform(self.head, "predict"):
+            return outputs.predict_values(self.head, self._run(X, TREECOMP_TRANSFORM, n_threads), True)
         return outputs.predict_values(self.head, self.predict_raw(X, n_threads))
 
     def predict_proba(self, X: Any, n_threads: int | None = None):
         if not self.head.is_classifier:
             raise AttributeError("predict_proba is only available for classifiers")
+        if self._pairs:
+            return self._run(X, TREECOMP_TRANSFORM | PAIRS, n_threads)
+        if self._tf:
+            return outputs.predict_proba(self.head, self._run(X, TREECOMP_TRANSFORM, n_threads), True)
         return outputs.predict_proba(self.head, self.predict_raw(X, n_threads))
 
     def decision_function(self, X: Any, n_threads: int | None = None) -> np.ndarray:

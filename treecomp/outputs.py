@@ -219,16 +219,44 @@ def _softmax_f32(raw: np.ndarray) -> np.ndarray:
     return e / s.astype(np.float32)[:, None]
 
 
-def predict_values(forest: Forest, raw: np.ndarray) -> np.ndarray:
-    """What the library's `predict` returns: labels for classifiers, values for regressors."""
+#: the inverse links computed natively (the arrays kernel, and the C / LLVM artifacts'
+#: TREECOMP_TRANSFORM) exactly as the library computes them, with this process's libm, which is
+#: the one the library calls: (transform, accumulation dtype) -> kind of arrays.c's tc_transform.
+#: float32: XGBoost's expf formulas (math.h); float64 sigmoid: scipy.special.expit (sklearn) and
+#: LightGBM's ConvertOutput, both 1 / (1 + exp(-x)) with libm's exp. Not here, so applied below
+#: in numpy: float64 exp (sklearn's is numpy's exp, LightGBM's libm's) and the float64 softmaxes
+#: (numpy's pairwise sums).
+NATIVE_TRANSFORMS = {("sigmoid", "float32"): 1, ("exp", "float32"): 2, ("softmax", "float32"): 3,
+                     ("sigmoid", "float64"): 4, ("sigmoid2", "float64"): 5}
+#: decisions that read the raw margins, not the transformed outputs
+RAW_DECISIONS = ("raw_ge_0", "raw_gt_0", "argmax_raw")
+
+
+def native_transform(forest: Forest) -> int:
+    """tc_transform's kind for the forest's inverse link, 0 where numpy applies it."""
+    return NATIVE_TRANSFORMS.get((forest.transform, str(forest.accumulate_dtype)), 0)
+
+
+def needs_transform(forest: Forest, kind: str) -> bool:
+    """Whether output `kind` ("predict" / "proba") is computed from transformed outputs."""
+    if forest.transform == "identity":
+        return False
+    return kind == "proba" or not forest.is_classifier or forest.decision not in RAW_DECISIONS
+
+
+def predict_values(forest: Forest, raw: np.ndarray, transformed: bool = False) -> np.ndarray:
+    """What the library's `predict` returns: labels for classifiers, values for regressors.
+    transformed=True: `raw` already holds the transformed outputs (see needs_transform)."""
     if not forest.is_classifier:
-        out = transform(forest, raw)
+        out = raw if transformed else transform(forest, raw)
         return out[:, 0] if forest.n_outputs == 1 else out
-    return labels(forest, raw)
+    return labels(forest, raw, transformed)
 
 
-def labels(forest: Forest, raw: np.ndarray) -> np.ndarray:
+def labels(forest: Forest, raw: np.ndarray, transformed: bool = False) -> np.ndarray:
     d = forest.decision
+    if transformed and d in RAW_DECISIONS:
+        raise ValueError(f"decision {d!r} needs the raw margins, not transformed outputs")
     if d in ("raw_ge_0", "raw_gt_0", "proba_gt_half"):
         m = raw[:, 0]
         if d == "raw_ge_0":
@@ -236,9 +264,9 @@ def labels(forest: Forest, raw: np.ndarray) -> np.ndarray:
         elif d == "raw_gt_0":
             idx = m > 0
         else:
-            idx = transform(forest, raw)[:, 0] > raw.dtype.type(0.5)
+            idx = (raw if transformed else transform(forest, raw))[:, 0] > raw.dtype.type(0.5)
         return forest.classes[0].take(idx.astype(np.intp))
-    scores = transform(forest, raw) if d == "argmax_proba" else raw
+    scores = (raw if transformed else transform(forest, raw)) if d == "argmax_proba" else raw
     cols = []
     start = 0
     for c in forest.classes:
@@ -251,11 +279,12 @@ def labels(forest: Forest, raw: np.ndarray) -> np.ndarray:
     return np.stack(cols, axis=1) if len(dtypes) == 1 else np.stack([c.astype(object) for c in cols], axis=1)
 
 
-def predict_proba(forest: Forest, raw: np.ndarray) -> np.ndarray | list[np.ndarray]:
-    """Class probabilities as the library returns them ((n, n_classes), or a list per target)."""
+def predict_proba(forest: Forest, raw: np.ndarray, transformed: bool = False) -> np.ndarray | list[np.ndarray]:
+    """Class probabilities as the library returns them ((n, n_classes), or a list per target).
+    transformed=True: `raw` already holds the transformed outputs."""
     if not forest.is_classifier:
         raise TypeError("predict_proba is only available for classifiers")
-    p = transform(forest, raw)
+    p = raw if transformed else transform(forest, raw)
     if forest.n_outputs == 1 and forest.n_classes == (2,):
         out = np.empty((raw.shape[0], 2), dtype=p.dtype)
         out[:, 1] = p[:, 0]

@@ -10,6 +10,7 @@
  * __builtin_cpu_supports reports (tc_arrays_isa_mask). No FMA target is enabled and the build
  * uses -ffp-contract=off: the kernel only compares and adds, and every add must round alone.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,7 +33,7 @@
  *            every walk terminates.
  * ff (feature word): bits 0..29 feature index, bit 30 categorical split, bit 31 NaN goes right.
  */
-#define TC_ARRAYS_ABI 2
+#define TC_ARRAYS_ABI 3
 #define TC_FF_FEAT 0x3fffffffu
 #define TC_FF_CAT 0x40000000u
 #define TC_FF_NANR 0x80000000u
@@ -225,15 +226,88 @@ TC_EXPORT int32_t tc_arrays_isa_mask(void) {
   return m;
 }
 
-/* returns 0, -1 for bad arguments, -2 when out of memory */
+/*
+ * The libraries' inverse links, in place on n rows of `no` margins, computed as the library
+ * computes them and with this process's libm (the one the library itself calls: XGBoost's expf,
+ * scipy.special.expit's and LightGBM's exp), so the outputs are the library's bit for bit.
+ * kind (arrays.py NATIVE_TRANSFORMS; 0: leave the margins):
+ *   1 float sigmoid, XGBoost's src/common/math.h:  1.0f / ((expf(min(-x, 88.7f)) + 1.0f) + 1e-16f)
+ *   2 float exp (XGBoost count:poisson, reg:gamma, ...):  expf(x)
+ *   3 float softmax, XGBoost's:  fmaxf row max, e = expf(x - max), the e summed in DOUBLE in class
+ *     order, each e divided by (float)sum
+ *   4 double sigmoid (expit):  1 / (1 + exp(-x))
+ *   5 double sigmoid of 2x (sklearn's exponential loss):  1 / (1 + exp(-(2 * x)))
+ * Built with -ffp-contract=off and no fast-math: every operation rounds alone, in this order.
+ */
+static void tc_transform(int32_t kind, void *out, int64_t n, int32_t no) {
+  const int64_t m = n * no;
+  float *f = (float *)out;
+  double *d = (double *)out;
+  switch (kind) {
+  case 1:
+    for (int64_t i = 0; i < m; ++i) {
+      float v = -f[i];
+      v = (88.7f < v) ? 88.7f : v;  /* std::min(-x, 88.7f): NaN stays NaN */
+      f[i] = 1.0f / ((expf(v) + 1.0f) + 1e-16f);
+    }
+    break;
+  case 2:
+    for (int64_t i = 0; i < m; ++i) f[i] = expf(f[i]);
+    break;
+  case 3:
+    for (int64_t r = 0; r < n; ++r) {
+      float *a = f + r * no;
+      float mx = a[0];
+      for (int32_t k = 1; k < no; ++k) mx = fmaxf(a[k], mx);
+      double s = 0;
+      for (int32_t k = 0; k < no; ++k) { a[k] = expf(a[k] - mx); s += a[k]; }
+      const float fs = (float)s;
+      for (int32_t k = 0; k < no; ++k) a[k] /= fs;
+    }
+    break;
+  case 4:
+    for (int64_t i = 0; i < m; ++i) d[i] = 1.0 / (1.0 + exp(-d[i]));
+    break;
+  case 5:
+    for (int64_t i = 0; i < m; ++i) d[i] = 1.0 / (1.0 + exp(-(d[i] * 2.0)));
+    break;
+  default:
+    break;
+  }
+}
+
+/* A binary classifier's probabilities as the libraries return them: the n outputs p in `out`
+ * become n rows (1 - p, p) in place (out holds 2n values), 1 - p rounded in p's dtype. */
+#define TC_PAIRS 0x100
+static void tc_pairs(void *out, int64_t n, int32_t acc_bits) {
+  if (acc_bits == 32) {
+    float *a = (float *)out;
+    for (int64_t i = n - 1; i >= 0; --i) { const float v = a[i]; a[2 * i + 1] = v; a[2 * i] = 1.0f - v; }
+  } else {
+    double *a = (double *)out;
+    for (int64_t i = n - 1; i >= 0; --i) { const double v = a[i]; a[2 * i + 1] = v; a[2 * i] = 1.0 - v; }
+  }
+}
+
+/* returns 0, -1 for bad arguments, -2 when out of memory. `transform`: tc_transform's kind
+ * applied to the margins afterwards (0: raw margins), plus TC_PAIRS: then `out` receives
+ * tc_pairs' 2 values per row (a single-output model only) */
 TC_EXPORT int32_t tc_arrays_predict(const tc_tables *T, const void *X, int32_t x_bits, int64_t n_rows,
-                                    void *out, int32_t isa) {
+                                    void *out, int32_t isa, int32_t transform) {
   if (!T || (x_bits != 32 && x_bits != 64) || n_rows < 0 || (n_rows > 0 && (!X || !out)))
     return -1;
   if (isa < 0 || isa > 2 || !((tc_arrays_isa_mask() >> isa) & 1)) return -1;
   if ((T->x_bits != 32 && T->x_bits != 64) || (T->acc_bits != 32 && T->acc_bits != 64)) return -1;
   const tc_run_fn fn = tc_table[isa][T->x_bits == 64][T->acc_bits == 64];
   if (!fn) return -1;
-  return fn(T, X, x_bits, n_rows, out);
+  const int32_t kind = transform & 0xff, pairs = transform & TC_PAIRS;
+  if ((transform & ~(0xff | TC_PAIRS)) || kind > 5 || (kind != 0 && (kind <= 3) != (T->acc_bits == 32))
+      || (pairs && T->n_outputs != 1))
+    return -1;
+  const int32_t rc = fn(T, X, x_bits, n_rows, out);
+  if (rc != 0) return rc;
+  if (kind) tc_transform(kind, out, n_rows, T->n_outputs);
+  if (pairs) tc_pairs(out, n_rows, T->acc_bits);
+  return 0;
 }
 #endif /* TC_PART 0 */

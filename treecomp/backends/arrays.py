@@ -108,6 +108,7 @@ QUANT_CHUNK = 255
 QUANT_AUTO_DEPTH = 8
 ISAS = ("auto", "scalar", "avx2", "avx512", "llvm", "numpy")
 _NATIVE_ISAS = ("scalar", "avx2", "avx512")   # index = TC_ISA_* in arrays.c
+_PAIRS = 0x100  # loader.PAIRS = arrays.c's TC_PAIRS
 MAX_HEAP_DEPTH = 20
 #: forest.category_rule values, in the kernel's numbering (tc_tables.cat_rule)
 CATEGORY_RULES = ("nonneg", "trunc", "integral")
@@ -815,8 +816,9 @@ def native_library():
         lib.tc_arrays_sizeof_node.argtypes = [ctypes.c_int32]
         lib.tc_arrays_predict.restype = ctypes.c_int32
         lib.tc_arrays_predict.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32,
-                                          ctypes.c_int64, ctypes.c_void_p, ctypes.c_int32]
-        if (lib.tc_arrays_abi() != 2 or lib.tc_arrays_sizeof_tables() != ctypes.sizeof(_Tables)
+                                          ctypes.c_int64, ctypes.c_void_p, ctypes.c_int32,
+                                          ctypes.c_int32]
+        if (lib.tc_arrays_abi() != 3 or lib.tc_arrays_sizeof_tables() != ctypes.sizeof(_Tables)
                 or lib.tc_arrays_sizeof_node(32) != _NODE32.itemsize
                 or lib.tc_arrays_sizeof_node(64) != _NODE64.itemsize):
             raise CompileError("the arrays kernel does not match treecomp/backends/arrays.py "
@@ -1086,7 +1088,7 @@ class ArraysKernel:
             if sets is not None:  # else: category sets beyond the codes: the float walk
                 self._quant = quant_tables(A["c_ff"][order], A["c_thr"][order], sets)
                 self._bitvec = bv if self._quant else {}
-        self._struct = None
+        self._struct, self._tkind = None, 0
         if self.isa == "llvm":
             self._walk = llvm_walker(m["x_dtype"], m["acc_dtype"])
             self._llvm_args = self._llvm_tables()
@@ -1096,8 +1098,21 @@ class ArraysKernel:
             self._sref = ctypes.byref(self._struct)
             isa_i = _NATIVE_ISAS.index(self.isa)
             predict = self._lib.tc_arrays_predict
-            # the small-batch entry point of loader.Predictor (raw margins, addresses given)
-            self.run_ptr = lambda xp, bits, n, op: predict(self._sref, xp, bits, n, op, isa_i)
+            tk = self._tkind = outputs.native_transform(head)
+            # the small-batch entry point of loader.Predictor (addresses given)
+            sref = self._sref
+            self.run_ptr = lambda xp, bits, n, op, flags: predict(sref, xp, bits, n, op, isa_i,
+                                                                  tk * (flags & 1) | flags & _PAIRS)
+        native = self._struct is not None
+        #: run / run_ptr with TREECOMP_TRANSFORM apply the inverse link natively, exactly
+        self.native_transform = native and self._tkind != 0
+        #: run / run_ptr with loader.PAIRS write a binary classifier's (1 - p, p) rows
+        self.native_pairs = native and head.n_outputs == 1 and head.n_classes == (2,) \
+            and (self._tkind != 0 or head.transform == "identity")
+
+    def _native_flags(self, flags: int) -> int:
+        """loader's flags -> tc_arrays_predict's `transform` (tc_transform kind | TC_PAIRS)."""
+        return (self._tkind if flags & 1 else 0) | (flags & _PAIRS)
 
     def _pack(self) -> _Tables:
         m, A = self.tables.meta, self.tables.arrays
@@ -1158,20 +1173,26 @@ class ArraysKernel:
         if X.dtype not in (np.float32, np.float64) or not X.flags.c_contiguous or X.ndim != 2 \
                 or X.shape[1] != self.head.n_features:
             raise ValueError("run() needs a C-contiguous float32/float64 (n, n_features) matrix")
-        if out.dtype != self.tables.acc_dtype or out.shape != (X.shape[0], self.head.n_outputs) \
+        width = 2 if flags & _PAIRS else self.head.n_outputs
+        if flags & _PAIRS and not self.native_pairs:
+            raise ValueError("PAIRS: only a native kernel of a binary classifier writes (1 - p, p)")
+        if out.dtype != self.tables.acc_dtype or out.shape != (X.shape[0], width) \
                 or not out.flags.c_contiguous:
-            raise ValueError("run() needs a C-contiguous (n, n_outputs) output of the accumulate dtype")
+            raise ValueError(f"run() needs a C-contiguous (n, {width}) output of the accumulate dtype")
         if self.isa == "numpy":
             out[...] = self._run_numpy(X)
         elif self.isa == "llvm":
             self._run_llvm(X, out)
         else:
+            nf = self._native_flags(flags)
             rc = self._lib.tc_arrays_predict(self._sref, X.ctypes.data,
                                              X.dtype.itemsize * 8, X.shape[0], out.ctypes.data,
-                                             _NATIVE_ISAS.index(self.isa))
+                                             _NATIVE_ISAS.index(self.isa), nf)
             if rc != 0:
                 raise RuntimeError(f"arrays kernel failed with code {rc}"
                                    + (" (out of memory)" if rc == -2 else ""))
+            if nf & 0xff or not flags & 1:
+                return
         if flags & 1:
             out[...] = outputs.transform(self.head, out)
 
