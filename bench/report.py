@@ -184,7 +184,7 @@ def markdown(results: dict, plots: list[str]) -> str:
         out.append(f"- case {s['name']} skipped: {s['note']}")
     out += ["", "## Method", "",
             "- Throughput: median of repeated calls after one warm-up on the whole test matrix "
-            "(`predict_raw(X, n_threads=k)` for treecomp; the library's call at k threads). The "
+            "(treecomp: `predict_proba(X, n_threads=k)` for classifiers, `predict` for regressors; the library's call at k threads). The "
             "Python walker and the interpreter run on a subsample sized to the time budget, "
             "scaled to ns/row.",
             "- Compile: cold, in a fresh subprocess with an empty `TREECOMP_CACHE_DIR`; peak MiB is "
