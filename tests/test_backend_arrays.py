@@ -503,6 +503,13 @@ def test_auto_choice():
     rng = np.random.default_rng(0)
     big_cat = cat.replace(trees=cat.trees + (chain_tree(200, 6, rng),), tree_output=np.zeros(6))
     assert not arrays.quant_eligible(big_cat) and backends.choose(big_cat) == "c"
+    # the cost model: two trees over ~100 used features do not pay for quantising every row
+    # (generated code wins); a hundred trees over the same features do
+    few = random_forest(2, n_trees=2, n_features=200)
+    assert arrays.quant_eligible(few) and not backends.byte_walk_pays(few)
+    assert backends.choose(few) == "c"
+    many = random_forest(2, n_trees=100, n_features=200)
+    assert backends.byte_walk_pays(many) and backends.choose(many) == "arrays"
     rng = np.random.default_rng(0)
     deep = tuple(_complete_tree(rng, 10, 5, p_leaf=0.2) for _ in range(60))
     n_nodes = sum(t.n_nodes for t in deep)

@@ -1,7 +1,9 @@
 """From raw margins to what the source library returns: transforms, probabilities, labels.
 
 Shared by the reference interpreter and every Predictor, so a backend only has to produce raw
-margins bit-exactly; the final arithmetic is the same numpy code the library itself runs.
+margins bit-exactly; the final arithmetic is the same numpy code the library itself runs. Where
+the library's inverse link is C arithmetic over libm (NATIVE_TRANSFORMS), a native kernel
+applies it itself with the process's libm, and the tests hold it to these numpy versions.
 
 Floating-point notes (checked on this machine; tests pin them against the libraries):
 - float64 sigmoid: sklearn uses scipy.special.expit, which equals 1 / (1 + np.exp(-x)) bit for

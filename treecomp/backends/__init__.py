@@ -53,6 +53,44 @@ CODEGEN_MAX_NODES_F64 = 100_000
 LLVM_MAX_NODES = 200_000
 
 
+#: the per-row cost model that decides between the byte walks and generated code (see
+#: byte_walk_pays): ns per quantised column, ns per tree level of a byte walk, of generated code;
+#: float32 input (XGBoost) / float64 input (LightGBM, HistGradientBoosting). Least squares over
+#: 36 models (5-80 trees, depth 3-14, 10-200 features) timed on the 2-core dev box, 1 thread.
+BYTE_WALK_COST = {"float32": (3.3, 0.35, 1.7), "float64": (2.7, 0.26, 1.8)}
+
+
+def byte_walk_pays(forest) -> bool:
+    """Do the arrays backend's byte walks beat generated code on `forest` (per row)?
+
+    A byte walk first quantises each row: one column per feature and chunk of QUANT_CHUNK
+    distinct thresholds (a search over them), then every tree costs a fraction of a compare per
+    level. Generated code pays a compare and branch per level and nothing up front. So with few
+    trees and many used features (5 trees of depth 6 over 45 columns: 187 vs 56 ns/row) code
+    wins; the estimate is  cols * a + levels * b  against  levels * c  (BYTE_WALK_COST), where
+    levels sums the trees' depths. On the 36 calibration models (in sample: the constants were
+    fitted on them) it picks within 10% of the faster of the two for 35; the worst is 1.21x (5
+    XGBoost trees of depth 6 over 10 features: arrays 61 vs c 50 ns/row). The float64 timings
+    predate the float64 quantiser's binary search, which made the byte walks faster still.
+    """
+    from .arrays import QUANT_CHUNK
+    import numpy as np
+    feats, thrs, levels = [], [], 0
+    for t in forest.trees:
+        inner = t.feature >= 0
+        feats.append(t.feature[inner])
+        thrs.append(t.threshold[inner])
+        levels += t.max_depth
+    f, th = np.concatenate(feats), np.concatenate(thrs)
+    if not len(f):
+        return False
+    pairs = np.unique(np.stack([f.astype(np.float64), th]), axis=1)
+    _, per_feature = np.unique(pairs[0], return_counts=True)
+    cols = int(np.ceil(per_feature / QUANT_CHUNK).sum())
+    a, b, c = BYTE_WALK_COST["float64" if str(forest.input_dtype) == "float64" else "float32"]
+    return cols * a + levels * b <= levels * c
+
+
 def choose(forest, artifact: str | None = None) -> str:
     """backend='auto': which backend compiles `forest` on this machine.
 
@@ -62,7 +100,9 @@ def choose(forest, artifact: str | None = None) -> str:
 
     Rule (measured on the 2-core dev box with bench/, 1 thread, us/row):
     - a C compiler is available (toolchain.have_compiler()):
-        all trees of <= 128 leaves, or all numeric heaps of depth <= 8 (arrays.quant_eligible)
+        all trees of <= 128 leaves, or all numeric heaps of depth <= 8 (arrays.quant_eligible),
+          and the per-row cost model says quantising pays (byte_walk_pays: enough trees for
+          the columns the rows must be quantised into)
           -> "arrays": its byte walks beat generated code 2-9x (500 XGBoost trees of depth 6:
           0.8 vs 3.7; GB 300x depth 4: 0.43 vs 1.2; depth 8: 1.6 vs 3.9; 500 LightGBM trees of
           63 leaves: 1.6 vs 14; HGB with categories: 0.55 vs 5.0) and flatten in milliseconds
@@ -84,7 +124,9 @@ def choose(forest, artifact: str | None = None) -> str:
     if toolchain.have_compiler():
         from . import arrays
         if arrays.quant_eligible(forest):
-            return "arrays"
+            if byte_walk_pays(forest):
+                return "arrays"
+            return "c" if n_nodes <= CODEGEN_MAX_NODES_F64 else "arrays"
         limit = CODEGEN_MAX_NODES_F64 if forest.input_dtype == "float64" else CODEGEN_MAX_NODES
         return "c" if n_nodes <= limit else "arrays"
     if "llvm" in names() and n_nodes <= LLVM_MAX_NODES:
