@@ -183,14 +183,11 @@ class Predictor:
         if type(X) is np.ndarray and X.ndim == 2 and X.dtype in _FLOATS \
                 and X.shape[1] == self._nf and X.flags.c_contiguous and self._nan_ok:
             Xm = X  # what as_matrix would return, without its general checks (single rows)
-            n = X.shape[0]
-            if n <= SMALL_BATCH and n and self._run_ptr is not None:
-                return self._run_small(Xm, n, flags)
         else:
             Xm = as_matrix(X, self.head, keep_float=True)
-            n = Xm.shape[0]
-            if n <= SMALL_BATCH and n and self._run_ptr is not None:
-                return self._run_small(Xm, n, flags)
+        n = Xm.shape[0]
+        if n <= SMALL_BATCH and n and self._run_ptr is not None:
+            return self._run_small(Xm, n, flags)
         out = np.empty((n, 2 if flags & PAIRS else self.head.n_outputs), self._acc)
         threads = min(n_threads or self.n_threads or CPUS, n // MIN_ROWS_PER_THREAD)
         if threads <= 1:

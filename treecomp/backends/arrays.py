@@ -1099,7 +1099,8 @@ class ArraysKernel:
             isa_i = _NATIVE_ISAS.index(self.isa)
             predict = self._lib.tc_arrays_predict
             tk = self._tkind = outputs.native_transform(head)
-            # the small-batch entry point of loader.Predictor (addresses given)
+            # the small-batch entry point of loader.Predictor (addresses given); loader's flags
+            # -> tc_arrays_predict's `transform`: tc_transform's kind | TC_PAIRS
             sref = self._sref
             self.run_ptr = lambda xp, bits, n, op, flags: predict(sref, xp, bits, n, op, isa_i,
                                                                   tk * (flags & 1) | flags & _PAIRS)
@@ -1109,10 +1110,6 @@ class ArraysKernel:
         #: run / run_ptr with loader.PAIRS write a binary classifier's (1 - p, p) rows
         self.native_pairs = native and head.n_outputs == 1 and head.n_classes == (2,) \
             and (self._tkind != 0 or head.transform == "identity")
-
-    def _native_flags(self, flags: int) -> int:
-        """loader's flags -> tc_arrays_predict's `transform` (tc_transform kind | TC_PAIRS)."""
-        return (self._tkind if flags & 1 else 0) | (flags & _PAIRS)
 
     def _pack(self) -> _Tables:
         m, A = self.tables.meta, self.tables.arrays
@@ -1184,7 +1181,7 @@ class ArraysKernel:
         elif self.isa == "llvm":
             self._run_llvm(X, out)
         else:
-            nf = self._native_flags(flags)
+            nf = self._tkind * (flags & 1) | flags & _PAIRS  # as run_ptr
             rc = self._lib.tc_arrays_predict(self._sref, X.ctypes.data,
                                              X.dtype.itemsize * 8, X.shape[0], out.ctypes.data,
                                              _NATIVE_ISAS.index(self.isa), nf)
