@@ -37,16 +37,30 @@ def edge_rows(forest: Forest, X: np.ndarray, n: int = 200, seed: int = 0,
 
 
 def assert_backend_matches_interp(predictor, forest: Forest, X: np.ndarray) -> None:
-    """Oracle 2: a compiled predictor equals the interpreter bit for bit (raw, labels, proba)."""
-    from treecomp import interp
-    # whole batches (native threads), then one row and a few (the Predictor's small-batch path)
+    """Oracle 2: a compiled predictor equals the interpreter bit for bit (raw, labels, proba,
+    decision_function; values, dtypes and shapes): whole batches (native threads), then one row
+    and a few through both small-batch paths (the compiled entry and the ctypes one)."""
+    from treecomp import loader
     for Z in (X, X[:1], X[1:8]):
-        np.testing.assert_array_equal(predictor.predict_raw(Z), interp.predict_raw(forest, Z))
-        np.testing.assert_array_equal(predictor.predict(Z), interp.predict(forest, Z))
-        if forest.is_classifier:
-            want, got = interp.predict_proba(forest, Z), predictor.predict_proba(Z)
-            want, got = (want, got) if isinstance(want, list) else ([want], [got])
-            assert len(want) == len(got)
-            for a, b in zip(want, got):
-                np.testing.assert_array_equal(b, a)
-                assert a.dtype == b.dtype
+        for entry in ((None,) if len(Z) > loader.SMALL_BATCH else (loader._entry(), loader._no_entry)):
+            saved = loader._ENTRY
+            loader._ENTRY = entry or saved
+            try:
+                _assert_outputs_equal(predictor, forest, Z)
+            finally:
+                loader._ENTRY = saved
+
+
+def _assert_outputs_equal(predictor, forest: Forest, Z: np.ndarray) -> None:
+    from treecomp import interp, outputs
+    raw = interp.predict_raw(forest, Z)
+    pairs = [(predictor.predict_raw(Z), raw), (predictor.predict(Z), interp.predict(forest, Z)),
+             (predictor.decision_function(Z), outputs.raw_output(forest, raw))]
+    if forest.is_classifier:
+        want, got = interp.predict_proba(forest, Z), predictor.predict_proba(Z)
+        want, got = (want, got) if isinstance(want, list) else ([want], [got])
+        assert len(want) == len(got)
+        pairs += list(zip(got, want))
+    for got, want in pairs:
+        np.testing.assert_array_equal(got, want)
+        assert got.dtype == want.dtype and got.shape == want.shape

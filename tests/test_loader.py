@@ -149,20 +149,54 @@ def test_pandas_category_columns_are_refused_unless_the_model_reads_values(model
     np.testing.assert_array_equal(interp.predict(g, df), interp.predict(g, df.astype(float)))
 
 
-@pytest.mark.parametrize("backend", ["c", "arrays"])
-def test_small_batches_from_many_threads(backend):
-    """Batches of <= SMALL_BATCH rows go through per-thread staging buffers: every size, both
-    input dtypes, and threads hammering one Predictor at once all give the interpreter's bits."""
+def test_small_batch_entry_is_built_here():
+    """The compiled small-batch entry (runtime/pyentry.c) builds wherever the tests run: a
+    silent fallback to ctypes would cost single rows ~10x."""
+    from treecomp import loader
+    assert loader._entry() is not loader._no_entry, loader.ENTRY_ERROR
+
+
+def test_small_batch_entry_refuses_bad_arguments(model):
+    from treecomp import loader
+    _, p = model
+    run, cfg, X = loader._entry(), p._plans["raw"][0], np.zeros((1, 5))
+    with pytest.raises(TypeError):
+        run(X, cfg[:-1], 0, loader.OUT_2D, None)
+    for flags, mode in [(0x200, loader.OUT_2D), (0, 99), (0, loader.LAB_ARGMAX),
+                        (1 | loader.PAIRS, loader.OUT_1D)]:
+        with pytest.raises(ValueError):
+            run(X, cfg, flags, mode, None)
+    # anything but an aligned, native-order, C-contiguous float matrix of 1..64 rows: declined
+    big_endian = X.astype(">f8")
+    for other in (X.tolist(), X.astype(np.int64), np.zeros((0, 5)), np.zeros((65, 5)),
+                  np.zeros((2, 5), order="F"), big_endian, np.zeros((1, 4)), np.zeros(5)):
+        assert run(other, cfg, 0, loader.OUT_2D, None) is None
+
+
+class _Sub(np.ndarray):
+    pass
+
+
+@pytest.mark.parametrize("entry", ["compiled", "ctypes"])
+@pytest.mark.parametrize("backend", ["c", "arrays", "llvm"])
+def test_small_batches_from_many_threads(backend, entry, monkeypatch):
+    """Batches of <= SMALL_BATCH rows go through the compiled entry (or, where it cannot be
+    built, per-thread staging buffers and ctypes): every size, both input dtypes, inputs either
+    path declines, and threads hammering one Predictor at once all give the interpreter's bits."""
     from concurrent.futures import ThreadPoolExecutor
+    from treecomp import loader
     from treecomp.loader import SMALL_BATCH
+    monkeypatch.setattr(loader, "_ENTRY", loader._entry() if entry == "compiled" else loader._no_entry)
     f = random_forest(41, n_features=5)
     p = treecomp.compile(f, backend=backend)
     X = random_rows(f, 100)
     want = interp.predict_raw(f, X)
     for n in (1, 2, 31, SMALL_BATCH, SMALL_BATCH + 1):
         ro = X[:n].copy()
-        ro.setflags(write=False)  # read-only rows are copied to the staging buffer
-        for Xin in (X[:n], X[:n].astype(np.float32), ro):
+        ro.setflags(write=False)  # read-only rows are copied to the ctypes staging buffer
+        unaligned = np.frombuffer(b"\0" + X[:n].tobytes(), np.float64, offset=1).reshape(n, 5)
+        for Xin in (X[:n], X[:n].astype(np.float32), ro, np.asfortranarray(X[:n]),
+                    X[:n].astype(">f4"), unaligned, X[:n].view(_Sub)):
             np.testing.assert_array_equal(p.predict_raw(Xin), interp.predict_raw(f, Xin))
 
     def worker(seed):
@@ -175,3 +209,26 @@ def test_small_batches_from_many_threads(backend):
         return None
     with ThreadPoolExecutor(4) as ex:
         assert list(ex.map(worker, range(8))) == [None] * 8
+
+
+@pytest.mark.parametrize("backend", ["c", "arrays", "llvm"])
+@pytest.mark.parametrize("decision, acc", [("argmax_raw", "float64"), ("argmax_raw", "float32"),
+                                           ("raw_ge_0", "float64"), ("raw_gt_0", "float32")])
+def test_small_batch_labels_break_ties_as_numpy(backend, decision, acc):
+    """Leaves of -1, 0, 1 make equal margins common: labels of single rows take the first maximum
+    (np.argmax) and compare 0 >= 0 / 0 > 0 as numpy does."""
+    import dataclasses
+    k = 3 if decision == "argmax_raw" else 1
+    f = random_forest(44, n_outputs=k, n_trees=6, max_depth=2, accumulate_dtype=acc)
+    trees = tuple(dataclasses.replace(t, value=np.sign(np.round(t.value))) for t in f.trees)
+    classes = np.array([10, 20, 30][:max(k, 2)])
+    f = f.replace(trees=trees, base_score=np.zeros(k), decision=decision, classes=(classes,))
+    p = treecomp.compile(f, backend=backend)
+    X = random_rows(f, 40)
+    raw = interp.predict_raw(f, X)
+    ties = (raw == raw.max(axis=1, keepdims=True)).sum(axis=1) > 1 if k > 1 else raw[:, 0] == 0
+    assert ties.sum() >= 5  # the case under test happens
+    want = interp.predict(f, X)
+    got = np.concatenate([p.predict(X[i:i + 1]) for i in range(len(X))])
+    np.testing.assert_array_equal(got, want)
+    assert got.dtype == want.dtype

@@ -13,8 +13,12 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
+import importlib.machinery
+import importlib.util
 import json
 import os
+import sys
+import sysconfig
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -23,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from . import outputs
-from .errors import ArtifactError
+from .errors import ArtifactError, CompileError
 from .inputs import as_matrix
 from .ir import Head
 
@@ -42,6 +46,76 @@ MIN_ROWS_PER_THREAD = 2048
 SMALL_BATCH = 64
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _char_buffer, _addressof = ctypes.c_char.from_buffer, ctypes.addressof
+
+
+class _EntryCfg(ctypes.Structure):
+    """runtime/pyentry.c's tc_entry_cfg: what the small-batch entry needs to call a kernel."""
+    _fields_ = [("fn", ctypes.c_uint64), ("ctx", ctypes.c_uint64), ("n_features", ctypes.c_int64),
+                ("n_outputs", ctypes.c_int64), ("max_rows", ctypes.c_int64),
+                ("isa", ctypes.c_int32), ("tkind", ctypes.c_int32), ("acc_bits", ctypes.c_int32),
+                ("allow_nan", ctypes.c_int32)]
+
+
+#: what runtime/pyentry.c's run() returns (its `mode`)
+OUT_2D, OUT_1D, LAB_GE0, LAB_GT0, LAB_GT_HALF, LAB_ARGMAX = range(6)
+_LABEL_MODES = {"raw_ge_0": LAB_GE0, "raw_gt_0": LAB_GT0, "argmax_raw": LAB_ARGMAX,
+                "proba_gt_half": LAB_GT_HALF, "argmax_proba": LAB_ARGMAX}
+_ENTRY: Any = None
+_ENTRY_MODULE: Any = None
+_ENTRY_LOCK = threading.Lock()
+#: why the small-batch entry could not be built (None: built, or not tried yet)
+ENTRY_ERROR: str | None = None
+
+
+def _no_entry(X: Any, *plan: Any) -> None:
+    return None
+
+
+def _entry() -> Any:
+    """runtime/pyentry.c's run(), built on first use and cached per machine and interpreter;
+    without a C compiler or this Python's headers, a stand-in that declines every batch (the
+    ctypes path then serves small batches)."""
+    global _ENTRY, _ENTRY_MODULE, ENTRY_ERROR
+    with _ENTRY_LOCK:
+        if _ENTRY is None:
+            try:
+                _ENTRY_MODULE = _build_entry()
+                _ENTRY = _ENTRY_MODULE.run
+            except (CompileError, OSError, ImportError) as exc:
+                ENTRY_ERROR, _ENTRY = str(exc), _no_entry
+        return _ENTRY
+
+
+def _build_entry() -> Any:
+    from . import toolchain
+    cc = toolchain.find_compiler()
+    inc = sysconfig.get_paths()["include"]
+    if not os.path.isfile(os.path.join(inc, "Python.h")):
+        raise ImportError(f"no Python.h in {inc} (install this Python's development headers)")
+    key = toolchain.cache_key("pyentry", sys.version, sys.implementation.cache_tag, np.__version__,
+                              cc.version)
+    flags = (*toolchain.DEFAULT_CFLAGS, "-I", inc, "-I", np.get_include())
+    path = toolchain.cached(key, sysconfig.get_config_var("EXT_SUFFIX") or ".so",
+                            lambda p: toolchain.build_shared_library(
+                                {"pyentry_main.c": '#include "pyentry.c"\n'}, p, flags, compiler=cc))
+    loader = importlib.machinery.ExtensionFileLoader("_tc_entry", str(path))
+    spec = importlib.util.spec_from_file_location("_tc_entry", path, loader=loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    if mod.cfg_size() != ctypes.sizeof(_EntryCfg):
+        raise ImportError("runtime/pyentry.c does not match loader._EntryCfg")
+    return mod
+
+
+def native_call_ns(predictor: "Predictor", X: np.ndarray, reps: int = 2000) -> float | None:
+    """Nanoseconds per kernel call on X (<= SMALL_BATCH rows; the transform applied when the
+    kernel applies it natively), timed in C with no Python in between: what a single row costs
+    below the Python API. None where the compiled entry is unavailable."""
+    plan = predictor._plans.get("raw")
+    if plan is None or _entry() is _no_entry:
+        return None
+    flags = TREECOMP_TRANSFORM if predictor._tf else TREECOMP_RAW
+    return _ENTRY_MODULE.native_ns(np.ascontiguousarray(X), plan[0], flags, reps)
 
 
 def _usable_cpus() -> int:
@@ -86,6 +160,8 @@ class SharedLibrary:
                             ctypes.c_uint32]
         self._predict = predict
         self._lib = lib
+        #: (function, tables, isa, transform kind) for the small-batch entry (runtime/pyentry.c)
+        self.entry = (ctypes.cast(predict, ctypes.c_void_p).value, 0, 0, 0)
         #: the artifact's TREECOMP_TRANSFORM is the library's own arithmetic (see c.py / llvm.py)
         self.native_transform = outputs.native_transform(self.head) != 0
 
@@ -139,6 +215,40 @@ class Predictor:
         self._tf = bool(getattr(kernel, "native_transform", False))
         self._pairs = bool(getattr(kernel, "native_pairs", False))
         self._nf, self._nan_ok = self.head.n_features, self.head.allow_nan
+        self._plans = self._entry_plans(getattr(kernel, "entry", None))
+
+    def _entry_plans(self, entry: tuple | None) -> dict[str, tuple]:
+        """Per method, the arguments after X of the small-batch entry (runtime/pyentry.c) for
+        the outputs the kernel computes natively, exactly; methods without one use numpy."""
+        h = self.head
+        if entry is None:
+            return {}
+        fn, ctx, isa, tkind = entry
+        cfg = bytes(_EntryCfg(fn=fn, ctx=ctx, n_features=h.n_features, n_outputs=h.n_outputs,
+                              max_rows=SMALL_BATCH, isa=isa, tkind=tkind,
+                              acc_bits=self._acc.itemsize * 8, allow_nan=int(h.allow_nan)))
+        one = OUT_1D if h.n_outputs == 1 else OUT_2D
+        plans = {"raw": (cfg, TREECOMP_RAW, OUT_2D, None), "decision": (cfg, TREECOMP_RAW, one, None)}
+        # the flags giving transformed outputs (None: numpy applies this inverse link)
+        tf = TREECOMP_RAW if h.transform == "identity" else TREECOMP_TRANSFORM if self._tf else None
+        if not h.is_classifier:
+            if tf is not None:
+                plans["predict"] = (cfg, tf, one, None)
+            return plans
+        if len(h.classes) != 1:  # multi-target classifiers: lists / stacked labels in numpy
+            return plans
+        classes, d = h.classes[0], h.decision
+        if tf is not None:
+            if h.n_outputs == 1 and h.n_classes == (2,):
+                plans["proba"] = (cfg, tf | PAIRS, OUT_2D, None)
+            else:
+                plans["proba"] = (cfg, tf, OUT_2D, None)
+        mode = _LABEL_MODES.get(d)
+        if mode is not None and (d in outputs.RAW_DECISIONS or tf is not None) \
+                and (mode != LAB_ARGMAX or h.n_outputs == len(classes)):
+            plans["predict"] = (cfg, TREECOMP_RAW if d in outputs.RAW_DECISIONS else tf, mode,
+                                classes)
+        return plans
 
     # -- description --------------------------------------------------------------------------
     @property
@@ -177,6 +287,11 @@ class Predictor:
     # -- prediction ---------------------------------------------------------------------------
     def predict_raw(self, X: Any, n_threads: int | None = None) -> np.ndarray:
         """Raw margins, shape (n_rows, n_outputs), in the library's accumulation dtype."""
+        plan = self._plans.get("raw")
+        if plan is not None:  # few rows: the compiled entry (returns None for other input)
+            out = (_ENTRY or _entry())(X, *plan)
+            if out is not None:
+                return out
         return self._run(X, TREECOMP_RAW, n_threads)
 
     def _run(self, X: Any, flags: int, n_threads: int | None) -> np.ndarray:
@@ -230,6 +345,11 @@ class Predictor:
 
     def predict(self, X: Any, n_threads: int | None = None) -> np.ndarray:
         """What the library's predict returns (labels for classifiers)."""
+        plan = self._plans.get("predict")
+        if plan is not None:
+            out = (_ENTRY or _entry())(X, *plan)
+            if out is not None:
+                return out
         if self._tf and outputs.needs_transform(self.head, "predict"):
             return outputs.predict_values(self.head, self._run(X, TREECOMP_TRANSFORM, n_threads), True)
         return outputs.predict_values(self.head, self.predict_raw(X, n_threads))
@@ -237,6 +357,11 @@ class Predictor:
     def predict_proba(self, X: Any, n_threads: int | None = None):
         if not self.head.is_classifier:
             raise AttributeError("predict_proba is only available for classifiers")
+        plan = self._plans.get("proba")
+        if plan is not None:
+            out = (_ENTRY or _entry())(X, *plan)
+            if out is not None:
+                return out
         if self._pairs:
             return self._run(X, TREECOMP_TRANSFORM | PAIRS, n_threads)
         if self._tf:
@@ -245,6 +370,11 @@ class Predictor:
 
     def decision_function(self, X: Any, n_threads: int | None = None) -> np.ndarray:
         """Raw margins shaped like the library's decision_function / output_margin=True."""
+        plan = self._plans.get("decision")
+        if plan is not None:
+            out = (_ENTRY or _entry())(X, *plan)
+            if out is not None:
+                return out
         return outputs.raw_output(self.head, self.predict_raw(X, n_threads))
 
     # -- persistence --------------------------------------------------------------------------

@@ -1104,6 +1104,9 @@ class ArraysKernel:
             sref = self._sref
             self.run_ptr = lambda xp, bits, n, op, flags: predict(sref, xp, bits, n, op, isa_i,
                                                                   tk * (flags & 1) | flags & _PAIRS)
+            #: for loader's small-batch entry (runtime/pyentry.c): function, tables, isa, kind
+            self.entry = (ctypes.cast(predict, ctypes.c_void_p).value,
+                          ctypes.addressof(self._struct), isa_i, tk)
         native = self._struct is not None
         #: run / run_ptr with TREECOMP_TRANSFORM apply the inverse link natively, exactly
         self.native_transform = native and self._tkind != 0

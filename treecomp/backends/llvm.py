@@ -100,7 +100,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import __version__
-from .. import toolchain
+from .. import outputs, toolchain
 from ..errors import ArtifactError, CompileError
 from ..ir import Forest, Head, Tree, head_of
 from ..passes import comparison_thresholds
@@ -1039,6 +1039,10 @@ class LLVMKernel:
         self._predict = _PREDICT(addr)
         self.meta_json = _CSTR(meta)().decode()
         self.head: Head = Head.from_json(self.meta_json)
+        #: the code's TREECOMP_TRANSFORM is the library's own arithmetic (see loader.SharedLibrary)
+        self.native_transform = outputs.native_transform(self.head) != 0
+        #: for loader's small-batch entry (runtime/pyentry.c): function, tables, isa, kind
+        self.entry = (addr, 0, 0, 0)
 
     def run(self, X: np.ndarray, out: np.ndarray, flags: int = 0) -> None:
         rc = self._predict(X.ctypes.data, X.dtype.itemsize * 8, X.shape[0], out.ctypes.data, flags)
