@@ -789,6 +789,14 @@ def measure_strategy(s: Strategy, ctx: CaseContext, ref: dict[str, Any], ref_row
                                     max_reps=20000) * 1e6
         row["latency_us"] = lat
         row["latency_extrapolated"] = extrap
+        pred = getattr(s, "predictor", None)
+        if pred is not None:  # the kernel call alone, timed in C: what Python adds on top
+            from treecomp.loader import native_call_ns
+            x1 = np.ascontiguousarray(X[:1])
+            ns = [native_call_ns(pred, x1, reps=max(10, int(st.latency_budget_s * 2e5)))
+                  for _ in range(st.min_reps)]
+            if None not in ns:
+                row["native_us_1row"] = min(ns) / 1e3
         # exactness
         n_ex = min(ref_rows, len(Xs))
         ours = s.outputs(X[:n_ex], list(ref))
