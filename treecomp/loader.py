@@ -6,7 +6,11 @@ margins into a preallocated buffer, GIL released during the native call) and ``t
 ``kind`` for pickling and saving. The Predictor turns raw margins into the library's outputs
 with treecomp.outputs (the same numpy arithmetic as the library), so every output is exact.
 
-This is the only module that touches native memory (ctypes).
+Batches of up to SMALL_BATCH rows go through a compiled entry point (runtime/pyentry.c, a
+CPython extension built on first use) that checks the array, calls the kernel and returns the
+outputs in one step; where it cannot be built they go through ctypes like larger batches.
+
+This is the only module that touches native memory (ctypes, the entry).
 """
 
 from __future__ import annotations
@@ -41,8 +45,9 @@ _ELF_MAGIC = b"\x7fELF"
 
 #: below this many rows per thread, splitting a batch costs more than it saves
 MIN_ROWS_PER_THREAD = 2048
-#: batches up to this many rows go through per-thread staging buffers whose addresses are
-#: known in advance: numpy's `.ctypes.data` costs ~1.5 us per array, more than copying a row
+#: batches up to this many rows go through the compiled entry or, without it, through
+#: per-thread staging buffers whose addresses are known in advance (numpy's `.ctypes.data`
+#: costs ~1.5 us per array, more than copying a row)
 SMALL_BATCH = 64
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _char_buffer, _addressof = ctypes.c_char.from_buffer, ctypes.addressof
