@@ -290,13 +290,17 @@ class Predictor:
                 f"features={self.n_features} outputs={self.n_outputs} digest={self.digest[:12]}>")
 
     # -- prediction ---------------------------------------------------------------------------
+    def _via_entry(self, X: Any, kind: str) -> np.ndarray | None:
+        """Output `kind` of a small batch through the compiled entry; None where it declines
+        (not a plain float matrix of 1..SMALL_BATCH rows) or where numpy computes the output."""
+        plan = self._plans.get(kind)
+        return None if plan is None else (_ENTRY or _entry())(X, *plan)
+
     def predict_raw(self, X: Any, n_threads: int | None = None) -> np.ndarray:
         """Raw margins, shape (n_rows, n_outputs), in the library's accumulation dtype."""
-        plan = self._plans.get("raw")
-        if plan is not None:  # few rows: the compiled entry (returns None for other input)
-            out = (_ENTRY or _entry())(X, *plan)
-            if out is not None:
-                return out
+        out = self._via_entry(X, "raw")
+        if out is not None:
+            return out
         return self._run(X, TREECOMP_RAW, n_threads)
 
     def _run(self, X: Any, flags: int, n_threads: int | None) -> np.ndarray:
@@ -350,11 +354,9 @@ class Predictor:
 
     def predict(self, X: Any, n_threads: int | None = None) -> np.ndarray:
         """What the library's predict returns (labels for classifiers)."""
-        plan = self._plans.get("predict")
-        if plan is not None:
-            out = (_ENTRY or _entry())(X, *plan)
-            if out is not None:
-                return out
+        out = self._via_entry(X, "predict")
+        if out is not None:
+            return out
         if self._tf and outputs.needs_transform(self.head, "predict"):
             return outputs.predict_values(self.head, self._run(X, TREECOMP_TRANSFORM, n_threads), True)
         return outputs.predict_values(self.head, self.predict_raw(X, n_threads))
@@ -362,11 +364,9 @@ class Predictor:
     def predict_proba(self, X: Any, n_threads: int | None = None):
         if not self.head.is_classifier:
             raise AttributeError("predict_proba is only available for classifiers")
-        plan = self._plans.get("proba")
-        if plan is not None:
-            out = (_ENTRY or _entry())(X, *plan)
-            if out is not None:
-                return out
+        out = self._via_entry(X, "proba")
+        if out is not None:
+            return out
         if self._pairs:
             return self._run(X, TREECOMP_TRANSFORM | PAIRS, n_threads)
         if self._tf:
@@ -375,11 +375,9 @@ class Predictor:
 
     def decision_function(self, X: Any, n_threads: int | None = None) -> np.ndarray:
         """Raw margins shaped like the library's decision_function / output_margin=True."""
-        plan = self._plans.get("decision")
-        if plan is not None:
-            out = (_ENTRY or _entry())(X, *plan)
-            if out is not None:
-                return out
+        out = self._via_entry(X, "decision")
+        if out is not None:
+            return out
         return outputs.raw_output(self.head, self.predict_raw(X, n_threads))
 
     # -- persistence --------------------------------------------------------------------------
