@@ -51,7 +51,8 @@ def _time_case(case: Any, names: list[str], rounds: int, single_calls: int) -> d
             except Exception as exc:  # noqa: BLE001 - Skip or a broken engine: noted, not fatal
                 rows[s.name] = {"label": s.label, "skipped": f"{type(exc).__name__}: {exc}"[:300]}
                 R.log(f"[{case.name}] {s.name} skipped: {rows[s.name]['skipped']}")
-        X, x1 = case.X, np.ascontiguousarray(case.X[:1])
+        # single rows: distinct rows in turn (one row repeated lets branch predictors learn it)
+        X, x1s = case.X, [np.ascontiguousarray(case.X[i:i + 1]) for i in range(64)]
         for r in range(rounds):
             k = r % max(1, len(ready))
             for s in ready[k:] + ready[:k]:
@@ -61,7 +62,8 @@ def _time_case(case: Any, names: list[str], rounds: int, single_calls: int) -> d
                     s.run(X, 1)
                     row["batch_s"].append(time.perf_counter() - t0)
                     ts = []
-                    for _ in range(single_calls):
+                    for i in range(single_calls):
+                        x1 = x1s[i % len(x1s)]
                         t0 = time.perf_counter()
                         s.run(x1, 1)
                         ts.append(time.perf_counter() - t0)

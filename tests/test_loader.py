@@ -232,3 +232,16 @@ def test_small_batch_labels_break_ties_as_numpy(backend, decision, acc):
     got = np.concatenate([p.predict(X[i:i + 1]) for i in range(len(X))])
     np.testing.assert_array_equal(got, want)
     assert got.dtype == want.dtype
+
+
+def test_native_call_timing(model, monkeypatch):
+    """loader.native_call_ns times single-row kernel calls in C (the bench's kernel column)."""
+    from treecomp import loader
+    f, p = model
+    X = random_rows(f, 32)
+    ns = loader.native_call_ns(p, X, reps=100)
+    assert isinstance(ns, float) and 0 < ns < 1e7
+    with pytest.raises(ValueError):
+        loader.native_call_ns(p, random_rows(f, 40), reps=100)  # more than SMALL_BATCH rows
+    monkeypatch.setattr(loader, "_ENTRY", loader._no_entry)
+    assert loader.native_call_ns(p, X) is None

@@ -113,9 +113,9 @@ def _build_entry() -> Any:
 
 
 def native_call_ns(predictor: "Predictor", X: np.ndarray, reps: int = 2000) -> float | None:
-    """Nanoseconds per kernel call on X (<= SMALL_BATCH rows; the transform applied when the
-    kernel applies it natively), timed in C with no Python in between: what a single row costs
-    below the Python API. None where the compiled entry is unavailable."""
+    """Nanoseconds per single-row kernel call, cycling through X's rows (<= SMALL_BATCH; the
+    transform applied when the kernel applies it natively), timed in C with no Python in
+    between: what a single row costs below the Python API. None without the compiled entry."""
     plan = predictor._plans.get("raw")
     if plan is None or _entry() is _no_entry:
         return None
