@@ -146,9 +146,10 @@ def case_section(c: dict, batches: list[int]) -> str:
             ex = set(r.get("latency_extrapolated", []))
             lat_rows.append([r["name"]] + [("~" if b in ex else "") + _num(lat.get(str(b)))
                                            for b in batches] + [_num(r.get("native_us_1row"))])
-        lines.append("Latency per call from Python, 1 thread (us; ~ = scaled from the per-row time; "
-                     "native: treecomp's kernel call on one row alone, timed in C, i.e. batch 1 "
-                     "minus what the Python API adds):")
+        lines.append("Latency per call from Python, 1 thread (us; calls cycle through distinct "
+                     "batches; ~ = scaled from the per-row time; native: treecomp's kernel call "
+                     "on one row alone, over distinct rows, timed in C, i.e. batch 1 minus what "
+                     "the Python API adds):")
         lines.append("")
         lines.append(_table(["strategy"] + [f"batch {b}" for b in batches] + ["native, 1 row"],
                             lat_rows))
