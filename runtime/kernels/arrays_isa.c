@@ -10,45 +10,19 @@
 
 #define TC_VEC TC_VEC_F32
 #define TC_XT float
+#define TC_XN f32
 #define TC_NODE tc_node_f32
 #define TC_NTHR TC_NTHR32
 #define TC_NCAT TC_NCAT32
-#define TC_AT double
-#define TC_SFX TC_CAT3(f32, f64, TC_ISA)
-#include "kernels/arrays_impl.c"
-#undef TC_AT
-#undef TC_SFX
-#define TC_AT float
-#define TC_SFX TC_CAT3(f32, f32, TC_ISA)
-#include "kernels/arrays_impl.c"
-#undef TC_XT
-#undef TC_AT
-#undef TC_NODE
-#undef TC_NTHR
-#undef TC_NCAT
-#undef TC_SFX
-#undef TC_VEC
+#include "kernels/arrays_acc.c"
 
 #define TC_VEC 0
 #define TC_XT double
+#define TC_XN f64
 #define TC_NODE tc_node_f64
 #define TC_NTHR TC_NTHR64
 #define TC_NCAT TC_NCAT64
-#define TC_AT double
-#define TC_SFX TC_CAT3(f64, f64, TC_ISA)
-#include "kernels/arrays_impl.c"
-#undef TC_AT
-#undef TC_SFX
-#define TC_AT float
-#define TC_SFX TC_CAT3(f64, f32, TC_ISA)
-#include "kernels/arrays_impl.c"
-#undef TC_XT
-#undef TC_AT
-#undef TC_NODE
-#undef TC_NTHR
-#undef TC_NCAT
-#undef TC_SFX
-#undef TC_VEC
+#include "kernels/arrays_acc.c"
 
 #undef TC_CAT3
 #undef TC_CAT3_

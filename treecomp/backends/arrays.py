@@ -118,7 +118,7 @@ FF_CAT = 0x40000000
 FF_NANR = 0x80000000
 
 KERNEL_DIR = toolchain.RUNTIME_DIR / "kernels"
-KERNEL_FILES = ("arrays.c", "arrays_isa.c", "arrays_impl.c", "quant_impl.c")
+KERNEL_FILES = ("arrays.c", "arrays_isa.c", "arrays_acc.c", "arrays_impl.c", "quant_impl.c")
 
 
 def options(**overrides: Any) -> dict[str, Any]:
