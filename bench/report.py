@@ -154,6 +154,21 @@ def case_section(c: dict, batches: list[int]) -> str:
         lines.append(_table(["strategy"] + [f"batch {b}" for b in batches] + ["native, 1 row"],
                             lat_rows))
         lines.append("")
+    thr = [r for r in ok if r.get("scaling_paired") is not None]
+    if thr:
+        lines.append("All cores against one thread, calls alternating (median of the pairs' "
+                     "ratios; ceiling: one independent one-thread call of the whole batch per "
+                     "core, all at once, against one alone: what the cores give that kernel at "
+                     "that moment, without treecomp's split):")
+        lines.append("")
+
+        def x2(v: float | None) -> str:
+            return "-" if v is None else f"{v:.2f}x"
+        lines.append(_table(["strategy", "pairs", "all cores vs 1 thread", "ceiling"],
+                            [[r["name"], str(r.get("scaling_pairs", "")),
+                              x2(r["scaling_paired"]), x2(r.get("ceiling_paired"))]
+                             for r in thr]))
+        lines.append("")
     skipped = [r for r in c["strategies"] if r["status"] != "ok"]
     if skipped:
         lines.append("Skipped: " + "; ".join(f"**{r['name']}**: {r.get('note', '')}" for r in skipped) + ".")
@@ -190,7 +205,11 @@ def markdown(results: dict, plots: list[str]) -> str:
             "- Throughput: median of repeated calls after one warm-up on the whole test matrix "
             "(treecomp: `predict_proba(X, n_threads=k)` for classifiers, `predict` for regressors; the library's call at k threads). The "
             "Python walker and the interpreter run on a subsample sized to the time budget, "
-            "scaled to ns/row.",
+            "scaled to ns/row. Thread scaling: calls at 1 thread and at all cores alternate "
+            "(at least 5 pairs, up to 25 or twice the budget) and the median pair ratio is "
+            "reported, so a drift in the machine's speed cancels; for treecomp strategies a "
+            "third call per round runs one one-thread call per core at once on the whole batch "
+            "(the ceiling those cores give that kernel at that moment).",
             "- Compile: cold, in a fresh subprocess with an empty `TREECOMP_CACHE_DIR`; peak MiB is "
             "the build's RSS growth in that process (high-water mark reset just before the build) "
             "/ the largest compiler or linker subprocess (`<=`: an upper bound, as Linux counts "

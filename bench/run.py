@@ -28,6 +28,9 @@ How each figure is measured:
   a figure not above the compiling process's own peak is shown as an upper bound, "<="). The parent then loads the same artifact from that cache in-process
   ("load"). Conversions of the other compilers (TL2cgen, ONNX, lleaves, daal4py) run in-process
   with the same high-water-mark reset. Parse time (library model -> treecomp IR) is per case.
+- thread scaling: calls at 1 thread and at all cores alternate (at least 5 pairs) and the
+  median pair ratio is kept; for treecomp strategies each round adds one one-thread call per
+  core at once (the ceiling: what the cores give that kernel then, without treecomp's split).
 - throughput: ``predict_proba(X, n_threads=k)`` (classifiers) or ``predict(X, n_threads=k)``
   (regressors) on the whole test matrix for k = 1 and k = all cores, so a treecomp figure
   includes the inverse link as the libraries' timed calls do (the library: its predict with
@@ -51,6 +54,7 @@ the load is unknown.
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import contextlib
 import datetime as _dt
 import itertools
@@ -773,6 +777,8 @@ def measure_strategy(s: Strategy, ctx: CaseContext, ref: dict[str, Any], ref_row
             with s.threads(ctx.n_cores):
                 t = timed(lambda: s.run(X, ctx.n_cores), st.budget_s, st.min_reps)
             row["ns_per_row_all"] = t / len(X) * 1e9
+            if not s.slow:
+                row.update(thread_scaling(s, X, ctx.n_cores, st))
         elif s.threaded:
             row["ns_per_row_all"] = row["ns_per_row_1t"]
         # latency
@@ -821,6 +827,49 @@ def measure_strategy(s: Strategy, ctx: CaseContext, ref: dict[str, Any], ref_row
         if os.environ.get("TREECOMP_BENCH_DEBUG"):
             traceback.print_exc()
     return row
+
+
+def thread_scaling(s: Strategy, X: np.ndarray, k: int, st: Settings) -> dict:
+    """How a strategy scales to k threads, robust to a shared machine's drift: calls alternate
+    between 1 thread and k threads, and the median of the pairs' ratios is reported
+    ("scaling_paired"). For treecomp strategies a third call in each round runs k independent
+    one-thread calls on the whole batch at once: k times their time alone, over their time
+    together ("ceiling_paired"), is what k cores give this very kernel at that moment (no split,
+    no shared output), so a shortfall of the first figure below the second is treecomp's and the
+    rest is the machine's."""
+    ceiling = getattr(s, "predictor", None) is not None
+    pool = concurrent.futures.ThreadPoolExecutor(k) if ceiling else None
+
+    def one(n_threads: int) -> float:
+        with s.threads(n_threads):
+            t0 = time.perf_counter()
+            s.run(X, n_threads)
+            return time.perf_counter() - t0
+
+    def together() -> float:
+        t0 = time.perf_counter()
+        for f in [pool.submit(s.run, X, 1) for _ in range(k)]:
+            f.result()
+        return time.perf_counter() - t0
+
+    try:
+        if ceiling:
+            together()  # warm the pool's threads
+        scal, ceil = [], []
+        start = time.perf_counter()
+        while len(scal) < max(5, st.min_reps) or (time.perf_counter() - start < 2 * st.budget_s
+                                                  and len(scal) < 25):
+            t1 = one(1)
+            scal.append(t1 / one(k))
+            if ceiling:
+                ceil.append(k * t1 / together())
+    finally:
+        if pool is not None:
+            pool.shutdown()
+    out = {"scaling_paired": float(np.median(scal)), "scaling_pairs": len(scal)}
+    if ceil:
+        out["ceiling_paired"] = float(np.median(ceil))
+    return out
 
 
 def _fmt_ns(v: float | None) -> str:

@@ -48,6 +48,11 @@ def test_quick_tiny_case_end_to_end(tmp_path):
     assert c["speedup_vs_walker"] > 1 and c["speedup_vs_library"] > 0
     for name in ("walker", "interp", "library"):
         assert rows[name]["status"] == "ok" and rows[name]["bit_exact"] is True, name
+    if results["machine"]["cores"] > 1:  # thread scaling, paired; the ceiling for treecomp only
+        assert c["scaling_pairs"] >= 5 and 0 < c["scaling_paired"] and 0 < c["ceiling_paired"]
+        assert "ceiling_paired" not in rows["library"] and rows["library"]["scaling_paired"] > 0
+        assert "scaling_paired" not in rows["walker"]  # single-threaded baseline
+        assert "| c | " + str(c["scaling_pairs"]) + " | " in report
     # the c row of the case table says bit-exact; the headline says all treecomp rows are
     c_line = next(line for line in report.splitlines() if line.startswith("| c |"))
     assert c_line.rstrip(" |").endswith("bit-exact")
