@@ -28,15 +28,15 @@ How each figure is measured:
   a figure not above the compiling process's own peak is shown as an upper bound, "<="). The parent then loads the same artifact from that cache in-process
   ("load"). Conversions of the other compilers (TL2cgen, ONNX, lleaves, daal4py) run in-process
   with the same high-water-mark reset. Parse time (library model -> treecomp IR) is per case.
-- thread scaling: calls at 1 thread and at all cores alternate (at least 5 pairs) and the
-  median pair ratio is kept; for treecomp strategies each round adds one one-thread call per
-  core at once (the ceiling: what the cores give that kernel then, without treecomp's split).
 - throughput: ``predict_proba(X, n_threads=k)`` (classifiers) or ``predict(X, n_threads=k)``
   (regressors) on the whole test matrix for k = 1 and k = all cores, so a treecomp figure
   includes the inverse link as the libraries' timed calls do (the library: its predict with
   nthread / n_jobs / num_threads = k; the walker and interpreter baselines give raw margins);
   one warm-up call, then repeated calls until the time budget is used (at least 3); the
   median, in ns per row.
+- thread scaling: calls at 1 thread and at all cores alternate (at least 5 pairs) and the
+  median pair ratio is kept; for treecomp strategies each round adds one one-thread call per
+  core at once (the ceiling: what the cores give that kernel then, without treecomp's split).
 - latency: one call on the first b rows for b in 1, 16, 256, 4096, single-threaded for every
   strategy (so the numbers compare code, not thread pools); median of repeated calls, in us.
   The walker and interpreter are called directly at a batch size only where one call fits the
