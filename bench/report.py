@@ -207,7 +207,8 @@ def markdown(results: dict, plots: list[str]) -> str:
             "Python walker and the interpreter run on a subsample sized to the time budget, "
             "scaled to ns/row. Thread scaling: calls at 1 thread and at all cores alternate "
             "(at least 5 pairs, up to 25 or twice the budget) and the median pair ratio is "
-            "reported, so a drift in the machine's speed cancels; for treecomp strategies a "
+            "reported, so a drift in the machine's speed cancels (the all-cores ns/row is the median of "
+            "those pairs' all-cores calls); for treecomp strategies a "
             "third call per round runs one one-thread call per core at once on the whole batch "
             "(the ceiling those cores give that kernel at that moment).",
             "- Compile: cold, in a fresh subprocess with an empty `TREECOMP_CACHE_DIR`; peak MiB is "
