@@ -140,6 +140,29 @@ def test_quant_every_depth(isa, comparison, x, acc):
         _check(p, f, X)
 
 
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("layout", ["quant", "bitvec"])
+@pytest.mark.parametrize("acc", ["float32", "float64"])
+def test_byte_walks_several_outputs(isa, layout, acc):
+    """A tree per class (XGBoost / LightGBM multiclass): the byte walks add into class-major
+    margins (float32: through the leaf byte planes) and copy them back per block; every block
+    tail, blocks below the vector walk's 8 rows (row-major), trees of mixed depths."""
+    rng = np.random.default_rng(21)
+    trees = [leaf_tree(0.25)] + [_complete_tree(rng, int(d), 7, p_leaf=0.2)
+                                 for d in rng.integers(1, 8, size=29)]
+    if acc == "float32":
+        trees = [dataclasses.replace(t, value=t.value.astype(np.float32).astype(np.float64)) for t in trees]
+    f = Forest(trees=tuple(trees), n_features=7, n_outputs=5, tree_output=np.arange(30) % 5,
+               base_score=[0.5, -1.0, 0.0, 2.0, 0.125], comparison="<", accumulate_dtype=acc)
+    X = random_rows(f, 100)
+    for block in (0, 3, 8, 33, 100):
+        p = treecomp.compile(f, backend="arrays", layout=layout, isa=isa, block_rows=block)
+        assert p._kernel.tables.meta[layout]
+        _check(p, f, X)
+        for n in (1, 7, 9):
+            np.testing.assert_array_equal(p.predict_raw(X[:n]), interp.predict_raw(f, X[:n]))
+
+
 def _many_threshold_forest(comparison, acc, n_thr=600):
     """Feature 0 splits on n_thr distinct values (several 255-threshold columns), half the nodes
     sending NaN right; features 1, 2 have few thresholds; -0.0 and 0.0 both appear."""

@@ -666,6 +666,15 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
     if (!qb) { free(buf); free(lidx); return -2; }
     memset(qb, 0x80, qn);  /* rows past the end of a short block read bin 0 */
   }
+  /* several outputs, every leaf a scalar (XGBoost / LightGBM multiclass: a tree per class and
+   * round): the byte walks add into class-major margins (a column of the block's rows per
+   * output), so each tree's leaves go into contiguous values, 8 rows a vector add, as for one
+   * output; copied back to row-major at the block's end. Same adds in the same order. */
+  TC_AT *cm = 0;
+  if (qb && no > 1 && T->q_w1 && B >= TC_QVEC_MIN) {
+    cm = (TC_AT *)malloc(sizeof(TC_AT) * (size_t)(B * no));
+    if (!cm) { free(qb); free(buf); free(lidx); return -2; }
+  }
   for (int64_t r0 = 0; r0 < n; r0 += B) {
     const int64_t nb = n - r0 < B ? n - r0 : B;
     const TC_XT *xb;
@@ -685,10 +694,18 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
     else if (qb && (T->quant || nb >= TC_QVEC_MIN)) {
       if (T->strict) FN(quantise)(T, xb, nb, qb, gs, 1);
       else FN(quantise)(T, xb, nb, qb, gs, 0);
-      if (T->quant) FN(qblock)(T, qb, gs, nb, ab, lidx);
+      const int64_t cs = cm && nb >= TC_QVEC_MIN ? nb : 0;  /* class stride, or row-major */
+      TC_AT *const acc = cs ? cm : ab;
+      if (cs)
+        for (int64_t k = 0; k < no; ++k)
+          for (int64_t r = 0; r < nb; ++r) cm[k * cs + r] = base[k];
+      if (T->quant) FN(qblock)(T, qb, gs, nb, acc, lidx, cs);
 #if TC_QVEC
-      else FN(bvblock)(T, qb, gs, nb, ab, lidx);
+      else FN(bvblock)(T, qb, gs, nb, acc, lidx, cs);
 #endif
+      if (cs)
+        for (int64_t r = 0; r < nb; ++r)
+          for (int64_t k = 0; k < no; ++k) ab[r * no + k] = cm[k * cs + r];
     }
     else FN(block)(T, xb, nb, ab, lidx, xt);
     if (T->average) {
@@ -696,6 +713,7 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
       for (int64_t k = 0; k < nb * no; ++k) ab[k] /= d;
     }
   }
+  free(cm);
   free(qb);
   free(buf);
   free(xt);

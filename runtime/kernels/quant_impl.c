@@ -363,13 +363,16 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(bvtree)(
     FN(qleaves)(tc_bvsweep1(qb + (r >> 5) * gs, co, tb, lo1, hi, cat, sets, nn), r, nb, lidx, lv, acc);
 }
 
-/* the trees over one quantised block, interval walk; leaves added per row in tree order */
+/* the trees over one quantised block, interval walk; leaves added per row in tree order.
+ * cs > 0: ab is class-major (output o of row r at ab[o * cs + r]; every leaf a scalar), so a
+ * tree's leaves go into one contiguous column like a single-output model's */
 static TC_ATTR void FN(bvblock)(const tc_tables *T, const uint8_t *qb, int64_t gs, int64_t nb,
-                                TC_AT *ab, int32_t *lidx) {
-  const int64_t no = T->n_outputs;
+                                TC_AT *ab, int32_t *lidx, int64_t cs) {
+  const int64_t no = cs ? 1 : T->n_outputs;
   for (int64_t t = 0; t < T->n_trees; ++t) {
     const TC_AT *lv = (const TC_AT *)T->bv_leaf + T->tree_leaf[t];
-    const int64_t o = T->tree_out[t], w = T->tree_width[t];
+    const int64_t o = cs ? 0 : T->tree_out[t], w = T->tree_width[t];
+    TC_AT *a = cs ? ab + T->tree_out[t] * cs : ab;
     const int64_t nn = T->bv_nint[t];
     const int fuse = no == 1 && w == 1;
     if (nn == 0) {
@@ -377,10 +380,10 @@ static TC_ATTR void FN(bvblock)(const tc_tables *T, const uint8_t *qb, int64_t g
     } else {
       const int64_t n0 = T->tree_node[t];
       FN(bvtree)(T->h_qcol + n0, T->h_qthr + n0, T->bv_lo1 + n0, T->bv_hi + n0, T->h_qcat + n0,
-                 T->q_cat, nn, qb, gs, nb, lidx, lv, fuse ? ab : 0);
+                 T->q_cat, nn, qb, gs, nb, lidx, lv, fuse ? a : 0);
       if (fuse) continue;
     }
-    FN(add_leaves)(lv, lidx, 0, nb, ab, no, o, w);
+    FN(add_leaves)(lv, lidx, 0, nb, a, no, o, w);
   }
 }
 
@@ -431,17 +434,19 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(qrows_w1)(
   }
 }
 
-/* the trees over one quantised block: leaves added per row in tree order, like block_s */
+/* the trees over one quantised block: leaves added per row in tree order, like block_s
+ * (cs: class-major margins, as bvblock) */
 static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs, int64_t nb,
-                               TC_AT *ab, int32_t *lidx) {
-  const int64_t no = T->n_outputs;
-  if (nb < TC_QVEC_MIN && T->q_w1) {
+                               TC_AT *ab, int32_t *lidx, int64_t cs) {
+  const int64_t no = cs ? 1 : T->n_outputs;
+  if (nb < TC_QVEC_MIN && T->q_w1 && !cs) {
     FN(qrows_w1)(T, qb, gs, nb, ab);
     return;
   }
   for (int64_t t = 0; t < T->n_trees; ++t) {
     const TC_AT *lv = (const TC_AT *)T->leaf_values + T->tree_leaf[t];
-    const int64_t o = T->tree_out[t], w = T->tree_width[t];
+    const int64_t o = cs ? 0 : T->tree_out[t], w = T->tree_width[t];
+    TC_AT *const a = cs ? ab + T->tree_out[t] * cs : ab;
     const int D = T->tree_depth[t];
     const int32_t *co = T->h_qcol + T->tree_node[t];
     const int8_t *tb = (const int8_t *)T->h_qthr + T->tree_node[t];
@@ -450,7 +455,7 @@ static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs
 #if TC_QVEC
     /* a vector evaluates 32 rows whatever nb is: below TC_QVEC_MIN rows the scalar walk wins */
     if (nb >= TC_QVEC_MIN) {
-      FN(qheap_vec)(co, tb, D, qb, gs, nb, lidx, lv, fuse ? ab : 0,
+      FN(qheap_vec)(co, tb, D, qb, gs, nb, lidx, lv, fuse ? a : 0,
                     fuse && T->q_leafb ? T->q_leafb + T->q_leafb_off[t] : 0);
       if (fuse) continue;
       r = nb;
@@ -476,6 +481,6 @@ static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs
       for (int l = 0; l < D; ++l) i = 2u * i + 1u + ((int8_t)qg[co[i]] > tb[i]);
       lidx[r] = (int32_t)(i - first);
     }
-    FN(add_leaves)(lv, lidx, 0, nb, ab, no, o, w);
+    FN(add_leaves)(lv, lidx, 0, nb, a, no, o, w);
   }
 }

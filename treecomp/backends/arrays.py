@@ -1144,7 +1144,7 @@ class ArraysKernel:
                          if k not in ("h_qcol", "h_qthr")})
             keep["h_qcol"] = q["h_qcol"] * np.int32(32)       # the column's offset in a group
             keep["h_qthr"] = (q["h_qthr"] ^ 0x80).view(np.int8)
-            if m.get("quant") and m["acc_dtype"] == "float32" and m["n_outputs"] == 1 \
+            if m.get("quant") and m["acc_dtype"] == "float32" \
                     and np.all(A["tree_width"] == 1):
                 keep["q_leafb"], keep["q_leafb_off"] = leaf_planes(A["leaf_values"], A["tree_depth"])
         deep = (_deep_tables(A, self._c_left_g, self._c_right_g, m["n_features"], DEEP_TOP_MAX)
