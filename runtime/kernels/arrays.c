@@ -91,7 +91,7 @@ typedef struct {
   const void *q_thr;            /* x dtype, sorted ascending per column */
   const int32_t *h_qcol;        /* per heap slot: column */
   const int8_t *h_qthr;         /* per heap slot: threshold index ^ 0x80 (127: always left) */
-  const uint8_t *q_leafb;       /* or NULL: float32 leaves as byte planes (see qleaf32) */
+  const uint8_t *q_leafb;       /* or NULL: leaves as byte planes, 4 or 8 (see tc_qleaf32/64) */
   const int64_t *q_leafb_off;   /* per tree: offset into q_leafb */
   int32_t q_w1;                 /* every tree's leaves are scalars (width 1) */
   /* interval walk (quant_impl.c): compact trees of <= 128 leaves; h_qcol / h_qthr then hold

@@ -727,5 +727,6 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
 #undef TC_FEWTREES
 #undef TC_DG
 #undef FN
+#undef AFN
 #undef TC_PASTE
 #undef TC_PASTE2

@@ -170,7 +170,7 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qlevel(
 #undef TC_QM64
 #undef TC_QM128
 
-/* Leaf values of 32 rows without gathers (float32 accumulation, one output): the tree's leaf
+/* Leaf values of 32 rows without gathers (float32 accumulation, width 1): the tree's leaf
  * values are stored as 4 byte planes (lb: plane p = byte p of every leaf, max(16, 2^D) leaves),
  * each looked up with vpshufb (16 leaves per shuffle, blends by bits 4.. of k for deeper
  * trees) and re-interleaved into floats. Only bytes move: the values are bit-identical. k's
@@ -214,9 +214,39 @@ static inline __attribute__((always_inline)) TC_ATTR void tc_qleaf32(const uint8
     _mm256_storeu_ps(a + 8 * q, _mm256_add_ps(_mm256_loadu_ps(a + 8 * q), v[q]));
 }
 
-/* one heap tree of depth D (a constant: see qheap_vec) over the rows of a block, 32 at a time
- * (nb is rounded up to 32: qb is padded so the extra rows read valid bytes) */
-/* one heap tree's leaf slots for 32 rows: D levels of compare-and-mux (D a constant per case) */
+/* The same for float64 leaves: 8 byte planes, three unpack stages (bytes, words, dwords) that
+ * leave each 128-bit lane holding doubles of positions 2j, 2j + 1 (lane 0) and 16 + 2j,
+ * 17 + 2j (lane 1) in output vector j / 2 ... so k's 16-bit words are first put in the order
+ * 0 2 4 .. 14 | 1 3 5 .. 15 (a shuffle within lanes, then a dword permute across them), and
+ * vector j comes out holding rows 4j .. 4j + 3. */
+static inline __attribute__((always_inline)) TC_ATTR void tc_qleaf64(const uint8_t *lb, int64_t L, __m256i k,
+                                                                       double *a, const int D) {
+  const __m256i ev = _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+                                      0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15);
+  const __m256i kp = _mm256_permutevar8x32_epi32(_mm256_shuffle_epi8(k, ev),
+                                                 _mm256_setr_epi32(0, 1, 4, 5, 2, 3, 6, 7));
+  const __m256i k4 = _mm256_and_si256(kp, _mm256_set1_epi8(15));
+  __m256i p[8], w[8], d[8];
+  for (int b = 0; b < 8; ++b) p[b] = tc_qplane(lb + b * L, k4, kp, D);
+  for (int b = 0; b < 4; ++b) {  /* 16-bit pairs of bytes (2b, 2b + 1) */
+    w[2 * b] = _mm256_unpacklo_epi8(p[2 * b], p[2 * b + 1]);
+    w[2 * b + 1] = _mm256_unpackhi_epi8(p[2 * b], p[2 * b + 1]);
+  }
+  /* dwords: bytes 0..3 (from w0/w2) and 4..7 (w4/w6) of positions 0..3, 4..7 (lo), then 8..15 (hi) */
+  d[0] = _mm256_unpacklo_epi16(w[0], w[2]); d[1] = _mm256_unpacklo_epi16(w[4], w[6]);
+  d[2] = _mm256_unpackhi_epi16(w[0], w[2]); d[3] = _mm256_unpackhi_epi16(w[4], w[6]);
+  d[4] = _mm256_unpacklo_epi16(w[1], w[3]); d[5] = _mm256_unpacklo_epi16(w[5], w[7]);
+  d[6] = _mm256_unpackhi_epi16(w[1], w[3]); d[7] = _mm256_unpackhi_epi16(w[5], w[7]);
+  for (int j = 0; j < 4; ++j) {
+    const __m256d lo = _mm256_castsi256_pd(_mm256_unpacklo_epi32(d[2 * j], d[2 * j + 1]));
+    const __m256d hi = _mm256_castsi256_pd(_mm256_unpackhi_epi32(d[2 * j], d[2 * j + 1]));
+    _mm256_storeu_pd(a + 8 * j, _mm256_add_pd(_mm256_loadu_pd(a + 8 * j), lo));
+    _mm256_storeu_pd(a + 8 * j + 4, _mm256_add_pd(_mm256_loadu_pd(a + 8 * j + 4), hi));
+  }
+}
+
+/* one heap tree's leaf slots for 32 rows: D levels of compare-and-mux (D a constant per case;
+ * called by qheap_vec for trees deeper than it inlines) */
 #define TC_QKEYS_CASE(D)                                                                        \
   case D: {                                                                                     \
     _Pragma("GCC unroll 8")                                                                     \
@@ -292,9 +322,21 @@ static __attribute__((noinline)) TC_ATTR __m256i tc_bvsweep1(
 #endif
 
 #if TC_QVEC
+/* The heap walk and the leaf adds depend on the accumulation dtype only: defined once per
+ * translation unit and TC_AT (AFN: named by TC_AN and the ISA), not again for each input
+ * dtype, which halves their share of the kernel's build time */
+#define AFN(name) TC_PASTE(name, TC_PASTE(TC_AN, TC_ISA))
+#if TC_ABITS == 64 && !defined(TC_QHEAP_ONCE_64)
+#define TC_QHEAP_ONCE_64
+#define TC_QHEAP_DEFINE
+#elif TC_ABITS == 32 && !defined(TC_QHEAP_ONCE_32)
+#define TC_QHEAP_ONCE_32
+#define TC_QHEAP_DEFINE
+#endif
+#ifdef TC_QHEAP_DEFINE
 /* 32 rows' leaf indices k (bytes) -> their leaf values added into acc (one output, width 1),
  * or stored into lidx (acc NULL); rows at or past nb (a short last group) are dropped */
-static inline __attribute__((always_inline)) TC_ATTR void FN(qleaves)(
+static inline __attribute__((always_inline)) TC_ATTR void AFN(qleaves)(
     __m256i k, int64_t r, int64_t nb, int32_t *lidx, const TC_AT *lv, TC_AT *acc) {
   const int64_t left = nb - r;
   const __m128i lo = _mm256_castsi256_si128(k), hi = _mm256_extracti128_si256(k, 1);
@@ -325,18 +367,52 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(qleaves)(
   }
 }
 
-static TC_ATTR void FN(qheap_vec)(const int32_t *co, const int8_t *tb, int D, const uint8_t *qb,
-                                  int64_t gs, int64_t nb, int32_t *lidx, const TC_AT *lv, TC_AT *acc,
-                                  const uint8_t *lb) {
+/* one heap tree over a block's rows, 32 at a time (nb is rounded up to 32: qb is padded so the
+ * extra rows read valid bytes). Trees of depth <= 6 walk inline
+ * with D a constant (no call, no dispatch on D, no vectors spilled across a call per 32 rows:
+ * these dominated a depth-4 tree's few compares; measured in one process, sklearn GB of 300
+ * depth-4 trees 0.74x-0.89x the time, XGBoost depth 6 0.95x-0.97x); deeper ones call tc_qkeys
+ * (one copy of the 7- and 8-level muxes per translation unit: the kernel's build time) */
+static inline __attribute__((always_inline)) TC_ATTR void AFN(qheap_d)(
+    const int32_t *co, const int8_t *tb, const int D, const uint8_t *qb, int64_t gs, int64_t nb,
+    int32_t *lidx, const TC_AT *lv, TC_AT *acc, const uint8_t *lb, const int inl) {
   for (int64_t r = 0; r < nb; r += 32) {
-    const __m256i k = tc_qkeys(qb + (r >> 5) * gs, co, tb, D);
-    if (lb && nb - r >= 32) {  /* acc is float here (lb exists only for float32 accumulation) */
-      tc_qleaf32(lb, D > 4 ? (int64_t)1 << D : 16, k, (float *)(acc + r), D);
+    __m256i k;
+    if (inl) {
+      const uint8_t *qg = qb + (r >> 5) * gs;
+      k = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int l = 0; l < D; ++l) {
+        const int o = (1 << l) - 1;
+        k = _mm256_sub_epi8(_mm256_add_epi8(k, k), tc_qlevel(qg, co + o, tb + o, l, k));
+      }
+    } else {
+      k = tc_qkeys(qb + (r >> 5) * gs, co, tb, D);
+    }
+    if (lb && nb - r >= 32) {  /* the planes hold TC_AT's bytes (arrays.py leaf_planes) */
+      if (sizeof(TC_AT) == 4) tc_qleaf32(lb, D > 4 ? (int64_t)1 << D : 16, k, (float *)(acc + r), D);
+      else tc_qleaf64(lb, D > 4 ? (int64_t)1 << D : 16, k, (double *)(acc + r), D);
       continue;
     }
-    FN(qleaves)(k, r, nb, lidx, lv, acc);
+    AFN(qleaves)(k, r, nb, lidx, lv, acc);
   }
 }
+
+static TC_ATTR void AFN(qheap_vec)(const int32_t *co, const int8_t *tb, int D, const uint8_t *qb,
+                                  int64_t gs, int64_t nb, int32_t *lidx, const TC_AT *lv, TC_AT *acc,
+                                  const uint8_t *lb) {
+  switch (D) {
+    case 1: AFN(qheap_d)(co, tb, 1, qb, gs, nb, lidx, lv, acc, lb, 1); break;
+    case 2: AFN(qheap_d)(co, tb, 2, qb, gs, nb, lidx, lv, acc, lb, 1); break;
+    case 3: AFN(qheap_d)(co, tb, 3, qb, gs, nb, lidx, lv, acc, lb, 1); break;
+    case 4: AFN(qheap_d)(co, tb, 4, qb, gs, nb, lidx, lv, acc, lb, 1); break;
+    case 5: AFN(qheap_d)(co, tb, 5, qb, gs, nb, lidx, lv, acc, lb, 1); break;
+    case 6: AFN(qheap_d)(co, tb, 6, qb, gs, nb, lidx, lv, acc, lb, 1); break;
+    default: AFN(qheap_d)(co, tb, D, qb, gs, nb, lidx, lv, acc, lb, 0); break;
+  }
+}
+#undef TC_QHEAP_DEFINE
+#endif
 
 /* ---- the interval walk (trees of <= 128 leaves, any shape; see arrays.py bitvec_tables) ----
  * Leaves are numbered left to right; a row going right at a node rules out the leaves of the
@@ -356,11 +432,11 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(bvtree)(
   for (; r + 32 < nb; r += 64) {
     __m256i p0, p1;
     tc_bvsweep2(qb + (r >> 5) * gs, qb + (r >> 5) * gs + gs, co, tb, lo1, hi, cat, sets, nn, &p0, &p1);
-    FN(qleaves)(p0, r, nb, lidx, lv, acc);
-    FN(qleaves)(p1, r + 32, nb, lidx, lv, acc);
+    AFN(qleaves)(p0, r, nb, lidx, lv, acc);
+    AFN(qleaves)(p1, r + 32, nb, lidx, lv, acc);
   }
   for (; r < nb; r += 32)
-    FN(qleaves)(tc_bvsweep1(qb + (r >> 5) * gs, co, tb, lo1, hi, cat, sets, nn), r, nb, lidx, lv, acc);
+    AFN(qleaves)(tc_bvsweep1(qb + (r >> 5) * gs, co, tb, lo1, hi, cat, sets, nn), r, nb, lidx, lv, acc);
 }
 
 /* the trees over one quantised block, interval walk; leaves added per row in tree order.
@@ -455,7 +531,7 @@ static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs
 #if TC_QVEC
     /* a vector evaluates 32 rows whatever nb is: below TC_QVEC_MIN rows the scalar walk wins */
     if (nb >= TC_QVEC_MIN) {
-      FN(qheap_vec)(co, tb, D, qb, gs, nb, lidx, lv, fuse ? a : 0,
+      AFN(qheap_vec)(co, tb, D, qb, gs, nb, lidx, lv, fuse ? a : 0,
                     fuse && T->q_leafb ? T->q_leafb + T->q_leafb_off[t] : 0);
       if (fuse) continue;
       r = nb;

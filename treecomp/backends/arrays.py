@@ -578,20 +578,21 @@ def bitvec_tables(A: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def leaf_planes(leaf_values: np.ndarray, depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Float32 heap leaves (one per slot) as byte planes for the AVX2 quantised walk: per tree,
-    L = max(16, 2^D) leaves (repeated below 16), plane p = byte p of every leaf, planes in order.
-    Returns (bytes, per-tree offset)."""
+    """Float32 / float64 heap leaves (one per slot) as byte planes for the AVX2 quantised walk:
+    per tree, L = max(16, 2^D) leaves (repeated below 16), plane p = byte p of every leaf, the
+    value's 4 or 8 planes in order. Returns (bytes, per-tree offset)."""
+    w = leaf_values.dtype.itemsize
     n = np.int64(1) << depth.astype(np.int64)
     L = np.maximum(16, n)
     loff = _excl_cumsum(n)
     pos = np.arange(int(L.sum())) - np.repeat(_excl_cumsum(L)[:-1], L)   # leaf slot within tree
     src = np.repeat(loff[:-1], L) + pos % np.repeat(n, L)
-    b = leaf_values.view(np.uint8).reshape(-1, 4)[src]                   # (sum L, 4)
-    off = _excl_cumsum(4 * L)
+    b = leaf_values.view(np.uint8).reshape(-1, w)[src]                   # (sum L, w)
+    off = _excl_cumsum(w * L)
     dst = np.repeat(off[:-1], L) + pos
     out = np.empty(int(off[-1]), np.uint8)
     Lr = np.repeat(L, L)
-    for p in range(4):
+    for p in range(w):
         out[dst + p * Lr] = b[:, p]
     return out, off[:-1].astype(np.int64)
 
@@ -1144,8 +1145,7 @@ class ArraysKernel:
                          if k not in ("h_qcol", "h_qthr")})
             keep["h_qcol"] = q["h_qcol"] * np.int32(32)       # the column's offset in a group
             keep["h_qthr"] = (q["h_qthr"] ^ 0x80).view(np.int8)
-            if m.get("quant") and m["acc_dtype"] == "float32" \
-                    and np.all(A["tree_width"] == 1):
+            if m.get("quant") and np.all(A["tree_width"] == 1):
                 keep["q_leafb"], keep["q_leafb_off"] = leaf_planes(A["leaf_values"], A["tree_depth"])
         deep = (_deep_tables(A, self._c_left_g, self._c_right_g, m["n_features"], DEEP_TOP_MAX)
                 if not m["naive"] else None)
