@@ -201,6 +201,33 @@ def test_quant_many_thresholds(isa, comparison):
     _check(p, f, X)
 
 
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("comparison", ["<", "<="])
+@pytest.mark.parametrize("layout", ["quant", "bitvec"])
+def test_quant_float64_thresholds_closer_than_float32(isa, comparison, layout):
+    """Float64 bins start from a float32 guess and climb by double compares: thresholds a few
+    double ULPs apart (one float32 value), beyond float32's range, subnormal, +-0; values on,
+    just beside and between them."""
+    near = 1.0 + np.arange(40) * 2.0 ** -40                       # all round to 1.0f
+    pool = np.concatenate([near, -near[:5], [0.0, 5e-324, 1e-310, -1e-310, 3.4e38, 3.5e38,
+                                             1e300, -1e300, 2.0 ** 128, np.nextafter(1.0, 0)]])
+    rng = np.random.default_rng(5)
+    trees = []
+    for i in range(12):
+        t = _complete_tree(rng, 6, 2)
+        internal = t.left >= 0
+        thr = np.where(internal, rng.choice(pool, t.n_nodes), 0.0)
+        trees.append(dataclasses.replace(t, feature=np.where(internal, 0, -1), threshold=thr))
+    f = Forest(trees=tuple(trees), n_features=2, n_outputs=1, tree_output=np.zeros(len(trees)),
+               base_score=[0.0], comparison=comparison, input_dtype="float64")
+    v = np.concatenate([pool, np.nextafter(pool, np.inf), np.nextafter(pool, -np.inf),
+                        [np.nan, np.inf, -np.inf, -0.0, 1.0 + 2.0 ** -41]])
+    X = np.stack([np.repeat(v, 3), rng.normal(size=3 * len(v))], 1)
+    p = treecomp.compile(f, backend="arrays", layout=layout, isa=isa)
+    assert p._kernel.tables.meta[layout]
+    np.testing.assert_array_equal(p.predict_raw(X), interp.predict_raw(f, X))
+
+
 def _unbalanced_tree(rng, n_leaves, nf):
     """A random binary tree with exactly n_leaves leaves (a random leaf split each step)."""
     left, right, feat, thr = [-1], [-1], [-1], [0.0]

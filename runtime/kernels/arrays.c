@@ -118,6 +118,9 @@ typedef struct {
   int64_t d_nint;               /* first leaf record, a power of two above the internal ones
                                  * (the leaf records end below 2 * d_nint) */
   const uint8_t *d_nanr;        /* per record: NaN goes right (leaf records: 0) */
+  /* appended: float64 thresholds' bin tables rounded to float32 (NaN padding kept), or NULL:
+   * the quantiser's first guess (quant_impl.c). Derived at load time, never stored. */
+  const float *q_thr32;
 } tc_tables;
 
 /* a deep-path record: 16 bytes, children as byte offsets into d_recs (no scaling in the walk);

@@ -46,6 +46,17 @@ static inline __attribute__((always_inline)) TC_ATTR uint32_t FN(count16)(const 
 }
 #endif
 
+#if TC_QVEC && !defined(TC_COUNT16F_ONCE)
+#define TC_COUNT16F_ONCE
+/* how many of the float32 values u[0..15] are below x (NaN u or x: none) */
+static inline __attribute__((always_inline)) TC_ATTR uint32_t tc_count16f(const float *u, const float x) {
+  const __m256 xv = _mm256_set1_ps(x);
+  const uint32_t m = (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(u), xv, _CMP_LT_OQ))
+                     | (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(u + 8), xv, _CMP_LT_OQ)) << 8;
+  return (uint32_t)__builtin_popcount(m);
+}
+#endif
+
 static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
     const tc_tables *T, const TC_XT *xb, int64_t nb, uint8_t *qb, int64_t gs, const int strict) {
   const int64_t nf = T->n_features;
@@ -85,15 +96,35 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
       /* two levels of 16: the coarse compare against every 16th threshold (u[16i + 15]) says
        * how many whole 16-blocks send x right; one more compare counts inside the next block.
        * The last entry u[P - 1] is padding, so the coarse count stays below P / 16.
-       * float32 only: for float64 (8 compares and movemasks a level) the four interleaved
-       * binary searches below are faster (500 LightGBM trees of 63 leaves, 50 float64
-       * features: 1,549 -> 1,453 ns/row; 100 trees 787 -> 522; 20 trees 620 -> 261). */
+       * float32 only: for float64 the same in doubles (8 compares and movemasks a level) lost
+       * to the four interleaved binary searches below (500 LightGBM trees of 63 leaves, 50
+       * float64 features: 1,549 -> 1,453 ns/row; 100 trees 787 -> 522; 20 trees 620 -> 261),
+       * which in turn lose to the float32 guess that follows. */
       TC_XT spl[16];
       for (uint32_t i = 0; i < 16; ++i) spl[i] = i < P / 16 ? u[16 * i + 15] : (TC_XT)__builtin_nan("");
       for (; r < nb; ++r) {
         const TC_XT v = x[r * nf];
         const uint32_t b1 = P > 16 ? FN(count16)(spl, v, strict) : 0;
         const uint32_t p = 16 * b1 + FN(count16)(u + 16 * b1, v, strict);
+        TC_QAT(r) = v != v ? nan_code : (uint8_t)(p ^ 0x80);
+      }
+    }
+    if (sizeof(TC_XT) == 8 && T->q_thr32) {
+      /* float64: a first guess in float32, b' = #{j : (float)u_j < (float)x} by the two-level
+       * count above, then up by exact double compares to b (usually no step). b' <= b:
+       * rounding is monotone, so x <= u (or x < u) implies (float)x <= (float)u, which is not
+       * counted; and the counted j form a prefix. The NaN padding at u[P - 1] ends the climb.
+       * Against the binary search below, same tables, one process: 0.81x the time on HGB
+       * (200 trees, 20 float64 features), 0.93x on LightGBM (500 trees, 50 features). */
+      const float *u32 = T->q_thr32 + T->q_off[c];
+      float spl[16];
+      for (uint32_t i = 0; i < 16; ++i) spl[i] = i < P / 16 ? u32[16 * i + 15] : __builtin_nanf("");
+      for (; r < nb; ++r) {
+        const TC_XT v = x[r * nf];
+        const float vf = (float)v;
+        const uint32_t b1 = P > 16 ? tc_count16f(spl, vf) : 0;
+        uint32_t p = 16 * b1 + tc_count16f(u32 + 16 * b1, vf);
+        while (strict ? v >= u[p] : v > u[p]) ++p;
         TC_QAT(r) = v != v ? nan_code : (uint8_t)(p ^ 0x80);
       }
     }

@@ -774,7 +774,8 @@ class _Tables(ctypes.Structure):
                                        "q_cat")] + [  # the deep path of compact trees
         (n, ctypes.c_void_p) for n in (
             "d_recs", "d_topd", "d_topoff", "d_exitoff", "d_leaf0", "d_top_ff", "d_top_tk",
-            "d_exit")] + [("d_nint", ctypes.c_int64), ("d_nanr", ctypes.c_void_p)]
+            "d_exit")] + [("d_nint", ctypes.c_int64), ("d_nanr", ctypes.c_void_p),
+                          ("q_thr32", ctypes.c_void_p)]
 
 _QUANT_ARRAYS = ("q_feat", "q_nanr", "q_off", "q_len", "q_count", "q_same", "q_thr", "h_qcol", "h_qthr")
 
@@ -1144,6 +1145,9 @@ class ArraysKernel:
             keep.update({k: q[k] for k in _QUANT_ARRAYS + ("q_kind", "h_qcat", "q_cat")
                          if k not in ("h_qcol", "h_qthr")})
             keep["h_qcol"] = q["h_qcol"] * np.int32(32)       # the column's offset in a group
+            if q["q_thr"].dtype == np.float64:  # the float64 quantiser's first guess (rounded)
+                with np.errstate(over="ignore"):
+                    keep["q_thr32"] = q["q_thr"].astype(np.float32)
             keep["h_qthr"] = (q["h_qthr"] ^ 0x80).view(np.int8)
             if m.get("quant") and np.all(A["tree_width"] == 1):
                 keep["q_leafb"], keep["q_leafb_off"] = leaf_planes(A["leaf_values"], A["tree_depth"])
