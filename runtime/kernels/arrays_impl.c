@@ -527,7 +527,11 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(add_leaves)(
  * tree at once (no lockstep rounds: 500 LightGBM trees of 63 leaves take 7.2 steps a tree but
  * 11.7 rounds per 8 trees): 10% faster on LightGBM and rf-deep, 10% slower on 200 HGB trees
  * (short walks, categorical splits); 12 or 16 walks in flight instead of 8: no change; lockstep
- * without the branch per walk (finished walks parked on a self-looping record): 1.3x slower. */
+ * without the branch per walk (finished walks parked on a self-looping record): 1.3x slower;
+ * one row's walks of 8 trees at once, a tree per AVX2 lane (masked gathers of node words,
+ * thresholds and the row's values): 1.13x slower on rf-deep and ET (float32 nodes); on
+ * XGBoost's float heaps 1.8x faster than the scalar heap walk but still 2x slower than the byte
+ * walk a single row takes there (gathers are slow on this core). */
 static inline __attribute__((always_inline)) TC_ATTR void FN(compact_trees)(
     const tc_tables *T, int64_t t0, int64_t k, const TC_XT *xb, int64_t nb, TC_AT *ab,
     const int strict) {

@@ -961,6 +961,10 @@ def _deep_tables(A: dict[str, np.ndarray], c_left_g: np.ndarray, c_right_g: np.n
     takes the path when it has no categorical split and no NaN threshold (a NaN has no key);
     its top heap covers the levels that are at least DEEP_TOP_FULL full (at most DEEP_TOP_MAX),
     padded below leaves above its depth K.
+
+    Record order matters (all records shuffled: 1.5x slower on rf-deep) but the IR's preorder,
+    left child next to its parent, is as good as a profile-guided one: hot child first by visit
+    counts of 5,000 sample rows gave 1.02x slower on rf-deep and on 20 trees of ~20k nodes.
     """
     if A["c_thr"].dtype != np.float32:
         return None
