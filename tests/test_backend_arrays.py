@@ -204,6 +204,45 @@ def test_quant_many_thresholds(isa, comparison):
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("comparison", ["<", "<="])
 @pytest.mark.parametrize("layout", ["quant", "bitvec"])
+def test_quant_every_table_size(isa, comparison, layout):
+    """Float32 bins of 32 rows at once (three levels: broadcast compares, permuted tables,
+    gathers) for every padded table size P = 16 .. 256: feature k splits on n[k] distinct
+    thresholds; rows hold every threshold, the float32 values beside each, NaN, +-inf, +-0."""
+    n = [1, 7, 15, 16, 31, 32, 47, 63, 64, 100, 127, 128, 200, 254, 255]
+    rng = np.random.default_rng(17)
+    pools = [np.unique(rng.normal(size=k).astype(np.float32)) for k in n]
+    for pool in pools[1::2]:
+        pool[0] = 0.0                                     # -0.0 in the rows meets 0.0 here
+    trees = []
+    weight = (np.array(n) + 8) / (np.sum(n) + 8 * len(n))  # nodes enough to use most thresholds
+    for i in range(60):
+        t = _complete_tree(rng, 6, len(n))
+        internal = t.left >= 0
+        t = dataclasses.replace(t, feature=np.where(internal, rng.choice(len(n), t.n_nodes, p=weight), -1))
+        thr = [rng.choice(pools[k]) if internal[j] else 0.0 for j, k in enumerate(t.feature)]
+        nanr = rng.random(t.n_nodes) < 0.5              # both NaN directions: two columns
+        trees.append(dataclasses.replace(t, threshold=np.array(thr, np.float64), default_left=~nanr,
+                                         value=t.value.astype(np.float32).astype(np.float64)))
+    f = Forest(trees=tuple(trees), n_features=len(n), n_outputs=1, tree_output=np.zeros(len(trees)),
+               base_score=[0.0], comparison=comparison, accumulate_dtype="float32")
+    cols = []
+    for pool in pools:
+        v = np.concatenate([pool, np.nextafter(pool, np.float32(np.inf)),
+                            np.nextafter(pool, np.float32(-np.inf)),
+                            [np.nan, np.inf, -np.inf, -0.0, 0.0, 9.0, -9.0]]).astype(np.float32)
+        cols.append(rng.permutation(np.resize(v, 800)))
+    X = np.stack(cols, 1)
+    p = treecomp.compile(f, backend="arrays", layout=layout, isa=isa)
+    assert p._kernel.tables.meta[layout]
+    assert set(p._kernel._quant["q_len"].tolist()) >= {16, 32, 64, 128, 256}
+    for block in (0, 33, 64):
+        p = treecomp.compile(f, backend="arrays", layout=layout, isa=isa, block_rows=block)
+        np.testing.assert_array_equal(p.predict_raw(X), interp.predict_raw(f, X))
+
+
+@pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("comparison", ["<", "<="])
+@pytest.mark.parametrize("layout", ["quant", "bitvec"])
 def test_quant_float64_thresholds_closer_than_float32(isa, comparison, layout):
     """Float64 bins start from a float32 guess and climb by double compares: thresholds a few
     double ULPs apart (one float32 value), beyond float32's range, subnormal, +-0; values on,

@@ -121,6 +121,9 @@ typedef struct {
   /* appended: float64 thresholds' bin tables rounded to float32 (NaN padding kept), or NULL:
    * the quantiser's first guess (quant_impl.c). Derived at load time, never stored. */
   const float *q_thr32;
+  /* appended: float32 bin tables' level tables, 64 floats a column (quant_impl.c, tc_qlanes8;
+   * arrays.py, quant_levels), or NULL. Derived at load time, never stored. */
+  const float *q_lvl;
 } tc_tables;
 
 /* a deep-path record: 16 bytes, children as byte offsets into d_recs (no scaling in the walk);

@@ -660,15 +660,21 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
   }
   if (x_bits != (int32_t)(8 * sizeof(TC_XT))) {
     buf = (TC_XT *)malloc(sizeof(TC_XT) * (size_t)(B * nf));
-    if (!buf) { free(lidx); return -2; }
+    if (!buf) { free(xt); free(lidx); return -2; }
   }
   /* the byte walks: quantised heaps (any path), the interval walk (vector paths only) */
   const int use_bv = T->bitvec && TC_QVEC;
   if ((T->quant || use_bv) && !T->naive) {
     const size_t qn = (size_t)(B32 / 32 * gs);  /* a multiple of 32: aligned_alloc's rule */
     qb = (uint8_t *)aligned_alloc(32, qn);
-    if (!qb) { free(buf); free(lidx); return -2; }
+    if (!qb) { free(buf); free(xt); free(lidx); return -2; }
     memset(qb, 0x80, qn);  /* rows past the end of a short block read bin 0 */
+  }
+  /* float32 bins 32 rows at once (quant_impl.c, tc_qlanes) read the block transposed */
+  float *xq = 0;
+  if (TC_QVEC && sizeof(TC_XT) == 4 && qb && T->q_lvl && B >= 32 && nf > 0) {
+    xq = (float *)aligned_alloc(32, sizeof(float) * (size_t)(B32 * nf));
+    if (!xq) { free(qb); free(buf); free(xt); free(lidx); return -2; }
   }
   /* several outputs, every leaf a scalar (XGBoost / LightGBM multiclass: a tree per class and
    * round): the byte walks add into class-major margins (a column of the block's rows per
@@ -677,7 +683,7 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
   TC_AT *cm = 0;
   if (qb && no > 1 && T->q_w1 && B >= TC_QVEC_MIN) {
     cm = (TC_AT *)malloc(sizeof(TC_AT) * (size_t)(B * no));
-    if (!cm) { free(qb); free(buf); free(lidx); return -2; }
+    if (!cm) { free(xq); free(qb); free(buf); free(xt); free(lidx); return -2; }
   }
   for (int64_t r0 = 0; r0 < n; r0 += B) {
     const int64_t nb = n - r0 < B ? n - r0 : B;
@@ -696,8 +702,8 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
       for (int64_t k = 0; k < no; ++k) ab[r * no + k] = base[k];
     if (T->naive) FN(naive)(T, xb, nb, ab);
     else if (qb && (T->quant || nb >= TC_QVEC_MIN)) {
-      if (T->strict) FN(quantise)(T, xb, nb, qb, gs, 1);
-      else FN(quantise)(T, xb, nb, qb, gs, 0);
+      if (T->strict) FN(quantise)(T, xb, nb, qb, gs, xq, 1);
+      else FN(quantise)(T, xb, nb, qb, gs, xq, 0);
       const int64_t cs = cm && nb >= TC_QVEC_MIN ? nb : 0;  /* class stride, or row-major */
       TC_AT *const acc = cs ? cm : ab;
       if (cs)
@@ -718,6 +724,7 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
     }
   }
   free(cm);
+  free(xq);
   free(qb);
   free(buf);
   free(xt);

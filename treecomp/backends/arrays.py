@@ -577,6 +577,27 @@ def bitvec_tables(A: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             "bv_hi": (lo + nl_left)[order].astype(np.int8), "bv_leaf": bv_leaf}
 
 
+def quant_levels(q_thr: np.ndarray, q_off: np.ndarray, q_len: np.ndarray) -> np.ndarray:
+    """The float32 quantiser's level tables, 64 floats per column (quant_impl.c, tc_qlanes8).
+
+    For a column of P sorted thresholds u (P a power of two >= 16, NaN padding after them),
+    g1 = P / 8 and g2 = max(g1 / 8, 1): entries 0..6 are u[g1 i + g1 - 1] (level 1; 7 is
+    unused), entry 8 + 8 j + b is u[g1 b + g2 j + g2 - 1] for j < g1 / g2 - 1 (level 2: table j,
+    permuted by each row's level-1 count b), NaN elsewhere (never compared).
+    """
+    off, P = q_off.astype(np.int64), q_len.astype(np.int64)
+    g1 = P // 8
+    g2 = np.maximum(g1 // 8, 1)
+    lv = np.full((len(off), 64), np.nan, np.float32)
+    lv[:, :7] = q_thr[off[:, None] + g1[:, None] * np.arange(1, 8) - 1]
+    j, b = np.arange(7)[None, :, None], np.arange(8)[None, None, :]
+    o, g1_, g2_ = off[:, None, None], g1[:, None, None], g2[:, None, None]
+    used = j < g1_ // g2_ - 1
+    idx = np.where(used, o + g1_ * b + g2_ * j + g2_ - 1, 0)
+    lv[:, 8:] = np.where(used, q_thr[idx], np.float32(np.nan)).reshape(len(off), 56)
+    return lv.reshape(-1)
+
+
 def leaf_planes(leaf_values: np.ndarray, depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Float32 / float64 heap leaves (one per slot) as byte planes for the AVX2 quantised walk:
     per tree, L = max(16, 2^D) leaves (repeated below 16), plane p = byte p of every leaf, the
@@ -775,7 +796,7 @@ class _Tables(ctypes.Structure):
         (n, ctypes.c_void_p) for n in (
             "d_recs", "d_topd", "d_topoff", "d_exitoff", "d_leaf0", "d_top_ff", "d_top_tk",
             "d_exit")] + [("d_nint", ctypes.c_int64), ("d_nanr", ctypes.c_void_p),
-                          ("q_thr32", ctypes.c_void_p)]
+                          ("q_thr32", ctypes.c_void_p), ("q_lvl", ctypes.c_void_p)]
 
 _QUANT_ARRAYS = ("q_feat", "q_nanr", "q_off", "q_len", "q_count", "q_same", "q_thr", "h_qcol", "h_qthr")
 
@@ -1152,6 +1173,8 @@ class ArraysKernel:
             if q["q_thr"].dtype == np.float64:  # the float64 quantiser's first guess (rounded)
                 with np.errstate(over="ignore"):
                     keep["q_thr32"] = q["q_thr"].astype(np.float32)
+            elif len(q["q_thr"]):  # the float32 quantiser's level tables (rows in lanes)
+                keep["q_lvl"] = quant_levels(q["q_thr"], q["q_off"], q["q_len"])
             keep["h_qthr"] = (q["h_qthr"] ^ 0x80).view(np.int8)
             if m.get("quant") and np.all(A["tree_width"] == 1):
                 keep["q_leafb"], keep["q_leafb_off"] = leaf_planes(A["leaf_values"], A["tree_depth"])
