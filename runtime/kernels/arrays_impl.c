@@ -670,11 +670,14 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
     if (!qb) { free(buf); free(xt); free(lidx); return -2; }
     memset(qb, 0x80, qn);  /* rows past the end of a short block read bin 0 */
   }
-  /* float32 bins 32 rows at once (quant_impl.c, tc_qlanes) read the block transposed */
+  /* bins 32 rows at once (quant_impl.c, tc_qlanes) read the block transposed: as float32 at
+   * xq and, for float64 rows, exact at xd */
   float *xq = 0;
-  if (TC_QVEC && sizeof(TC_XT) == 4 && qb && T->q_lvl && B >= 32 && nf > 0) {
-    xq = (float *)aligned_alloc(32, sizeof(float) * (size_t)(B32 * nf));
+  double *xd = 0;
+  if (TC_QVEC && qb && T->q_lvl && B >= 32 && nf > 0) {
+    xq = (float *)aligned_alloc(32, (sizeof(float) + (sizeof(TC_XT) == 8 ? 8 : 0)) * (size_t)(B32 * nf));
     if (!xq) { free(qb); free(buf); free(xt); free(lidx); return -2; }
+    if (sizeof(TC_XT) == 8) xd = (double *)(xq + B32 * nf);  /* B32 * nf * 4: a multiple of 32 */
   }
   /* several outputs, every leaf a scalar (XGBoost / LightGBM multiclass: a tree per class and
    * round): the byte walks add into class-major margins (a column of the block's rows per
@@ -702,8 +705,8 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
       for (int64_t k = 0; k < no; ++k) ab[r * no + k] = base[k];
     if (T->naive) FN(naive)(T, xb, nb, ab);
     else if (qb && (T->quant || nb >= TC_QVEC_MIN)) {
-      if (T->strict) FN(quantise)(T, xb, nb, qb, gs, xq, 1);
-      else FN(quantise)(T, xb, nb, qb, gs, xq, 0);
+      if (T->strict) FN(quantise)(T, xb, nb, qb, gs, xq, xd, 1);
+      else FN(quantise)(T, xb, nb, qb, gs, xq, xd, 0);
       const int64_t cs = cm && nb >= TC_QVEC_MIN ? nb : 0;  /* class stride, or row-major */
       TC_AT *const acc = cs ? cm : ab;
       if (cs)

@@ -77,10 +77,15 @@ static inline __attribute__((always_inline)) TC_ATTR uint32_t tc_count16f(const 
  * guess). With each row's value gathered from the row-major block instead of read from the
  * transposed one (tc_xpose), 1.09x *slower*: the gathers of 8 rows' values cost more than the
  * counting saves. The level-3 gathers (P = 128, 256) are now most of the quantiser's time. */
-#define TC_QLCMP(t, x) (strict ? _mm256_cmp_ps((t), (x), _CMP_LE_OQ) : _mm256_cmp_ps((t), (x), _CMP_LT_OQ))
+/* d64: float64 rows; u and lv then hold the thresholds rounded to float32 and v the rows
+ * rounded, and the count is the float64 path's first guess (below: always u < x, then a climb
+ * by exact double compares against ud, each lane's x at xd; NaN padding ends the climb).
+ * Against that per-value guess, one process: HGB 0.91x-0.93x the time, LightGBM 0.95x. */
+#define TC_QLCMP(t, x) (s ? _mm256_cmp_ps((t), (x), _CMP_LE_OQ) : _mm256_cmp_ps((t), (x), _CMP_LT_OQ))
 static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qlanes8(
-    const float *u, const float *lv, const __m256 v, __m256i nanc, const int P, const int strict) {
-  const int g1 = P / 8, g2 = g1 / 8 > 1 ? g1 / 8 : 1;
+    const float *u, const float *lv, const __m256 v, __m256i nanc, const int P, const int strict,
+    const double *ud, const double *xd, const int d64) {
+  const int g1 = P / 8, g2 = g1 / 8 > 1 ? g1 / 8 : 1, s = d64 ? 0 : strict;
   __m256i b1 = _mm256_setzero_si256();
 #pragma GCC unroll 8
   for (int i = 0; i < 7; ++i)  /* a compare is -1: subtracting counts */
@@ -97,20 +102,37 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qlanes8(
     const __m256 t = _mm256_i32gather_ps(u + h - 1, p, 4);
     p = _mm256_add_epi32(p, _mm256_and_si256(_mm256_castps_si256(TC_QLCMP(t, v)), _mm256_set1_epi32(h)));
   }
+  if (d64) {  /* usually no step: one gather of each lane's next threshold, a compare */
+    const __m256d x0 = _mm256_load_pd(xd), x1 = _mm256_load_pd(xd + 4);
+    const __m256i lo = _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6);  /* a qword's low dword */
+    __m128i p0 = _mm256_castsi256_si128(p), p1 = _mm256_extracti128_si256(p, 1);
+    for (;;) {
+      const __m256d t0 = _mm256_i32gather_pd(ud, p0, 8), t1 = _mm256_i32gather_pd(ud, p1, 8);
+      const __m256d m0 = strict ? _mm256_cmp_pd(t0, x0, _CMP_LE_OQ) : _mm256_cmp_pd(t0, x0, _CMP_LT_OQ);
+      const __m256d m1 = strict ? _mm256_cmp_pd(t1, x1, _CMP_LE_OQ) : _mm256_cmp_pd(t1, x1, _CMP_LT_OQ);
+      if (!(_mm256_movemask_pd(m0) | _mm256_movemask_pd(m1))) break;
+      p0 = _mm_sub_epi32(p0, _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(_mm256_castpd_si256(m0), lo)));
+      p1 = _mm_sub_epi32(p1, _mm256_castsi256_si128(_mm256_permutevar8x32_epi32(_mm256_castpd_si256(m1), lo)));
+    }
+    p = _mm256_inserti128_si256(_mm256_castsi128_si256(p0), p1, 1);
+  }
   return _mm256_blendv_epi8(p, nanc, _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q)));
 }
 
-/* x: the column's feature in the first 32-row group of xq (see tc_xpose), groups xs floats apart */
+/* x: the column's feature in the first 32-row group of xq (see tc_xpose), groups xs floats
+ * apart (d64: xd the same in doubles, xs doubles apart) */
 static inline __attribute__((always_inline)) TC_ATTR void tc_qlanes(
     const float *u, const float *lv, const float *x, int64_t xs, int64_t nb, uint8_t *q,
-    int64_t gs, uint32_t nan_code, const int P, const int strict) {
+    int64_t gs, uint32_t nan_code, const int P, const int strict, const double *ud,
+    const double *xd, const int d64) {
   const __m256i nanc = _mm256_set1_epi32((int32_t)nan_code);
   for (int64_t r = 0; r + 32 <= nb; r += 32) {
     const float *xr = x + (r >> 5) * xs;
-    const __m256i p0 = tc_qlanes8(u, lv, _mm256_load_ps(xr), nanc, P, strict);
-    const __m256i p1 = tc_qlanes8(u, lv, _mm256_load_ps(xr + 8), nanc, P, strict);
-    const __m256i p2 = tc_qlanes8(u, lv, _mm256_load_ps(xr + 16), nanc, P, strict);
-    const __m256i p3 = tc_qlanes8(u, lv, _mm256_load_ps(xr + 24), nanc, P, strict);
+    const double *dr = d64 ? xd + (r >> 5) * xs : 0;
+    const __m256i p0 = tc_qlanes8(u, lv, _mm256_load_ps(xr), nanc, P, strict, ud, dr, d64);
+    const __m256i p1 = tc_qlanes8(u, lv, _mm256_load_ps(xr + 8), nanc, P, strict, ud, dr + 8, d64);
+    const __m256i p2 = tc_qlanes8(u, lv, _mm256_load_ps(xr + 16), nanc, P, strict, ud, dr + 16, d64);
+    const __m256i p3 = tc_qlanes8(u, lv, _mm256_load_ps(xr + 24), nanc, P, strict, ud, dr + 24, d64);
     /* dwords (all <= 255) to bytes: the packs interleave 128-bit lanes, a permute undoes it */
     const __m256i w = _mm256_packus_epi16(_mm256_packus_epi32(p0, p1), _mm256_packus_epi32(p2, p3));
     const __m256i b = _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
@@ -121,13 +143,16 @@ static inline __attribute__((always_inline)) TC_ATTR void tc_qlanes(
 
 #define TC_QLANES_CASE(PP)                                                                    \
   case PP:                                                                                    \
-    if (strict) tc_qlanes(u, lv, x, xs, nb, q, gs, nan_code, PP, 1);                          \
-    else tc_qlanes(u, lv, x, xs, nb, q, gs, nan_code, PP, 0);                                 \
+    if (ud && strict) tc_qlanes(u, lv, x, xs, nb, q, gs, nan_code, PP, 1, ud, xd, 1);        \
+    else if (ud) tc_qlanes(u, lv, x, xs, nb, q, gs, nan_code, PP, 0, ud, xd, 1);              \
+    else if (strict) tc_qlanes(u, lv, x, xs, nb, q, gs, nan_code, PP, 1, 0, 0, 0);            \
+    else tc_qlanes(u, lv, x, xs, nb, q, gs, nan_code, PP, 0, 0, 0, 0);                        \
     return 1;
-/* the rows-in-lanes quantiser over a column's whole 32-row groups; 0: P not handled */
+/* the rows-in-lanes quantiser over a column's whole 32-row groups (ud: float64 rows, see
+ * tc_qlanes8); 0: P not handled */
 static TC_ATTR int tc_qlanes_col(const float *u, const float *lv, const float *x, int64_t xs,
                                  int64_t nb, uint8_t *q, int64_t gs, uint32_t nan_code, int P,
-                                 int strict) {
+                                 int strict, const double *ud, const double *xd) {
   switch (P) {
     TC_QLANES_CASE(16) TC_QLANES_CASE(32) TC_QLANES_CASE(64) TC_QLANES_CASE(128)
     TC_QLANES_CASE(256)
@@ -166,14 +191,47 @@ static TC_ATTR void tc_xpose(const float *x, int64_t nf, int64_t nb, float *xq) 
     }
   }
 }
+
+/* float64 rows' whole 32-row groups transposed like tc_xpose, twice: exact into xd, rounded to
+ * float32 into xq (vcvtpd2ps: to nearest, as the scalar cast); 4 x 4 tiles */
+static TC_ATTR void tc_xpose64(const double *x, int64_t nf, int64_t nb, float *xq, double *xd) {
+  for (int64_t r = 0; r + 32 <= nb; r += 32) {
+    float *xg = xq + r * nf;
+    double *dg = xd + r * nf;
+    for (int64_t i = 0; i < 32; i += 4) {
+      const double *xr = x + (r + i) * nf;
+      int64_t f = 0;
+      for (; f + 4 <= nf; f += 4) {
+        const __m256d a0 = _mm256_loadu_pd(xr + f), a1 = _mm256_loadu_pd(xr + nf + f);
+        const __m256d a2 = _mm256_loadu_pd(xr + 2 * nf + f), a3 = _mm256_loadu_pd(xr + 3 * nf + f);
+        const __m256d t0 = _mm256_unpacklo_pd(a0, a1), t1 = _mm256_unpackhi_pd(a0, a1);
+        const __m256d t2 = _mm256_unpacklo_pd(a2, a3), t3 = _mm256_unpackhi_pd(a2, a3);
+        const __m256d c[4] = {_mm256_permute2f128_pd(t0, t2, 0x20), _mm256_permute2f128_pd(t1, t3, 0x20),
+                              _mm256_permute2f128_pd(t0, t2, 0x31), _mm256_permute2f128_pd(t1, t3, 0x31)};
+        for (int k = 0; k < 4; ++k) {
+          _mm256_store_pd(dg + (f + k) * 32 + i, c[k]);
+          _mm_store_ps(xg + (f + k) * 32 + i, _mm256_cvtpd_ps(c[k]));
+        }
+      }
+      for (; f < nf; ++f)
+        for (int k = 0; k < 4; ++k) {
+          dg[f * 32 + i + k] = xr[k * nf + f];
+          xg[f * 32 + i + k] = (float)xr[k * nf + f];
+        }
+    }
+  }
+}
 #endif
 
 static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
     const tc_tables *T, const TC_XT *xb, int64_t nb, uint8_t *qb, int64_t gs, float *xq,
-    const int strict) {
+    double *xd, const int strict) {
   const int64_t nf = T->n_features;
 #if TC_QVEC
-  if (xq && nb >= 32) tc_xpose((const float *)xb, nf, nb, xq);  /* float32 input only */
+  if (xq && nb >= 32) {
+    if (sizeof(TC_XT) == 4) tc_xpose((const float *)xb, nf, nb, xq);
+    else tc_xpose64((const double *)xb, nf, nb, xq, xd);
+  }
 #endif
   const TC_XT *thr = (const TC_XT *)T->q_thr;
   for (int32_t c = 0; c < T->q_ncols; ++c) {
@@ -208,8 +266,10 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
     }
 #if TC_QVEC
     if (xq && nb >= 32 &&
-        tc_qlanes_col((const float *)u, T->q_lvl + 64 * c, xq + 32 * T->q_feat[c], 32 * nf, nb,
-                      q, gs, (uint32_t)(nan_code ^ 0x80), (int)P, strict))
+        tc_qlanes_col(sizeof(TC_XT) == 4 ? (const float *)u : T->q_thr32 + T->q_off[c],
+                      T->q_lvl + 64 * c, xq + 32 * T->q_feat[c], 32 * nf, nb, q, gs,
+                      (uint32_t)(nan_code ^ 0x80), (int)P, strict,
+                      sizeof(TC_XT) == 8 ? (const double *)u : 0, xd ? xd + 32 * T->q_feat[c] : 0))
       r = nb & ~(int64_t)31;  /* the rows of a short last group: one at a time below */
     if (P >= 16 && sizeof(TC_XT) == 4) {
       /* (rows of a short last group; float32 rows of blocks below 32 rows) two levels of 16:
@@ -233,7 +293,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
       }
     }
     if (sizeof(TC_XT) == 8 && T->q_thr32) {
-      /* float64: a first guess in float32, b' = #{j : (float)u_j < (float)x} by the two-level
+      /* (rows outside whole 32-row groups, see tc_qlanes8's d64) float64: a first guess in float32, b' = #{j : (float)u_j < (float)x} by the two-level
        * count above, then up by exact double compares to b (usually no step). b' <= b:
        * rounding is monotone, so x <= u (or x < u) implies (float)x <= (float)u, which is not
        * counted; and the counted j form a prefix. The NaN padding at u[P - 1] ends the climb.

@@ -1173,8 +1173,8 @@ class ArraysKernel:
             if q["q_thr"].dtype == np.float64:  # the float64 quantiser's first guess (rounded)
                 with np.errstate(over="ignore"):
                     keep["q_thr32"] = q["q_thr"].astype(np.float32)
-            elif len(q["q_thr"]):  # the float32 quantiser's level tables (rows in lanes)
-                keep["q_lvl"] = quant_levels(q["q_thr"], q["q_off"], q["q_len"])
+            if len(q["q_thr"]):  # level tables of the quantiser's rows in lanes (of the guess)
+                keep["q_lvl"] = quant_levels(keep.get("q_thr32", q["q_thr"]), q["q_off"], q["q_len"])
             keep["h_qthr"] = (q["h_qthr"] ^ 0x80).view(np.int8)
             if m.get("quant") and np.all(A["tree_width"] == 1):
                 keep["q_leafb"], keep["q_leafb_off"] = leaf_planes(A["leaf_values"], A["tree_depth"])
