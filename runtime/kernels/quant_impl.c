@@ -520,6 +520,38 @@ static __attribute__((noinline)) TC_ATTR void tc_bvsweep2(
   *out1 = p1;
 }
 
+static __attribute__((noinline)) TC_ATTR void tc_bvsweep4(
+    const uint8_t *q0, int64_t gs, const int32_t *co, const int8_t *tb, const int8_t *lo1,
+    const int8_t *hi, const int32_t *cat, const uint8_t *sets, int64_t nn, __m256i *out) {
+  __m256i p0 = _mm256_setzero_si256(), p1 = p0, p2 = p0, p3 = p0;
+  const uint8_t *q1 = q0 + gs, *q2 = q1 + gs, *q3 = q2 + gs;
+  for (int64_t i = 0; i < nn; ++i) {
+    const __m256i t = _mm256_set1_epi8(tb[i]), l = _mm256_set1_epi8(lo1[i]), h = _mm256_set1_epi8(hi[i]);
+    const __m256i x0 = _mm256_load_si256((const __m256i *)(q0 + co[i]));
+    const __m256i x1 = _mm256_load_si256((const __m256i *)(q1 + co[i]));
+    const __m256i x2 = _mm256_load_si256((const __m256i *)(q2 + co[i]));
+    const __m256i x3 = _mm256_load_si256((const __m256i *)(q3 + co[i]));
+    __m256i h0, h1, h2, h3;
+    if (cat[i] < 0) {
+      h0 = _mm256_and_si256(_mm256_cmpgt_epi8(x0, t), h);
+      h1 = _mm256_and_si256(_mm256_cmpgt_epi8(x1, t), h);
+      h2 = _mm256_and_si256(_mm256_cmpgt_epi8(x2, t), h);
+      h3 = _mm256_and_si256(_mm256_cmpgt_epi8(x3, t), h);
+    } else {
+      const uint8_t *st = sets + 32 * (int64_t)cat[i];
+      h0 = _mm256_and_si256(tc_cat_right(x0, st), h);
+      h1 = _mm256_and_si256(tc_cat_right(x1, st), h);
+      h2 = _mm256_and_si256(tc_cat_right(x2, st), h);
+      h3 = _mm256_and_si256(tc_cat_right(x3, st), h);
+    }
+    p0 = _mm256_max_epu8(p0, _mm256_and_si256(h0, _mm256_cmpgt_epi8(p0, l)));
+    p1 = _mm256_max_epu8(p1, _mm256_and_si256(h1, _mm256_cmpgt_epi8(p1, l)));
+    p2 = _mm256_max_epu8(p2, _mm256_and_si256(h2, _mm256_cmpgt_epi8(p2, l)));
+    p3 = _mm256_max_epu8(p3, _mm256_and_si256(h3, _mm256_cmpgt_epi8(p3, l)));
+  }
+  out[0] = p0; out[1] = p1; out[2] = p2; out[3] = p3;
+}
+
 static __attribute__((noinline)) TC_ATTR __m256i tc_bvsweep1(
     const uint8_t *qg, const int32_t *co, const int8_t *tb, const int8_t *lo1, const int8_t *hi,
     const int32_t *cat, const uint8_t *sets, int64_t nn) {
@@ -643,6 +675,14 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(bvtree)(
     const uint8_t *sets, int64_t nn, const uint8_t *qb, int64_t gs, int64_t nb, int32_t *lidx,
     const TC_AT *lv, TC_AT *acc) {
   int64_t r = 0;
+  /* four groups at once where the block has them (interval-walk blocks are 4x a tree's nodes:
+   * 256 rows for 63-leaf trees): one process against two at once, LightGBM 0.92x-0.98x the
+   * time, HGB 0.97x (the per-node broadcasts shared by more rows; still no spills) */
+  for (; r + 96 < nb; r += 128) {
+    __m256i p[4];
+    tc_bvsweep4(qb + (r >> 5) * gs, gs, co, tb, lo1, hi, cat, sets, nn, p);
+    for (int k = 0; k < 4; ++k) AFN(qleaves)(p[k], r + 32 * k, nb, lidx, lv, acc);
+  }
   /* two 32-row groups at once: the sweep is a dependency chain through pos (compare, and,
    * max per node), so two independent chains keep the vector units busy */
   for (; r + 32 < nb; r += 64) {
