@@ -1175,7 +1175,8 @@ class ArraysKernel:
                     keep["q_thr32"] = q["q_thr"].astype(np.float32)
             if len(q["q_thr"]):  # level tables of the quantiser's rows in lanes (of the guess)
                 keep["q_lvl"] = quant_levels(keep.get("q_thr32", q["q_thr"]), q["q_off"], q["q_len"])
-            keep["h_qthr"] = (q["h_qthr"] ^ 0x80).view(np.int8)
+            # padded: the heap walk reads a level's thresholds 16 at a time (quant_impl.c)
+            keep["h_qthr"] = np.concatenate([(q["h_qthr"] ^ 0x80).view(np.int8), np.zeros(32, np.int8)])
             if m.get("quant") and np.all(A["tree_width"] == 1):
                 keep["q_leafb"], keep["q_leafb_off"] = leaf_planes(A["leaf_values"], A["tree_depth"])
         deep = (_deep_tables(A, self._c_left_g, self._c_right_g, m["n_features"], DEEP_TOP_MAX)
