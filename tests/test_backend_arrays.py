@@ -241,6 +241,29 @@ def test_quant_every_table_size(isa, comparison, layout):
 
 
 @pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("x", ["float32", "float64"])
+@pytest.mark.parametrize("layout", ["quant", "bitvec"])
+def test_quant_wide_rows_few_features_used(isa, x, layout):
+    """Rows of 30 features of which the trees read 3 (one in the 4-feature tail): only those
+    are transposed for the lane quantiser; the rest are never read."""
+    rng = np.random.default_rng(23)
+    used = np.array([0, 9, 29])
+    trees = []
+    for i in range(6):
+        t = _complete_tree(rng, 5, 3)
+        trees.append(dataclasses.replace(t, feature=np.where(t.left >= 0, used[np.maximum(t.feature, 0)], -1),
+                                         value=t.value.astype(np.float32).astype(np.float64)))
+    f = Forest(trees=tuple(trees), n_features=30, n_outputs=1, tree_output=np.zeros(6),
+               base_score=[0.0], input_dtype=x, accumulate_dtype="float32")
+    X = rng.normal(size=(300, 30)).astype(x)
+    X[::7, 9] = np.nan
+    for block in (0, 64, 100):
+        p = treecomp.compile(f, backend="arrays", layout=layout, isa=isa, block_rows=block)
+        assert p._kernel.tables.meta[layout]
+        np.testing.assert_array_equal(p.predict_raw(X), interp.predict_raw(f, X))
+
+
+@pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("comparison", ["<", "<="])
 @pytest.mark.parametrize("layout", ["quant", "bitvec"])
 def test_quant_float64_thresholds_closer_than_float32(isa, comparison, layout):

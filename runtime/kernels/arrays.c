@@ -121,8 +121,9 @@ typedef struct {
   /* appended: float64 thresholds' bin tables rounded to float32 (NaN padding kept), or NULL:
    * the quantiser's first guess (quant_impl.c). Derived at load time, never stored. */
   const float *q_thr32;
-  /* appended: float32 bin tables' level tables, 64 floats a column (quant_impl.c, tc_qlanes8;
-   * arrays.py, quant_levels), or NULL. Derived at load time, never stored. */
+  /* appended: the bin tables' level tables, 64 floats a column (quant_impl.c, tc_qlanes8;
+   * arrays.py, quant_levels): of q_thr, or of q_thr32 for float64 thresholds; or NULL.
+   * Derived at load time, never stored. */
   const float *q_lvl;
 } tc_tables;
 

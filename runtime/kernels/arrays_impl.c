@@ -674,10 +674,14 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
    * xq and, for float64 rows, exact at xd */
   float *xq = 0;
   double *xd = 0;
+  uint8_t *xu = 0;  /* per 4 features: does a numeric column read one (only those are moved) */
   if (TC_QVEC && qb && T->q_lvl && B >= 32 && nf > 0) {
     xq = (float *)aligned_alloc(32, (sizeof(float) + (sizeof(TC_XT) == 8 ? 8 : 0)) * (size_t)(B32 * nf));
-    if (!xq) { free(qb); free(buf); free(xt); free(lidx); return -2; }
+    xu = (uint8_t *)calloc((size_t)(nf / 4 + 2), 1);
+    if (!xq || !xu) { free(xu); free(xq); free(qb); free(buf); free(xt); free(lidx); return -2; }
     if (sizeof(TC_XT) == 8) xd = (double *)(xq + B32 * nf);  /* B32 * nf * 4: a multiple of 32 */
+    for (int32_t c = 0; c < T->q_ncols; ++c)
+      if (!T->q_kind[c]) xu[T->q_feat[c] >> 2] = 1;
   }
   /* several outputs, every leaf a scalar (XGBoost / LightGBM multiclass: a tree per class and
    * round): the byte walks add into class-major margins (a column of the block's rows per
@@ -686,7 +690,7 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
   TC_AT *cm = 0;
   if (qb && no > 1 && T->q_w1 && B >= TC_QVEC_MIN) {
     cm = (TC_AT *)malloc(sizeof(TC_AT) * (size_t)(B * no));
-    if (!cm) { free(xq); free(qb); free(buf); free(xt); free(lidx); return -2; }
+    if (!cm) { free(xu); free(xq); free(qb); free(buf); free(xt); free(lidx); return -2; }
   }
   for (int64_t r0 = 0; r0 < n; r0 += B) {
     const int64_t nb = n - r0 < B ? n - r0 : B;
@@ -705,8 +709,8 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
       for (int64_t k = 0; k < no; ++k) ab[r * no + k] = base[k];
     if (T->naive) FN(naive)(T, xb, nb, ab);
     else if (qb && (T->quant || nb >= TC_QVEC_MIN)) {
-      if (T->strict) FN(quantise)(T, xb, nb, qb, gs, xq, xd, 1);
-      else FN(quantise)(T, xb, nb, qb, gs, xq, xd, 0);
+      if (T->strict) FN(quantise)(T, xb, nb, qb, gs, xq, xd, xu, 1);
+      else FN(quantise)(T, xb, nb, qb, gs, xq, xd, xu, 0);
       const int64_t cs = cm && nb >= TC_QVEC_MIN ? nb : 0;  /* class stride, or row-major */
       TC_AT *const acc = cs ? cm : ab;
       if (cs)
@@ -727,6 +731,7 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
     }
   }
   free(cm);
+  free(xu);
   free(xq);
   free(qb);
   free(buf);

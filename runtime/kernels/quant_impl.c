@@ -165,14 +165,17 @@ static TC_ATTR int tc_qlanes_col(const float *u, const float *lv, const float *x
 
 /* the block's whole 32-row groups transposed for tc_qlanes: xq + g * 32 * nf + f * 32 holds
  * feature f of rows 32 g .. 32 g + 31 (8 x 8 tiles: two unpacks, a shuffle and a lane permute
- * per output vector; only floats move) */
-static TC_ATTR void tc_xpose(const float *x, int64_t nf, int64_t nb, float *xq) {
+ * per output vector; only floats move). Only features some column reads (xu: a flag per 4
+ * features): on wide rows few of which a small model uses, transposing all of them cost up to
+ * 7x the walk (5 trees over 200 features). */
+static TC_ATTR void tc_xpose(const float *x, int64_t nf, int64_t nb, float *xq, const uint8_t *xu) {
   for (int64_t r = 0; r + 32 <= nb; r += 32) {
     float *xg = xq + r * nf;
     for (int64_t i = 0; i < 32; i += 8) {
       const float *xr = x + (r + i) * nf;
       int64_t f = 0;
       for (; f + 8 <= nf; f += 8) {
+        if (!(xu[f >> 2] | xu[(f >> 2) + 1])) continue;  /* no column reads these 8 */
         __m256 a[8], b[8];
         for (int k = 0; k < 8; ++k) a[k] = _mm256_loadu_ps(xr + k * nf + f);
         for (int k = 0; k < 8; k += 2) {
@@ -189,14 +192,16 @@ static TC_ATTR void tc_xpose(const float *x, int64_t nf, int64_t nb, float *xq) 
         }
       }
       for (; f < nf; ++f)
-        for (int k = 0; k < 8; ++k) xg[f * 32 + i + k] = xr[k * nf + f];
+        if (xu[f >> 2])
+          for (int k = 0; k < 8; ++k) xg[f * 32 + i + k] = xr[k * nf + f];
     }
   }
 }
 
 /* float64 rows' whole 32-row groups transposed like tc_xpose, twice: exact into xd, rounded to
  * float32 into xq (vcvtpd2ps: to nearest, as the scalar cast); 4 x 4 tiles */
-static TC_ATTR void tc_xpose64(const double *x, int64_t nf, int64_t nb, float *xq, double *xd) {
+static TC_ATTR void tc_xpose64(const double *x, int64_t nf, int64_t nb, float *xq, double *xd,
+                               const uint8_t *xu) {
   for (int64_t r = 0; r + 32 <= nb; r += 32) {
     float *xg = xq + r * nf;
     double *dg = xd + r * nf;
@@ -204,6 +209,7 @@ static TC_ATTR void tc_xpose64(const double *x, int64_t nf, int64_t nb, float *x
       const double *xr = x + (r + i) * nf;
       int64_t f = 0;
       for (; f + 4 <= nf; f += 4) {
+        if (!xu[f >> 2]) continue;
         const __m256d a0 = _mm256_loadu_pd(xr + f), a1 = _mm256_loadu_pd(xr + nf + f);
         const __m256d a2 = _mm256_loadu_pd(xr + 2 * nf + f), a3 = _mm256_loadu_pd(xr + 3 * nf + f);
         const __m256d t0 = _mm256_unpacklo_pd(a0, a1), t1 = _mm256_unpackhi_pd(a0, a1);
@@ -216,7 +222,7 @@ static TC_ATTR void tc_xpose64(const double *x, int64_t nf, int64_t nb, float *x
         }
       }
       for (; f < nf; ++f)
-        for (int k = 0; k < 4; ++k) {
+        for (int k = 0; k < 4 && xu[f >> 2]; ++k) {
           dg[f * 32 + i + k] = xr[k * nf + f];
           xg[f * 32 + i + k] = (float)xr[k * nf + f];
         }
@@ -227,12 +233,12 @@ static TC_ATTR void tc_xpose64(const double *x, int64_t nf, int64_t nb, float *x
 
 static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
     const tc_tables *T, const TC_XT *xb, int64_t nb, uint8_t *qb, int64_t gs, float *xq,
-    double *xd, const int strict) {
+    double *xd, const uint8_t *xu, const int strict) {
   const int64_t nf = T->n_features;
 #if TC_QVEC
   if (xq && nb >= 32) {
-    if (sizeof(TC_XT) == 4) tc_xpose((const float *)xb, nf, nb, xq);
-    else tc_xpose64((const double *)xb, nf, nb, xq, xd);
+    if (sizeof(TC_XT) == 4) tc_xpose((const float *)xb, nf, nb, xq, xu);
+    else tc_xpose64((const double *)xb, nf, nb, xq, xd, xu);
   }
 #endif
   const TC_XT *thr = (const TC_XT *)T->q_thr;

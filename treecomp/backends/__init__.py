@@ -56,8 +56,10 @@ LLVM_MAX_NODES = 200_000
 #: the per-row cost model that decides between the byte walks and generated code (see
 #: byte_walk_pays): ns per quantised column, ns per tree level of a byte walk, of generated code;
 #: float32 input (XGBoost) / float64 input (LightGBM, HistGradientBoosting). Least squares over
-#: 36 models (5-80 trees, depth 3-14, 10-200 features) timed on the 2-core dev box, 1 thread.
-BYTE_WALK_COST = {"float32": (3.3, 0.35, 1.7), "float64": (2.7, 0.26, 1.8)}
+#: a grid of models (5-80 trees, depth 3-14, 10-200 features) timed on the 2-core dev box, 1
+#: thread, by bench/calibrate_auto.py (float32 refit 2026-11-21 after the lane quantiser and
+#: the byte mux; float64's refit, (5.1, 0.39, 3.1), makes the same 36 choices as these).
+BYTE_WALK_COST = {"float32": (2.11, 0.198, 1.87), "float64": (2.7, 0.26, 1.8)}
 
 
 def byte_walk_pays(forest) -> bool:
@@ -66,12 +68,14 @@ def byte_walk_pays(forest) -> bool:
     A byte walk first quantises each row: one column per feature and chunk of QUANT_CHUNK
     distinct thresholds (a search over them), then every tree costs a fraction of a compare per
     level. Generated code pays a compare and branch per level and nothing up front. So with few
-    trees and many used features (5 trees of depth 6 over 45 columns: 187 vs 56 ns/row) code
+    trees and many used features (5 trees of depth 6 over 37 columns: 55 vs 35 ns/row) code
     wins; the estimate is  cols * a + levels * b  against  levels * c  (BYTE_WALK_COST), where
-    levels sums the trees' depths. On the 36 calibration models (in sample: the constants were
-    fitted on them) it picks within 10% of the faster of the two for 35; the worst is 1.21x (5
-    XGBoost trees of depth 6 over 10 features: arrays 61 vs c 50 ns/row). The float64 timings
-    predate the float64 quantiser's binary search, which made the byte walks faster still.
+    levels sums the trees' depths. In sample (bench/calibrate_auto.py, 2026-11-21: the
+    constants were fitted on these timings) it picks within 10% of the faster of the two for 17
+    of the 18 byte-walk-eligible XGBoost models of the grid (worst 1.77x: 20 trees of depth 6
+    over 177 columns, c 717 vs arrays 405 ns/row) and for 34 of 36 LightGBM ones (worst 1.41x:
+    5 trees of depth 3 over 200 features, arrays 64 vs c 45). The previous float32 constants,
+    fitted before the lane quantiser, were within 10% on 14 of 18 there (worst 3.35x).
     """
     from .arrays import QUANT_CHUNK
     import numpy as np

@@ -578,7 +578,8 @@ def bitvec_tables(A: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
 
 
 def quant_levels(q_thr: np.ndarray, q_off: np.ndarray, q_len: np.ndarray) -> np.ndarray:
-    """The float32 quantiser's level tables, 64 floats per column (quant_impl.c, tc_qlanes8).
+    """The quantiser's level tables, 64 floats per column (quant_impl.c, tc_qlanes8): of the
+    float32 thresholds, or of float64 thresholds rounded to float32 (the first guess there).
 
     For a column of P sorted thresholds u (P a power of two >= 16, NaN padding after them),
     g1 = P / 8 and g2 = max(g1 / 8, 1): entries 0..6 are u[g1 i + g1 - 1] (level 1; 7 is
