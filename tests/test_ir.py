@@ -118,10 +118,10 @@ def test_threshold_lowering_is_exact(t, cmp):
                 default_left=[False] * 3, value=[0, 0, 0])
     f = forest_of(tree, n_features=1, comparison=cmp)
     t32 = passes.comparison_thresholds(tree, f)[0]
-    with np.errstate(over="ignore"):   # thresholds beyond float32's range round to +-inf
+    with np.errstate(over="ignore"):   # beyond float32's range (or one step past it): +-inf
         x = np.float32(t)
-    for v in (x, np.nextafter(x, np.float32(-np.inf)), np.nextafter(x, np.float32(np.inf)),
-              np.float32(0.0), np.float32(-np.inf), np.float32(np.inf)):
+        near = (np.nextafter(x, np.float32(-np.inf)), np.nextafter(x, np.float32(np.inf)))
+    for v in (x, *near, np.float32(0.0), np.float32(-np.inf), np.float32(np.inf)):
         want = (np.float64(v) < t) if cmp == "<" else (np.float64(v) <= t)
         got = (v < t32) if cmp == "<" else (v <= t32)
         assert want == got, (t, v, t32)
