@@ -53,19 +53,6 @@ def _model(kind: str, trees: int, depth: int, nf: int, seed: int):
     return m.fit(X, y)
 
 
-def _features(forest) -> tuple[int, int]:
-    """(cols, levels) as byte_walk_pays counts them"""
-    feats, thrs, levels = [], [], 0
-    for t in forest.trees:
-        inner = t.feature >= 0
-        feats.append(t.feature[inner])
-        thrs.append(t.threshold[inner])
-        levels += t.max_depth
-    pairs = np.unique(np.stack([np.concatenate(feats).astype(np.float64), np.concatenate(thrs)]), axis=1)
-    _, per_feature = np.unique(pairs[0], return_counts=True)
-    return int(np.ceil(per_feature / arrays.QUANT_CHUNK).sum()), levels
-
-
 def run(kind: str, n_rows: int, reps: int) -> list[dict]:
     rows = []
     seed = 0
@@ -82,7 +69,7 @@ def run(kind: str, n_rows: int, reps: int) -> list[dict]:
                 pa = treecomp.compile(forest, backend="arrays", n_threads=1)
                 pc = treecomp.compile(forest, backend="c", n_threads=1)
                 ta, tc = _time(pa, X, reps), _time(pc, X, reps)
-                cols, levels = _features(forest)
+                cols, levels = backends.byte_walk_terms(forest)
                 pick = "arrays" if backends.byte_walk_pays(forest) else "c"
                 cost = (ta if pick == "arrays" else tc) / min(ta, tc)
                 rows.append(dict(trees=trees, depth=depth, nf=nf, cols=cols, levels=levels,

@@ -77,6 +77,17 @@ def byte_walk_pays(forest) -> bool:
     5 trees of depth 3 over 200 features, arrays 64 vs c 45). The previous float32 constants,
     fitted before the lane quantiser, were within 10% on 14 of 18 there (worst 3.35x).
     """
+    cols, levels = byte_walk_terms(forest)
+    if not cols:
+        return False
+    a, b, c = BYTE_WALK_COST["float64" if str(forest.input_dtype) == "float64" else "float32"]
+    return cols * a + levels * b <= levels * c
+
+
+def byte_walk_terms(forest) -> tuple[int, int]:
+    """(cols, levels) of byte_walk_pays' estimate: the columns a row is quantised into (one per
+    feature and chunk of QUANT_CHUNK distinct thresholds; 0 without splits), the trees' depths
+    summed."""
     from .arrays import QUANT_CHUNK
     import numpy as np
     feats, thrs, levels = [], [], 0
@@ -87,12 +98,10 @@ def byte_walk_pays(forest) -> bool:
         levels += t.max_depth
     f, th = np.concatenate(feats), np.concatenate(thrs)
     if not len(f):
-        return False
+        return 0, levels
     pairs = np.unique(np.stack([f.astype(np.float64), th]), axis=1)
     _, per_feature = np.unique(pairs[0], return_counts=True)
-    cols = int(np.ceil(per_feature / QUANT_CHUNK).sum())
-    a, b, c = BYTE_WALK_COST["float64" if str(forest.input_dtype) == "float64" else "float32"]
-    return cols * a + levels * b <= levels * c
+    return int(np.ceil(per_feature / QUANT_CHUNK).sum()), levels
 
 
 def choose(forest, artifact: str | None = None) -> str:
