@@ -75,11 +75,10 @@ static inline __attribute__((always_inline)) TC_ATTR uint32_t tc_count16f(const 
  * Right at u is (u <= x) for "<" (strict), (u < x) for "<="; NaN u or x: never. Same counts
  * as the binary search below, so the same bins.
  * Measured (one process, against the two-level count per value below): XGBoost binary 0.93x-
- * 0.97x the time, sklearn GB 0.90x-0.97x; float64 models unchanged (they keep the float32
- * guess). With each row's value gathered from the row-major block instead of read from the
+ * 0.97x the time, sklearn GB 0.90x-0.97x. With each row's value gathered from the row-major block instead of read from the
  * transposed one (tc_xpose), 1.09x *slower*: the gathers of 8 rows' values cost more than the
- * counting saves. The level-3 gathers (P = 128, 256) are now most of the quantiser's time. */
-/* d64: float64 rows; u and lv then hold the thresholds rounded to float32 and v the rows
+ * counting saves. The level-3 gathers (P = 128, 256) are now most of the quantiser's time.
+ * d64: float64 rows; u and lv then hold the thresholds rounded to float32 and v the rows
  * rounded, and the count is the float64 path's first guess (below: always u < x, then a climb
  * by exact double compares against ud, each lane's x at xd; NaN padding ends the climb).
  * Against that per-value guess, one process: HGB 0.91x-0.93x the time, LightGBM 0.95x. */
@@ -131,10 +130,9 @@ static inline __attribute__((always_inline)) TC_ATTR void tc_qlanes(
   for (int64_t r = 0; r + 32 <= nb; r += 32) {
     const float *xr = x + (r >> 5) * xs;
     const double *dr = d64 ? xd + (r >> 5) * xs : 0;
-    const __m256i p0 = tc_qlanes8(u, lv, _mm256_load_ps(xr), nanc, P, strict, ud, dr, d64);
-    const __m256i p1 = tc_qlanes8(u, lv, _mm256_load_ps(xr + 8), nanc, P, strict, ud, dr + 8, d64);
-    const __m256i p2 = tc_qlanes8(u, lv, _mm256_load_ps(xr + 16), nanc, P, strict, ud, dr + 16, d64);
-    const __m256i p3 = tc_qlanes8(u, lv, _mm256_load_ps(xr + 24), nanc, P, strict, ud, dr + 24, d64);
+#define TC_QL8(o) tc_qlanes8(u, lv, _mm256_load_ps(xr + (o)), nanc, P, strict, ud, d64 ? dr + (o) : 0, d64)
+    const __m256i p0 = TC_QL8(0), p1 = TC_QL8(8), p2 = TC_QL8(16), p3 = TC_QL8(24);
+#undef TC_QL8
     /* dwords (all <= 255) to bytes: the packs interleave 128-bit lanes, a permute undoes it */
     const __m256i w = _mm256_packus_epi16(_mm256_packus_epi32(p0, p1), _mm256_packus_epi32(p2, p3));
     const __m256i b = _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
@@ -222,10 +220,11 @@ static TC_ATTR void tc_xpose64(const double *x, int64_t nf, int64_t nb, float *x
         }
       }
       for (; f < nf; ++f)
-        for (int k = 0; k < 4 && xu[f >> 2]; ++k) {
-          dg[f * 32 + i + k] = xr[k * nf + f];
-          xg[f * 32 + i + k] = (float)xr[k * nf + f];
-        }
+        if (xu[f >> 2])
+          for (int k = 0; k < 4; ++k) {
+            dg[f * 32 + i + k] = xr[k * nf + f];
+            xg[f * 32 + i + k] = (float)xr[k * nf + f];
+          }
     }
   }
 }
@@ -301,8 +300,8 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
       }
     }
     if (sizeof(TC_XT) == 8 && T->q_thr32) {
-      /* (rows outside whole 32-row groups, see tc_qlanes8's d64) float64: a first guess in float32, b' = #{j : (float)u_j < (float)x} by the two-level
-       * count above, then up by exact double compares to b (usually no step). b' <= b:
+      /* (rows outside whole 32-row groups, see tc_qlanes8's d64) float64: a first guess in
+       * float32, b' = #{j : (float)u_j < (float)x} by the two-level count above, then up by exact double compares to b (usually no step). b' <= b:
        * rounding is monotone, so x <= u (or x < u) implies (float)x <= (float)u, which is not
        * counted; and the counted j form a prefix. The NaN padding at u[P - 1] ends the climb.
        * Against the binary search below, same tables, one process: 0.81x the time on HGB
@@ -350,66 +349,9 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
 /* The byte-only kernels depend on neither the input nor the accumulation dtype: defined once
  * per translation unit (not per instantiation), which keeps the kernel's build time down. */
 #define TC_QBYTES_ONCE
-/* Level l's go-right vector: the 2^l nodes' column bytes muxed down to each row's own node's
- * byte by a balanced tree of blends spelt out by macros (straight-line code, at most l + 1
- * vectors live), compared once with the row's node's threshold byte. co[i] is node i's column
- * offset within the 32-row group (column * 32). Compare first and mux the 2^l results instead
- * (as before): the same blends plus 2^l compares and threshold broadcasts; measured in one
- * process, muxing the bytes takes 0.92x the time on XGBoost depth 6 (binary and 10 classes),
- * 0.74x on depth 8, 0.97x on sklearn GB depth 4. */
-
-#define TC_QX1(i) _mm256_load_si256((const __m256i *)(qg + co[i]))
-#define TC_QX2(i) _mm256_blendv_epi8(TC_QX1(i), TC_QX1((i) + 1), m0)
-#define TC_QX4(i) _mm256_blendv_epi8(TC_QX2(i), TC_QX2((i) + 2), m1)
-#define TC_QX8(i) _mm256_blendv_epi8(TC_QX4(i), TC_QX4((i) + 4), m2)
-#define TC_QX16(i) _mm256_blendv_epi8(TC_QX8(i), TC_QX8((i) + 8), m3)
-#define TC_QX32(i) _mm256_blendv_epi8(TC_QX16(i), TC_QX16((i) + 16), m4)
-#define TC_QX64(i) _mm256_blendv_epi8(TC_QX32(i), TC_QX32((i) + 32), m5)
-#define TC_QX128(i) _mm256_blendv_epi8(TC_QX64(i), TC_QX64((i) + 64), m6)
-/* and each row's node's threshold byte: 16 of the level's thresholds a vpshufb (k's low 4
- * bits), blends by its higher bits */
-#define TC_QT1(i) _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(tb + 16 * (i)))), k4)
-#define TC_QT2(i) _mm256_blendv_epi8(TC_QT1(i), TC_QT1((i) + 1), m4)
-#define TC_QT4(i) _mm256_blendv_epi8(TC_QT2(i), TC_QT2((i) + 2), m5)
-#define TC_QT8(i) _mm256_blendv_epi8(TC_QT4(i), TC_QT4((i) + 4), m6)
-
-static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qlevel(
-    const uint8_t *qg, const int32_t *co, const int8_t *tb, const int l, __m256i k) {
-  /* m_b: bit b of every row's position k moved to bit 7 (what vpblendvb reads) */
-  const __m256i m0 = _mm256_slli_epi16(k, 7), m1 = _mm256_slli_epi16(k, 6);
-  const __m256i m2 = _mm256_slli_epi16(k, 5), m3 = _mm256_slli_epi16(k, 4);
-  const __m256i m4 = _mm256_slli_epi16(k, 3), m5 = _mm256_slli_epi16(k, 2);
-  const __m256i m6 = _mm256_slli_epi16(k, 1);
-  const __m256i k4 = _mm256_and_si256(k, _mm256_set1_epi8(15));
-  switch (l) {
-    case 0: return _mm256_cmpgt_epi8(TC_QX1(0), _mm256_set1_epi8(tb[0]));
-    case 1: return _mm256_cmpgt_epi8(TC_QX2(0), TC_QT1(0));
-    case 2: return _mm256_cmpgt_epi8(TC_QX4(0), TC_QT1(0));
-    case 3: return _mm256_cmpgt_epi8(TC_QX8(0), TC_QT1(0));
-    case 4: return _mm256_cmpgt_epi8(TC_QX16(0), TC_QT1(0));
-    case 5: return _mm256_cmpgt_epi8(TC_QX32(0), TC_QT2(0));
-    case 6: return _mm256_cmpgt_epi8(TC_QX64(0), TC_QT4(0));
-    default: return _mm256_cmpgt_epi8(TC_QX128(0), TC_QT8(0));
-  }
-}
-#undef TC_QX1
-#undef TC_QX2
-#undef TC_QX4
-#undef TC_QX8
-#undef TC_QX16
-#undef TC_QX32
-#undef TC_QX64
-#undef TC_QX128
-#undef TC_QT1
-#undef TC_QT2
-#undef TC_QT4
-#undef TC_QT8
-
-/* Leaf values of 32 rows without gathers (float32 accumulation, width 1): the tree's leaf
- * values are stored as 4 byte planes (lb: plane p = byte p of every leaf, max(16, 2^D) leaves),
- * each looked up with vpshufb (16 leaves per shuffle, blends by bits 4.. of k for deeper
- * trees) and re-interleaved into floats. Only bytes move: the values are bit-identical. k's
- * dwords are first permuted so the interleave comes out in row order. */
+/* each row's byte of a table pl of max(16, 2^D) bytes, the row's index in kp (k4 = kp & 15):
+ * 16 entries a vpshufb, blends by bits 4.. of kp (the heap walk's level thresholds, and the
+ * leaf planes below) */
 #define TC_QS1(i) _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(pl + 16 * (i)))), k4)
 #define TC_QS2(i) _mm256_blendv_epi8(TC_QS1(i), TC_QS1((i) + 1), b4)
 #define TC_QS4(i) _mm256_blendv_epi8(TC_QS2(i), TC_QS2((i) + 2), b5)
@@ -433,6 +375,58 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qplane(const uin
 #undef TC_QS8
 #undef TC_QS16
 
+/* Level l's go-right vector: the 2^l nodes' column bytes muxed down to each row's own node's
+ * byte by a balanced tree of blends spelt out by macros (straight-line code, at most l + 1
+ * vectors live), compared once with the row's node's threshold byte. co[i] is node i's column
+ * offset within the 32-row group (column * 32). Compare first and mux the 2^l results instead
+ * (as before): the same blends plus 2^l compares and threshold broadcasts; measured in one
+ * process, muxing the bytes takes 0.92x the time on XGBoost depth 6 (binary and 10 classes),
+ * 0.74x on depth 8, 0.97x on sklearn GB depth 4. */
+
+#define TC_QX1(i) _mm256_load_si256((const __m256i *)(qg + co[i]))
+#define TC_QX2(i) _mm256_blendv_epi8(TC_QX1(i), TC_QX1((i) + 1), m0)
+#define TC_QX4(i) _mm256_blendv_epi8(TC_QX2(i), TC_QX2((i) + 2), m1)
+#define TC_QX8(i) _mm256_blendv_epi8(TC_QX4(i), TC_QX4((i) + 4), m2)
+#define TC_QX16(i) _mm256_blendv_epi8(TC_QX8(i), TC_QX8((i) + 8), m3)
+#define TC_QX32(i) _mm256_blendv_epi8(TC_QX16(i), TC_QX16((i) + 16), m4)
+#define TC_QX64(i) _mm256_blendv_epi8(TC_QX32(i), TC_QX32((i) + 32), m5)
+#define TC_QX128(i) _mm256_blendv_epi8(TC_QX64(i), TC_QX64((i) + 64), m6)
+
+static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qlevel(
+    const uint8_t *qg, const int32_t *co, const int8_t *tb, const int l, __m256i k) {
+  /* m_b: bit b of every row's position k moved to bit 7 (what vpblendvb reads) */
+  const __m256i m0 = _mm256_slli_epi16(k, 7), m1 = _mm256_slli_epi16(k, 6);
+  const __m256i m2 = _mm256_slli_epi16(k, 5), m3 = _mm256_slli_epi16(k, 4);
+  const __m256i m4 = _mm256_slli_epi16(k, 3), m5 = _mm256_slli_epi16(k, 2);
+  const __m256i m6 = _mm256_slli_epi16(k, 1);
+  /* each row's node's threshold byte: the level's thresholds 16 a vpshufb, as leaf planes */
+  const __m256i t = l ? tc_qplane((const uint8_t *)tb, _mm256_and_si256(k, _mm256_set1_epi8(15)), k, l)
+                      : _mm256_set1_epi8(tb[0]);
+  switch (l) {
+    case 0: return _mm256_cmpgt_epi8(TC_QX1(0), t);
+    case 1: return _mm256_cmpgt_epi8(TC_QX2(0), t);
+    case 2: return _mm256_cmpgt_epi8(TC_QX4(0), t);
+    case 3: return _mm256_cmpgt_epi8(TC_QX8(0), t);
+    case 4: return _mm256_cmpgt_epi8(TC_QX16(0), t);
+    case 5: return _mm256_cmpgt_epi8(TC_QX32(0), t);
+    case 6: return _mm256_cmpgt_epi8(TC_QX64(0), t);
+    default: return _mm256_cmpgt_epi8(TC_QX128(0), t);
+  }
+}
+#undef TC_QX1
+#undef TC_QX2
+#undef TC_QX4
+#undef TC_QX8
+#undef TC_QX16
+#undef TC_QX32
+#undef TC_QX64
+#undef TC_QX128
+
+/* Leaf values of 32 rows without gathers (float32 accumulation, width 1): the tree's leaf
+ * values are stored as 4 byte planes (lb: plane p = byte p of every leaf, max(16, 2^D) leaves),
+ * each looked up with vpshufb (16 leaves per shuffle, blends by bits 4.. of k for deeper
+ * trees) and re-interleaved into floats. Only bytes move: the values are bit-identical. k's
+ * dwords are first permuted so the interleave comes out in row order. */
 static inline __attribute__((always_inline)) TC_ATTR void tc_qleaf32(const uint8_t *lb, int64_t L, __m256i k,
                                                                        float *a, const int D) {
   const __m256i kp = _mm256_permutevar8x32_epi32(k, _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7));
