@@ -352,11 +352,18 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
 /* each row's byte of a table pl of max(16, 2^D) bytes, the row's index in kp (k4 = kp & 15):
  * 16 entries a vpshufb, blends by bits 4.. of kp (the heap walk's level thresholds, and the
  * leaf planes below) */
+/* vpblendvb reads only each mask byte's top bit: spelt in asm so that GCC does not turn a mask
+ * used by several blends into a compare with zero first (it did: one vpcmpgtb per mask) */
+static inline __attribute__((always_inline)) TC_ATTR __m256i tc_blendv(__m256i a, __m256i b, __m256i m) {
+  __m256i r;
+  __asm__("vpblendvb %3, %2, %1, %0" : "=x"(r) : "x"(a), "xm"(b), "x"(m));
+  return r;
+}
 #define TC_QS1(i) _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(pl + 16 * (i)))), k4)
-#define TC_QS2(i) _mm256_blendv_epi8(TC_QS1(i), TC_QS1((i) + 1), b4)
-#define TC_QS4(i) _mm256_blendv_epi8(TC_QS2(i), TC_QS2((i) + 2), b5)
-#define TC_QS8(i) _mm256_blendv_epi8(TC_QS4(i), TC_QS4((i) + 4), b6)
-#define TC_QS16(i) _mm256_blendv_epi8(TC_QS8(i), TC_QS8((i) + 8), b7)
+#define TC_QS2(i) tc_blendv(TC_QS1(i), TC_QS1((i) + 1), b4)
+#define TC_QS4(i) tc_blendv(TC_QS2(i), TC_QS2((i) + 2), b5)
+#define TC_QS8(i) tc_blendv(TC_QS4(i), TC_QS4((i) + 4), b6)
+#define TC_QS16(i) tc_blendv(TC_QS8(i), TC_QS8((i) + 8), b7)
 static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qplane(const uint8_t *pl, __m256i k4,
                                                                          __m256i kp, const int D) {
   const __m256i b4 = _mm256_slli_epi16(kp, 3), b5 = _mm256_slli_epi16(kp, 2);
@@ -385,12 +392,12 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qplane(const uin
 
 #define TC_QX1(i) _mm256_load_si256((const __m256i *)(qg + co[i]))
 #define TC_QX2(i) tc_qx2(qg, co + (i), m0)
-#define TC_QX4(i) _mm256_blendv_epi8(TC_QX2(i), TC_QX2((i) + 2), m1)
-#define TC_QX8(i) _mm256_blendv_epi8(TC_QX4(i), TC_QX4((i) + 4), m2)
-#define TC_QX16(i) _mm256_blendv_epi8(TC_QX8(i), TC_QX8((i) + 8), m3)
-#define TC_QX32(i) _mm256_blendv_epi8(TC_QX16(i), TC_QX16((i) + 16), m4)
-#define TC_QX64(i) _mm256_blendv_epi8(TC_QX32(i), TC_QX32((i) + 32), m5)
-#define TC_QX128(i) _mm256_blendv_epi8(TC_QX64(i), TC_QX64((i) + 64), m6)
+#define TC_QX4(i) tc_blendv(TC_QX2(i), TC_QX2((i) + 2), m1)
+#define TC_QX8(i) tc_blendv(TC_QX4(i), TC_QX4((i) + 4), m2)
+#define TC_QX16(i) tc_blendv(TC_QX8(i), TC_QX8((i) + 8), m3)
+#define TC_QX32(i) tc_blendv(TC_QX16(i), TC_QX16((i) + 16), m4)
+#define TC_QX64(i) tc_blendv(TC_QX32(i), TC_QX32((i) + 32), m5)
+#define TC_QX128(i) tc_blendv(TC_QX64(i), TC_QX64((i) + 64), m6)
 
 /* two sibling nodes' column bytes muxed by bit 0 of k, their (non-negative) offsets read by one
  * 64-bit load: the mux's scalar offset loads competed with its vector loads for the load ports.
@@ -403,7 +410,7 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qx2(const uint8_
                                                                      const __m256i m0) {
   uint64_t w;
   memcpy(&w, c, 8);
-  return _mm256_blendv_epi8(_mm256_load_si256((const __m256i *)(qg + (uint32_t)w)),
+  return tc_blendv(_mm256_load_si256((const __m256i *)(qg + (uint32_t)w)),
                             _mm256_load_si256((const __m256i *)(qg + (w >> 32))), m0);
 }
 
