@@ -141,6 +141,34 @@ def test_quant_every_depth(isa, comparison, x, acc):
 
 
 @pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("nf,width", [(8, 16), (14, 32), (30, 64), (40, 0)])
+def test_quant_levels_wider_than_the_columns(isa, nf, width):
+    """Heap levels with more nodes than the model has columns are muxed by column (each row's
+    node's column index looked up, then the columns rounded up to 16 / 32 / 64 muxed; depths 5
+    and 6 with <= 16 columns, 7 and 8 with <= 64): every column read somewhere, NaN rows, every
+    block tail; 80 columns keep the node mux. (Nodes send NaN both ways: two columns a feature.)"""
+    rng = np.random.default_rng(31)
+    trees = []
+    for depth in (5, 6, 7, 8, 8):
+        t = _complete_tree(rng, depth, nf)
+        internal = t.left >= 0
+        feat = np.where(internal, np.arange(t.n_nodes) % nf, -1)  # every feature in every tree
+        trees.append(dataclasses.replace(t, feature=feat, value=t.value.astype(np.float32).astype(np.float64)))
+    f = Forest(trees=tuple(trees), n_features=nf, n_outputs=1, tree_output=np.zeros(len(trees)),
+               base_score=[0.0], comparison="<", accumulate_dtype="float32")
+    X = random_rows(f, 150)
+    X[::5, nf // 2] = np.nan
+    for block in (0, 33, 100):
+        p = treecomp.compile(f, backend="arrays", layout="quant", isa=isa, block_rows=block)
+        k = p._kernel
+        assert k.tables.meta["quant"]
+        if isa not in ("llvm", "numpy"):  # the native kernel's derived tables
+            assert len(k._keep["q_feat"]) == 2 * nf
+            assert ("h_qcix" in k._keep) == (width > 0) and (not width or width // 2 < 2 * nf <= width)
+        _check(p, f, X)
+
+
+@pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("layout", ["quant", "bitvec"])
 @pytest.mark.parametrize("acc", ["float32", "float64"])
 def test_byte_walks_several_outputs(isa, layout, acc):

@@ -125,6 +125,9 @@ typedef struct {
    * arrays.py, quant_levels): of q_thr, or of q_thr32 for float64 thresholds; or NULL.
    * Derived at load time, never stored. */
   const float *q_lvl;
+  /* appended: per heap slot its column's index as a byte (padded by 32), or NULL: the deep
+   * heap levels' column mux (quant_impl.c, tc_qlevelc); set when <= 64 columns. Derived. */
+  const uint8_t *h_qcix;
 } tc_tables;
 
 /* a deep-path record: 16 bytes, children as byte offsets into d_recs (no scaling in the walk);

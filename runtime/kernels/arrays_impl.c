@@ -665,7 +665,9 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
   /* the byte walks: quantised heaps (any path), the interval walk (vector paths only) */
   const int use_bv = T->bitvec && TC_QVEC;
   if ((T->quant || use_bv) && !T->naive) {
-    const size_t qn = (size_t)(B32 / 32 * gs);  /* a multiple of 32: aligned_alloc's rule */
+    /* a multiple of 32 (aligned_alloc's rule); plus 64 columns: the column mux (tc_qlevelc)
+     * loads all of a power of two of columns, past the last group's own */
+    const size_t qn = (size_t)(B32 / 32 * gs) + 64 * 32;
     qb = (uint8_t *)aligned_alloc(32, qn);
     if (!qb) { free(buf); free(xt); free(lidx); return -2; }
     memset(qb, 0x80, qn);  /* rows past the end of a short block read bin 0 */

@@ -807,7 +807,12 @@ class _Tables(ctypes.Structure):
         (n, ctypes.c_void_p) for n in (
             "d_recs", "d_topd", "d_topoff", "d_exitoff", "d_leaf0", "d_top_ff", "d_top_tk",
             "d_exit")] + [("d_nint", ctypes.c_int64), ("d_nanr", ctypes.c_void_p),
-                          ("q_thr32", ctypes.c_void_p), ("q_lvl", ctypes.c_void_p)]
+                          ("q_thr32", ctypes.c_void_p), ("q_lvl", ctypes.c_void_p),
+                          ("h_qcix", ctypes.c_void_p)]
+
+#: the heap byte walk muxes a level's bytes by column instead of by node (tc_qlevelc) where
+#: the level has more nodes than the model has columns, up to this many columns
+QCIX_MAX_COLS = 64
 
 _QUANT_ARRAYS = ("q_feat", "q_nanr", "q_off", "q_len", "q_count", "q_same", "q_thr", "h_qcol", "h_qthr")
 
@@ -1188,6 +1193,10 @@ class ArraysKernel:
                 keep["q_lvl"] = quant_levels(keep.get("q_thr32", q["q_thr"]), q["q_off"], q["q_len"])
             # padded: the heap walk reads a level's thresholds 16 at a time (quant_impl.c)
             keep["h_qthr"] = np.concatenate([(q["h_qthr"] ^ 0x80).view(np.int8), np.zeros(32, np.int8)])
+            if m.get("quant") and len(q["q_feat"]) <= QCIX_MAX_COLS:
+                # each slot's column index as a byte, for levels wider than the columns
+                # (quant_impl.c, tc_qlevelc); padded like h_qthr
+                keep["h_qcix"] = np.concatenate([q["h_qcol"].astype(np.uint8), np.zeros(32, np.uint8)])
             if m.get("quant") and np.all(A["tree_width"] == 1):
                 keep["q_leafb"], keep["q_leafb_off"] = leaf_planes(A["leaf_values"], A["tree_depth"])
         deep = (_deep_tables(A, self._c_left_g, self._c_right_g, m["n_features"], DEEP_TOP_MAX)
