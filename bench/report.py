@@ -145,14 +145,16 @@ def case_section(c: dict, batches: list[int]) -> str:
             lat = r.get("latency_us", {})
             ex = set(r.get("latency_extrapolated", []))
             lat_rows.append([r["name"]] + [("~" if b in ex else "") + _num(lat.get(str(b)))
-                                           for b in batches] + [_num(r.get("native_us_1row"))])
+                                           for b in batches] + [_num(r.get("native_us_1row")),
+                                                                _num(r.get("api_us_1row_paired"))])
         lines.append("Latency per call from Python, 1 thread (us; calls cycle through distinct "
                      "batches; ~ = scaled from the per-row time; native: treecomp's kernel call "
-                     "on one row alone, over distinct rows, timed in C, i.e. batch 1 minus what "
-                     "the Python API adds):")
+                     "on one row alone, over distinct rows, timed in C; API, paired: the same "
+                     "rows through Python in rounds alternating with the native ones, so their "
+                     "difference is what the Python API adds):")
         lines.append("")
-        lines.append(_table(["strategy"] + [f"batch {b}" for b in batches] + ["native, 1 row"],
-                            lat_rows))
+        lines.append(_table(["strategy"] + [f"batch {b}" for b in batches]
+                            + ["native, 1 row", "API, 1 row (paired)"], lat_rows))
         lines.append("")
     thr = [r for r in ok if r.get("scaling_paired") is not None]
     if thr:

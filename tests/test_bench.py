@@ -44,6 +44,9 @@ def test_quick_tiny_case_end_to_end(tmp_path):
     assert c["bit_exact"] is True and c["max_abs_diff"] == 0.0
     assert c["compile_s"] > 0 and c["compiler_rss_mib"] > 0 and c["artifact_bytes"] > 0
     assert set(c["latency_us"]) == {"1", "16", "256"}  # 2000 test rows: no 4096 batch
+    # one row: the kernel call alone and through Python, in alternating rounds
+    assert c["native_us_1row"] > 0 and c["api_us_1row_paired"] > 0
+    assert "API, 1 row (paired)" in report and "api_us_1row_paired" not in rows["library"]
     assert c["ns_per_row_1t"] < rows["walker"]["ns_per_row_1t"]
     assert c["speedup_vs_walker"] > 1 and c["speedup_vs_library"] > 0
     for name in ("walker", "interp", "library"):

@@ -882,7 +882,8 @@ static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs
     FN(qrows_w1)(T, qb, gs, nb, ab);
     return;
   }
-  /* the column mux's width (tc_qlevelc): the columns rounded up to a power of two, or 0 */
+  /* the column mux's width (tc_qlevelc): the columns rounded up to a power of two, or 0 (64:
+   * arrays.py's QCIX_MAX_COLS, and the 64 columns of padding after qb in run) */
   const int cmux = !T->h_qcix || T->q_ncols > 64 ? 0 : T->q_ncols <= 16 ? 16 : T->q_ncols <= 32 ? 32 : 64;
   (void)cmux;
   for (int64_t t = 0; t < T->n_trees; ++t) {
