@@ -75,9 +75,9 @@ static inline __attribute__((always_inline)) TC_ATTR uint32_t tc_count16f(const 
  * Right at u is (u <= x) for "<" (strict), (u < x) for "<="; NaN u or x: never. Same counts
  * as the binary search below, so the same bins.
  * Measured (one process, against the two-level count per value below): XGBoost binary 0.93x-
- * 0.97x the time, sklearn GB 0.90x-0.97x. With each row's value gathered from the row-major block instead of read from the
- * transposed one (tc_xpose), 1.09x *slower*: the gathers of 8 rows' values cost more than the
- * counting saves. The level-3 gathers (P = 128, 256) are now most of the quantiser's time;
+ * 0.97x the time, sklearn GB 0.90x-0.97x. With each row's value gathered from the row-major
+ * block instead of read from the transposed one (tc_xpose), 1.09x *slower*: the gathers of
+ * 8 rows' values cost more than the counting saves. The level-3 gathers (P = 128, 256) are now most of the quantiser's time;
  * trading one of them for 8 more level-2 tables (15, g2 = g1 / 16) measured no gain (XGBoost
  * binary 0.99x the time, LightGBM 1.02x, HGB 0.96x, GB 1.07x: noise either way).
  * d64: float64 rows; u and lv then hold the thresholds rounded to float32 and v the rows
@@ -303,7 +303,8 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
     }
     if (sizeof(TC_XT) == 8 && T->q_thr32) {
       /* (rows outside whole 32-row groups, see tc_qlanes8's d64) float64: a first guess in
-       * float32, b' = #{j : (float)u_j < (float)x} by the two-level count above, then up by exact double compares to b (usually no step). b' <= b:
+       * float32, b' = #{j : (float)u_j < (float)x} by the two-level count above, then up by
+       * exact double compares to b (usually no step). b' <= b:
        * rounding is monotone, so x <= u (or x < u) implies (float)x <= (float)u, which is not
        * counted; and the counted j form a prefix. The NaN padding at u[P - 1] ends the climb.
        * Against the binary search below, same tables, one process: 0.81x the time on HGB
@@ -351,9 +352,6 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
 /* The byte-only kernels depend on neither the input nor the accumulation dtype: defined once
  * per translation unit (not per instantiation), which keeps the kernel's build time down. */
 #define TC_QBYTES_ONCE
-/* each row's byte of a table pl of max(16, 2^D) bytes, the row's index in kp (k4 = kp & 15):
- * 16 entries a vpshufb, blends by bits 4.. of kp (the heap walk's level thresholds, and the
- * leaf planes below) */
 /* vpblendvb reads only each mask byte's top bit: spelt in asm so that GCC does not turn a mask
  * used by several blends into a compare with zero first (it did: one vpcmpgtb per mask) */
 static inline __attribute__((always_inline)) TC_ATTR __m256i tc_blendv(__m256i a, __m256i b, __m256i m) {
@@ -361,6 +359,9 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i tc_blendv(__m256i a
   __asm__("vpblendvb %3, %2, %1, %0" : "=x"(r) : "x"(a), "xm"(b), "x"(m));
   return r;
 }
+/* each row's byte of a table pl of max(16, 2^D) bytes, the row's index in kp (k4 = kp & 15):
+ * 16 entries a vpshufb, blends by bits 4.. of kp (the heap walk's level thresholds, and the
+ * leaf planes below) */
 #define TC_QS1(i) _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)(pl + 16 * (i)))), k4)
 #define TC_QS2(i) tc_blendv(TC_QS1(i), TC_QS1((i) + 1), b4)
 #define TC_QS4(i) tc_blendv(TC_QS2(i), TC_QS2((i) + 2), b5)
@@ -413,7 +414,7 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qx2(const uint8_
   uint64_t w;
   memcpy(&w, c, 8);
   return tc_blendv(_mm256_load_si256((const __m256i *)(qg + (uint32_t)w)),
-                            _mm256_load_si256((const __m256i *)(qg + (w >> 32))), m0);
+                   _mm256_load_si256((const __m256i *)(qg + (w >> 32))), m0);
 }
 
 static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qlevel(
@@ -596,76 +597,46 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i tc_cat_right(__m256
   return _mm256_cmpeq_epi8(_mm256_and_si256(byte, bit), _mm256_setzero_si256());
 }
 
-/* the interval sweep (see bvtree) over two 32-row groups at once, and over one; cat[i] >= 0
- * marks a categorical node (its set at sets + 32 * cat[i]) */
-static __attribute__((noinline)) TC_ATTR void tc_bvsweep2(
-    const uint8_t *q0, const uint8_t *q1, const int32_t *co, const int8_t *tb, const int8_t *lo1,
-    const int8_t *hi, const int32_t *cat, const uint8_t *sets, int64_t nn, __m256i *out0, __m256i *out1) {
-  __m256i p0 = _mm256_setzero_si256(), p1 = p0;
-  for (int64_t i = 0; i < nn; ++i) {
-    const __m256i t = _mm256_set1_epi8(tb[i]), l = _mm256_set1_epi8(lo1[i]), h = _mm256_set1_epi8(hi[i]);
-    const __m256i x0 = _mm256_load_si256((const __m256i *)(q0 + co[i]));
-    const __m256i x1 = _mm256_load_si256((const __m256i *)(q1 + co[i]));
-    __m256i h0, h1;
-    if (cat[i] < 0) {
-      h0 = _mm256_and_si256(_mm256_cmpgt_epi8(x0, t), h);
-      h1 = _mm256_and_si256(_mm256_cmpgt_epi8(x1, t), h);
-    } else {
-      h0 = _mm256_and_si256(tc_cat_right(x0, sets + 32 * (int64_t)cat[i]), h);
-      h1 = _mm256_and_si256(tc_cat_right(x1, sets + 32 * (int64_t)cat[i]), h);
-    }
-    /* lo <= pos  <=>  pos > lo - 1 (all values < 128: the signed compare is right) */
-    p0 = _mm256_max_epu8(p0, _mm256_and_si256(h0, _mm256_cmpgt_epi8(p0, l)));
-    p1 = _mm256_max_epu8(p1, _mm256_and_si256(h1, _mm256_cmpgt_epi8(p1, l)));
-  }
-  *out0 = p0;
-  *out1 = p1;
-}
-
-static __attribute__((noinline)) TC_ATTR void tc_bvsweep4(
+/* the interval sweep (see bvtree) over G = 1, 2 or 4 32-row groups at once (q0, q0 + gs, ..):
+ * independent chains through pos share each node's broadcasts; cat[i] >= 0 marks a categorical
+ * node (its set at sets + 32 * cat[i]). One body for the three widths (they were three
+ * near-copies; same inner loops; one process: LightGBM 100k rows 0.99x-1.00x, HGB 0.98x,
+ * LightGBM batches of 20-70 rows 1.02x-1.04x: the shared call's prologue) */
+static inline __attribute__((always_inline)) TC_ATTR void tc_bvsweep_g(
     const uint8_t *q0, int64_t gs, const int32_t *co, const int8_t *tb, const int8_t *lo1,
-    const int8_t *hi, const int32_t *cat, const uint8_t *sets, int64_t nn, __m256i *out) {
-  __m256i p0 = _mm256_setzero_si256(), p1 = p0, p2 = p0, p3 = p0;
-  const uint8_t *q1 = q0 + gs, *q2 = q1 + gs, *q3 = q2 + gs;
+    const int8_t *hi, const int32_t *cat, const uint8_t *sets, int64_t nn, __m256i *out, const int G) {
+  __m256i p[4], r[4];
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g) p[g] = _mm256_setzero_si256();
   for (int64_t i = 0; i < nn; ++i) {
-    const __m256i t = _mm256_set1_epi8(tb[i]), l = _mm256_set1_epi8(lo1[i]), h = _mm256_set1_epi8(hi[i]);
-    const __m256i x0 = _mm256_load_si256((const __m256i *)(q0 + co[i]));
-    const __m256i x1 = _mm256_load_si256((const __m256i *)(q1 + co[i]));
-    const __m256i x2 = _mm256_load_si256((const __m256i *)(q2 + co[i]));
-    const __m256i x3 = _mm256_load_si256((const __m256i *)(q3 + co[i]));
-    __m256i h0, h1, h2, h3;
     if (cat[i] < 0) {
-      h0 = _mm256_and_si256(_mm256_cmpgt_epi8(x0, t), h);
-      h1 = _mm256_and_si256(_mm256_cmpgt_epi8(x1, t), h);
-      h2 = _mm256_and_si256(_mm256_cmpgt_epi8(x2, t), h);
-      h3 = _mm256_and_si256(_mm256_cmpgt_epi8(x3, t), h);
+      const __m256i t = _mm256_set1_epi8(tb[i]);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g)
+        r[g] = _mm256_cmpgt_epi8(_mm256_load_si256((const __m256i *)(q0 + g * gs + co[i])), t);
     } else {
       const uint8_t *st = sets + 32 * (int64_t)cat[i];
-      h0 = _mm256_and_si256(tc_cat_right(x0, st), h);
-      h1 = _mm256_and_si256(tc_cat_right(x1, st), h);
-      h2 = _mm256_and_si256(tc_cat_right(x2, st), h);
-      h3 = _mm256_and_si256(tc_cat_right(x3, st), h);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g)
+        r[g] = tc_cat_right(_mm256_load_si256((const __m256i *)(q0 + g * gs + co[i])), st);
     }
-    p0 = _mm256_max_epu8(p0, _mm256_and_si256(h0, _mm256_cmpgt_epi8(p0, l)));
-    p1 = _mm256_max_epu8(p1, _mm256_and_si256(h1, _mm256_cmpgt_epi8(p1, l)));
-    p2 = _mm256_max_epu8(p2, _mm256_and_si256(h2, _mm256_cmpgt_epi8(p2, l)));
-    p3 = _mm256_max_epu8(p3, _mm256_and_si256(h3, _mm256_cmpgt_epi8(p3, l)));
+    /* lo <= pos  <=>  pos > lo - 1 (all values < 128: the signed compare is right) */
+    const __m256i l = _mm256_set1_epi8(lo1[i]), h = _mm256_set1_epi8(hi[i]);
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g)
+      p[g] = _mm256_max_epu8(p[g], _mm256_and_si256(_mm256_and_si256(r[g], h), _mm256_cmpgt_epi8(p[g], l)));
   }
-  out[0] = p0; out[1] = p1; out[2] = p2; out[3] = p3;
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g) out[g] = p[g];
 }
-
-static __attribute__((noinline)) TC_ATTR __m256i tc_bvsweep1(
-    const uint8_t *qg, const int32_t *co, const int8_t *tb, const int8_t *lo1, const int8_t *hi,
-    const int32_t *cat, const uint8_t *sets, int64_t nn) {
-  __m256i pos = _mm256_setzero_si256();
-  for (int64_t i = 0; i < nn; ++i) {
-    const __m256i x = _mm256_load_si256((const __m256i *)(qg + co[i]));
-    const __m256i r = cat[i] < 0 ? _mm256_cmpgt_epi8(x, _mm256_set1_epi8(tb[i]))
-                                 : tc_cat_right(x, sets + 32 * (int64_t)cat[i]);
-    const __m256i g = _mm256_and_si256(r, _mm256_set1_epi8(hi[i]));
-    pos = _mm256_max_epu8(pos, _mm256_and_si256(g, _mm256_cmpgt_epi8(pos, _mm256_set1_epi8(lo1[i]))));
+static __attribute__((noinline)) TC_ATTR void tc_bvsweep(
+    const uint8_t *q0, int64_t gs, const int32_t *co, const int8_t *tb, const int8_t *lo1,
+    const int8_t *hi, const int32_t *cat, const uint8_t *sets, int64_t nn, __m256i *out, int G) {
+  switch (G) {
+    case 4: tc_bvsweep_g(q0, gs, co, tb, lo1, hi, cat, sets, nn, out, 4); break;
+    case 2: tc_bvsweep_g(q0, gs, co, tb, lo1, hi, cat, sets, nn, out, 2); break;
+    default: tc_bvsweep_g(q0, gs, co, tb, lo1, hi, cat, sets, nn, out, 1); break;
   }
-  return pos;
 }
 #endif
 
@@ -781,25 +752,17 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(bvtree)(
     const int32_t *co, const int8_t *tb, const int8_t *lo1, const int8_t *hi, const int32_t *cat,
     const uint8_t *sets, int64_t nn, const uint8_t *qb, int64_t gs, int64_t nb, int32_t *lidx,
     const TC_AT *lv, TC_AT *acc) {
-  int64_t r = 0;
-  /* four groups at once where the block has them (interval-walk blocks are 4x a tree's nodes:
-   * 256 rows for 63-leaf trees): one process against two at once, LightGBM 0.92x-0.98x the
-   * time, HGB 0.97x (the per-node broadcasts shared by more rows; still no spills) */
-  for (; r + 96 < nb; r += 128) {
+  /* four 32-row groups at once where the block has them (interval-walk blocks are 4x a tree's
+   * nodes: 256 rows for 63-leaf trees), else two, else one. The sweep is a dependency chain
+   * through pos (compare, and, max per node): independent chains keep the vector units busy.
+   * One process, four against two at once: LightGBM 0.92x-0.98x the time, HGB 0.97x (the
+   * per-node broadcasts shared by more rows; still no spills) */
+  for (int64_t r = 0; r < nb;) {
+    const int G = nb - r > 96 ? 4 : nb - r > 32 ? 2 : 1;  /* groups holding a row: qb has them */
     __m256i p[4];
-    tc_bvsweep4(qb + (r >> 5) * gs, gs, co, tb, lo1, hi, cat, sets, nn, p);
-    for (int k = 0; k < 4; ++k) AFN(qleaves)(p[k], r + 32 * k, nb, lidx, lv, acc);
+    tc_bvsweep(qb + (r >> 5) * gs, gs, co, tb, lo1, hi, cat, sets, nn, p, G);
+    for (int k = 0; k < G; ++k, r += 32) AFN(qleaves)(p[k], r, nb, lidx, lv, acc);
   }
-  /* two 32-row groups at once: the sweep is a dependency chain through pos (compare, and,
-   * max per node), so two independent chains keep the vector units busy */
-  for (; r + 32 < nb; r += 64) {
-    __m256i p0, p1;
-    tc_bvsweep2(qb + (r >> 5) * gs, qb + (r >> 5) * gs + gs, co, tb, lo1, hi, cat, sets, nn, &p0, &p1);
-    AFN(qleaves)(p0, r, nb, lidx, lv, acc);
-    AFN(qleaves)(p1, r + 32, nb, lidx, lv, acc);
-  }
-  for (; r < nb; r += 32)
-    AFN(qleaves)(tc_bvsweep1(qb + (r >> 5) * gs, co, tb, lo1, hi, cat, sets, nn), r, nb, lidx, lv, acc);
 }
 
 /* the trees over one quantised block, interval walk; leaves added per row in tree order.
