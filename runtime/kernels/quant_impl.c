@@ -163,6 +163,29 @@ static TC_ATTR int tc_qlanes_col(const float *u, const float *lv, const float *x
 }
 #undef TC_QLANES_CASE
 
+/* a column of the other NaN direction (q_same) over whole 32-row groups (nr rows): the
+ * previous column's bytes p with NaN rows' bytes replaced by nan_code; x as tc_qlanes' (the
+ * feature's rows, 32 a group, groups xs floats apart). Against the scalar copy per row that
+ * remains for the rest, one process: HGB (16 such columns of 36) 0.92x-0.96x the time, XGBoost
+ * depth 8 with missing values (30 of 66) 0.91x, LightGBM (50 of 100) 0.95x. */
+static TC_ATTR void tc_qsame(const float *x, int64_t xs, int64_t nr, const uint8_t *p, uint8_t *q,
+                             int64_t gs, uint8_t nan_code) {
+  const __m256i nc = _mm256_set1_epi8((char)nan_code);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  for (int64_t g = 0; g < nr; g += 32, x += xs, p += gs, q += gs) {
+    __m256i m[4];  /* -1 where NaN */
+    for (int i = 0; i < 4; ++i) {
+      const __m256 v = _mm256_load_ps(x + 8 * i);
+      m[i] = _mm256_castps_si256(_mm256_cmp_ps(v, v, _CMP_UNORD_Q));
+    }
+    /* dwords to bytes by two saturating packs, which leave (per 128-bit lane) rows 0-3 8-11
+     * 16-19 24-27 | 4-7 12-15 20-23 28-31 a dword each: a dword permute puts them in order */
+    const __m256i mb = _mm256_permutevar8x32_epi32(
+        _mm256_packs_epi16(_mm256_packs_epi32(m[0], m[1]), _mm256_packs_epi32(m[2], m[3])), order);
+    _mm256_store_si256((__m256i *)q, _mm256_blendv_epi8(_mm256_load_si256((const __m256i *)p), nc, mb));
+  }
+}
+
 /* the block's whole 32-row groups transposed for tc_qlanes: xq + g * 32 * nf + f * 32 holds
  * feature f of rows 32 g .. 32 g + 31 (8 x 8 tiles: two unpacks, a shuffle and a lane permute
  * per output vector; only floats move). Only features some column reads (xu: a flag per 4
@@ -267,6 +290,13 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
       /* the previous column has the same feature and thresholds (the other NaN direction):
        * copy its bins, only NaN's code differs */
       const uint8_t *p = q - 32;
+#if TC_QVEC
+      if (xq && nb >= 32) {  /* whole 32-row groups from the transposed block (a float64 NaN
+                              * rounds to a float32 NaN, anything else to a non-NaN) */
+        r = nb & ~(int64_t)31;
+        tc_qsame(xq + 32 * T->q_feat[c], 32 * nf, r, p, q, gs, nan_code);
+      }
+#endif
       for (; r < nb; ++r) {
         const TC_XT v = x[r * nf];
         TC_QAT(r) = v != v ? nan_code : p[(r >> 5) * gs + (r & 31)];
