@@ -141,30 +141,36 @@ def test_quant_every_depth(isa, comparison, x, acc):
 
 
 @pytest.mark.parametrize("isa", ISAS)
-@pytest.mark.parametrize("nf,width", [(8, 16), (14, 32), (30, 64), (40, 0)])
-def test_quant_levels_wider_than_the_columns(isa, nf, width):
+@pytest.mark.parametrize("nf,both,width", [(8, True, 16), (14, False, 16), (30, True, 32), (40, True, 64),
+                                           (40, False, 64), (70, True, 0)])
+def test_quant_levels_wider_than_the_columns(isa, nf, both, width):
     """Heap levels with more nodes than the model has columns are muxed by column (each row's
     node's column index looked up, then the columns rounded up to 16 / 32 / 64 muxed; depths 5
-    and 6 with <= 16 columns, 7 and 8 with <= 64): every column read somewhere, NaN rows, every
-    block tail; 80 columns keep the node mux. (Nodes send NaN both ways: two columns a feature.)"""
+    and 6 with <= 16 columns, 7 and 8 with <= 64): every column read somewhere, NaN rows in every
+    feature, every block tail. Nodes sending NaN both ways (`both`) give a feature two columns;
+    for the column mux they are one whose NaN bin goes right unless the node's column index
+    says left (merge_nan_columns): 40 such features fit 64, 70 keep the node mux."""
     rng = np.random.default_rng(31)
     trees = []
     for depth in (5, 6, 7, 8, 8):
         t = _complete_tree(rng, depth, nf)
         internal = t.left >= 0
         feat = np.where(internal, np.arange(t.n_nodes) % nf, -1)  # every feature in every tree
-        trees.append(dataclasses.replace(t, feature=feat, value=t.value.astype(np.float32).astype(np.float64)))
+        dl = t.default_left if both else np.ones(t.n_nodes, bool)
+        trees.append(dataclasses.replace(t, feature=feat, value=t.value.astype(np.float32).astype(np.float64),
+                                         default_left=dl))
     f = Forest(trees=tuple(trees), n_features=nf, n_outputs=1, tree_output=np.zeros(len(trees)),
                base_score=[0.0], comparison="<", accumulate_dtype="float32")
     X = random_rows(f, 150)
-    X[::5, nf // 2] = np.nan
+    X[rng.random(X.shape) < 0.15] = np.nan
     for block in (0, 33, 100):
         p = treecomp.compile(f, backend="arrays", layout="quant", isa=isa, block_rows=block)
         k = p._kernel
         assert k.tables.meta["quant"]
         if isa not in ("llvm", "numpy"):  # the native kernel's derived tables
-            assert len(k._keep["q_feat"]) == 2 * nf
-            assert ("h_qcix" in k._keep) == (width > 0) and (not width or width // 2 < 2 * nf <= width)
+            assert len(k._keep["q_feat"]) == (2 if both else 1) * nf
+            assert k._struct.q_cmux == width and ("h_qcix" in k._keep) == (width > 0)
+            assert k._struct.q_cnan == (both and width > 0)
         _check(p, f, X)
 
 
@@ -192,8 +198,8 @@ def test_byte_walks_several_outputs(isa, layout, acc):
 
 
 def _many_threshold_forest(comparison, acc, n_thr=600):
-    """Feature 0 splits on n_thr distinct values (several 255-threshold columns), half the nodes
-    sending NaN right; features 1, 2 have few thresholds; -0.0 and 0.0 both appear."""
+    """Feature 0 splits on n_thr - 1 distinct values (-0.0 and 0.0 both appear, one threshold),
+    half the nodes sending NaN right; features 1, 2 have few thresholds."""
     rng = np.random.default_rng(7)
     pool = np.unique(rng.normal(size=n_thr).astype(np.float32)).astype(np.float64)
     pool[:2] = [0.0, -0.0]
@@ -210,12 +216,17 @@ def _many_threshold_forest(comparison, acc, n_thr=600):
 
 
 @pytest.mark.parametrize("isa", ISAS)
-@pytest.mark.parametrize("comparison", ["<", "<="])
-def test_quant_many_thresholds(isa, comparison):
-    f, pool = _many_threshold_forest(comparison, "float32" if comparison == "<" else "float64")
+@pytest.mark.parametrize("comparison,n_thr", [("<", 600), ("<=", 256)])
+def test_quant_many_thresholds(isa, comparison, n_thr):
+    """Feature 0 in chunks of 254 thresholds (about 600 of them: 254 + 254 + the rest) or one of 255,
+    NaN both ways, rows on every threshold and beside it, NaN, +-inf."""
+    f, pool = _many_threshold_forest(comparison, "float32" if comparison == "<" else "float64", n_thr)
     q = arrays.quant_tables(*(arrays.flatten(f, "quant").arrays[k] for k in ("h_ff", "h_thr")))
-    assert q["q_count"].max() == arrays.QUANT_CHUNK and (q["q_feat"] == 0).sum() >= 3 * 2
-    assert set(q["q_nanr"][q["q_feat"] == 0].tolist()) == {0, 1}
+    f0 = q["q_feat"] == 0  # NaN both ways: a column of each (NaN's bin 0 / the count), copies
+    counts = sorted(q["q_count"][f0][::2])  # (the pairs' first columns)
+    assert (counts[1:] == [254, 254] and counts[0] < 254) if n_thr == 600 else counts == [255]
+    assert (q["q_nanc"][f0] == 0).any() and (q["q_nanc"][f0] == q["q_count"][f0]).any()
+    assert (q["q_src"][f0] >= 0).any()
     rng = np.random.default_rng(3)
     X = rng.normal(size=(500, 3))
     on = rng.choice(pool, 300)  # exactly on thresholds, and one float32 ULP either side
@@ -226,6 +237,11 @@ def test_quant_many_thresholds(isa, comparison):
     X[::17, 0] = -np.inf
     X = np.vstack([X, random_rows(f, 100)])
     p = treecomp.compile(f, backend="arrays", layout="quant", isa=isa)
+    if isa not in ("llvm", "numpy"):  # the column mux over merged NaN columns (and, beside them,
+        # a pair of 255 thresholds, whose bin 255 is no NaN code: not merged)
+        k = p._kernel
+        assert (k._struct.q_cmux, k._struct.q_cnan) == (16, 1)
+        assert (k._keep["q_count"][k._keep["q_src"] >= 0] == 255).any() == (n_thr == 256)
     _check(p, f, X)
 
 

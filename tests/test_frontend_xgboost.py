@@ -174,6 +174,30 @@ def _margins(rng, n: int) -> np.ndarray:
                            rng.normal(0, 4, n).astype(F32), rng.uniform(-1e-3, 1e-3, n).astype(F32)])
 
 
+@pytest.mark.parametrize("n_features,depth", [(12, 6), (30, 8)])
+def test_missing_values_in_deep_trees(n_features, depth):
+    """Hist trees over features with missing values: nodes send NaN both ways and features reach
+    XGBoost's 256 thresholds, so the arrays backend's byte walk merges each feature's two NaN
+    columns for its column mux (arrays.merge_nan_columns); bit-exact against inplace_predict
+    on rows with NaN in every feature, +-inf and threshold-edge values."""
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(3000, n_features)).astype(F32)
+    y = X[:, 0] * 2 + np.sin(X[:, 1] * 3) + X[:, 2] * X[:, 3] + rng.normal(size=3000) * 0.1
+    X[rng.random(X.shape) < 0.1] = np.nan
+    m = xgb.XGBRegressor(n_estimators=12, max_depth=depth, tree_method="hist", max_bin=256,
+                         n_jobs=1, random_state=7).fit(X, y)
+    f = treecomp.frontends.parse(m)
+    Xt = np.vstack([X[:400], edge_rows(f, X, n=200, seed=3)])
+    Xt[rng.random(Xt.shape) < 0.05] = np.nan
+    p = treecomp.compile(m, backend="arrays")
+    k = p._kernel
+    if k.tables.meta.get("quant") and getattr(k, "_struct", None) is not None:
+        assert k._struct.q_cnan == 1 and k._struct.q_cmux > 0
+    want = m.get_booster().inplace_predict(Xt, predict_type="margin")
+    assert_same(want, p.decision_function(Xt))
+    assert_same(m.predict(Xt), p.predict(Xt))
+
+
 @pytest.mark.parametrize("objective,transform", [("binary:logistic", "sigmoid"),
                                                  ("count:poisson", "exp")])
 def test_float32_sigmoid_and_exp_match_xgboost(objective, transform):

@@ -83,11 +83,12 @@ typedef struct {
   int32_t quant;                /* 1: use it */
   int32_t q_ncols;
   const int32_t *q_feat;        /* per column: feature */
-  const uint8_t *q_nanr;        /* per column: NaN's bin is q_count (1) or 0 (0) */
+  const uint8_t *q_nanc;        /* per column: NaN's bin (0, q_count, or 255: see q_cnan) */
   const int64_t *q_off;         /* per column: offset into q_thr */
   const int32_t *q_len;         /* per column: table length, a power of two > q_count */
   const int32_t *q_count;       /* per column: real thresholds (<= 255), then NaN padding */
-  const uint8_t *q_same;        /* per column: 1 if the previous one has the same thresholds */
+  const int32_t *q_src;         /* per column: an earlier column with the same bins but NaN's
+                                 * (copied, see quantise), or -1 */
   const void *q_thr;            /* x dtype, sorted ascending per column */
   const int32_t *h_qcol;        /* per heap slot: column */
   const int8_t *h_qthr;         /* per heap slot: threshold index ^ 0x80 (127: always left) */
@@ -128,6 +129,11 @@ typedef struct {
   /* appended: per heap slot its column's index as a byte (padded by 32), or NULL: the deep
    * heap levels' column mux (quant_impl.c, tc_qlevelc); set when <= 64 columns. Derived. */
   const uint8_t *h_qcix;
+  /* appended: the column mux's width (16, 32, 64: the first q_cmux columns hold every column
+   * index of h_qcix), or 0; q_cnan: some columns there send NaN (bin 255) right at some nodes
+   * and left at others (h_qcix bit 7: left). Derived (arrays.py, merge_nan_columns). */
+  int32_t q_cmux;
+  int32_t q_cnan;
 } tc_tables;
 
 /* a deep-path record: 16 bytes, children as byte offsets into d_recs (no scaling in the walk);

@@ -13,9 +13,11 @@
  * one byte compare, the same decision as the float compare, bit for bit. NaN gets its own code
  * per column: k (right of every node) in a column for nodes that send NaN right, 0 (left of
  * every node) in a column for nodes that send NaN left; a feature with both kinds of node gets
- * both columns. Features with more than 255 thresholds are split into chunks of 255 (one column
- * each: the bin within a chunk saturates at its ends, which is exactly right for the chunk's
- * nodes). Heap padding slots hold threshold byte 255, which no bin exceeds: always left.
+ * both columns (the second a copy of the first's bins but for NaN: q_src; for the heap walk's
+ * column mux, see tc_qlevelc, merged where the count leaves bin 255 free). Features with more than
+ * 255 thresholds are split into chunks of 254 (one column each: the bin within a chunk saturates
+ * at its ends, which is exactly right for the chunk's nodes). Heap padding slots hold threshold
+ * byte 255, which no bin exceeds: always left.
  *
  * Bins are stored XOR 0x80 (as are node bytes) so the AVX2 path can use the signed byte compare.
  *
@@ -163,8 +165,8 @@ static TC_ATTR int tc_qlanes_col(const float *u, const float *lv, const float *x
 }
 #undef TC_QLANES_CASE
 
-/* a column of the other NaN direction (q_same) over whole 32-row groups (nr rows): the
- * previous column's bytes p with NaN rows' bytes replaced by nan_code; x as tc_qlanes' (the
+/* a column of the other NaN direction (q_src) over whole 32-row groups (nr rows): the
+ * source column's bytes p with NaN rows' bytes replaced by nan_code; x as tc_qlanes' (the
  * feature's rows, 32 a group, groups xs floats apart). Against the scalar copy per row that
  * remains for the rest, one process: HGB (16 such columns of 36) 0.92x-0.96x the time, XGBoost
  * depth 8 with missing values (30 of 66) 0.91x, LightGBM (50 of 100) 0.95x. */
@@ -269,7 +271,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
   for (int32_t c = 0; c < T->q_ncols; ++c) {
     const TC_XT *u = thr + T->q_off[c];
     const uint32_t P = (uint32_t)T->q_len[c];
-    const uint8_t nan_code = (uint8_t)((T->q_nanr[c] ? T->q_count[c] : 0) ^ 0x80);
+    const uint8_t nan_code = (uint8_t)(T->q_nanc[c] ^ 0x80);
     const TC_XT *x = xb + T->q_feat[c];
     uint8_t *q = qb + (int64_t)c * 32;
 #define TC_QAT(r) q[((r) >> 5) * gs + ((r) & 31)]
@@ -286,10 +288,10 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
       }
       continue;
     }
-    if (T->q_same[c]) {
-      /* the previous column has the same feature and thresholds (the other NaN direction):
+    if (T->q_src[c] >= 0) {
+      /* an earlier column has the same feature and thresholds (the other NaN direction):
        * copy its bins, only NaN's code differs */
-      const uint8_t *p = q - 32;
+      const uint8_t *p = qb + (int64_t)T->q_src[c] * 32;
 #if TC_QVEC
       if (xq && nb >= 32) {  /* whole 32-row groups from the transposed block (a float64 NaN
                               * rounds to a float32 NaN, anything else to a non-NaN) */
@@ -484,9 +486,14 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qlevel(
  * from memory. Same byte, same compare. Used at depths 7-8 (<= 64 columns) and 5-6 (<= 16).
  * Measured in one process (300 XGBoost trees, against the node mux at every level): depth 8
  * over 12 / 30 / 60 columns 0.56x / 0.72x / 0.85x the time, depth 7 over 30 0.95x, depth 6
- * over 8 / 12 0.95x. (XGBoost's nodes send NaN either way: a feature often takes two columns,
- * so the bench's depth-8 case, 30 features, has 66 and keeps the node mux; muxing its level 7
- * over 128 columns measured 1.03x the time.) */
+ * over 8 / 12 0.95x. (Muxing level 7 over 128 columns measured 1.03x the time.)
+ * XGBoost's nodes send NaN either way, so a feature with missing values has two columns (NaN's
+ * bin 0 or the count): with q_cnan the mux reads one of them per feature, whose NaN bin is 255
+ * (arrays.py, merge_nan_columns: its count is below 255), and a row with bin 255 is sent left
+ * where the node's column index byte has bit 7 set; the node mux reads either, as before.
+ * A cmpeq, an and and a blend per level: on the bench's depth-8 XGBoost case (30 features, 66
+ * columns: the node mux before) 0.84x the time, on 300 depth-8 trees over 40 / 30 / 12
+ * features 0.84x / 0.87x / 0.98x (one process, against the two columns and the node mux). */
 #define TC_QC1(i) _mm256_load_si256((const __m256i *)(qg + 32 * (i)))
 #define TC_QC2(i) tc_blendv(TC_QC1(i), TC_QC1((i) + 1), c0)
 #define TC_QC4(i) tc_blendv(TC_QC2(i), TC_QC2((i) + 2), c1)
@@ -498,14 +505,17 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qlevelc(
     const uint8_t *qg, const uint8_t *cx, const int8_t *tb, const int l, __m256i k, const int C) {
   const __m256i k4 = _mm256_and_si256(k, _mm256_set1_epi8(15));
   const __m256i t = tc_qplane((const uint8_t *)tb, k4, k, l), c = tc_qplane(cx, k4, k, l);
+  /* a 16-bit shift brings the low byte's bits 6-7 into the high byte's bits 0-1: bit 7 (the
+   * NaN flag below) never reaches a bit 7 that a blend reads */
   const __m256i c0 = _mm256_slli_epi16(c, 7), c1 = _mm256_slli_epi16(c, 6);
   const __m256i c2 = _mm256_slli_epi16(c, 5), c3 = _mm256_slli_epi16(c, 4);
   const __m256i c4 = _mm256_slli_epi16(c, 3), c5 = _mm256_slli_epi16(c, 2);
-  switch (C) {
-    case 16: return _mm256_cmpgt_epi8(TC_QC16(0), t);
-    case 32: return _mm256_cmpgt_epi8(TC_QC32(0), t);
-    default: return _mm256_cmpgt_epi8(TC_QC64(0), t);
-  }
+  const __m256i x = (C & ~1) == 16 ? TC_QC16(0) : (C & ~1) == 32 ? TC_QC32(0) : TC_QC64(0);
+  const __m256i r = _mm256_cmpgt_epi8(x, t);
+  if (!(C & 1)) return r;
+  /* merged NaN columns (arrays.py, merge_nan_columns): bin 255 (0x7F biased) is NaN and goes
+   * right, except at nodes whose column index carries bit 7 */
+  return tc_blendv(r, _mm256_setzero_si256(), _mm256_and_si256(_mm256_cmpeq_epi8(x, _mm256_set1_epi8(0x7F)), c));
 }
 #undef TC_QC1
 #undef TC_QC2
@@ -595,7 +605,7 @@ static __attribute__((noinline)) TC_ATTR __m256i tc_qkeys(const uint8_t *qg, con
     _Pragma("GCC unroll 8")                                                                     \
     for (int l = 0; l < D; ++l) {                                                               \
       const int o = (1 << l) - 1;                                                               \
-      const __m256i r = (1 << l) > C ? tc_qlevelc(qg, cx + o, tb + o, l, k, C)                  \
+      const __m256i r = (1 << l) > (C & ~1) ? tc_qlevelc(qg, cx + o, tb + o, l, k, C)           \
                                      : tc_qlevel(qg, co + o, tb + o, l, k);                     \
       k = _mm256_sub_epi8(_mm256_add_epi8(k, k), r);                                            \
     }                                                                                           \
@@ -609,6 +619,10 @@ static __attribute__((noinline)) TC_ATTR __m256i tc_qkeysc(const uint8_t *qg, co
     TC_QKEYSC_CASE(5, 16) TC_QKEYSC_CASE(6, 16)
     TC_QKEYSC_CASE(7, 16) TC_QKEYSC_CASE(7, 32) TC_QKEYSC_CASE(7, 64)
     TC_QKEYSC_CASE(8, 16) TC_QKEYSC_CASE(8, 32) TC_QKEYSC_CASE(8, 64)
+    /* C + 1: with merged NaN columns (q_cnan) */
+    TC_QKEYSC_CASE(5, 17) TC_QKEYSC_CASE(6, 17)
+    TC_QKEYSC_CASE(7, 17) TC_QKEYSC_CASE(7, 33) TC_QKEYSC_CASE(7, 65)
+    TC_QKEYSC_CASE(8, 17) TC_QKEYSC_CASE(8, 33) TC_QKEYSC_CASE(8, 65)
     default: return tc_qkeys(qg, co, tb, D);
   }
 }
@@ -751,7 +765,7 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(qheap_d)(
 static TC_ATTR void AFN(qheap_vec)(const int32_t *co, const int8_t *tb, int D, const uint8_t *qb,
                                   int64_t gs, int64_t nb, int32_t *lidx, const TC_AT *lv, TC_AT *acc,
                                   const uint8_t *lb, const uint8_t *cx, int C) {
-  if (cx && C == 16 && (D == 5 || D == 6)) {  /* level 5 by column: the call costs less */
+  if (cx && (C & ~1) == 16 && (D == 5 || D == 6)) {  /* level 5 by column: the call costs less */
     AFN(qheap_d)(co, tb, D, qb, gs, nb, lidx, lv, acc, lb, 0, cx, C);
     return;
   }
@@ -875,9 +889,9 @@ static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs
     FN(qrows_w1)(T, qb, gs, nb, ab);
     return;
   }
-  /* the column mux's width (tc_qlevelc): the columns rounded up to a power of two, or 0 (64:
+  /* the column mux's width (tc_qlevelc), + 1 with merged NaN columns; 0: none (at most 64:
    * arrays.py's QCIX_MAX_COLS, and the 64 columns of padding after qb in run) */
-  const int cmux = !T->h_qcix || T->q_ncols > 64 ? 0 : T->q_ncols <= 16 ? 16 : T->q_ncols <= 32 ? 32 : 64;
+  const int cmux = T->h_qcix && T->q_cmux > 0 && T->q_cmux <= 64 ? T->q_cmux | (T->q_cnan ? 1 : 0) : 0;
   (void)cmux;
   for (int64_t t = 0; t < T->n_trees; ++t) {
     const TC_AT *lv = (const TC_AT *)T->leaf_values + T->tree_leaf[t];

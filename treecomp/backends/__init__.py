@@ -65,7 +65,7 @@ BYTE_WALK_COST = {"float32": (2.11, 0.198, 1.87), "float64": (2.7, 0.26, 1.8)}
 def byte_walk_pays(forest) -> bool:
     """Do the arrays backend's byte walks beat generated code on `forest` (per row)?
 
-    A byte walk first quantises each row: one column per feature and chunk of QUANT_CHUNK
+    A byte walk first quantises each row: one column per feature and chunk of up to 255
     distinct thresholds (a search over them), then every tree costs a fraction of a compare per
     level. Generated code pays a compare and branch per level and nothing up front. So with few
     trees and many used features (5 trees of depth 6 over 37 columns: 55 vs 35 ns/row) code
@@ -86,9 +86,9 @@ def byte_walk_pays(forest) -> bool:
 
 def byte_walk_terms(forest) -> tuple[int, int]:
     """(cols, levels) of byte_walk_pays' estimate: the columns a row is quantised into (one per
-    feature and chunk of QUANT_CHUNK distinct thresholds; 0 without splits), the trees' depths
-    summed."""
-    from .arrays import QUANT_CHUNK
+    feature and chunk of distinct thresholds, arrays.quant_chunk_size; 0 without splits), the
+    trees' depths summed."""
+    from .arrays import quant_chunk_size
     import numpy as np
     feats, thrs, levels = [], [], 0
     for t in forest.trees:
@@ -101,7 +101,7 @@ def byte_walk_terms(forest) -> tuple[int, int]:
         return 0, levels
     pairs = np.unique(np.stack([f.astype(np.float64), th]), axis=1)
     _, per_feature = np.unique(pairs[0], return_counts=True)
-    return int(np.ceil(per_feature / QUANT_CHUNK).sum()), levels
+    return int(np.ceil(per_feature / quant_chunk_size(per_feature)).sum()), levels
 
 
 def choose(forest, artifact: str | None = None) -> str:

@@ -108,6 +108,16 @@ QUANT_CHUNK = 255
 #: layout="auto" uses the quantised walk when every tree is a heap at most this deep
 QUANT_AUTO_DEPTH = 8
 ISAS = ("auto", "scalar", "avx2", "avx512", "llvm", "numpy")
+
+
+def quant_chunk_size(n_thresholds: np.ndarray) -> np.ndarray:
+    """Per feature of n distinct thresholds, how many a column takes: all of them up to
+    QUANT_CHUNK, else chunks of one fewer, whose bins leave byte 255 free for NaN where the
+    feature's nodes send it both ways (merge_nan_columns: XGBoost's hist method gives up to 256
+    thresholds, which as 255 + 1 took three columns of the column mux, as 254 + 2 two)."""
+    return np.where(n_thresholds > QUANT_CHUNK, QUANT_CHUNK - 1, QUANT_CHUNK)
+
+
 _NATIVE_ISAS = ("scalar", "avx2", "avx512")   # index = TC_ISA_* in arrays.c
 _PAIRS = 0x100  # loader.PAIRS = arrays.c's TC_PAIRS
 MAX_HEAP_DEPTH = 20
@@ -399,9 +409,11 @@ def quant_tables(h_ff: np.ndarray, h_thr: np.ndarray,
 
     Derived from the (validated) heap tables every time a kernel is loaded (vectorised, a few ms
     for 30k slots), never stored: they cannot disagree with the thresholds they encode.
-    A column is (feature, chunk of QUANT_CHUNK consecutive distinct thresholds, NaN direction);
+    A column is (feature, chunk of consecutive distinct thresholds (quant_chunk_size), NaN
+    direction);
     a node's byte is its threshold's index within its column; padding slots (threshold NaN) get
-    255, which no bin exceeds.
+    255, which no bin exceeds. NaN's bin (q_nanc) is the column's count (right of every node) or
+    0 (left of every node); a column may copy another's bins (q_src), only NaN's differs.
 
     Categorical entries (the interval walk only; cat_sets: one row of 32 bytes per entry, see
     cat_byte_sets) read a column of category codes instead (q_kind 1, one per feature: the
@@ -426,8 +438,10 @@ def quant_tables(h_ff: np.ndarray, h_thr: np.ndarray,
     inv[order] = uid
     uf, ut = fs[new], ts[new]                       # distinct (feature, threshold), sorted
     _, ffirst = np.unique(uf, return_index=True)
-    rank = np.arange(len(uf)) - np.repeat(ffirst, np.diff(np.append(ffirst, len(uf))))
-    chunk, j = rank // QUANT_CHUNK, rank % QUANT_CHUNK
+    nthr = np.diff(np.append(ffirst, len(uf)))     # per feature
+    rank = np.arange(len(uf)) - np.repeat(ffirst, nthr)
+    size = np.repeat(quant_chunk_size(nthr), nthr)
+    chunk, j = rank // size, rank % size
     # columns: distinct (feature, chunk, nan direction) over the real slots
     ckey = (uf[inv] * (1 << 24) + chunk[inv]) * 2 + nanr
     cols, slot_col = np.unique(ckey, return_inverse=True)
@@ -451,9 +465,11 @@ def quant_tables(h_ff: np.ndarray, h_thr: np.ndarray,
     h_qthr = np.full(H, 255, np.uint8)
     h_qcol[real] = slot_col
     h_qthr[real] = j[inv]
-    # columns are sorted by (feature, chunk, NaN direction): the two directions are neighbours
-    same = np.zeros(len(cols), np.uint8)
+    # columns are sorted by (feature, chunk, NaN direction): the two directions are neighbours,
+    # the second (NaN right) a copy of the first's bins (q_src) but for NaN's code (q_nanc)
+    same = np.zeros(len(cols), bool)
     same[1:] = (c_f[1:] == c_f[:-1]) & (c_chunk[1:] == c_chunk[:-1])
+    src = np.where(same, np.arange(len(cols)) - 1, -1)
     kind = np.zeros(len(cols), np.uint8)
     h_qcat = np.full(H, -1, np.int32)
     q_cat = np.zeros((0, 32), np.uint8)
@@ -467,15 +483,56 @@ def quant_tables(h_ff: np.ndarray, h_thr: np.ndarray,
         n = len(ufeat)
         c_f = np.concatenate([c_f, ufeat])
         c_nanr = np.concatenate([c_nanr, np.zeros(n, np.int64)])
-        same, kind = np.concatenate([same, np.zeros(n, np.uint8)]), np.concatenate([kind, np.ones(n, np.uint8)])
+        src, kind = np.concatenate([src, np.full(n, -1)]), np.concatenate([kind, np.ones(n, np.uint8)])
         count = np.concatenate([count, np.zeros(n, np.int64)])
         P = np.concatenate([P, np.full(n, 16, np.int64)])       # an unused all-NaN table
         off = _excl_cumsum(P)
         q_thr = np.concatenate([q_thr, np.full(16 * n, np.nan, h_thr.dtype)])
-    return {"q_feat": c_f.astype(np.int32), "q_nanr": c_nanr.astype(np.uint8), "q_same": same,
+    return {"q_feat": c_f.astype(np.int32), "q_nanc": np.where(c_nanr == 1, count, 0).astype(np.uint8),
+            "q_src": src.astype(np.int32),
             "q_off": off[:-1].astype(np.int64), "q_len": P.astype(np.int32),
             "q_count": count.astype(np.int32), "q_kind": kind, "q_thr": q_thr,
             "h_qcol": h_qcol, "h_qthr": h_qthr, "h_qcat": h_qcat, "q_cat": q_cat.reshape(-1)}
+
+
+def merge_nan_columns(q: dict[str, np.ndarray], max_cols: int) -> tuple[dict[str, np.ndarray], int, bool]:
+    """The heap byte walk's columns for the column mux (quant_impl.c, tc_qlevelc): a feature
+    whose nodes send NaN both ways has two columns (same bins, NaN's code 0 or the count); where
+    its count is below 255 they become one column whose NaN code is 255 (no bin's: right of every
+    node) and, after all such columns, a copy of its bins with NaN 0 for the node mux's NaN-left
+    nodes. The column mux then covers only the first `n_mux` columns: a NaN-left node's column
+    index byte there (h_qcix) carries bit 7, and the mux sends a row with code 255 left at it.
+
+    Returns (tables, n_mux, merged); tables unchanged (n_mux: all columns) where nothing merges
+    or the merged columns still exceed max_cols."""
+    src, count, n = q["q_src"], q["q_count"], len(q["q_src"])
+    b = np.flatnonzero((src >= 0) & (count <= 254))    # NaN-right columns that merge
+    a = src[b]                                          # their NaN-left twins (b = a + 1)
+    if not len(b) or n - len(a) > max_cols:
+        return q, n, False
+    base = np.ones(n, bool)
+    base[a] = False
+    order = np.concatenate([np.flatnonzero(base), a])  # new column i is old column order[i]
+    new = np.empty(n, np.int64)
+    new[order] = np.arange(n)
+    n_mux = n - len(a)
+    nanc = q["q_nanc"].copy()
+    nanc[b] = 255
+    srcn = np.where(src >= 0, new[np.maximum(src, 0)], -1)
+    srcn[b] = -1                                        # merged: its own bins
+    srcn[a] = new[b]                                    # the twins copy them
+    out = dict(q)
+    for k in ("q_feat", "q_off", "q_len", "q_count", "q_kind"):
+        out[k] = q[k][order]
+    out["q_nanc"], out["q_src"] = nanc[order], srcn[order].astype(np.int32)
+    out["h_qcol"] = new[q["h_qcol"]].astype(np.int32)
+    # the column mux's index: the merged column; bit 7 at the nodes that send NaN left there
+    twin = np.zeros(n, bool)
+    twin[a] = True
+    old = q["h_qcol"]
+    cix = np.where(twin[old], new[np.minimum(old + 1, n - 1)] | 0x80, new[old])
+    out["h_qcix"] = np.where(q["h_qthr"] == 255, 0, cix).astype(np.uint8)  # padding: column 0
+    return out, n_mux, True
 
 
 #: category codes of the byte walks: a valid category below this is itself; other values 254,
@@ -800,7 +857,7 @@ class _Tables(ctypes.Structure):
             "leaf_values", "base")] + [
         ("quant", ctypes.c_int32), ("q_ncols", ctypes.c_int32)] + [
         (n, ctypes.c_void_p) for n in (
-            "q_feat", "q_nanr", "q_off", "q_len", "q_count", "q_same", "q_thr", "h_qcol", "h_qthr",
+            "q_feat", "q_nanc", "q_off", "q_len", "q_count", "q_src", "q_thr", "h_qcol", "h_qthr",
             "q_leafb", "q_leafb_off")] + [("q_w1", ctypes.c_int32), ("bitvec", ctypes.c_int32)] + [
         (n, ctypes.c_void_p) for n in ("bv_nint", "bv_lo1", "bv_hi", "bv_leaf", "q_kind", "h_qcat",
                                        "q_cat")] + [  # the deep path of compact trees
@@ -808,13 +865,14 @@ class _Tables(ctypes.Structure):
             "d_recs", "d_topd", "d_topoff", "d_exitoff", "d_leaf0", "d_top_ff", "d_top_tk",
             "d_exit")] + [("d_nint", ctypes.c_int64), ("d_nanr", ctypes.c_void_p),
                           ("q_thr32", ctypes.c_void_p), ("q_lvl", ctypes.c_void_p),
-                          ("h_qcix", ctypes.c_void_p)]
+                          ("h_qcix", ctypes.c_void_p), ("q_cmux", ctypes.c_int32),
+                          ("q_cnan", ctypes.c_int32)]
 
 #: the heap byte walk muxes a level's bytes by column instead of by node (tc_qlevelc) where
 #: the level has more nodes than the model has columns, up to this many columns
 QCIX_MAX_COLS = 64
 
-_QUANT_ARRAYS = ("q_feat", "q_nanr", "q_off", "q_len", "q_count", "q_same", "q_thr", "h_qcol", "h_qthr")
+_QUANT_ARRAYS = ("q_feat", "q_nanc", "q_off", "q_len", "q_count", "q_src", "q_thr", "h_qcol", "h_qthr")
 
 
 KERNEL_CFLAGS = tuple(toolchain.DEFAULT_CFLAGS)  # -O2: -O3 doubled the build for no measured gain
@@ -1181,7 +1239,10 @@ class ArraysKernel:
         if self._bitvec:
             keep.update(self._bitvec)
             keep["bv_nint"] = A["tree_nint"].astype(np.int64)
-        q = self._quant
+        q, cmux, cnan = self._quant, 0, False
+        if q and m.get("quant"):  # the column mux's width (tc_qlevelc), NaN twins merged
+            q, n_mux, cnan = merge_nan_columns(q, QCIX_MAX_COLS)
+            cmux = next((w for w in (16, 32, 64) if n_mux <= w <= QCIX_MAX_COLS), 0)
         if q:  # node bytes biased for the signed byte compare (quant_impl.c)
             keep.update({k: q[k] for k in _QUANT_ARRAYS + ("q_kind", "h_qcat", "q_cat")
                          if k not in ("h_qcol", "h_qthr")})
@@ -1193,10 +1254,10 @@ class ArraysKernel:
                 keep["q_lvl"] = quant_levels(keep.get("q_thr32", q["q_thr"]), q["q_off"], q["q_len"])
             # padded: the heap walk reads a level's thresholds 16 at a time (quant_impl.c)
             keep["h_qthr"] = np.concatenate([(q["h_qthr"] ^ 0x80).view(np.int8), np.zeros(32, np.int8)])
-            if m.get("quant") and len(q["q_feat"]) <= QCIX_MAX_COLS:
-                # each slot's column index as a byte, for levels wider than the columns
+            if cmux:  # each slot's column index as a byte, for levels wider than the columns
                 # (quant_impl.c, tc_qlevelc); padded like h_qthr
-                keep["h_qcix"] = np.concatenate([q["h_qcol"].astype(np.uint8), np.zeros(32, np.uint8)])
+                cix = q["h_qcix"] if cnan else q["h_qcol"].astype(np.uint8)
+                keep["h_qcix"] = np.concatenate([cix, np.zeros(32, np.uint8)])
             if m.get("quant") and np.all(A["tree_width"] == 1):
                 keep["q_leafb"], keep["q_leafb_off"] = leaf_planes(A["leaf_values"], A["tree_depth"])
         deep = (_deep_tables(A, self._c_left_g, self._c_right_g, m["n_features"], DEEP_TOP_MAX)
@@ -1215,7 +1276,7 @@ class ArraysKernel:
                     cat_rule=CATEGORY_RULES.index(m["category_rule"]),
                     quant=int(bool(q) and bool(m.get("quant"))), q_ncols=len(q["q_feat"]) if q else 0,
                     q_w1=int(bool(np.all(A["tree_width"] == 1))), bitvec=int(bool(self._bitvec)),
-                    d_nint=d_nint)
+                    d_nint=d_nint, q_cmux=cmux, q_cnan=int(cnan))
         for k, v in self._keep.items():
             setattr(s, k, v.ctypes.data if v.size else None)
         return s
