@@ -141,15 +141,18 @@ def test_quant_every_depth(isa, comparison, x, acc):
 
 
 @pytest.mark.parametrize("isa", ISAS)
-@pytest.mark.parametrize("nf,both,width", [(8, True, 16), (14, False, 16), (30, True, 32), (40, True, 64),
-                                           (40, False, 64), (70, True, 0)])
-def test_quant_levels_wider_than_the_columns(isa, nf, both, width):
+@pytest.mark.parametrize("nf,both,width,x64", [(8, True, 16, False), (14, False, 16, False),
+                                               (30, True, 32, False), (30, True, 32, True),
+                                               (40, True, 64, False), (40, False, 64, False),
+                                               (70, True, 0, False)])
+def test_quant_levels_wider_than_the_columns(isa, nf, both, width, x64):
     """Heap levels with more nodes than the model has columns are muxed by column (each row's
     node's column index looked up, then the columns rounded up to 16 / 32 / 64 muxed; depths 5
     and 6 with <= 16 columns, 7 and 8 with <= 64): every column read somewhere, NaN rows in every
     feature, every block tail. Nodes sending NaN both ways (`both`) give a feature two columns;
     for the column mux they are one whose NaN bin goes right unless the node's column index
-    says left (merge_nan_columns): 40 such features fit 64, 70 keep the node mux."""
+    says left (merge_nan_columns): 40 such features fit 64, 70 keep the node mux. x64: float64
+    rows and margins, "<=" splits."""
     rng = np.random.default_rng(31)
     trees = []
     for depth in (5, 6, 7, 8, 8):
@@ -157,10 +160,12 @@ def test_quant_levels_wider_than_the_columns(isa, nf, both, width):
         internal = t.left >= 0
         feat = np.where(internal, np.arange(t.n_nodes) % nf, -1)  # every feature in every tree
         dl = t.default_left if both else np.ones(t.n_nodes, bool)
-        trees.append(dataclasses.replace(t, feature=feat, value=t.value.astype(np.float32).astype(np.float64),
-                                         default_left=dl))
+        val = t.value if x64 else t.value.astype(np.float32).astype(np.float64)
+        trees.append(dataclasses.replace(t, feature=feat, value=val, default_left=dl))
     f = Forest(trees=tuple(trees), n_features=nf, n_outputs=1, tree_output=np.zeros(len(trees)),
-               base_score=[0.0], comparison="<", accumulate_dtype="float32")
+               base_score=[0.0], comparison="<=" if x64 else "<",
+               input_dtype="float64" if x64 else "float32",
+               accumulate_dtype="float64" if x64 else "float32")
     X = random_rows(f, 150)
     X[rng.random(X.shape) < 0.15] = np.nan
     for block in (0, 33, 100):
