@@ -507,7 +507,7 @@ def merge_nan_columns(q: dict[str, np.ndarray], max_cols: int) -> tuple[dict[str
     or the merged columns still exceed max_cols."""
     src, count, n = q["q_src"], q["q_count"], len(q["q_src"])
     b = np.flatnonzero((src >= 0) & (count <= 254))    # NaN-right columns that merge
-    a = src[b]                                          # their NaN-left twins (b = a + 1)
+    a = src[b]                                          # their NaN-left twins
     if not len(b) or n - len(a) > max_cols:
         return q, n, False
     base = np.ones(n, bool)
@@ -527,11 +527,13 @@ def merge_nan_columns(q: dict[str, np.ndarray], max_cols: int) -> tuple[dict[str
     out["q_nanc"], out["q_src"] = nanc[order], srcn[order].astype(np.int32)
     out["h_qcol"] = new[q["h_qcol"]].astype(np.int32)
     # the column mux's index: the merged column; bit 7 at the nodes that send NaN left there
-    twin = np.zeros(n, bool)
-    twin[a] = True
+    # (padding slots, threshold byte 255: 0)
+    mux = np.arange(n)
+    mux[a] = b
+    flag = np.zeros(n, np.int64)
+    flag[a] = 0x80
     old = q["h_qcol"]
-    cix = np.where(twin[old], new[np.minimum(old + 1, n - 1)] | 0x80, new[old])
-    out["h_qcix"] = np.where(q["h_qthr"] == 255, 0, cix).astype(np.uint8)  # padding: column 0
+    out["h_qcix"] = np.where(q["h_qthr"] == 255, 0, new[mux[old]] | flag[old]).astype(np.uint8)
     return out, n_mux, True
 
 
