@@ -223,8 +223,8 @@ def _many_threshold_forest(comparison, acc, n_thr=600):
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("comparison,n_thr", [("<", 600), ("<=", 256)])
 def test_quant_many_thresholds(isa, comparison, n_thr):
-    """Feature 0 in chunks of 254 thresholds (about 600 of them: 254 + 254 + the rest) or one of 255,
-    NaN both ways, rows on every threshold and beside it, NaN, +-inf."""
+    """Feature 0 in chunks of 254 thresholds (about 600 of them: 254 + 254 + the rest) or in
+    one of 255, NaN both ways; rows on every threshold and beside it, NaN, +-inf."""
     f, pool = _many_threshold_forest(comparison, "float32" if comparison == "<" else "float64", n_thr)
     q = arrays.quant_tables(*(arrays.flatten(f, "quant").arrays[k] for k in ("h_ff", "h_thr")))
     f0 = q["q_feat"] == 0  # NaN both ways: a column of each (NaN's bin 0 / the count), copies

@@ -410,10 +410,10 @@ def quant_tables(h_ff: np.ndarray, h_thr: np.ndarray,
     Derived from the (validated) heap tables every time a kernel is loaded (vectorised, a few ms
     for 30k slots), never stored: they cannot disagree with the thresholds they encode.
     A column is (feature, chunk of consecutive distinct thresholds (quant_chunk_size), NaN
-    direction);
-    a node's byte is its threshold's index within its column; padding slots (threshold NaN) get
-    255, which no bin exceeds. NaN's bin (q_nanc) is the column's count (right of every node) or
-    0 (left of every node); a column may copy another's bins (q_src), only NaN's differs.
+    direction); a node's byte is its threshold's index within its column; padding slots
+    (threshold NaN) get 255, which no bin exceeds. NaN's bin (q_nanc) is the column's count
+    (right of every node) or 0 (left of every node); a column may copy another's bins (q_src),
+    only NaN's differs.
 
     Categorical entries (the interval walk only; cat_sets: one row of 32 bytes per entry, see
     cat_byte_sets) read a column of category codes instead (q_kind 1, one per feature: the
