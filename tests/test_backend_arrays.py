@@ -248,6 +248,10 @@ def test_quant_many_thresholds(isa, comparison, n_thr):
         assert (k._struct.q_cmux, k._struct.q_cnan) == (16, 1)
         assert (k._keep["q_count"][k._keep["q_src"] >= 0] == 255).any() == (n_thr == 256)
     _check(p, f, X)
+    # the interval walk reads the same columns (chunks of 254, a column per NaN direction)
+    pb = treecomp.compile(f, backend="arrays", layout="bitvec", isa=isa)
+    assert pb._kernel.tables.meta["bitvec"]
+    _check(pb, f, X)
 
 
 @pytest.mark.parametrize("isa", ISAS)

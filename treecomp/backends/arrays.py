@@ -112,9 +112,9 @@ ISAS = ("auto", "scalar", "avx2", "avx512", "llvm", "numpy")
 
 def quant_chunk_size(n_thresholds: np.ndarray) -> np.ndarray:
     """Per feature of n distinct thresholds, how many a column takes: all of them up to
-    QUANT_CHUNK, else chunks of one fewer, whose bins leave byte 255 free for NaN where the
-    feature's nodes send it both ways (merge_nan_columns: XGBoost's hist method gives up to 256
-    thresholds, which as 255 + 1 took three columns of the column mux, as 254 + 2 two)."""
+    QUANT_CHUNK, else chunks of one fewer, whose bins leave byte 255 free as a NaN code should
+    the feature's nodes send NaN both ways (merge_nan_columns; XGBoost's hist method gives up to
+    256 thresholds: as 255 + 1 they took three columns of the column mux, as 254 + 2 two)."""
     return np.where(n_thresholds > QUANT_CHUNK, QUANT_CHUNK - 1, QUANT_CHUNK)
 
 
@@ -412,8 +412,8 @@ def quant_tables(h_ff: np.ndarray, h_thr: np.ndarray,
     A column is (feature, chunk of consecutive distinct thresholds (quant_chunk_size), NaN
     direction); a node's byte is its threshold's index within its column; padding slots
     (threshold NaN) get 255, which no bin exceeds. NaN's bin (q_nanc) is the column's count
-    (right of every node) or 0 (left of every node); a column may copy another's bins (q_src),
-    only NaN's differs.
+    (right of every node) or 0 (left of every node; 255 after merge_nan_columns); a column may
+    copy another's bins (q_src), only NaN's differs.
 
     Categorical entries (the interval walk only; cat_sets: one row of 32 bytes per entry, see
     cat_byte_sets) read a column of category codes instead (q_kind 1, one per feature: the
