@@ -139,6 +139,10 @@ def test_meta_and_errors(models):
     with pytest.raises(ValueError, match="without feature names.*has 6 columns"):
         tdask.predict(anon, ddf.assign(extra=1.0))
     assert tdask.predict(anon, ddf.assign(extra=1.0), columns=FEATURES).dtype == np.float32
+    # columns=[...] maps other names onto a named model's features, in its order
+    renamed = ddf.rename(columns={c: f"in_{c}" for c in FEATURES})
+    got = tdask.predict(reg, renamed, columns=[f"in_{c}" for c in FEATURES]).compute()
+    np.testing.assert_array_equal(got.to_numpy(), reg.predict(ddf[FEATURES].compute()))
 
 
 def test_multitarget_proba_is_rejected():
@@ -231,13 +235,13 @@ def test_dataframe_from_parquet_on_cluster(client, models, tmp_path):
     got_label = tdask.predict(clf, ddf).compute()
     after = client.run(_counts)
 
-    want_reg = reg.predict(df)
+    want_reg = reg.predict(df[FEATURES])
     np.testing.assert_array_equal(got_reg.to_numpy(), want_reg)
     assert got_reg.dtype == np.float32
     np.testing.assert_array_equal(want_reg, reg_model.predict(df[FEATURES]))  # and the library's
-    np.testing.assert_array_equal(got_proba.to_numpy(), clf.predict_proba(df))
+    np.testing.assert_array_equal(got_proba.to_numpy(), clf.predict_proba(df[FEATURES]))
     np.testing.assert_array_equal(got_proba.to_numpy(), clf_model.predict_proba(df[FEATURES]))
-    np.testing.assert_array_equal(got_label.to_numpy().astype(str), clf.predict(df))
+    np.testing.assert_array_equal(got_label.to_numpy().astype(str), clf.predict(df[FEATURES]))
     np.testing.assert_array_equal(got_reg.index.to_numpy(), np.arange(len(df)))
 
     # writing predictions back next to the ids

@@ -112,14 +112,14 @@ def test_parquet_in_predictions_out(spark, models, tmp_path):
     out = pd.read_parquet(tmp_path / "out").sort_values("id").reset_index(drop=True)
     assert len(out) == len(df)
     np.testing.assert_array_equal(out["id"].to_numpy(), np.arange(len(df)))
-    want = reg.predict(df)
+    want = reg.predict(df[FEATURES])
     np.testing.assert_array_equal(out["prediction"].to_numpy(), want)
     assert out["prediction"].dtype == np.float32
     np.testing.assert_array_equal(want, reg_model.predict(df[FEATURES]))  # and the library's
     proba = out[["probability_high", "probability_low", "probability_mid"]].to_numpy()
-    np.testing.assert_array_equal(proba, clf.predict_proba(df))
+    np.testing.assert_array_equal(proba, clf.predict_proba(df[FEATURES]))
     np.testing.assert_array_equal(proba, clf_model.predict_proba(df[FEATURES]))
-    np.testing.assert_array_equal(out["label"].to_numpy().astype(str), clf.predict(df))
+    np.testing.assert_array_equal(out["label"].to_numpy().astype(str), clf.predict(df[FEATURES]))
     np.testing.assert_array_equal(out["rf"].to_numpy(), rf.predict(df[FEATURES].to_numpy()))
     np.testing.assert_array_equal(out["rf"].to_numpy(), rf_model.predict(df[FEATURES].to_numpy(np.float64)))
 

@@ -140,11 +140,20 @@ def _shared(predictor: Any):
     return dask.delayed(predictor, name=_digest_key(predictor), pure=True)
 
 
+def as_model_columns(predictor: Any, frame: Any) -> Any:
+    """`frame`'s columns (chosen by the caller's columns=[...], in the model's order) labelled
+    with the model's feature names, which the Predictor requires of a DataFrame."""
+    names = predictor.head.feature_names
+    if names is None or list(frame.columns) == list(names):
+        return frame
+    return frame.set_axis(list(names), axis=1)
+
+
 # -- partition functions (module level: pickled by reference) -----------------------------------
 def _score_frame(part, predictor, fn: str, columns, names: list[str], single: bool,
                  n_threads: int | None):
     import pandas as pd
-    X = part if columns is None else part[columns]
+    X = part if columns is None else as_model_columns(predictor, part[columns])
     values = getattr(predictor, fn)(X, n_threads=n_threads)
     if single:
         return pd.Series(values, index=part.index, name=names[0])

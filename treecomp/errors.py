@@ -25,3 +25,9 @@ class CompileError(TreecompError):
 
 class ArtifactError(TreecompError, ValueError):
     """A compiled artifact (.so, .tc) is missing, corrupt, or built for another ABI."""
+
+
+class WriteError(TreecompError, OSError):
+    """An artifact or cache file could not be written (full disk, unwritable or missing
+    directory). The message names the path; the OSError that caused it is ``__cause__``. It is
+    an OSError too, so code that caught the bare OSError before keeps working."""

@@ -16,11 +16,30 @@ def as_matrix(X: Any, forest: Forest, dtype: Any | None = None, keep_float: bool
     themselves, saving a copy); anything else is converted straight to the input dtype (never
     through float64: int64 -> float32 must round once, as the library's conversion does).
 
-    Raises TypeError for non-numeric data and ValueError for a wrong shape or for NaN where the
-    source library rejects it. A DataFrame whose columns carry the model's feature names is
-    reordered to the model's order; other DataFrames are taken positionally.
+    Raises TypeError for non-numeric data and for scipy sparse matrices, and ValueError for a
+    wrong shape or for NaN where the source library rejects it.
+
+    DataFrame columns, never guessed: for a model trained with feature names (scikit-learn's
+    ``feature_names_in_``, XGBoost's ``feature_names``), a DataFrame's column names (as strings)
+    must equal the model's names in the model's order, or ValueError is raised. That is what
+    scikit-learn (1.9: "The feature names should match those that were passed during fit") and
+    XGBoost (3.2: "feature_names mismatch") do for reordered, renamed, extra and missing
+    columns; neither reorders by name. One case is stricter than scikit-learn: a frame without
+    string column names (e.g. ``pd.DataFrame(array)``) given to a model with names is refused
+    (scikit-learn warns and reads it by position; XGBoost refuses it): pass ``X.to_numpy()`` to
+    mean "by position". A model without feature names (LightGBM's frontend, which reads frames
+    by position as LightGBM 4.7 does even when fitted on names, or a scikit-learn model fitted
+    on an array) reads any DataFrame by position, as all three libraries do; arrays and lists
+    are always read by position.
     """
     dtype = np.dtype(dtype or forest.input_dtype)
+    if type(X).__module__.startswith("scipy.sparse"):
+        # Libraries disagree on what an absent entry means (XGBoost: missing, i.e. NaN;
+        # scikit-learn and LightGBM: 0.0), so densifying here could be silently wrong.
+        raise TypeError(f"sparse input ({type(X).__name__}) is not supported: pass a dense array, "
+                        "e.g. X.toarray() (absent entries become 0.0, as scikit-learn and LightGBM "
+                        "read them; XGBoost reads absent entries as missing, so for an XGBoost "
+                        "model set them to NaN)")
     if hasattr(X, "columns") and hasattr(X, "to_numpy"):  # pandas (or pandas-like) DataFrame
         cats = [str(c) for c, dt in zip(X.columns, X.dtypes) if str(dt) == "category"]
         if cats and getattr(forest, "pandas_categories", "reject") != "values":
@@ -29,10 +48,9 @@ def as_matrix(X: Any, forest: Forest, dtype: Any | None = None, keep_float: bool
             raise TypeError(f"categorical (pandas 'category' dtype) columns {cats[:5]} are not "
                             "accepted: pass the numbers the model was trained on (e.g. "
                             "df[col].cat.codes for XGBoost/LightGBM models)")
-        cols = [str(c) for c in X.columns]
         names = forest.feature_names
-        if names is not None and set(names) <= set(cols) and cols != list(names):
-            X = X[list(names)]
+        if names is not None:
+            _check_columns([str(c) for c in X.columns], list(names))
         try:
             X = X.to_numpy(dtype=np.float64, na_value=np.nan)
         except (TypeError, ValueError) as exc:
@@ -59,3 +77,21 @@ def as_matrix(X: Any, forest: Forest, dtype: Any | None = None, keep_float: bool
         raise ValueError("input contains NaN, which this model does not accept "
                          "(the source library rejects it too)")
     return out
+
+
+def _check_columns(cols: list[str], names: list[str]) -> None:
+    """Refuse a DataFrame whose columns are not exactly the model's feature names, in order."""
+    if cols == names:
+        return
+    missing = [n for n in names if n not in cols]
+    unseen = [c for c in cols if c not in names]
+    if missing or unseen:
+        why = "".join([f"; columns not seen at fit time: {unseen[:10]}" if unseen else "",
+                       f"; model features missing from the frame: {missing[:10]}" if missing else ""])
+    else:
+        why = "; the columns are the model's features in another order (or repeated)"
+    raise ValueError(f"the DataFrame's column names do not match the model's feature names "
+                     f"{names[:20]}{' ...' if len(names) > 20 else ''}{why}. Select them in "
+                     "the model's order (df[predictor.feature_names_in_]), or pass df.to_numpy() "
+                     "to read the columns by position (scikit-learn and XGBoost refuse such a "
+                     "frame too)")

@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from . import outputs
-from .errors import ArtifactError, CompileError
+from .errors import ArtifactError, CompileError, InvalidModelError
 from .inputs import as_matrix
 from .ir import Head
 
@@ -153,13 +153,21 @@ class SharedLibrary:
             raise ArtifactError(f"{self.path.name} is not a treecomp artifact "
                                 "(no treecomp_abi_version / treecomp_predict symbols)") from None
         abi.restype = ctypes.c_int32
-        if abi() != ABI_VERSION:
-            raise ArtifactError(f"{self.path.name} uses treecomp ABI {abi()}; this treecomp "
+        version = abi()
+        if version != ABI_VERSION:
+            raise ArtifactError(f"{self.path.name} uses treecomp ABI {version}; this treecomp "
                                 f"reads ABI {ABI_VERSION}: recompile the model")
         meta_fn.restype = ctypes.c_char_p
-        self.meta_json = meta_fn().decode()
-        self.head = Head.from_json(self.meta_json)
-        self.backend = json.loads(self.meta_json).get("backend", "?")
+        meta = meta_fn()
+        if not meta:
+            raise ArtifactError(f"{self.path.name}: treecomp_meta_json() returned NULL")
+        try:
+            self.meta_json = meta.decode()
+            self.head = Head.from_json(self.meta_json)
+            self.backend = str(json.loads(self.meta_json).get("backend", "?"))
+        except (UnicodeDecodeError, AttributeError, InvalidModelError) as exc:
+            raise ArtifactError(f"{self.path.name}: corrupt treecomp_meta_json(): {exc}") from None
+        self._check_exports(lib)
         predict.restype = ctypes.c_int32
         predict.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p,
                             ctypes.c_uint32]
@@ -169,6 +177,31 @@ class SharedLibrary:
         self.entry = (ctypes.cast(predict, ctypes.c_void_p).value, 0, 0, 0)
         #: the artifact's TREECOMP_TRANSFORM is the library's own arithmetic (see c.py / llvm.py)
         self.native_transform = outputs.native_transform(self.head) != 0
+
+    def _check_exports(self, lib: Any) -> None:
+        """The Predictor sizes every buffer from the meta JSON while the code reads and writes
+        what its exported shape functions say: a disagreement (a patched or mismatched file)
+        would overrun the heap, so it is refused before the first call."""
+        h, name = self.head, self.path.name
+        if h.input_dtype not in ("float32", "float64") or h.accumulate_dtype not in ("float32", "float64"):
+            raise ArtifactError(f"{name}: meta JSON names input dtype {h.input_dtype!r} and output "
+                                f"dtype {h.accumulate_dtype!r}; artifacts use float32 / float64")
+        if h.n_features < 1 or h.n_outputs < 1:
+            raise ArtifactError(f"{name}: meta JSON has {h.n_features} features and {h.n_outputs} "
+                                "outputs; both must be >= 1")
+        want = {"treecomp_n_features": h.n_features, "treecomp_n_outputs": h.n_outputs,
+                "treecomp_out_dtype": np.dtype(h.accumulate_dtype).itemsize * 8}
+        for sym, expected in want.items():
+            try:
+                fn = getattr(lib, sym)
+            except AttributeError:
+                raise ArtifactError(f"{name} is not a complete treecomp artifact (no {sym} "
+                                    "symbol)") from None
+            fn.restype, fn.argtypes = ctypes.c_int32, []
+            got = fn()
+            if got != expected:
+                raise ArtifactError(f"{name} is inconsistent: {sym}() returns {got} but its meta "
+                                    f"JSON implies {expected} (a corrupt or tampered artifact)")
 
     def run(self, X: np.ndarray, out: np.ndarray, flags: int = TREECOMP_RAW) -> None:
         rc = self._predict(X.ctypes.data, X.dtype.itemsize * 8, X.shape[0], out.ctypes.data, flags)
@@ -200,6 +233,31 @@ def _pool() -> ThreadPoolExecutor:
         return _POOL
 
 
+def _after_fork_in_child() -> None:
+    """A forked child (gunicorn, Celery, multiprocessing workers) inherits the pool object but
+    none of its threads: work submitted to it would wait forever. Drop it (recreated on first
+    use) and renew the locks, which another parent thread may have held at the fork."""
+    global _POOL, _POOL_LOCK, _ENTRY_LOCK, _LOADED_LOCK
+    _POOL = None
+    _POOL_LOCK, _ENTRY_LOCK, _LOADED_LOCK = threading.Lock(), threading.Lock(), threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):  # not on Windows, which cannot fork
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+def _check_threads(n_threads: Any) -> int | None:
+    """n_threads as given (None: all cores), refused with a clear error unless an int >= 1."""
+    if n_threads is None:
+        return None
+    if isinstance(n_threads, (bool, np.bool_)) or not isinstance(n_threads, (int, np.integer)):
+        raise TypeError(f"n_threads must be a positive int or None (all cores); got "
+                        f"{type(n_threads).__name__} {n_threads!r}")
+    if n_threads < 1:
+        raise ValueError(f"n_threads must be >= 1 (or None for all cores); got {n_threads}")
+    return int(n_threads)
+
+
 class Predictor:
     """A compiled model: `predict`, `predict_proba`, `decision_function` like the source library.
 
@@ -211,7 +269,7 @@ class Predictor:
     def __init__(self, kernel: Any, n_threads: int | None = None):
         self._kernel = kernel
         self.head: Head = kernel.head
-        self.n_threads = n_threads
+        self.n_threads = n_threads  # checked by the property's setter
         self._run_ptr = getattr(kernel, "run_ptr", None)
         self._acc = np.dtype(self.head.accumulate_dtype)
         self._tls = threading.local()
@@ -257,6 +315,15 @@ class Predictor:
 
     # -- description --------------------------------------------------------------------------
     @property
+    def n_threads(self) -> int | None:
+        """Default threads per batch (None: all usable cores); a call's n_threads overrides it."""
+        return self._n_threads
+
+    @n_threads.setter
+    def n_threads(self, value: int | None) -> None:
+        self._n_threads = _check_threads(value)
+
+    @property
     def backend(self) -> str:
         return self._kernel.backend
 
@@ -298,6 +365,8 @@ class Predictor:
 
     def predict_raw(self, X: Any, n_threads: int | None = None) -> np.ndarray:
         """Raw margins, shape (n_rows, n_outputs), in the library's accumulation dtype."""
+        if n_threads is not None:
+            _check_threads(n_threads)
         out = self._via_entry(X, "raw")
         if out is not None:
             return out
@@ -354,6 +423,8 @@ class Predictor:
 
     def predict(self, X: Any, n_threads: int | None = None) -> np.ndarray:
         """What the library's predict returns (labels for classifiers)."""
+        if n_threads is not None:
+            _check_threads(n_threads)
         out = self._via_entry(X, "predict")
         if out is not None:
             return out
@@ -364,6 +435,8 @@ class Predictor:
     def predict_proba(self, X: Any, n_threads: int | None = None):
         if not self.head.is_classifier:
             raise AttributeError("predict_proba is only available for classifiers")
+        if n_threads is not None:
+            _check_threads(n_threads)
         out = self._via_entry(X, "proba")
         if out is not None:
             return out
@@ -375,6 +448,8 @@ class Predictor:
 
     def decision_function(self, X: Any, n_threads: int | None = None) -> np.ndarray:
         """Raw margins shaped like the library's decision_function / output_margin=True."""
+        if n_threads is not None:
+            _check_threads(n_threads)
         out = self._via_entry(X, "decision")
         if out is not None:
             return out
@@ -404,8 +479,16 @@ def kernel_from_bytes(kind: str, data: bytes) -> Any:
         k = _LOADED.get(key)
         if k is None:
             if kind == "so":
-                from .toolchain import cached
+                from .errors import WriteError
+                from .toolchain import cached, private_dir, publish
                 path = cached(f"artifact-{key[:40]}", ".so", lambda p: p.write_bytes(data))
+                if path.read_bytes() != data:
+                    # a cache hit is trusted by name only: a damaged or replaced copy must not
+                    # run instead of the bytes the caller gave
+                    try:
+                        publish(path, lambda p: p.write_bytes(data))
+                    except WriteError:  # a read-only cache
+                        path = publish(private_dir() / path.name, lambda p: p.write_bytes(data))
                 k = SharedLibrary(path)
             else:
                 from .backends import kernel_loader

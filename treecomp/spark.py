@@ -26,7 +26,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
-from .dask import check_method, empty_output, feature_columns, output_names
+from .dask import as_model_columns, check_method, empty_output, feature_columns, output_names
 from .errors import UnsupportedModelError
 
 __all__ = ["predict"]
@@ -74,7 +74,7 @@ def _scorer(get_predictor, fn: str, columns: list[str], names: list[str], n_thre
     def score(batches: Iterator[Any]) -> Iterator[Any]:
         predictor = get_predictor()
         for pdf in batches:
-            values = getattr(predictor, fn)(pdf[columns], n_threads=n_threads)
+            values = getattr(predictor, fn)(as_model_columns(predictor, pdf[columns]), n_threads=n_threads)
             values = values.reshape(len(pdf), -1)
             for k, nm in enumerate(names):
                 col = values[:, k]

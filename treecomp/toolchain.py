@@ -6,10 +6,16 @@ that determines the bytes: IR digest, backend, options, treecomp version and com
 Writes go to a temporary file in the same directory and are published with ``os.replace``, so
 two processes building the same model at once never see a half-written file (the loser's
 rename simply replaces an identical file).
+
+A cache directory that cannot be created or written (read-only file system, another user's
+directory, full disk) does not stop compiling or loading: the file is built in a private
+temporary directory of this process instead (removed at exit). Writing a user's output path
+(``publish``) that fails raises treecomp.errors.WriteError naming the path.
 """
 
 from __future__ import annotations
 
+import atexit
 import functools
 import hashlib
 import os
@@ -23,7 +29,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from . import __version__
-from .errors import CompileError
+from .errors import CompileError, WriteError
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
 
@@ -67,25 +73,69 @@ def cache_key(*parts: object) -> str:
 
 
 def publish(path: Path, writer: Callable[[Path], None]) -> Path:
-    """Create `path` atomically: `writer` fills a temp file that is then renamed into place."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
+    """Create `path` atomically: `writer` fills a temp file that is then renamed into place.
+
+    An OSError (missing or unwritable directory, full disk) becomes a WriteError naming `path`,
+    with the OSError as its __cause__; errors `writer` raises on purpose pass through."""
+    path = Path(path)
+    tmp = None
     try:
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        os.close(fd)
         writer(Path(tmp))
         os.chmod(tmp, 0o755)
         os.replace(tmp, path)
+    except WriteError:
+        raise
+    except OSError as exc:
+        raise WriteError(f"cannot write {path}: {exc}") from exc
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
     return path
 
 
+_PRIVATE: tuple[int, Path] | None = None
+
+
+def private_dir() -> Path:
+    """This process's own temporary cache (for when the shared cache cannot be written);
+    a forked child makes its own rather than share (and remove at exit) its parent's."""
+    global _PRIVATE
+    if _PRIVATE is None or _PRIVATE[0] != os.getpid():
+        try:
+            d = Path(tempfile.mkdtemp(prefix="treecomp-cache-"))
+        except OSError as exc:
+            raise WriteError(f"cannot create a temporary directory in {tempfile.gettempdir()}: "
+                             f"{exc}") from exc
+        _PRIVATE = (os.getpid(), d)
+        atexit.register(_remove_private, os.getpid(), d)
+    return _PRIVATE[1]
+
+
+def _remove_private(pid: int, d: Path) -> None:
+    if os.getpid() == pid:  # not in a forked child that exits through atexit
+        shutil.rmtree(d, ignore_errors=True)
+
+
 def cached(key: str, suffix: str, writer: Callable[[Path], None]) -> Path:
-    """The cached file for `key`, created with `writer` on a miss."""
-    path = cache_dir() / f"{key}{suffix}"
+    """The cached file for `key`, created with `writer` on a miss (in this process's private
+    directory when the cache cannot be written: see the module docstring)."""
+    name = f"{key}{suffix}"
+    try:
+        path = cache_dir() / name
+        if path.is_file() and path.stat().st_size > 0:
+            return path
+        return publish(path, writer)
+    except OSError as exc:  # WriteError included
+        shared = exc
+    path = private_dir() / name
     if path.is_file() and path.stat().st_size > 0:
         return path
-    return publish(path, writer)
+    try:
+        return publish(path, writer)
+    except WriteError as exc:
+        raise WriteError(f"{exc} (tried after the cache failed: {shared})") from exc
 
 
 # -- the C compiler -----------------------------------------------------------------------------
