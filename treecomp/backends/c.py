@@ -15,6 +15,12 @@ compile in parallel; rows are processed tree-major over blocks so a tree's code 
       }
     }
 
+Each unit runs a constant table of steps (kernel, tables, margin offset) in model order, so
+gcc's time does not grow with the number of trees. Single-leaf trees are no functions: a run of
+them is one step adding its constants one by one (leading ones fold into the base score,
+exactly); big categorical trees are node tables too (TC_CATWALK_KERNEL); category bitsets are
+stored trimmed or sparse (bitset_layout).
+
 Floating-point choices:
 - Rows are cast to the library's comparison precision (float32 for scikit-learn trees and
   XGBoost) when a block is loaded, exactly like the library's own input conversion.
@@ -100,6 +106,78 @@ def _types(forest: Forest) -> tuple[str, str]:
     return x_t, acc_t
 
 
+def is_constant(tree: Tree) -> bool:
+    """A single-leaf tree: it adds the same leaf to every row."""
+    return tree.n_nodes == 1
+
+
+def n_leading_constants(forest: Forest) -> int:
+    """How many constant trees precede the first real one (they fold into the base score)."""
+    n = 0
+    for t in forest.trees:
+        if not is_constant(t):
+            break
+        n += 1
+    return n
+
+
+def folded_base(forest: Forest) -> np.ndarray:
+    """The base score plus the leading constant trees, in the accumulation dtype.
+
+    Exact: before any real tree the margins equal the base score in every row, so adding those
+    constants once here performs the very roundings every row would (same operands, same
+    order, one IEEE add each in the accumulation dtype). Later constants are not pre-summed:
+    (m + c1) + c2 is not m + (c1 + c2) for a row-dependent margin m.
+    """
+    acc = np.dtype(forest.accumulate_dtype).type
+    base = [acc(b) for b in forest.base_score]
+    for i in range(n_leading_constants(forest)):
+        t, o = forest.trees[i], int(forest.tree_output[i])
+        for j, v in enumerate(t.value[0]):
+            base[o + j] = acc(base[o + j] + acc(v))
+    return np.array(base, dtype=forest.accumulate_dtype)
+
+
+def const_run(forest: Forest, trees: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """A run of consecutive constant trees as (margin index, value) pairs in model order: a
+    kernel adds them to every row one by one, i.e. each tree still adds at its own position."""
+    idx: list[int] = []
+    vals: list[float] = []
+    for i in trees:
+        o = int(forest.tree_output[i])
+        row = forest.trees[i].value[0]
+        idx.extend(range(o, o + len(row)))
+        vals.extend(row.tolist())
+    return np.array(idx, np.int32), np.array(vals, np.float64).astype(forest.accumulate_dtype)
+
+
+def steps(forest: Forest, trees: list[int]) -> list[tuple[str, Any]]:
+    """The unit's work in model order: ("tree", i) or ("const", [i, ...]) for a run of
+    consecutive constant trees; leading constants are left out (they are in folded_base)."""
+    lead = n_leading_constants(forest)
+    out: list[tuple[str, Any]] = []
+    for i in trees:
+        if i < lead:
+            continue
+        if is_constant(forest.trees[i]):
+            if out and out[-1][0] == "const":
+                out[-1][1].append(i)
+            else:
+                out.append(("const", [i]))
+        else:
+            out.append(("tree", i))
+    return out
+
+
+def heap_depth(tree: Tree, heap_max_depth: int) -> int:
+    """The complete-tree depth `tree` is compiled at, or 0. Trees too big to have such a depth
+    are rejected on their size first: computing a deep chain's depth is not free."""
+    if tree.n_nodes >= (1 << (heap_max_depth + 1)) or tree.has_categorical:
+        return 0
+    d = tree.max_depth
+    return d if 1 <= d <= heap_max_depth else 0
+
+
 def _prelude(forest: Forest, interleave: int = 8) -> str:
     x_t, acc_t = _types(forest)
     gt = ">=" if forest.comparison == "<" else ">"   # "goes right" for a non-NaN value
@@ -117,7 +195,8 @@ def _prelude(forest: Forest, interleave: int = 8) -> str:
             f"#define TC_RIGHT0(v, nd) ((v) {gt} (nd)->t)\n"
             f"#define TC_RIGHT1(v, nd) (!((v) {'<' if gt == '>=' else '<='} (nd)->t))\n"
             f"#define TC_RIGHT2(v, nd) (((v) {gt} (nd)->t) | (((nd)->fn >> 31) & ((v) != (v))))\n"
-            + HEAP_MACRO)
+            f"#define TC_CAT_VALID(v, nb) ({_CAT_VALID[forest.category_rule]})\n"
+            + HEAP_MACRO + STEP_CODE + CAT_WALK_MACRO)
 
 
 HEAP_MACRO = r"""/* Walk a complete tree of depth D in heap order (children of i: 2i+1, 2i+2), TC_IL rows at
@@ -125,8 +204,9 @@ HEAP_MACRO = r"""/* Walk a complete tree of depth D in heap order (children of i
    One such kernel is instantiated per (D, W, MODE) used by the model, not per tree: the trees
    themselves are constant tables, which keeps compile time flat in the number of trees. */
 #define TC_HEAP_KERNEL(D, W, MODE)                                                           \
-static void tc_heap_##D##_##W##_##MODE(const tc_node *restrict T, const tc_acc *restrict L,     \
+static void tc_heap_##D##_##W##_##MODE(const void *Tv, const tc_acc *restrict L,               \
     const tc_x *restrict X, int64_t n, tc_acc *restrict acc) {                               \
+  const tc_node *restrict T = (const tc_node *)Tv;                                           \
   int64_t r = 0;                                                                             \
   for (; r + TC_IL <= n; r += TC_IL) {                                                       \
     uint32_t i[TC_IL];                                                                       \
@@ -153,8 +233,9 @@ static void tc_heap_##D##_##W##_##MODE(const tc_node *restrict T, const tc_acc *
 }
 /* Walk a tree stored as a node table (for trees too big for if/goto code). */
 #define TC_WALK_KERNEL(W, MODE)                                                              \
-static void tc_walk_##W##_##MODE(const tc_cnode *restrict T, const tc_acc *restrict L,         \
+static void tc_walk_##W##_##MODE(const void *Tv, const tc_acc *restrict L,                     \
     const tc_x *restrict X, int64_t n, tc_acc *restrict acc) {                               \
+  const tc_cnode *restrict T = (const tc_cnode *)Tv;                                         \
   for (int64_t r = 0; r < n; ++r) {                                                          \
     const tc_x *x = X + r * TC_NF;                                                           \
     int32_t i = 0;                                                                           \
@@ -164,6 +245,75 @@ static void tc_walk_##W##_##MODE(const tc_cnode *restrict T, const tc_acc *restr
       i = TC_RIGHT##MODE(v, nd) ? nd->r : nd->l;                                             \
     }                                                                                        \
     for (int j = 0; j < (W); ++j) acc[r * TC_NO + j] += L[T[i].r * (W) + j];                 \
+  }                                                                                          \
+}
+"""
+
+
+STEP_CODE = r"""/* A unit runs a constant table of steps (kernel, its tables, margin offset) in model order:
+   the call sequence is data, so gcc's time does not grow with the number of trees (thousands
+   of inlined calls or loops in one function cost it minutes). */
+typedef void (*tc_step_fn)(const void *, const tc_acc *, const tc_x *, int64_t, tc_acc *);
+typedef struct { tc_step_fn f; const void *T; const tc_acc *L; int64_t o; } tc_step;
+/* A run of constant (single-leaf) trees: K = {count, margin index...}, V their values; each row
+   gets them added one by one in model order, so the roundings are those of tree-by-tree adds. */
+static inline void tc_const(const void *Kv, const tc_acc *restrict V, const tc_x *restrict X,
+                            int64_t n, tc_acc *restrict acc) {
+  const int32_t *K = (const int32_t *)Kv;
+  (void)X;
+  for (int64_t r = 0; r < n; ++r) {
+    tc_acc *a = acc + r * TC_NO;
+    for (int32_t k = 0; k < K[0]; ++k) a[K[k + 1]] += V[k];
+  }
+}
+/* Bit c of a sparse bitset: its nonzero words W at sorted word indices I (m of them). */
+static inline unsigned tc_sparse_bit(const uint32_t *I, const uint32_t *W, int32_t m, int32_t c) {
+  uint32_t w = (uint32_t)c >> 5;
+  int32_t lo = 0, hi = m;
+  while (lo < hi) { int32_t mid = lo + (hi - lo) / 2; if (I[mid] < w) lo = mid + 1; else hi = mid; }
+  return (lo < m && I[lo] == w) ? (W[lo] >> (c & 31)) & 1u : 0u;
+}
+"""
+
+
+#: forest.category_rule as C (ordered compares: NaN is never a valid category)
+_CAT_VALID = {"nonneg": "(v) >= 0 && (v) < (nb)", "trunc": "(v) > -1 && (v) < (nb)",
+              "integral": "(v) >= 0 && (v) < (nb) && (v) == (tc_x)(int)(v)"}
+
+CAT_WALK_MACRO = r"""/* Walk a big tree with categorical splits from a node table (goto code of thousands of
+   nodes costs gcc tens of seconds). k >= 0 marks a categorical node; its split C[k] has its
+   bitset at W[start..start+m) (dense: word w is bit block w; sparse, flags & 1: the nonzero
+   words at word indices I[start..start+m)); flags & 2: a non-NaN invalid id goes left. */
+typedef struct { uint32_t fn; tc_x t; int32_t l, r, k; } tc_knode;
+typedef struct { uint32_t start, m, flags; } tc_kcat;
+typedef struct { const tc_knode *N; const tc_kcat *C; const uint32_t *W, *I; int32_t nbits; } tc_ktree;
+#define TC_CATWALK_KERNEL(WD)                                                                \
+static void tc_catwalk_##WD(const void *Tv, const tc_acc *restrict L,                         \
+    const tc_x *restrict X, int64_t n, tc_acc *restrict acc) {                               \
+  const tc_ktree *K = (const tc_ktree *)Tv;                                                  \
+  const tc_knode *T = K->N;                                                                  \
+  for (int64_t r = 0; r < n; ++r) {                                                          \
+    const tc_x *x = X + r * TC_NF;                                                           \
+    int32_t i = 0;                                                                           \
+    while (T[i].l >= 0) {                                                                    \
+      const tc_knode *nd = &T[i];                                                            \
+      tc_x v = x[nd->fn & 0x7fffffffu];                                                      \
+      unsigned right;                                                                        \
+      if (nd->k < 0) right = TC_RIGHT2(v, nd);                                               \
+      else {                                                                                 \
+        const tc_kcat *ct = &K->C[nd->k];                                                    \
+        if (TC_CAT_VALID(v, K->nbits)) {                                                     \
+          int c = (int)v;                                                                    \
+          unsigned bit = (ct->flags & 1u)                                                    \
+            ? tc_sparse_bit(K->I + ct->start, K->W + ct->start, (int32_t)ct->m, c)           \
+            : (((uint32_t)c >> 5) < ct->m ? (K->W[ct->start + ((uint32_t)c >> 5)] >> (c & 31)) & 1u : 0u); \
+          right = !bit;                                                                      \
+        } else if (v != v) right = nd->fn >> 31;                                             \
+        else right = !(ct->flags & 2u);                                                      \
+      }                                                                                      \
+      i = right ? nd->r : nd->l;                                                             \
+    }                                                                                        \
+    for (int j = 0; j < (WD); ++j) acc[r * TC_NO + j] += L[T[i].r * (WD) + j];               \
   }                                                                                          \
 }
 """
@@ -210,8 +360,7 @@ def emit_heap_tree(i: int, tree: Tree, forest: Forest, depth: int, out: list[str
     out.append(f"/* tree {i}: {tree.n_nodes} nodes, depth {tree.max_depth} -> complete depth {depth}, "
                f"adds to output {o} */\n"
                f"static const tc_node T{i}[{len(feat)}] = {{{nodes}}};\n"
-               f"static const tc_acc L{i}[{len(leaf_src) * tree.width}] = {{{leaves}}};\n"
-               f"#define tree_{i}(X, n, acc) tc_heap_{depth}_{tree.width}_{mode}(T{i}, L{i}, X, n, (acc) + {o})\n\n")
+               f"static const tc_acc L{i}[{len(leaf_src) * tree.width}] = {{{leaves}}};\n\n")
     return depth, tree.width, mode
 
 def _nan_mode(tree: Tree) -> int:
@@ -232,11 +381,41 @@ def emit_table_tree(i: int, tree: Tree, forest: Forest, out: list[str]) -> tuple
                       for a, t, lf, b, c in zip(fn, thr, leaf, tree.left, r))
     leaves = ", ".join(_acc_lit(v, acc_t) for v in tree.value[leaf].ravel())
     mode = _nan_mode(tree)
-    out.append(f"/* tree {i}: {tree.n_nodes} nodes, depth {tree.max_depth}: node table, adds to output {o} */\n"
+    out.append(f"/* tree {i}: {tree.n_nodes} nodes: node table, adds to output {o} */\n"
                f"static const tc_cnode T{i}[{tree.n_nodes}] = {{{nodes}}};\n"
-               f"static const tc_acc L{i}[{tree.n_leaves * tree.width}] = {{{leaves}}};\n"
-               f"#define tree_{i}(X, n, acc) tc_walk_{tree.width}_{mode}(T{i}, L{i}, X, n, (acc) + {o})\n\n")
+               f"static const tc_acc L{i}[{tree.n_leaves * tree.width}] = {{{leaves}}};\n\n")
     return tree.width, mode
+
+
+def emit_cat_table_tree(i: int, tree: Tree, forest: Forest, out: list[str]) -> int:
+    """Append big categorical tree `i` as tables for TC_CATWALK_KERNEL; returns W."""
+    x_t, acc_t = _types(forest)
+    thr = comparison_thresholds(tree, forest)
+    o = int(forest.tree_output[i])
+    leaf = tree.left < 0
+    numeric = ~leaf & (tree.cat_index < 0)
+    fn = np.where(leaf, 0, tree.feature).astype(np.int64) | ((~tree.default_left & ~leaf).astype(np.int64) << 31)
+    r = np.where(leaf, np.cumsum(leaf) - 1, tree.right)
+    nodes = ", ".join(f"{{{int(a)}u, {_lit(float(t) if num else 0.0, x_t)}, {int(b)}, {int(c)}, {int(k)}}}"
+                      for a, t, num, b, c, k in zip(fn, thr, numeric, tree.left, r, tree.cat_index))
+    cats, words, idx = [], [], []
+    for k in range(tree.cat_bits.shape[0]):
+        layout, ix, w = bitset_layout(tree.cat_bits[k])
+        flags = int(layout == "sparse") | (2 * int(bool(tree.cat_other_left[k])))
+        cats.append(f"{{{len(words)}u, {len(w)}u, {flags}u}}")
+        words.extend(int(v) for v in w)
+        idx.extend(int(v) for v in (ix if layout == "sparse" else np.zeros(len(w), np.int64)))
+    leaves = ", ".join(_acc_lit(v, acc_t) for v in tree.value[leaf].ravel())
+    nw = max(len(words), 1)
+    out.append(f"/* tree {i}: {tree.n_nodes} nodes with categorical splits: node table, "
+               f"adds to output {o} */\n"
+               f"static const tc_knode N{i}[{tree.n_nodes}] = {{{nodes}}};\n"
+               f"static const tc_kcat C{i}[{max(len(cats), 1)}] = {{{', '.join(cats) or '{0u, 0u, 0u}'}}};\n"
+               f"static const uint32_t W{i}[{nw}] = {{{', '.join(f'0x{v:08x}u' for v in words) or '0u'}}};\n"
+               f"static const uint32_t I{i}[{nw}] = {{{', '.join(f'{v}u' for v in idx) or '0u'}}};\n"
+               f"static const tc_ktree T{i} = {{N{i}, C{i}, W{i}, I{i}, {32 * tree.cat_bits.shape[1]}}};\n"
+               f"static const tc_acc L{i}[{tree.n_leaves * tree.width}] = {{{leaves}}};\n\n")
+    return tree.width
 
 
 def emit_tree(i: int, tree: Tree, forest: Forest, out: list[str]) -> None:
@@ -247,11 +426,25 @@ def emit_tree(i: int, tree: Tree, forest: Forest, out: list[str]) -> None:
     o = int(forest.tree_output[i])
     left, right, feat, dl = tree.left, tree.right, tree.feature, tree.default_left
     cidx, nwords = tree.cat_index, tree.cat_bits.shape[1]
+    bit_of = []   # C expression of bit c of split k's bitset
     for k in range(tree.cat_bits.shape[0]):
-        words = ", ".join(f"0x{int(w):08x}u" for w in tree.cat_bits[k])
-        out.append(f"static const uint32_t cat_{i}_{k}[{nwords}] = {{{words}}};\n")
+        layout, idx, words = bitset_layout(tree.cat_bits[k])
+        hexw = ", ".join(f"0x{int(w):08x}u" for w in words)
+        if layout == "empty":
+            bit_of.append("0u")
+        elif layout == "dense":
+            out.append(f"static const uint32_t cat_{i}_{k}[{len(words)}] = {{{hexw}}};\n")
+            bit = f"(cat_{i}_{k}[c >> 5] >> (c & 31)) & 1u"
+            bit_of.append(bit if len(words) == nwords else f"(c < {32 * len(words)}) ? {bit} : 0u")
+        else:
+            out.append(f"static const uint32_t cati_{i}_{k}[{len(words)}] = "
+                       f"{{{', '.join(f'{int(w)}u' for w in idx)}}};\n"
+                       f"static const uint32_t cat_{i}_{k}[{len(words)}] = {{{hexw}}};\n")
+            bit_of.append(f"tc_sparse_bit(cati_{i}_{k}, cat_{i}_{k}, {len(words)}, c)")
     out.append(f"/* tree {i}: {tree.n_nodes} nodes, {tree.n_leaves} leaves, adds to output {o} */\n"
-               f"static void tree_{i}(const tc_x *restrict X, int64_t n, tc_acc *restrict acc) {{\n"
+               f"static void tree_{i}(const void *T_, const tc_acc *L_, const tc_x *restrict X, int64_t n,\n"
+               "                   tc_acc *restrict acc) {\n"
+               "  (void)T_; (void)L_;\n"
                "  for (int64_t r = 0; r < n; ++r) {\n"
                "    const tc_x *x = X + r * TC_NF;\n"
                f"    tc_acc *a = acc + r * TC_NO + {o};\n")
@@ -272,7 +465,7 @@ def emit_tree(i: int, tree: Tree, forest: Forest, out: list[str]) -> None:
             valid = {"nonneg": f"v >= 0 && v < {nbits}", "trunc": f"v > -1 && v < {nbits}",
                      "integral": f"v >= 0 && v < {nbits} && v == (tc_x)(int)v"}[forest.category_rule]
             out.append(f"{label} {{ tc_x v = x[{f}]; unsigned go; "
-                       f"if ({valid}) {{ int c = (int)v; go = (cat_{i}_{k}[c >> 5] >> (c & 31)) & 1u; }} "
+                       f"if ({valid}) {{ int c = (int)v; go = {bit_of[k]}; }} "
                        f"else go = (v != v) ? {int(bool(dl[nd]))}u : {other}u; "
                        f"if (!go) goto n{r}; }}\n")
         else:
@@ -285,6 +478,21 @@ def emit_tree(i: int, tree: Tree, forest: Forest, out: list[str]) -> None:
         stack.append(r)
         stack.append(int(left[nd]))
     out.append("  }\n}\n\n")
+
+
+def bitset_layout(row: np.ndarray) -> tuple[str, np.ndarray, np.ndarray]:
+    """How to store one split's category bitset: ("empty", -, -), ("dense", -, words) with
+    trailing zero words dropped, or ("sparse", word indices, words) holding only the nonzero
+    words (looked up by binary search). A tree's bitsets share one width, that of its widest
+    split: LightGBM models with category ids in the millions would otherwise emit megabytes
+    of zeros per split (sparse_categorical: 33 x 257,049 words, 110 MB of C)."""
+    nz = np.flatnonzero(row)
+    if nz.size == 0:
+        return "empty", nz, nz
+    length = int(nz[-1]) + 1
+    if length <= 64 or length <= 4 * nz.size:
+        return "dense", nz, row[:length]
+    return "sparse", nz, row[nz]
 
 
 def _units(forest: Forest, nodes_per_unit: int) -> list[list[int]]:
@@ -321,7 +529,7 @@ def _transform_code(forest: Forest) -> str:
     if t in ("sigmoid", "sigmoid2"):
         arg = "-a[k]" if t == "sigmoid" else "-(a[k] * 2)"
         return f"for (int k = 0; k < TC_NO; ++k) a[k] = {one} / ({one} + {ex.format(arg)});"
-    if t == "exp":
+    if t in ("exp", "exp64"):  # exp64: XGBoost's survival:aft, (float)exp((double)x)
         return f"for (int k = 0; k < TC_NO; ++k) a[k] = {ex.format('a[k]')};"
     # softmax / softmax_seq: max-subtract, exp, sequential sum, divide (numpy's pairwise sum for
     # >= 8 classes may differ in the last bits; the Python Predictor uses numpy's own)
@@ -335,7 +543,7 @@ def _main_unit(forest: Forest, units: list[list[int]], block: int) -> str:
     head = head_of(forest)
     meta = head.to_json(backend=NAME, treecomp_version=__version__)
     n_classes = sum(head.n_classes)
-    base = ", ".join(_acc_lit(b, acc_t) for b in forest.base_score)
+    base = ", ".join(_lit(float(b), acc_t) for b in folded_base(forest))
     protos = "".join(f"void tc_unit_{u}(const tc_x *restrict X, int64_t n, tc_acc *restrict acc);\n"
                      for u in range(len(units)))
     calls = "".join(f"    tc_unit_{u}(xb, nb, ab);\n" for u in range(len(units)))
@@ -399,25 +607,54 @@ def emit(forest: Forest, opts: dict[str, Any] | None = None) -> dict[str, str]:
     units = _units(forest, int(opts["nodes_per_unit"]))
     sources = {"model.c": _main_unit(forest, units, int(opts["block_rows"]))}
     prelude = _prelude(forest, int(opts["interleave"]))
+    _, acc_t = _types(forest)
     for u, trees in enumerate(units):
         out = [prelude, "\n"]
         body: list[str] = []
-        kernels, walkers = set(), set()
-        for i in trees:
-            t = forest.trees[i]
-            depth = t.max_depth
-            if 1 <= depth <= int(opts["heap_max_depth"]) and not t.has_categorical:
-                kernels.add(emit_heap_tree(i, t, forest, depth, body))
+        kernels, walkers, catwalkers = set(), set(), set()
+        table: list[str] = []   # the unit's steps, in model order
+        for kind, what in steps(forest, trees):
+            if kind == "const":
+                idx, vals = const_run(forest, what)
+                s = what[0]
+                body.append(f"/* constant trees {what[0]}..{what[-1]} */\n"
+                            f"static const int32_t K{s}[{len(idx) + 1}] = "
+                            f"{{{len(idx)}, {', '.join(str(int(k)) for k in idx)}}};\n"
+                            f"static const tc_acc V{s}[{len(vals)}] = "
+                            f"{{{', '.join(_lit(float(v), acc_t) for v in vals)}}};\n\n")
+                table.append(f"{{tc_const, K{s}, V{s}, 0}}")
+                continue
+            i, t = what, forest.trees[what]
+            o = int(forest.tree_output[i])
+            depth = heap_depth(t, int(opts["heap_max_depth"]))
+            if depth:
+                d, w, m = emit_heap_tree(i, t, forest, depth, body)
+                kernels.add((d, w, m))
+                table.append(f"{{tc_heap_{d}_{w}_{m}, T{i}, L{i}, {o}}}")
             elif t.n_nodes > int(opts["goto_max_nodes"]) and not t.has_categorical:
-                walkers.add(emit_table_tree(i, t, forest, body))
+                w, m = emit_table_tree(i, t, forest, body)
+                walkers.add((w, m))
+                table.append(f"{{tc_walk_{w}_{m}, T{i}, L{i}, {o}}}")
+            elif t.n_nodes > int(opts["goto_max_nodes"]):
+                w = emit_cat_table_tree(i, t, forest, body)
+                catwalkers.add(w)
+                table.append(f"{{tc_catwalk_{w}, &T{i}, L{i}, {o}}}")
             else:
                 emit_tree(i, t, forest, body)
+                table.append(f"{{tree_{i}, 0, 0, 0}}")
         out.extend(f"TC_HEAP_KERNEL({d}, {w}, {m})\n" for d, w, m in sorted(kernels))
         out.extend(f"TC_WALK_KERNEL({w}, {m})\n" for w, m in sorted(walkers))
+        out.extend(f"TC_CATWALK_KERNEL({w})\n" for w in sorted(catwalkers))
         out.append("\n")
         out.extend(body)
         out.append(f"void tc_unit_{u}(const tc_x *restrict X, int64_t n, tc_acc *restrict acc) {{\n")
-        out.extend(f"  tree_{i}(X, n, acc);\n" for i in trees)
+        if table:
+            out.append(f"  static const tc_step steps[{len(table)}] = {{\n    "
+                       + ",\n    ".join(table) + "};\n"
+                       f"  for (int s = 0; s < {len(table)}; ++s)\n"
+                       "    steps[s].f(steps[s].T, steps[s].L, X, n, acc + steps[s].o);\n")
+        else:
+            out.append("  (void)X; (void)n; (void)acc;\n")
         out.append("}\n")
         sources[f"unit{u}.c"] = "".join(out)
     return sources

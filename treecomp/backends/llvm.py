@@ -32,6 +32,10 @@ matters (one function per tree or per kernel; rows processed tree-major over blo
         q[o] = q[o] + %lv0
     }
 
+- Single-leaf trees get no function: a run of them is one call adding its constants to each row
+  one by one (c.const_run; leading ones fold into the base score, c.folded_base). A unit's
+  steps are grouped into noinline functions of at most ``_FANOUT`` steps (thousands of row loops
+  in one function overflowed the stack of LLVM's ScalarEvolution).
 - ``treecomp_predict`` (built with llvmlite.ir) checks its arguments like c.py, then per block
   of ``block_rows`` rows: cast rows to the comparison dtype if needed, set margins to the base
   score, call every unit, divide by n_trees when averaging, apply the transform if asked.
@@ -104,6 +108,7 @@ from .. import outputs, toolchain
 from ..errors import ArtifactError, CompileError
 from ..ir import Forest, Head, Tree, head_of
 from ..passes import comparison_thresholds
+from .c import bitset_layout, const_run, folded_base, heap_depth, steps
 
 NAME = "llvm"
 KIND = "llvm"
@@ -270,9 +275,16 @@ def _emit_tree(i: int, tree: Tree, forest: Forest, sym: str, out: list[str]) -> 
     dl, cidx = tree.default_left.tolist(), tree.cat_index.tolist()
     nwords = tree.cat_bits.shape[1]
     nbits = _hex(32 * nwords)
+    # c.bitset_layout: trailing zero words dropped, or only the nonzero words when sparse
+    # (category ids in the millions would otherwise be megabytes of zeros per split)
+    layouts = []
     for k in range(tree.cat_bits.shape[0]):
-        words = ", ".join(f"i32 {int(v)}" for v in tree.cat_bits[k])
-        out.append(f"@{sym}.c{i}.{k} = internal unnamed_addr constant [{nwords} x i32] [{words}]\n")
+        layout, idx, words = bitset_layout(tree.cat_bits[k])
+        layouts.append((layout, len(words)))
+        if layout != "empty":
+            out.append(_blob(f"{sym}.c{i}.{k}", np.asarray(words, np.uint32)))
+        if layout == "sparse":
+            out.append(_blob(f"{sym}.ci{i}.{k}", np.asarray(idx, np.uint32)))
     # valid category ids per forest.category_rule (ordered compares: NaN is never valid); the
     # category is trunc(x) (fptosi), so "trunc" makes (-1, 0) category 0 like C's (int)x
     rule = forest.category_rule
@@ -323,15 +335,29 @@ def _emit_tree(i: int, tree: Tree, forest: Forest, sym: str, out: list[str]) -> 
                 f"  %ie{nd} = fcmp oeq {x_t} %v{nd}, %ib{nd}\n"
                 f"  br i1 %ie{nd}, label %n{nd}.b, label %n{nd}.o\n"
                 f"n{nd}.b:\n")
-        app(f"  %wi{nd} = lshr i32 %i{nd}, 5\n"
-            f"  %wx{nd} = zext i32 %wi{nd} to i64\n"
-            f"  %wp{nd} = getelementptr inbounds i32, ptr @{sym}.c{i}.{k}, i64 %wx{nd}\n"
-            f"  %wv{nd} = load i32, ptr %wp{nd}\n"
-            f"  %bi{nd} = and i32 %i{nd}, 31\n"
-            f"  %sh{nd} = lshr i32 %wv{nd}, %bi{nd}\n"
-            f"  %bt{nd} = trunc i32 %sh{nd} to i1\n"
-            f"  br i1 %bt{nd}, label %n{l}, label %n{r}\n"
-            f"n{nd}.o:\n")
+        layout, nw = layouts[k]
+        if layout == "empty":
+            app(f"  br label %n{r}\n")
+        elif layout == "sparse":
+            app(f"  %bt{nd} = call i1 @{sym}.sb(ptr @{sym}.ci{i}.{k}, ptr @{sym}.c{i}.{k}, "
+                f"i32 {nw}, i32 %i{nd})\n"
+                f"  br i1 %bt{nd}, label %n{l}, label %n{r}\n")
+        if layout != "dense":
+            app(f"n{nd}.o:\n")
+        elif nw < nwords:  # ids past the stored words are valid categories with a zero bit
+            app(f"  %in{nd} = icmp ult i32 %i{nd}, {32 * nw}\n"
+                f"  br i1 %in{nd}, label %n{nd}.w, label %n{r}\n"
+                f"n{nd}.w:\n")
+        if layout == "dense":
+            app(f"  %wi{nd} = lshr i32 %i{nd}, 5\n"
+                f"  %wx{nd} = zext i32 %wi{nd} to i64\n"
+                f"  %wp{nd} = getelementptr inbounds i32, ptr @{sym}.c{i}.{k}, i64 %wx{nd}\n"
+                f"  %wv{nd} = load i32, ptr %wp{nd}\n"
+                f"  %bi{nd} = and i32 %i{nd}, 31\n"
+                f"  %sh{nd} = lshr i32 %wv{nd}, %bi{nd}\n"
+                f"  %bt{nd} = trunc i32 %sh{nd} to i1\n"
+                f"  br i1 %bt{nd}, label %n{l}, label %n{r}\n"
+                f"n{nd}.o:\n")
         if nan_to == other_to:
             app(f"  br label %n{nan_to}\n")
         else:
@@ -351,8 +377,52 @@ def _emit_tree(i: int, tree: Tree, forest: Forest, sym: str, out: list[str]) -> 
 
 def _heap_depth(tree: Tree, opts: dict[str, Any]) -> int:
     """The complete-tree depth a tree is compiled at, or 0 for one-block-per-node code."""
-    depth = tree.max_depth
-    return depth if 1 <= depth <= int(opts["heap_max_depth"]) and not tree.has_categorical else 0
+    return heap_depth(tree, int(opts["heap_max_depth"]))
+
+
+def _sparse_bit_fn(sym: str) -> str:
+    """``@{sym}.sb(I, W, m, c)``: bit c of a sparse bitset (c.tc_sparse_bit): binary search
+    for word c >> 5 among the m sorted word indices I; an absent word is zero."""
+    return (f"define internal i1 @{sym}.sb(ptr nocapture readonly %I, ptr nocapture readonly %W, "
+            "i32 %m, i32 %c) #0 {\n"
+            "e:\n  %w = lshr i32 %c, 5\n  br label %L\n"
+            "L:\n  %lo = phi i32 [0, %e], [%lo2, %B]\n  %hi = phi i32 [%m, %e], [%hi2, %B]\n"
+            "  %go = icmp slt i32 %lo, %hi\n  br i1 %go, label %B, label %D\n"
+            "B:\n  %d = sub i32 %hi, %lo\n  %h = lshr i32 %d, 1\n  %mid = add i32 %lo, %h\n"
+            "  %mx = zext i32 %mid to i64\n  %ip = getelementptr inbounds i32, ptr %I, i64 %mx\n"
+            "  %iv = load i32, ptr %ip\n  %lt = icmp ult i32 %iv, %w\n  %mp1 = add i32 %mid, 1\n"
+            "  %lo2 = select i1 %lt, i32 %mp1, i32 %lo\n  %hi2 = select i1 %lt, i32 %hi, i32 %mid\n"
+            "  br label %L\n"
+            "D:\n  %in = icmp slt i32 %lo, %m\n  br i1 %in, label %F, label %Z\n"
+            "F:\n  %lx = zext i32 %lo to i64\n  %jp = getelementptr inbounds i32, ptr %I, i64 %lx\n"
+            "  %jv = load i32, ptr %jp\n  %eq = icmp eq i32 %jv, %w\n  br i1 %eq, label %G, label %Z\n"
+            "G:\n  %wp = getelementptr inbounds i32, ptr %W, i64 %lx\n  %wv = load i32, ptr %wp\n"
+            "  %b = and i32 %c, 31\n  %s = lshr i32 %wv, %b\n  %t = trunc i32 %s to i1\n  ret i1 %t\n"
+            "Z:\n  ret i1 false\n}\n\n")
+
+
+def _const_fn(forest: Forest, sym: str) -> str:
+    """``@{sym}.k(K, V, m, n, A)``: c.tc_const, a run of m constant trees: per row, A[K[j]] +=
+    V[j] for j in order (each tree still adds at its own position: no pre-summing)."""
+    _, acc_t = _types(forest)
+    return (f"define internal void @{sym}.k(ptr noalias nocapture readonly %K, "
+            "ptr noalias nocapture readonly %V, i64 %m, i64 %n, ptr noalias nocapture %A) #0 {\n"
+            "e:\n  %ne = icmp sgt i64 %n, 0\n  %me = icmp sgt i64 %m, 0\n  %go = and i1 %ne, %me\n"
+            "  br i1 %go, label %R, label %x\n"
+            "R:\n  %r = phi i64 [0, %e], [%rn, %D]\n"
+            f"  %ab = mul nsw i64 %r, {forest.n_outputs}\n"
+            f"  %ar = getelementptr inbounds {acc_t}, ptr %A, i64 %ab\n  br label %L\n"
+            "L:\n  %j = phi i64 [0, %R], [%jn, %L]\n"
+            "  %kp = getelementptr inbounds i32, ptr %K, i64 %j\n  %kv = load i32, ptr %kp\n"
+            "  %kx = zext i32 %kv to i64\n"
+            f"  %vp = getelementptr inbounds {acc_t}, ptr %V, i64 %j\n  %v = load {acc_t}, ptr %vp\n"
+            f"  %ap = getelementptr inbounds {acc_t}, ptr %ar, i64 %kx\n  %ao = load {acc_t}, ptr %ap\n"
+            f"  %an = fadd {acc_t} %ao, %v\n  store {acc_t} %an, ptr %ap\n"
+            "  %jn = add nuw nsw i64 %j, 1\n  %jm = icmp slt i64 %jn, %m\n"
+            "  br i1 %jm, label %L, label %D\n"
+            "D:\n  %rn = add nuw nsw i64 %r, 1\n  %more = icmp slt i64 %rn, %n\n"
+            "  br i1 %more, label %R, label %x\n"
+            "x:\n  ret void\n}\n\n")
 
 
 def _emit_heap_tables(i: int, tree: Tree, forest: Forest, depth: int, sym: str,
@@ -549,33 +619,48 @@ def _emit_heap_kernel(forest: Forest, sym: str, depth: int, w: int, mode: int, i
     app("  %qn = add nuw nsw i64 %q, 1\n  br label %R\nx:\n  ret void\n}\n\n")
 
 
+#: at most this many steps (tree calls, row loops) per generated function: LLVM's analyses
+#: recurse along long chains of loops (ScalarEvolution overflowed the stack on 3,000 row loops
+#: in one function), so bigger units become a tree of small noinline functions
+_FANOUT = 32
+
+
 def _chunk_text(forest: Forest, trees: list[int], sym: str, u: int, opts: dict[str, Any]) -> str:
     """IR text of a module defining ``@{sym}.u{u}(X, n, acc)``, which runs trees `trees`."""
-    _, acc_t = _types(forest)
+    x_t, acc_t = _types(forest)
     out: list[str] = []
-    calls: list[str] = []
+    calls: list[str] = []   # one self-contained snippet per step, in model order
     kernels: set[tuple[int, int, int]] = set()
     walkers: set[tuple[int, int]] = set()
-    for i in trees:
-        tree = forest.trees[i]
+    need_const = need_sparse = False
+    for kind, what in steps(forest, trees):
+        if kind == "const":
+            idx, vals = const_run(forest, what)
+            s = what[0]
+            out.append(_blob(f"{sym}.K{s}", idx))
+            out.append(_blob(f"{sym}.V{s}", vals))
+            calls.append(f"  call void @{sym}.k(ptr @{sym}.K{s}, ptr @{sym}.V{s}, i64 {len(idx)}, "
+                         "i64 %n, ptr %A)\n")
+            need_const = True
+            continue
+        i, tree = what, forest.trees[what]
+        o = int(forest.tree_output[i])
         depth = _heap_depth(tree, opts)
         if not depth and _is_table(tree, opts):
             w, m = _emit_table_tree(i, tree, forest, sym, out)
             walkers.add((w, m))
-            o = int(forest.tree_output[i])
             calls.append(f"  %A{i} = getelementptr inbounds {acc_t}, ptr %A, i64 {o}\n"
                          f"  call void @{sym}.w{w}_{m}(ptr @{sym}.T{i}, ptr @{sym}.L{i}, "
                          f"ptr %X, i64 %n, ptr %A{i})\n")
         elif depth:
             d, w, m = _emit_heap_tables(i, tree, forest, depth, sym, out)
             kernels.add((d, w, m))
-            o = int(forest.tree_output[i])
             calls.append(f"  %A{i} = getelementptr inbounds {acc_t}, ptr %A, i64 {o}\n"
                          f"  call void @{sym}.h{d}_{w}_{m}(ptr @{sym}.T{i}, ptr @{sym}.L{i}, "
                          f"ptr %X, i64 %n, ptr %A{i})\n")
         else:
             _emit_tree(i, tree, forest, sym, out)
-            x_t, _ = _types(forest)
+            need_sparse |= tree.has_categorical
             calls.append(f"  br label %s{i}\ns{i}:\n  br label %h{i}\n"
                          f"h{i}:\n  %r{i} = phi i64 [0, %s{i}], [%rn{i}, %b{i}]\n"
                          f"  %c{i} = icmp slt i64 %r{i}, %n\n"
@@ -591,7 +676,22 @@ def _chunk_text(forest: Forest, trees: list[int], sym: str, u: int, opts: dict[s
         _emit_heap_kernel(forest, sym, d, w, m, int(opts["interleave"]), out)
     for w, m in sorted(walkers):
         _emit_walk_kernel(forest, sym, w, m, out)
-    out.append(f"define hidden void @{sym}.u{u}(ptr noalias %X, i64 %n, ptr noalias %A) #1 {{\ne:\n")
+    if need_const:
+        out.append(_const_fn(forest, sym))
+    if need_sparse:
+        out.append(_sparse_bit_fn(sym))
+    sig = "(ptr noalias %X, i64 %n, ptr noalias %A)"
+    level = 0
+    while len(calls) > _FANOUT:  # group the steps into noinline functions, level by level
+        grouped = []
+        for g in range(0, len(calls), _FANOUT):
+            name = f"@{sym}.u{u}.g{level}_{g // _FANOUT}"
+            out.append(f"define internal void {name}{sig} #0 {{\ne:\n")
+            out.extend(calls[g:g + _FANOUT])
+            out.append("  ret void\n}\n\n")
+            grouped.append(f"  call void {name}(ptr %X, i64 %n, ptr %A)\n")
+        calls, level = grouped, level + 1
+    out.append(f"define hidden void @{sym}.u{u}{sig} #1 {{\ne:\n")
     out.extend(calls)
     out.append("  ret void\n}\n\n"
                # noinline keeps functions at one tree: the optimiser's cost grows faster than
@@ -608,7 +708,7 @@ def _is_table(tree: Tree, opts: dict[str, Any]) -> bool:
 
 def _cost(tree: Tree, opts: dict[str, Any]) -> int:
     """Compile cost of a tree in node-equivalents: tables are ~free, basic blocks are not."""
-    if _heap_depth(tree, opts) or _is_table(tree, opts):
+    if tree.n_nodes == 1 or _heap_depth(tree, opts) or _is_table(tree, opts):
         return tree.n_nodes // 16 + 1
     return tree.n_nodes
 
@@ -670,7 +770,7 @@ def _main_text(forest: Forest, sym: str, n_parts: int, block: int, triple: str) 
     const_fn("treecomp_n_classes", i32, i32(sum(head.n_classes)))
     cstring("treecomp_meta_json", head.to_json(backend=NAME, treecomp_version=__version__))
 
-    base_vals = forest.base_score.astype(np.float32 if acc_ty is f32 else np.float64).tolist()
+    base_vals = folded_base(forest).tolist()  # leading constant trees included (c.folded_base)
     base = ir.GlobalVariable(mod, ir.ArrayType(acc_ty, no), name=f"{sym}.base")
     base.initializer = ir.Constant(ir.ArrayType(acc_ty, no), [acc_ty(v) for v in base_vals])
     base.global_constant = True
@@ -812,11 +912,11 @@ def _transform_row(b, forest: Forest, acc_ty, exps, loop, a) -> None:
 
     one = acc_ty(1.0)
     t = forest.transform
-    if t in ("sigmoid", "sigmoid2", "exp"):
+    if t in ("sigmoid", "sigmoid2", "exp", "exp64"):
         def one_k(k):
             p = at(k)
             v = b.load(p, typ=acc_ty)
-            if t == "exp":
+            if t in ("exp", "exp64"):  # exp64 (survival:aft): exp in double, rounded once
                 r = ex(v)
             elif xgb32 and t == "sigmoid":
                 nv = b.fneg(v)
