@@ -1,5 +1,6 @@
 """The command line: compile / predict / inspect / header, and one-line errors."""
 
+import os
 import pickle
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import treecomp
 from treecomp import interp, toolchain
 from treecomp.cli import main
 
-pytestmark = pytest.mark.skipif(not toolchain.have_compiler(), reason="no C compiler")
+needs_cc = pytest.mark.skipif(not toolchain.have_compiler(), reason="no C compiler")
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +28,7 @@ def model_file(tmp_path_factory):
     return path, m, X
 
 
+@needs_cc
 def test_compile_predict_round_trip(model_file, tmp_path):
     path, m, X = model_file
     r = CliRunner()
@@ -57,7 +59,7 @@ def test_inspect(model_file):
     (["compile", "missing.pkl", "-o", "x.so"], "not found"),
     (["predict", "missing.so", "x.npy", "-o", "y.npy"], "not found"),
     (["compile", "{bad}", "-o", "x.so"], "cannot unpickle"),
-    (["compile", "{txt}", "-o", "x.so"], "unknown model file type"),
+    (["compile", "{txt}", "-o", "x.so"], "model.xyz"),  # names the file it cannot read
 ])
 def test_errors_are_one_line(args, needle, tmp_path):
     (tmp_path / "bad.pkl").write_bytes(b"\x80\x04garbage")
@@ -66,8 +68,10 @@ def test_errors_are_one_line(args, needle, tmp_path):
     res = CliRunner().invoke(main, args)
     assert res.exit_code == 1
     assert needle in res.output and "Traceback" not in res.output
+    assert _one_error_line(res)
 
 
+@needs_cc
 def test_bad_data_file(model_file, tmp_path):
     path, _, _ = model_file
     out = tmp_path / "m.so"
@@ -82,6 +86,7 @@ def test_entry_point_installed():
     assert res.returncode == 0 and treecomp.__version__ in res.stdout
 
 
+@needs_cc
 def test_auto_backend_follows_the_artifact_suffix(model_file, tmp_path):
     """The model is quantisable (auto -> arrays in Python), yet `-o m.so` must be a real shared
     library; `-o m.tc` a table file; saving an arrays predictor as .so is refused."""
@@ -96,3 +101,280 @@ def test_auto_backend_follows_the_artifact_suffix(model_file, tmp_path):
         np.testing.assert_array_equal(treecomp.load(tmp_path / name).predict(X), m.predict(X))
     with pytest.raises(ValueError, match="table file"):
         treecomp.compile(m, backend="arrays").save(tmp_path / "x.so")
+
+
+# -- issue 24: a new user's findings --------------------------------------------------------------
+
+def _one_error_line(res) -> bool:
+    """A user error: exactly one line on stderr, starting with "Error:", and no traceback."""
+    lines = res.stderr.strip().splitlines()
+    return (res.exit_code != 0 and len(lines) == 1 and lines[0].startswith("Error: ")
+            and "Traceback" not in res.output
+            and (res.exception is None or isinstance(res.exception, SystemExit)))
+
+
+@pytest.fixture(scope="module")
+def lgbm_files(tmp_path_factory):
+    """LightGBM text models (binary and regression objectives, as Booster.save_model writes
+    them), their .tc artifacts, and rows."""
+    lgb = pytest.importorskip("lightgbm")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 4))
+    d = tmp_path_factory.mktemp("lgbm")
+    out = {"X": X[:20]}
+    for name, obj, y in (("bin", "binary", (X[:, 0] > 0).astype(int)), ("reg", "regression", X[:, 1])):
+        b = lgb.train({"objective": obj, "num_leaves": 4, "verbose": -1, "min_data_in_leaf": 5},
+                      lgb.Dataset(X, y), num_boost_round=3)
+        b.save_model(str(d / f"{name}.txt"))
+        treecomp.compile(str(d / f"{name}.txt"), backend="arrays").save(d / f"{name}.tc")
+        out[name] = d / name
+    np.save(d / "rows.npy", out["X"])
+    out["rows"] = d / "rows.npy"
+    return out
+
+
+def test_proba_on_a_regressor_is_a_one_line_error(lgbm_files, tmp_path):
+    res = CliRunner().invoke(main, ["predict", f"{lgbm_files['reg']}.tc", str(lgbm_files["rows"]),
+                                    "-o", str(tmp_path / "p.npy"), "--proba"])
+    assert res.exit_code == 1 and _one_error_line(res), res.output
+    assert res.stderr.strip() == "Error: --proba needs a classifier; this model is a regressor"
+    assert not (tmp_path / "p.npy").exists()
+
+
+def test_proba_on_a_booster_file_without_labels_says_why(lgbm_files, tmp_path):
+    """A LightGBM binary Booster file carries no class labels: --proba is refused (one line,
+    saying the plain predictions are the probabilities), and those are what predict writes."""
+    tc = f"{lgbm_files['bin']}.tc"
+    r = CliRunner()
+    res = r.invoke(main, ["predict", tc, str(lgbm_files["rows"]), "-o", str(tmp_path / "p.npy"), "--proba"])
+    if res.exit_code == 0:  # the frontend now gives a Booster's binary objective its labels
+        assert np.load(tmp_path / "p.npy").shape == (20, 2)
+        return
+    assert res.exit_code == 1 and _one_error_line(res) and "already are probabilities" in res.stderr
+    res = r.invoke(main, ["predict", tc, str(lgbm_files["rows"]), "-o", str(tmp_path / "p.npy")])
+    assert res.exit_code == 0, res.output
+    import lightgbm as lgb
+    want = lgb.Booster(model_file=f"{lgbm_files['bin']}.txt").predict(lgbm_files["X"])
+    np.testing.assert_allclose(np.load(tmp_path / "p.npy"), want, rtol=1e-12)
+
+
+def _kind_line(res) -> str:
+    return next(ln for ln in res.output.splitlines() if ln.startswith("kind:"))
+
+
+def test_inspect_reports_classifier_or_regressor(lgbm_files, model_file):
+    r = CliRunner()
+    res = r.invoke(main, ["inspect", f"{lgbm_files['bin']}.txt"])
+    assert res.exit_code == 0, res.output
+    assert "classifier" in _kind_line(res) and "regressor" not in _kind_line(res)
+    res = r.invoke(main, ["inspect", f"{lgbm_files['reg']}.txt"])
+    assert res.exit_code == 0, res.output
+    assert _kind_line(res).split(";")[0] == "kind:       regressor"
+    res = r.invoke(main, ["inspect", str(model_file[0])])
+    assert _kind_line(res).split(";")[0] == "kind:       classifier"
+
+
+def test_inspect_prints_plain_numbers(model_file):
+    res = CliRunner().invoke(main, ["inspect", str(model_file[0])])
+    assert res.exit_code == 0, res.output
+    assert "classes:    [0, 1, 2]" in res.output
+    assert "np." not in res.output and "array(" not in res.output
+
+
+@pytest.mark.parametrize("name", ["p.npy", "p.csv", "p.txt", "p.NPY"])
+def test_prediction_output_honours_the_suffix(lgbm_files, tmp_path, name):
+    out = tmp_path / name
+    res = CliRunner().invoke(main, ["predict", f"{lgbm_files['reg']}.tc", str(lgbm_files["rows"]),
+                                    "-o", str(out)])
+    assert res.exit_code == 0, res.output
+    assert f"wrote {out}" in res.output
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]  # no p.txt.npy
+    want = treecomp.load(f"{lgbm_files['reg']}.tc").predict(lgbm_files["X"])
+    got = np.load(out) if name.lower().endswith(".npy") else np.loadtxt(out, delimiter=",")
+    np.testing.assert_array_equal(got, want)  # %.17g: the CSV round-trips exactly
+
+
+@pytest.mark.parametrize("name", ["p.xyz", "p", "p.json"])
+def test_prediction_output_refuses_other_suffixes(lgbm_files, tmp_path, name):
+    res = CliRunner().invoke(main, ["predict", f"{lgbm_files['reg']}.tc", str(lgbm_files["rows"]),
+                                    "-o", str(tmp_path / name)])
+    assert res.exit_code == 2 and _one_error_line(res), res.output
+    assert all(s in res.stderr for s in (".npy", ".csv", ".txt"))
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("backend, name, needle", [
+    ("c", "a.tc", "name the output a.so"),
+    ("llvm", "a.tc", "name the output a.so"),
+    ("arrays", "a.so", "name the output a.tc"),
+    ("auto", "a.xyz", "unsupported suffix '.xyz'"),
+    ("c", "a.xyz", "unsupported suffix '.xyz'"),
+    ("auto", "a", "has no suffix"),
+])
+def test_compile_output_suffix_must_match_what_is_written(lgbm_files, tmp_path, backend, name, needle):
+    """Checked before any work: a usage error (exit 2), one line, nothing written."""
+    res = CliRunner().invoke(main, ["compile", f"{lgbm_files['reg']}.txt", "-o", str(tmp_path / name),
+                                    "--backend", backend])
+    assert res.exit_code == 2 and _one_error_line(res), res.output
+    assert needle in res.stderr and ".so" in res.stderr and ".tc" in res.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_emit_source_needs_the_c_backend(lgbm_files, tmp_path):
+    for args in (["-o", str(tmp_path / "m.tc")], ["-o", str(tmp_path / "m.tc"), "--backend", "arrays"]):
+        res = CliRunner().invoke(main, ["compile", f"{lgbm_files['reg']}.txt", "--emit-source",
+                                        str(tmp_path / "src")] + args)
+        assert res.exit_code == 2 and _one_error_line(res) and "--emit-source" in res.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_compile_tc_with_arrays_backend(lgbm_files, tmp_path):
+    res = CliRunner().invoke(main, ["compile", f"{lgbm_files['reg']}.txt", "-o", str(tmp_path / "m.tc"),
+                                    "--backend", "arrays"])
+    assert res.exit_code == 0, res.output
+    assert (tmp_path / "m.tc").read_bytes()[:8] == b"TCARRAYS"
+
+
+def test_csv_with_empty_fields_reads_nan(lgbm_files, tmp_path):
+    """pandas writes NaN as an empty field; a header row is skipped; nan reads as NaN too."""
+    pd = pytest.importorskip("pandas")
+    X = lgbm_files["X"].copy()
+    X[0, 1] = X[3, 0] = X[5, 3] = np.nan
+    pd.DataFrame(X, columns=list("abcd")).to_csv(tmp_path / "x.csv", index=False)
+    assert ",," in (tmp_path / "x.csv").read_text()
+    res = CliRunner().invoke(main, ["predict", f"{lgbm_files['reg']}.tc", str(tmp_path / "x.csv"),
+                                    "-o", str(tmp_path / "p.npy")])
+    assert res.exit_code == 0, res.output
+    want = treecomp.load(f"{lgbm_files['reg']}.tc").predict(X)
+    np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), want)
+
+
+def test_read_data_csv_forms(tmp_path):
+    from treecomp.cli import read_data
+    (tmp_path / "a.csv").write_text("1.0,,3.0\n4,5,nan\n\n")
+    np.testing.assert_array_equal(read_data(str(tmp_path / "a.csv")),
+                                  [[1.0, np.nan, 3.0], [4.0, 5.0, np.nan]])
+    (tmp_path / "h.txt").write_text("x,y,z\n1,2,3\n")  # a header; .txt is comma-separated too
+    np.testing.assert_array_equal(read_data(str(tmp_path / "h.txt")), [[1.0, 2.0, 3.0]])
+    (tmp_path / "bad.csv").write_text("1,2,3\n4,oops,6\n")
+    with pytest.raises(ValueError, match=r"row 2, column 2: 'oops' is not a number"):
+        read_data(str(tmp_path / "bad.csv"))
+    for empty in ("", "a,b\n"):
+        (tmp_path / "empty.csv").write_text(empty)
+        with pytest.raises(ValueError, match="no data rows"):
+            read_data(str(tmp_path / "empty.csv"))
+    (tmp_path / "ragged.csv").write_text("1,2,3\n4,5\n")
+    with pytest.raises(ValueError, match="row 2 has 2 fields"):
+        read_data(str(tmp_path / "ragged.csv"))
+
+
+def test_help_says_how_csv_headers_are_handled():
+    res = CliRunner().invoke(main, ["predict", "--help"])
+    assert res.exit_code == 0
+    assert "header" in res.output and "empty" in res.output
+
+
+def test_proba_and_raw_are_mutually_exclusive(lgbm_files, tmp_path):
+    res = CliRunner().invoke(main, ["predict", f"{lgbm_files['bin']}.tc", str(lgbm_files["rows"]),
+                                    "-o", str(tmp_path / "p.npy"), "--proba", "--raw"])
+    assert res.exit_code == 2 and _one_error_line(res), res.output
+    assert "mutually exclusive" in res.stderr and not (tmp_path / "p.npy").exists()
+
+
+@pytest.mark.parametrize("threads, code", [("-3", 2), ("0", 2), ("two", 2), ("1", 0)])
+def test_threads_must_be_a_positive_int(lgbm_files, tmp_path, threads, code):
+    res = CliRunner().invoke(main, ["predict", f"{lgbm_files['reg']}.tc", str(lgbm_files["rows"]),
+                                    "-o", str(tmp_path / "p.npy"), "--threads", threads])
+    assert res.exit_code == code, res.output
+    if code:
+        assert _one_error_line(res) and "--threads" in res.stderr
+
+
+def test_missing_output_directory_names_the_users_path(lgbm_files, tmp_path):
+    r = CliRunner()
+    missing = tmp_path / "nope"
+    for args, out in (
+            (["predict", f"{lgbm_files['reg']}.tc", str(lgbm_files["rows"]), "-o"], missing / "p.npy"),
+            (["compile", f"{lgbm_files['reg']}.txt", "-o"], missing / "m.tc"),
+            (["compile", f"{lgbm_files['reg']}.txt", "-o", str(tmp_path / "m.tc"), "--header"],
+             missing / "treecomp.h"),
+            (["header", "-o"], missing / "treecomp.h")):
+        res = r.invoke(main, args + [str(out)])
+        assert res.exit_code == 1 and _one_error_line(res), res.output
+        assert res.stderr.strip() == f"Error: cannot write {out}: directory {missing} does not exist"
+    assert not missing.exists()
+
+
+def test_data_file_errors_are_one_line(lgbm_files, tmp_path):
+    r = CliRunner()
+    tc = f"{lgbm_files['reg']}.tc"
+    (tmp_path / "x.parquet").write_text("")
+    for data, needle in ((tmp_path / "none.npy", "data file not found"),
+                         (tmp_path / "x.parquet", "unsupported data file")):
+        res = r.invoke(main, ["predict", tc, str(data), "-o", str(tmp_path / "p.npy")])
+        assert res.exit_code == 1 and _one_error_line(res) and needle in res.stderr, res.output
+
+
+def _inspect_argv(model_path) -> list:
+    return [sys.executable, "-m", "treecomp.cli", "inspect", str(model_path)]
+
+
+def test_inspect_into_head_is_quiet(lgbm_files):
+    """`treecomp inspect m | head -1`: the first line, nothing on stderr, and status 0 or 141
+    (141 = 128 + SIGPIPE when head exits before inspect has written everything)."""
+    cmd = " ".join(f"'{a}'" for a in _inspect_argv(f"{lgbm_files['bin']}.txt"))
+    res = subprocess.run(["bash", "-c", f'{cmd} | head -1; echo "status=${{PIPESTATUS[0]}}"'],
+                         capture_output=True, text=True, timeout=60)
+    lines = res.stdout.splitlines()
+    assert lines[0].startswith("model:") and lines[1] in ("status=0", "status=141"), res.stdout
+    assert res.stderr == ""
+
+
+def test_inspect_into_a_closed_pipe_exits_141_quietly(lgbm_files):
+    """The reader is gone before inspect writes (deterministic, unlike head's race): no
+    "Broken pipe", no traceback, no "Exception ignored" at shutdown; status 141."""
+    r, w = os.pipe()
+    os.close(r)
+    try:
+        res = subprocess.run(_inspect_argv(f"{lgbm_files['bin']}.txt"), stdout=w,
+                             stderr=subprocess.PIPE, text=True, timeout=60)
+    finally:
+        os.close(w)
+    assert res.returncode == 141 and res.stderr == "", res.stderr
+
+
+def test_help_lists_every_model_file_kind():
+    from treecomp import frontends
+    suffixes = [s for name in ("PICKLE_SUFFIXES", "XGBOOST_SUFFIXES", "LIGHTGBM_SUFFIXES", "IR_SUFFIXES")
+                for s in getattr(frontends, name, ())]
+    assert ".txt" in suffixes and ".json" in suffixes
+    for cmd in ("compile", "inspect"):
+        res = CliRunner().invoke(main, [cmd, "--help"])
+        assert res.exit_code == 0
+        for s in suffixes:
+            assert s in res.output, (cmd, s)
+        assert "LightGBM" in res.output and "XGBoost" in res.output and "scikit-learn" in res.output
+
+
+def test_bench_bad_flag_is_one_line():
+    res = CliRunner().invoke(main, ["bench", "--bad-flag"])
+    assert res.exit_code == 2 and _one_error_line(res), res.output
+    assert "--bad-flag" in res.stderr and "usage:" not in res.output
+
+
+def test_every_command_turns_errors_into_one_line():
+    """Each command's callback goes through _friendly (TreecompError / ValueError / TypeError /
+    OSError / KeyError -> one line, exit 1)."""
+    for name, cmd in main.commands.items():
+        fn, friendly = cmd.callback, False
+        while fn is not None and not friendly:
+            friendly, fn = getattr(fn, "friendly", False), getattr(fn, "__wrapped__", None)
+        assert friendly, name
+
+
+def test_usage_errors_are_one_line():
+    r = CliRunner()
+    for args in (["predict"], ["compile", "m.pkl"], ["nosuch"], ["inspect", "--bad"]):
+        res = r.invoke(main, args)
+        assert res.exit_code == 2 and _one_error_line(res), (args, res.output)
+        assert "--help" in res.stderr

@@ -1,16 +1,28 @@
 """The `treecomp` command line: it only parses arguments and calls the Python API.
 
-Errors the user can fix (bad files, unsupported models, bad arguments) print one line and exit
-with status 1 (2 for usage errors); nothing prints a traceback.
+Every failure the user can fix prints ONE line ``Error: ...`` on stderr, never a traceback.
+Exit status (documented in ``treecomp --help``):
+
+- 0: success;
+- 1: the work failed (a missing, malformed or unsupported model / data / artifact file, an
+  output that cannot be written, a model that cannot do what was asked such as ``--proba`` on
+  a regressor, a toolchain failure; the compiler's own output follows a CompileError's line);
+- 2: a bad command line (unknown option, bad option value, conflicting options, an output name
+  whose suffix does not match what would be written);
+- 141 (128 + SIGPIPE): stdout was closed early (``treecomp inspect m | head -1``): quietly.
 """
 
 from __future__ import annotations
 
+import csv
 import functools
+import math
+import os
 import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 import click
 import numpy as np
@@ -20,37 +32,213 @@ from . import __version__
 PICKLE_WARNING = ("Model files ending in .pkl/.pickle/.joblib are unpickled, which EXECUTES code "
                   "from the file: only use files you trust.")
 
+# shown in the help of the commands that read a model (keep in step with treecomp.parse;
+# tests/test_cli.py checks every suffix frontends/__init__.py names appears here)
+MODEL_FILES_HELP = """\b
+Model files (LightGBM, XGBoost and treecomp IR files are recognised by their
+content, whatever their name; pickles only by these suffixes):
+  .pkl .pickle .joblib  a pickled fitted estimator: scikit-learn trees and
+                        forests, XGBoost / LightGBM sklearn wrappers or Boosters
+  .json .ubj            XGBoost model file (Booster.save_model / save_model;
+                        also .model / .bin from older versions)
+  .txt                  LightGBM text model (Booster.save_model, model_to_string;
+                        often named .model)
+  .tcir                 treecomp IR file (Forest.save)"""
 
-def _friendly(fn):
-    """Turn expected failures into a one-line error and exit code 1."""
+EXIT_CODES_HELP = """\b
+Exit status: 0 success; 1 the work failed (bad or unsupported file, unwritable
+output, --proba on a regressor, ...); 2 bad command line (options, conflicting
+flags, output suffix); 141 stdout closed early (e.g. piped into head).
+Errors are one line on stderr, starting with "Error:"."""
+
+# artifact suffix -> what it must contain; backend -> its artifact suffix
+ARTIFACT_SUFFIXES = {".so": ("a shared library", "--backend c or llvm"),
+                     ".tc": ("a table file", "--backend arrays")}
+BACKEND_SUFFIX = {"c": ".so", "llvm": ".so", "arrays": ".tc"}
+PREDICTION_SUFFIXES = {".npy": "np.save", ".csv": "comma-separated text",
+                       ".txt": "comma-separated text"}
+DATA_SUFFIXES = (".npy", ".csv", ".txt")
+# inverse links that turn margins into probabilities: a forest with one of these but no class
+# labels is a classification objective read without its labels (a LightGBM / XGBoost Booster
+# file predicts probabilities, like Booster.predict)
+PROBABILITY_TRANSFORMS = ("sigmoid", "sigmoid2", "softmax", "softmax_seq")
+
+
+class Failure(click.ClickException):
+    """The work failed (exit 1): `message` is the one line; `detail` (a toolchain's output)
+    follows it, indented."""
+
+    def __init__(self, message: str, detail: str = ""):
+        super().__init__(message)
+        self.detail = detail
+
+
+def _one_line(text: str) -> str:
+    lines = [ln.strip() for ln in str(text).strip().splitlines() if ln.strip()]
+    return "; ".join(lines)
+
+
+def _os_message(exc: OSError) -> str:
+    """An OSError as a sentence naming the user's path ("No such file or directory: x.npy")."""
+    if exc.strerror and exc.filename is not None:
+        return f"{exc.strerror}: {exc.filename}"
+    return str(exc)
+
+
+def _friendly(fn: Callable) -> Callable:
+    """Turn expected failures (TreecompError, ValueError, TypeError, OSError, KeyError) into a
+    one-line error and exit code 1; a broken stdout pipe passes through (see _Main)."""
     @functools.wraps(fn)
     def wrapper(*args, **kwargs):
-        from .errors import TreecompError
+        from .errors import CompileError, TreecompError
         try:
             return fn(*args, **kwargs)
+        except BrokenPipeError:
+            raise
         except (TreecompError, ValueError, TypeError, OSError, KeyError) as exc:
-            msg = str(exc).strip().splitlines()
-            first = msg[0] if msg else type(exc).__name__
-            detail = "\n".join(msg[1:12])
-            raise click.ClickException(first + ("\n" + detail if detail else "")) from None
+            if isinstance(exc, OSError) and not isinstance(exc, TreecompError):
+                text = _os_message(exc)
+            elif isinstance(exc, KeyError) and exc.args:
+                text = str(exc.args[0])
+            else:
+                text = str(exc)
+            lines = text.strip().splitlines() or [type(exc).__name__]
+            detail = "\n".join("  " + ln for ln in lines[1:40]) if isinstance(exc, CompileError) else ""
+            raise Failure(lines[0] if detail else _one_line(text) or type(exc).__name__,
+                          detail) from None
+    wrapper.friendly = True  # type: ignore[attr-defined]  (tests check every command has it)
     return wrapper
+
+
+def _quiet_broken_pipe() -> None:
+    """stdout was closed (`| head`): point it at /dev/null so the interpreter's final flush
+    cannot fail again, and exit 141 (128 + SIGPIPE, what a shell shows for a killed writer)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError):  # not a real file (CliRunner), or closed
+        pass
+    sys.exit(141)
+
+
+class _Main(click.Group):
+    """The `treecomp` group: one-line errors for usage errors too, and a quiet exit when stdout
+    is closed early."""
+
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError:
+            _quiet_broken_pipe()
+
+    def make_context(self, *args: Any, **kwargs: Any) -> click.Context:
+        try:  # `treecomp --help | head -1`
+            return super().make_context(*args, **kwargs)
+        except BrokenPipeError:
+            _quiet_broken_pipe()
+            raise  # not reached
+
+    def main(self, args: Any = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+        except click.UsageError as exc:
+            where = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+            _error(_one_line(exc.format_message()) + where)
+            sys.exit(exc.exit_code)
+        except click.ClickException as exc:
+            _error(_one_line(exc.format_message()))
+            detail = getattr(exc, "detail", "")
+            if detail:
+                click.echo(detail, err=True)
+            sys.exit(exc.exit_code)
+        except click.Abort:
+            _error("aborted")
+            sys.exit(1)
+        sys.exit(rv if isinstance(rv, int) and not isinstance(rv, bool) else 0)
+
+
+def _error(line: str) -> None:
+    try:
+        click.echo(f"Error: {line}", err=True)
+    except BrokenPipeError:  # stderr closed too: nothing left to tell
+        pass
 
 
 def _progress(msg: str) -> None:
     click.echo(f"  ... {msg}", err=True)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _check_writable(path: str) -> None:
+    """Refuse an output whose directory is missing, naming the user's path (not a temp file)."""
+    p = Path(path)
+    d = p.parent
+    if not d.exists():
+        raise Failure(f"cannot write {path}: directory {d} does not exist")
+    if not d.is_dir():
+        raise Failure(f"cannot write {path}: {d} is not a directory")
+    if p.is_dir():
+        raise Failure(f"cannot write {path}: it is a directory")
+
+
+def _write(path: str, writer: Callable[[], None]) -> None:
+    """Run `writer` (which writes `path`), reporting an OSError with the user's path."""
+    from .errors import WriteError
+    _check_writable(path)
+    try:
+        writer()
+    except WriteError as exc:
+        cause = exc.__cause__
+        why = cause.strerror if isinstance(cause, OSError) and cause.strerror else str(exc)
+        raise Failure(f"cannot write {path}: {why}") from None
+    except BrokenPipeError:
+        raise
+    except OSError as exc:
+        raise Failure(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def _bad_suffix(path: str) -> str:
+    suffix = Path(path).suffix
+    return f"{path}: unsupported suffix {suffix!r}" if suffix else f"{path} has no suffix"
+
+
+def _plain(obj: Any) -> Any:
+    """numpy scalars / arrays as plain Python values, so they print as `0`, not `np.int64(0)`."""
+    if isinstance(obj, np.ndarray):
+        return obj.tolist()
+    if isinstance(obj, np.generic):
+        return obj.item()
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_plain(v) for v in obj)
+    return obj
+
+
+def _kind(transform: str, is_classifier: bool) -> str:
+    if is_classifier:
+        return "classifier"
+    if transform in PROBABILITY_TRANSFORMS:
+        return "classifier without class labels (a Booster's objective: predict gives probabilities)"
+    return "regressor"
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]},
+             epilog=EXIT_CODES_HELP)
 @click.version_option(__version__, prog_name="treecomp")
 def main() -> None:
     """treecomp: compile decision-tree ensembles into fast, exact predictors."""
 
 
-@main.command("compile", epilog=PICKLE_WARNING)
+@main.command("compile", epilog=PICKLE_WARNING, help=(
+    "Compile MODEL into an artifact (.so or .tc) that `treecomp predict` and treecomp.load "
+    "read.\n\n" + MODEL_FILES_HELP))
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True,
-              help="Artifact to write (.so for c/llvm, .tc for arrays; with --backend auto the "
-                   "suffix decides between a shared library and a table file).")
+              help="Artifact to write; its suffix must match: .so (a shared library: --backend "
+                   "c or llvm) or .tc (a table file: --backend arrays). With --backend auto the "
+                   "suffix decides between the two. Another suffix, or one that does not match "
+                   "--backend, is a usage error (exit 2).")
 @click.option("--backend", type=click.Choice(["auto", "c", "llvm", "arrays"]), default="auto",
               show_default=True)
 @click.option("--native", is_flag=True, help="Tune for this CPU (the artifact may not run elsewhere).")
@@ -60,30 +248,47 @@ def main() -> None:
               help="Also write the C ABI header (treecomp.h) to this path.")
 @_friendly
 def compile_cmd(model, output, backend, native, emit_source, header):
-    """Compile MODEL (.pkl/.joblib estimator, XGBoost .json/.ubj, ...) into an artifact."""
     from . import api, backends, parse
+    # the output's suffix names what is written: check it before any work
+    suffix = Path(output).suffix.lower()
+    if suffix not in ARTIFACT_SUFFIXES:
+        raise click.BadParameter(
+            _bad_suffix(output) + "; use "
+            + " or ".join(f"{s} ({what}: {how})" for s, (what, how) in ARTIFACT_SUFFIXES.items()),
+            param_hint="'-o' / '--output'")
+    if backend != "auto" and BACKEND_SUFFIX[backend] != suffix:
+        raise click.BadParameter(
+            f"--backend {backend} writes {ARTIFACT_SUFFIXES[BACKEND_SUFFIX[backend]][0]}: "
+            f"name the output {Path(output).with_suffix(BACKEND_SUFFIX[backend]).name}, not "
+            f"{Path(output).name}", param_hint="'-o' / '--output'")
+    if emit_source and (backend not in ("c", "auto") or suffix != ".so"):
+        raise click.UsageError("--emit-source is only available with --backend c (a .so output)")
+    _check_writable(output)
+    if header:
+        _check_writable(header)
     t0 = time.perf_counter()
     forest = parse(model)
-    # auto honours the artifact the user named: a .so must be a shared library (c / llvm)
-    suffix = Path(output).suffix.lower()
-    artifact = "so" if suffix == ".so" else None
-    name = backends.choose(forest, artifact) if backend == "auto" else backend
-    if backend == "auto" and suffix == ".tc":
+    if backend != "auto":
+        name = backend
+    elif suffix == ".tc":
         name = "arrays"
+    else:  # a .so must be a shared library: choose among the code generators
+        name = backends.choose(forest, "so")
     opts = {"native": True} if native else {}
     click.echo(f"parsed {forest.n_trees} trees in {time.perf_counter() - t0:.2f}s; "
                f"compiling with the {name} backend", err=True)
     if emit_source:
         if name != "c":
-            raise click.UsageError("--emit-source is only available with --backend c")
+            raise click.UsageError(f"--emit-source is only available with --backend c "
+                                   f"(--backend auto chose {name})")
         from .backends import c
         Path(emit_source).mkdir(parents=True, exist_ok=True)
         for fname, text in c.emit(forest, c.options(**opts)).items():
             (Path(emit_source) / fname).write_text(text)
     pred = api.compile(forest, backend=name, progress=_progress, **opts)
-    pred.save(output)
+    _write(output, lambda: pred.save(output))
     if header:
-        write_header(header)
+        _write(header, lambda: write_header(header))
     click.echo(f"wrote {output} ({pred.backend} backend, {Path(output).stat().st_size} bytes) "
                f"in {time.perf_counter() - t0:.2f}s")
 
@@ -98,93 +303,200 @@ def write_header(path: str) -> None:
 @_friendly
 def header_cmd(output):
     """Write the C ABI header that every artifact honours."""
-    write_header(output)
+    _write(output, lambda: write_header(output))
     click.echo(f"wrote {output}")
+
+
+def _is_number(field: str) -> bool:
+    if not field.strip():
+        return True  # an empty field: a missing value
+    try:
+        float(field)
+    except ValueError:
+        return False
+    return True
+
+
+def read_csv(path: Path) -> np.ndarray:
+    """A comma-separated file of numbers as a float64 matrix: empty fields (pandas writes NaN
+    so) and nan read as NaN; a first line with any non-numeric field is a header and skipped."""
+    with open(path, newline="") as f:
+        rows = [r for r in csv.reader(f) if r and any(v.strip() for v in r)]
+    if rows and not all(_is_number(v) for v in rows[0]):
+        rows = rows[1:]  # a header row
+    if not rows:
+        raise ValueError(f"{path.name} has no data rows")
+    width = len(rows[0])
+    out = np.empty((len(rows), width), np.float64)
+    for i, r in enumerate(rows):
+        if len(r) != width:
+            raise ValueError(f"{path.name}: row {i + 1} has {len(r)} fields, the first has {width}")
+        for j, v in enumerate(r):
+            v = v.strip()
+            try:
+                out[i, j] = float(v) if v else math.nan
+            except ValueError:
+                raise ValueError(f"{path.name}: row {i + 1}, column {j + 1}: {v!r} is not a number "
+                                 "(empty fields and nan read as missing values)") from None
+    return out
 
 
 def read_data(path: str) -> np.ndarray:
     p = Path(path)
-    if p.suffix.lower() == ".npy":
+    if not p.is_file():
+        raise FileNotFoundError(f"data file not found: {path}")
+    suffix = p.suffix.lower()
+    if suffix == ".npy":
         return np.load(p, allow_pickle=False)
-    if p.suffix.lower() in (".csv", ".txt"):
-        with open(p) as f:
-            first = f.readline()
-        try:
-            [float(v) for v in first.strip().split(",")]
-            skip = 0
-        except ValueError:
-            skip = 1  # a header row
-        return np.loadtxt(p, delimiter=",", skiprows=skip, ndmin=2)
-    raise ValueError(f"unsupported data file {p.name}: use .npy or .csv")
+    if suffix in DATA_SUFFIXES:  # .csv / .txt
+        import warnings
+        try:  # clean numbers, no header: numpy's fast reader
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")  # "input contained no data" -> read_csv says so
+                return np.loadtxt(p, delimiter=",", ndmin=2, comments=None)
+        except (ValueError, UserWarning):  # empty fields, a header, a bad value: read_csv names it
+            return read_csv(p)
+    raise ValueError(f"unsupported data file {p.name}: use .npy, or .csv / .txt (comma-separated)")
+
+
+def _save_predictions(output: str, y: np.ndarray) -> None:
+    suffix = Path(output).suffix.lower()
+    if suffix == ".npy":
+        if y.dtype == object:  # labels of a pickled classifier (strings): a plain numpy array
+            y = np.array(y.tolist())
+            if y.dtype == object:
+                raise Failure(f"cannot write {output}: these predictions are Python objects, "
+                              "which .npy cannot hold without pickling; use .csv")
+
+        def writer() -> None:
+            with open(output, "wb") as fh:  # np.save(path) would append .npy to other names
+                np.save(fh, y, allow_pickle=False)
+    else:
+        fmt = "%.17g" if y.dtype.kind in "fiub" else "%s"
+
+        def writer() -> None:
+            np.savetxt(output, y, delimiter=",", fmt=fmt)
+    _write(output, writer)
 
 
 @main.command("predict")
 @click.argument("artifact", type=click.Path(dir_okay=False))
 @click.argument("data", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True, help="Predictions (.npy or .csv).")
-@click.option("--proba", "kind", flag_value="proba", help="Class probabilities (classifiers).")
-@click.option("--raw", "kind", flag_value="raw", help="Raw margins.")
-@click.option("--threads", type=int, default=None, help="Threads (default: all cores).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False), required=True,
+              help="Predictions to write, by suffix: .npy (np.save, exactly this path) or "
+                   ".csv / .txt (comma-separated text, one row per line).")
+@click.option("--proba", is_flag=True, help="Class probabilities (classifiers).")
+@click.option("--raw", is_flag=True, help="Raw margins (decision_function).")
+@click.option("--threads", type=click.IntRange(min=1), default=None,
+              help="Threads, an integer >= 1 (default: all cores).")
 @_friendly
-def predict_cmd(artifact, data, output, kind, threads):
-    """Predict DATA (.npy or .csv, one row per line) with a compiled ARTIFACT."""
+def predict_cmd(artifact, data, output, proba, raw, threads):
+    """Predict DATA with a compiled ARTIFACT (.so or .tc from `treecomp compile`).
+
+    \b
+    DATA is .npy (a 2-D float array) or .csv / .txt: comma-separated numbers,
+    one row per line. A first line with any non-numeric field is a header
+    and is skipped (columns are taken in order, never by name); empty
+    fields (how pandas writes NaN) and "nan" are missing values.
+    """
+    if proba and raw:
+        raise click.UsageError("--proba and --raw are mutually exclusive")
+    suffix = Path(output).suffix.lower()
+    if suffix not in PREDICTION_SUFFIXES:
+        raise click.BadParameter(
+            _bad_suffix(output) + "; use "
+            + ", ".join(f"{s} ({what})" for s, what in PREDICTION_SUFFIXES.items()),
+            param_hint="'-o' / '--output'")
+    _check_writable(output)
     from . import load
     pred = load(artifact, n_threads=threads)
+    if proba and not pred.head.is_classifier:
+        if pred.head.transform in PROBABILITY_TRANSFORMS:
+            raise Failure("--proba needs a classifier with class labels; this model has none (a "
+                          "Booster's objective): its plain predictions already are probabilities")
+        raise Failure("--proba needs a classifier; this model is a regressor")
     X = read_data(data)
-    if kind == "proba":
+    if proba:
         y = pred.predict_proba(X)
-    elif kind == "raw":
+    elif raw:
         y = pred.decision_function(X)
     else:
         y = pred.predict(X)
     if isinstance(y, list):
         y = np.concatenate(y, axis=1)
-    if output.lower().endswith(".csv"):
-        np.savetxt(output, y, delimiter=",", fmt="%s" if y.dtype == object else "%.17g")
-    else:
-        np.save(output, y, allow_pickle=False)
+    y = np.asarray(y)
+    _save_predictions(output, y)
     click.echo(f"wrote {output}: {y.shape} {y.dtype}")
 
 
-@main.command("inspect", epilog=PICKLE_WARNING)
+@main.command("inspect", epilog=PICKLE_WARNING, help=(
+    "Describe MODEL: trees, depth and leaf histograms, features, objective.\n\n"
+    + MODEL_FILES_HELP))
 @click.argument("model", type=click.Path(dir_okay=False))
 @_friendly
 def inspect_cmd(model):
-    """Describe MODEL: trees, depth and leaf histograms, features, objective."""
     from . import parse
     f = parse(model)
-    s = f.stats()
+    s = {k: _plain(v) for k, v in f.stats().items()}
     depths = np.array([t.max_depth for t in f.trees])
     leaves = np.array([t.n_leaves for t in f.trees])
-    kind = "classifier" if f.is_classifier else "regressor"
     click.echo(f"model:      {f.provenance or '?'}")
-    click.echo(f"kind:       {kind}; transform {f.transform}; decision {f.decision}")
+    click.echo(f"kind:       {_kind(f.transform, f.is_classifier)}; transform {f.transform}; "
+               f"decision {f.decision}")
     if f.is_classifier:
         for c in f.classes:
-            click.echo(f"classes:    {list(c)[:20]}{' ...' if len(c) > 20 else ''}")
+            c = _plain(list(c))
+            click.echo(f"classes:    {c[:20]}{' ...' if len(c) > 20 else ''}")
     click.echo(f"trees:      {s['n_trees']} ({s['n_nodes']} nodes, {s['n_leaves']} leaves)"
                f"{', averaged' if f.average else ''}")
     click.echo(f"features:   {f.n_features}"
-               + (f" ({', '.join(f.feature_names[:10])}{' ...' if f.n_features > 10 else ''})"
+               + (f" ({', '.join(map(str, f.feature_names[:10]))}{' ...' if f.n_features > 10 else ''})"
                   if f.feature_names else ""))
     used = np.unique(np.concatenate([t.feature[t.feature >= 0] for t in f.trees] or [np.zeros(0, int)]))
     click.echo(f"used:       {len(used)} features in splits; categorical splits: {s['categorical']}")
-    click.echo(f"outputs:    {f.n_outputs} raw margin(s), base {np.round(f.base_score, 6).tolist()[:10]}")
+    click.echo(f"outputs:    {f.n_outputs} raw margin(s), base "
+               f"{_plain(np.round(np.asarray(f.base_score, np.float64), 6).ravel()[:10])}")
     click.echo(f"arithmetic: input {f.input_dtype}, x {f.comparison} threshold, sum in {f.accumulate_dtype}")
     click.echo(f"digest:     {f.digest()}")
     click.echo("depth histogram:")
     for d, n in zip(*np.unique(depths, return_counts=True)):
-        click.echo(f"  depth {d:4d}: {n:6d} trees {'#' * int(np.ceil(40 * n / len(depths)))}")
+        click.echo(f"  depth {int(d):4d}: {int(n):6d} trees {'#' * int(np.ceil(40 * n / len(depths)))}")
     click.echo("leaves per tree:")
     edges = np.unique(np.geomspace(1, max(2, leaves.max() + 1), 8).astype(int))
     hist, edges = np.histogram(leaves, bins=edges)
     for lo, hi, n in zip(edges[:-1], edges[1:], hist):
-        click.echo(f"  {lo:6d}-{hi - 1:<6d}: {n:6d} trees {'#' * int(np.ceil(40 * n / len(leaves)))}")
+        click.echo(f"  {int(lo):6d}-{int(hi) - 1:<6d}: {int(n):6d} trees "
+                   f"{'#' * int(np.ceil(40 * n / len(leaves)))}")
+
+
+def _bench_usage_error(run: Any, args: list[str]) -> str | None:
+    """bench/ parses its own arguments with argparse (usage + error on stderr, exit 2): check
+    them first with its stderr captured, to report the error as one line like the rest."""
+    import contextlib
+    import io
+    parse_args = getattr(run, "parse_args", None)
+    if parse_args is None or any(a in ("-h", "--help") for a in args):
+        return None
+    buf = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(buf), contextlib.redirect_stdout(io.StringIO()):
+            parse_args(list(args))
+    except SystemExit as exc:
+        if exc.code in (0, None):
+            return None
+        lines = [ln.strip() for ln in buf.getvalue().splitlines() if ln.strip()]
+        msg = lines[-1] if lines else "bad arguments"
+        for prefix in ("treecomp bench: error: ", "error: "):
+            if msg.startswith(prefix):
+                msg = msg[len(prefix):]
+        return msg
+    return None
 
 
 @main.command("bench", add_help_option=False,
               context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
 @click.pass_context
+@_friendly
 def bench_cmd(ctx):
     """Benchmark every strategy (see `treecomp bench --help` for options)."""
     try:
@@ -195,8 +507,11 @@ def bench_cmd(ctx):
             sys.path.insert(0, str(root))
             import bench.run as run
         else:
-            raise click.ClickException("the benchmarks live in the source checkout (bench/); "
-                                       "run this from a clone of treecomp") from None
+            raise Failure("the benchmarks live in the source checkout (bench/); "
+                          "run this from a clone of treecomp") from None
+    bad = _bench_usage_error(run, list(ctx.args))
+    if bad is not None:
+        raise click.UsageError(bad, ctx=ctx)
     sys.exit(run.main(list(ctx.args)))
 
 

@@ -16,6 +16,7 @@ temporary directory of this process instead (removed at exit). Writing a user's 
 from __future__ import annotations
 
 import atexit
+import errno
 import functools
 import hashlib
 import os
@@ -79,6 +80,11 @@ def publish(path: Path, writer: Callable[[Path], None]) -> Path:
     with the OSError as its __cause__; errors `writer` raises on purpose pass through."""
     path = Path(path)
     tmp = None
+    if not path.parent.is_dir():  # else mkstemp's error would name the temporary file
+        why = "is not a directory" if path.parent.exists() else "does not exist"
+        code = errno.ENOTDIR if path.parent.exists() else errno.ENOENT
+        raise WriteError(f"cannot write {path}: {path.parent} {why}") from OSError(
+            code, os.strerror(code), str(path.parent))
     try:
         fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         os.close(fd)
