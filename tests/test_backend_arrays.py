@@ -6,6 +6,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -605,6 +606,70 @@ def test_random_byte_flips_never_crash():
         treecomp.Predictor(k).predict_raw(X)  # valid tables (perhaps other numbers): must run
 
 
+def _rewrite_header(data: bytes, edit) -> bytes:
+    """The table file with its JSON header edited (the arrays keep their place after it)."""
+    import json
+    _, _, _, hlen = arrays._PREFIX.unpack_from(data, 0)
+    hdr = json.loads(data[arrays._PREFIX.size:arrays._PREFIX.size + hlen])
+    body = data[-(-(arrays._PREFIX.size + hlen) // 64) * 64:]
+    edit(hdr)
+    h = json.dumps(hdr).encode()
+    start = -(-(arrays._PREFIX.size + len(h)) // 64) * 64
+    buf = bytearray(start)
+    arrays._PREFIX.pack_into(buf, 0, arrays.MAGIC, arrays.FORMAT_VERSION, 0, len(h))
+    buf[arrays._PREFIX.size:arrays._PREFIX.size + len(h)] = h
+    return bytes(buf) + body
+
+
+@pytest.mark.parametrize("field, value", [
+    ("transform", 7), ("transform", "tanh"), ("decision", "argmax_raw"), ("classes", [[0, 1]]),
+    ("n_features", "6"), ("allow_nan", "no"), ("feature_names", ["a"]), ("input_dtype", "float16"),
+    ("exp_lib", "musl"),
+])
+def test_corrupt_head_fails_at_load(field, value):
+    """A .tc whose embedded Head is corrupt loaded, then failed in predict (AssertionError
+    'unknown transform', IndexError on labels): now ArtifactError when loading."""
+    import json
+    f = random_forest(5, n_trees=3)
+    data = treecomp.compile(f, backend="arrays").__reduce__()[1][1]
+    arrays.load_bytes(_rewrite_header(data, lambda h: None))  # the rewrite itself is harmless
+
+    def edit(h):
+        head = json.loads(h["head"])
+        head[field] = value
+        h["head"] = json.dumps(head)
+    with pytest.raises(ArtifactError, match="corrupt"):
+        arrays.load_bytes(_rewrite_header(data, edit))
+
+
+@pytest.mark.parametrize("case", ["nan-leaf", "inf-base", "nan-split", "float-n_trees",
+                                  "string-average", "float-length", "trailing"])
+def test_inconsistent_tables_are_refused(case):
+    """Values every path would read differently, or silently coerced: refused by validate."""
+    f = random_forest(6, n_trees=4)
+    p = treecomp.compile(f, backend="arrays", layout="compact")
+    t = p._kernel.tables
+    A = {k: v.copy() for k, v in t.arrays.items()}
+    meta = dict(t.meta)
+    if case == "nan-leaf":
+        A["leaf_values"][3] = np.nan
+    elif case == "inf-base":
+        A["base"][0] = np.inf
+    elif case == "nan-split":  # NaN: padding to the byte walks, a comparison to the float walks
+        A["c_thr"][np.flatnonzero((A["c_ff"].view(np.uint32) & arrays.FF_CAT) == 0)[0]] = np.nan
+    elif case == "float-n_trees":
+        meta["n_trees"] = float(meta["n_trees"])
+    elif case == "string-average":
+        meta["average"] = "false"
+    data = arrays.tables_to_bytes(arrays.Tables(meta=meta, arrays=A), p.head, {"isa": "auto", "block_rows": 0})
+    if case == "float-length":
+        data = _rewrite_header(data, lambda h: h["arrays"][0].update(length=h["arrays"][0]["length"] + 0.5))
+    elif case == "trailing":
+        data += bytes(64)
+    with pytest.raises(ArtifactError, match="corrupt arrays artifact"):
+        arrays.load_bytes(data)
+
+
 def test_pickle_in_fresh_process(tmp_path):
     f = random_forest(6, **FOREST_VARIANTS["f64-lt"])
     X = random_rows(f, 100)
@@ -702,15 +767,41 @@ def test_auto_isa_self_test(monkeypatch):
 
 def test_shared_children_are_rejected_before_the_interval_walk():
     """Bounds-valid tables whose tree shares a child between two parents (a corrupt file) would
-    put leaf positions outside the tree in the interval walk: refused when loading."""
+    put leaf positions outside the tree in the interval walk: refused by validate (the file
+    reader's check), before any table is derived."""
     f = random_forest(3, n_trees=4)
     p = treecomp.compile(f, backend="arrays", layout="bitvec")
     A = {k: v.copy() for k, v in p._kernel.tables.arrays.items()}
     A["c_right"][0] = A["c_left"][0]
     bad = arrays.Tables(meta=p._kernel.tables.meta, arrays=A)
-    arrays.validate(bad)  # every index is in bounds...
+    with pytest.raises(ArtifactError, match="do not form a tree"):
+        arrays.validate(bad)
     with pytest.raises(ArtifactError, match="do not form a tree"):
         arrays.ArraysKernel(bad, p.head)
+
+
+@pytest.mark.parametrize("layout", ["bitvec", "compact", "naive"])
+def test_orphan_leaf_is_rejected(layout):
+    """A leaf shared by two parents orphans another leaf: every index stays in bounds and the
+    node structure still counts right, but the interval walk's leaf table (bv_leaf) kept the
+    orphan's slot unwritten (uninitialised memory). validate refuses it, also in a file."""
+    f = random_forest(3, n_trees=4)
+    p = treecomp.compile(f, backend="arrays", layout=layout)
+    t = p._kernel.tables
+    A = {k: v.copy() for k, v in t.arrays.items()}
+    both = np.flatnonzero((A["c_left"] < 0) & (A["c_right"] < 0))[0]
+    A["c_right"][both] = A["c_left"][both]
+    bad = arrays.Tables(meta=t.meta, arrays=A)
+    with pytest.raises(ArtifactError, match="do not form a tree"):
+        arrays.validate(bad)
+    with pytest.raises(ArtifactError, match="do not form a tree"):
+        arrays.load_bytes(arrays.tables_to_bytes(bad, p.head, {"isa": "auto", "block_rows": 0}))
+    # a compact tree claiming one leaf more than its nodes can reach (width-1 leaves here)
+    A = {k: v.copy() for k, v in t.arrays.items()}
+    A["tree_nleaf"][0] += 1
+    A["leaf_values"] = np.concatenate([A["leaf_values"][:1], A["leaf_values"]])
+    with pytest.raises(ArtifactError, match="leaf count"):
+        arrays.validate(arrays.Tables(meta=t.meta, arrays=A))
 
 
 # -- the deep path of compact trees (float32 input: top heap + lockstep walk over leaf records) --
@@ -792,3 +883,86 @@ def test_deep_path_not_for_float64_or_naive():
     np.testing.assert_array_equal(p.predict_raw(X), interp.predict_raw(f, X))
     p = treecomp.compile(_deep_forest("<="), backend="arrays", layout="naive")
     assert "d_recs" not in p._kernel._keep
+
+
+# -- forests whose every split is categorical (issue 20, item 8) -----------------------------
+#: category edge values: NaN, negatives (-0.5 is category 0 for LightGBM only), non-integers,
+#: unseen categories, the byte walks' codes 253..256 and far beyond
+_CAT_EDGE = np.array([np.nan, -1.0, -0.5, -0.0, 0.0, 0.5, 1.0, 1.5, 2.999, 5.0, 5.5, 6.0, 7.0,
+                      31.0, 32.0, 63.5, 64.0, 200.0, 253.0, 253.9, 254.0, 255.0, 256.0, 1e9, -1e9])
+
+
+def _cat_only_data():
+    rng = np.random.default_rng(0)
+    c = rng.integers(0, 6, 400)
+    y = np.array([0.5, -1.0, 2.0, 0.1, -0.7, 1.3])[c] + rng.normal(0, 0.05, 400)
+    return c, y, np.r_[_CAT_EDGE, c[:20].astype(np.float64)][:, None]
+
+
+def _cat_only_models():
+    """(name, model, rows, raw margins as the library returns them) of tiny models over one
+    categorical feature: sklearn HGB, LightGBM, XGBoost trained on a pandas category column."""
+    c, y, X = _cat_only_data()
+    out = []
+    ens = pytest.importorskip("sklearn.ensemble")
+    m = ens.HistGradientBoostingRegressor(categorical_features=[0], max_iter=5, random_state=0)
+    m.fit(c[:, None].astype(np.float64), y)
+    out.append(("hgb", m, X, m.predict(X)))
+    mc = ens.HistGradientBoostingClassifier(categorical_features=[0], max_iter=4, random_state=0)
+    mc.fit(c[:, None].astype(np.float64), y > 0.3)
+    out.append(("hgb-clf", mc, X, mc.decision_function(X)))
+    lgb = pytest.importorskip("lightgbm")
+    b = lgb.train({"objective": "regression", "verbose": -1, "min_data_in_leaf": 5, "num_leaves": 4,
+                   "min_data_per_group": 5, "cat_smooth": 1},
+                  lgb.Dataset(c[:, None].astype(np.float64), y, categorical_feature=[0]), 5)
+    out.append(("lightgbm", b, X, b.predict(X, raw_score=True)))
+    xgb = pytest.importorskip("xgboost")
+    pd = pytest.importorskip("pandas")
+    bx = xgb.train({"max_depth": 3, "tree_method": "hist", "max_cat_to_onehot": 1},
+                   xgb.DMatrix(pd.DataFrame({"c": pd.Categorical(c)}), y, enable_categorical=True), 5)
+    dm = xgb.DMatrix(X, feature_names=["c"], feature_types=["c"], enable_categorical=True)
+    out.append(("xgboost", bx, X, bx.predict(dm, output_margin=True)))
+    return out
+
+
+def test_all_categorical_forests_every_isa():
+    """Splits that are all categorical left the byte walk's quantiser without a numeric column
+    (IndexError in quant_tables under the default layout): bit-exact raw margins against each
+    library on every ISA path, edge categories included."""
+    failures = []
+    for name, model, X, want in _cat_only_models():
+        for isa in HAVE:
+            p = treecomp.compile(model, backend="arrays", isa=isa)
+            assert p._kernel.isa == isa
+            got = p.predict_raw(X).reshape(want.shape)
+            if got.dtype != want.dtype or not np.array_equal(got, want):
+                failures.append(f"{name} [{isa}]: {got.dtype} {got[got != want]} != {want[got != want]}")
+            if isa in NATIVE:  # the byte walk really ran (not the float fallback)
+                assert p._kernel.tables.meta["bitvec"] and p._kernel._bitvec, name
+    assert not failures, "\n".join(failures)
+
+
+XGB_TOY_CAT = Path(__file__).resolve().parents[2] / "shared/realmodels/treelite/xgb_toy_categorical"
+
+
+@pytest.mark.skipif(not XGB_TOY_CAT.is_dir(), reason="shared/realmodels not present")
+def test_real_all_categorical_xgboost_model():
+    """treelite's xgb_toy_categorical (XGBoost JSON, two categorical features, every split
+    categorical) with its test rows plus edge categories: bit-exact output_margin."""
+    import warnings
+    xgb = pytest.importorskip("xgboost")
+    with warnings.catch_warnings():  # "model saved before XGBoost 1.6"
+        warnings.simplefilter("ignore")
+        b = xgb.Booster(model_file=str(XGB_TOY_CAT / "xgb_toy_categorical_model.json"))
+    rows = [ln.split() for ln in (XGB_TOY_CAT / "xgb_toy_categorical.test").read_text().splitlines() if ln]
+    X = np.array([[float(t.split(":")[1]) for t in r[1:]] for r in rows])
+    X = np.vstack([X, np.c_[_CAT_EDGE, np.roll(_CAT_EDGE, 7)], np.c_[np.resize(X[:, 0], len(_CAT_EDGE)), _CAT_EDGE]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        want = b.predict(xgb.DMatrix(X, feature_types=["c", "c"], enable_categorical=True),
+                         output_margin=True)
+    for isa in HAVE:
+        p = treecomp.compile(b, backend="arrays", isa=isa)
+        got = p.predict_raw(X)
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got.reshape(want.shape), want)

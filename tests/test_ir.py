@@ -125,3 +125,192 @@ def test_threshold_lowering_is_exact(t, cmp):
         want = (np.float64(v) < t) if cmp == "<" else (np.float64(v) <= t)
         got = (v < t32) if cmp == "<" else (v <= t32)
         assert want == got, (t, v, t32)
+
+
+# -- integer arrays are not wrapped (issue 20, item 5) ------------------------------------------
+@pytest.mark.parametrize("change, message", [
+    # int64 node 2^32 + 1 used to wrap to node 1: a valid-looking stump
+    (dict(left=np.array([2**32 + 1, -1, -1], np.int64)), "outside"),
+    (dict(right=np.array([2, -1, -2**33 - 1], np.int64)), "outside"),
+    (dict(feature=np.array([2**31, -1, -1], np.int64)), "outside"),
+    (dict(left=[1.5, -1, -1]), "non-integral"),
+    (dict(feature=[np.nan, -1, -1]), "non-integral"),
+    (dict(feature=[np.inf, -1, -1]), "non-integral"),
+    (dict(default_left=[2, 0, 0]), "outside"),
+    (dict(cat_index=np.array([-1, -1, 2**40])), "outside"),
+    (dict(left=np.array(["1", "-1", "-1"])), "<U2"),
+    (dict(left=np.array([2**63], np.uint64).tolist() + [-1, -1]), "outside|convert"),
+])
+def test_int_arrays_out_of_range_are_rejected(change, message):
+    with pytest.raises(InvalidModelError, match=message):
+        Tree(**{**STUMP, **change})
+
+
+def test_int_arrays_in_range_are_exact():
+    t = Tree(**{**STUMP, "left": np.array([1.0, -1.0, -1.0]), "right": np.array([2, -1, -1], np.int64),
+                "feature": np.array([0, 2**32 - 1, 2**32 - 1], np.uint32).view(np.int32),
+                "default_left": np.array([1, 0, 0], np.int8)})
+    assert t.left.dtype == np.int32 and t.left.tolist() == [1, -1, -1]
+    assert t.right.tolist() == [2, -1, -1] and t.default_left.tolist() == [True, False, False]
+    assert t.feature.tolist() == [0, -1, -1]
+    bits = np.array([[2**32 - 1]], np.int64)  # every category: fits uint32 exactly
+    t = Tree(**{**STUMP, "cat_index": [0, -1, -1], "cat_bits": bits, "cat_other_left": [True]})
+    assert t.cat_bits.dtype == np.uint32 and int(t.cat_bits[0, 0]) == 2**32 - 1
+    with pytest.raises(InvalidModelError, match="outside"):
+        forest_of(Tree(**STUMP)).replace(tree_output=np.array([2**32], np.int64))
+
+
+# -- IR files: every corruption an InvalidModelError, memory bounded (items 12, 14) --------------
+def _ir_members(f: Forest) -> list:
+    import io
+    import zipfile
+    with zipfile.ZipFile(io.BytesIO(f.to_bytes())) as z:
+        return [(i.filename, z.read(i)) for i in z.infolist()]
+
+
+def _ir_zip(members, method=None) -> bytes:
+    import io
+    import warnings
+    import zipfile
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # duplicate names
+        with zipfile.ZipFile(buf, "w", compression=method or zipfile.ZIP_DEFLATED) as z:
+            for name, b in members:
+                z.writestr(name, b)
+    return buf.getvalue()
+
+
+def _npy(a) -> bytes:
+    import io
+    b = io.BytesIO()
+    np.save(b, a, allow_pickle=False)
+    return b.getvalue()
+
+
+def test_ir_zip_bomb_is_refused_before_inflating():
+    """A 64 MiB member deflated to 64 KiB: refused from the directory's sizes, never inflated
+    (a 1 MB file used to take 2 GB before failing)."""
+    import tracemalloc
+    f = random_forest(1, n_trees=2)
+    members = [(n, bytes(1 << 26) if n == "t1.value.npy" else b) for n, b in _ir_members(f)]
+    data = _ir_zip(members)
+    assert len(data) < 1 << 18
+    tracemalloc.start()
+    try:
+        with pytest.raises(InvalidModelError, match="zip bomb"):
+            Forest.from_bytes(data)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 8 << 20, peak
+
+
+def test_ir_npy_header_claiming_a_huge_shape():
+    """np.load allocated what the header claimed; the reader checks the data's size first."""
+    f = random_forest(1, n_trees=1)
+    members = _ir_members(f)
+    k = [n for n, _ in members].index("t0.threshold.npy")
+    b = members[k][1]
+    hlen = int.from_bytes(b[8:10], "little")
+    header = b[10:10 + hlen].decode("latin1")
+    n = f.trees[0].n_nodes
+    huge = header.replace(f"({n},)", f"({2**40},)").ljust(hlen)[:hlen]
+    assert huge != header
+    members[k] = (members[k][0], b[:10] + huge.encode("latin1") + b[10 + hlen:])
+    with pytest.raises(InvalidModelError, match="needs .* bytes of data"):
+        Forest.from_bytes(_ir_zip(members))
+
+
+@pytest.mark.parametrize("case", [
+    "duplicate", "missing", "extra", "n_trees-huge", "n_trees-float", "average-string",
+    "n_features-float", "classes-bad-dtype", "labels-overflow", "npy-tokenize", "npy-object",
+    "npy-complex", "int64-wrap", "compression", "encrypted", "trailing", "meta-not-object",
+    "tree-invalid",
+])
+def test_corrupt_ir_files_raise_invalid_model_error(case):
+    import json
+    import struct
+    import zipfile
+    f = random_forest(2, n_trees=2).replace(decision="raw_ge_0", classes=(np.array([0, 1]),))
+    members = _ir_members(f)
+    names = [n for n, _ in members]
+    meta = json.loads(dict(members)["meta.json"])
+
+    def with_meta(**kw):
+        return [("meta.json", json.dumps({**meta, **kw}).encode()) if n == "meta.json" else (n, b)
+                for n, b in members]
+
+    def with_array(name, a):
+        return [(n, _npy(a) if n == name else b) for n, b in members]
+    data = None
+    if case == "duplicate":
+        members = members + [("t0.left.npy", dict(members)["t1.left.npy"])]
+    elif case == "missing":
+        del members[names.index("t1.value.npy")]
+    elif case == "extra":
+        members = members + [("t2.left.npy", _npy(np.zeros(1, np.int32)))]
+    elif case == "n_trees-huge":
+        members = with_meta(n_trees=10**12)
+    elif case == "n_trees-float":
+        members = with_meta(n_trees=2.0)
+    elif case == "average-string":  # bool("false") is True: never coerced
+        members = with_meta(average="false")
+    elif case == "n_features-float":
+        members = with_meta(n_features=6.5)
+    elif case == "classes-bad-dtype":
+        members = with_meta(classes=[{"dtype": "V8", "values": [0, 1]}])
+    elif case == "labels-overflow":
+        members = with_meta(classes=[{"dtype": "<i1", "values": [0, 300]}])
+    elif case == "npy-tokenize":  # an unterminated header: tokenize.TokenError in numpy
+        b = dict(members)["t0.left.npy"]
+        members = [(n, b[:10] + b"(" * 20 + b[30:] if n == "t0.left.npy" else x) for n, x in members]
+    elif case == "npy-object":
+        members = with_array("t0.threshold.npy", np.zeros((0,), "U3"))
+    elif case == "npy-complex":
+        members = with_array("t0.threshold.npy", f.trees[0].threshold.astype(np.complex128))
+    elif case == "int64-wrap":  # child 2^32 + 1 would wrap to node 1
+        left = f.trees[0].left.astype(np.int64)
+        left[0] += 2**32
+        members = with_array("t0.left.npy", left)
+    elif case == "tree-invalid":
+        members = with_array("t0.left.npy", np.zeros_like(f.trees[0].left))
+    elif case == "meta-not-object":
+        members = [("meta.json", b"[1, 2]") if n == "meta.json" else (n, b) for n, b in members]
+    data = _ir_zip(members)
+    if case in ("compression", "encrypted"):  # the central directory's method / flag bits
+        z = bytearray(data)
+        cd = z.find(b"PK\x01\x02")
+        if case == "compression":
+            struct.pack_into("<H", z, cd + 10, 99)   # zipfile: NotImplementedError
+        else:
+            struct.pack_into("<H", z, cd + 8, 1)     # zipfile: RuntimeError (password)
+        data = bytes(z)
+    elif case == "trailing":
+        data = data + b"\0" * 10
+    with pytest.raises(InvalidModelError, match="corrupt treecomp IR file|not a treecomp IR"):
+        Forest.from_bytes(data)
+    assert zipfile.is_zipfile  # (imported for the method constants above)
+
+
+def test_head_from_json_checks_what_outputs_index():
+    """A corrupt artifact's Head failed in the first predict (AssertionError 'unknown
+    transform', IndexError on the labels): now InvalidModelError when it is read."""
+    import json
+    from treecomp.ir import Head, head_of
+    f = random_forest(2, n_trees=2, n_outputs=3, transform="softmax").replace(
+        decision="argmax_proba", classes=(np.array([0, 1, 2]),))
+    good = json.loads(head_of(f).to_json())
+    assert Head.from_json(json.dumps(good)).n_classes == (3,)
+    for change in (dict(transform=7), dict(transform="tanh"), dict(decision="maybe"),
+                   dict(classes=[]), dict(classes=[{"dtype": "<i8", "values": [0, 1]}]),
+                   dict(decision="raw_ge_0"), dict(decision="none"),
+                   dict(n_features=0), dict(n_features="6"), dict(n_features=6.0),
+                   dict(allow_nan="no"), dict(feature_names=["a"]), dict(feature_names=[1, 2, 3, 4, 5, 6]),
+                   dict(input_dtype="float16"), dict(exp_lib="musl"), dict(digest=5),
+                   dict(n_trees=0), dict(pandas_categories="maybe"),
+                   dict(classes=[{"dtype": "<i1", "values": [0, 1, 300]}])):
+        with pytest.raises(InvalidModelError, match="corrupt model metadata"):
+            Head.from_json(json.dumps({**good, **change}))
+    with pytest.raises(InvalidModelError, match="corrupt model metadata"):
+        Head.from_json("[1]")

@@ -12,7 +12,7 @@ consumes one. What a Forest *means* is defined by :mod:`treecomp.interp`; in sho
         NaN (either kind): go left iff default_left
     acc = base_score (in accumulate_dtype); acc[o : o + w] += leaf value, tree by tree, in order
     if average: acc /= n_trees
-    outputs = transform(acc); labels by `decision`   (see treecomp.outputs)
+    outputs = transform(acc) with exp_lib's exp; labels by `decision`   (see treecomp.outputs)
 
 Design notes:
 - A tree is struct-of-arrays with the root at 0 and every child index larger than its parent.
@@ -31,7 +31,10 @@ import dataclasses
 import hashlib
 import io
 import json
+import struct
+import tokenize
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -45,7 +48,15 @@ IR_FORMAT_VERSION = 1
 COMPARISONS = ("<", "<=")
 DTYPES = ("float32", "float64")
 #: Output transforms (the libraries' inverse links). Their exact arithmetic is in outputs.py.
-TRANSFORMS = ("identity", "sigmoid", "sigmoid2", "softmax", "softmax_seq", "exp")
+#: "exp64" is exp taken in float64 and rounded once to the accumulation dtype (XGBoost's
+#: survival:aft on float32 margins); for float64 margins it is "exp".
+TRANSFORMS = ("identity", "sigmoid", "sigmoid2", "softmax", "softmax_seq", "exp", "exp64")
+#: Which float64 exp the transform calls, as the library does (float32 transforms always follow
+#: XGBoost's libm expf / exp formulas). Not the same function on every host: numpy 2.x runs its
+#: own AVX-512 exp on AVX-512 CPUs, which differs from glibc's in the last bit for ~5% of inputs.
+#:   libm   the C library's exp     LightGBM, scipy.special.expit (sklearn's sigmoid)
+#:   numpy  numpy's np.exp          sklearn's softmax and log link (np.exp in the user's process)
+EXP_LIBS = ("libm", "numpy")
 #: Which non-NaN values are valid category ids at a categorical split (others go cat_other_left);
 #: a valid value's category is trunc(x).
 #:   nonneg    0 <= x < 32 * n_words                       XGBoost (negative is invalid)
@@ -68,14 +79,123 @@ _TREE_DTYPES = {"left": np.int32, "right": np.int32, "feature": np.int32,
 
 
 def _frozen(a: Any, dtype: Any, ndim: int, name: str) -> np.ndarray:
+    dt = np.dtype(dtype)
     try:
-        arr = np.array(a, dtype=dtype, order="C", copy=True)
-    except (TypeError, ValueError) as exc:
-        raise InvalidModelError(f"tree array {name!r} cannot be converted to {np.dtype(dtype)}: {exc}") from None
+        src = np.asarray(a)
+        if src.dtype.kind not in "biuf" and not (src.dtype.kind == "O" and src.size == 0):
+            # strings would be parsed, objects converted one by one: a corrupt file or a
+            # frontend bug, never a model's numbers
+            raise TypeError(f"it holds {src.dtype} values")
+        if dt.kind in "biu" and src.dtype.kind != "b" and src.size:
+            # numpy casts wrap integers and truncate floats silently: node 2^32 + 1 must not
+            # become node 1, nor 2.5 node 2
+            if src.dtype.kind == "f" and not np.all(np.isfinite(src) & (src == np.trunc(src))):
+                raise ValueError("it holds non-integral values")
+            lo, hi = (0, 1) if dt.kind == "b" else (int(np.iinfo(dt).min), int(np.iinfo(dt).max))
+            vmin, vmax = src.min().item(), src.max().item()  # exact Python comparisons
+            if vmin < lo or vmax > hi:
+                raise ValueError(f"its values [{vmin}, {vmax}] are outside [{lo}, {hi}]")
+        arr = np.array(src, dtype=dt, order="C", copy=True)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise InvalidModelError(f"tree array {name!r} cannot be converted to {dt}: {exc}") from None
     if arr.ndim != ndim:
         raise InvalidModelError(f"tree array {name!r} must be {ndim}-D, got shape {arr.shape}")
     arr.flags.writeable = False
     return arr
+
+
+# -- reading IR files (untrusted bytes: bounded, every failure an InvalidModelError) ------------
+#: an IR file's members may unpack to at most this much more than the file's own size: its
+#: arrays (thresholds, leaf values, child indices) deflate by a few times, not by hundreds, so a
+#: bigger claim is a zip bomb or a corrupt directory, refused before anything is inflated
+IR_MAX_EXPANSION = 64
+IR_MIN_BUDGET = 1 << 24
+#: what a corrupt archive, member or npy header can raise while being read
+_READ_ERRORS = (zipfile.BadZipFile, zlib.error, KeyError, ValueError, TypeError, OSError, EOFError,
+                struct.error, NotImplementedError, OverflowError, RecursionError, SyntaxError,
+                tokenize.TokenError)
+
+
+def _corrupt_ir(msg: str) -> InvalidModelError:
+    return InvalidModelError(f"corrupt treecomp IR file: {msg}")
+
+
+def _ir_members(data: bytes) -> dict[str, bytes]:
+    """Every member of the archive, inflated within a budget checked against the sizes the
+    directory claims (a member never yields more than it claims: zipfile stops there and
+    checks the CRC)."""
+    budget = IR_MIN_BUDGET + IR_MAX_EXPANSION * len(data)
+    # the end-of-directory record (and its comment) ends the file: zipfile would ignore bytes
+    # appended after it, a file that is not the one written
+    end = data.rfind(b"PK\x05\x06")
+    if end < 0 or len(data) < end + 22 or end + 22 + struct.unpack_from("<H", data, end + 20)[0] != len(data):
+        raise _corrupt_ir("not a zip archive, or bytes after its end")
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        infos = z.infolist()
+        names = [i.filename for i in infos]
+        if len(set(names)) != len(names):
+            raise _corrupt_ir("duplicate members")
+        claimed = sum(i.file_size for i in infos)
+        if claimed > budget:
+            raise _corrupt_ir(f"its members claim {claimed} bytes unpacked from {len(data)} "
+                              f"(more than {IR_MAX_EXPANSION}x: a zip bomb?)")
+        out = {}
+        for i in infos:
+            if i.flag_bits & 1 or i.compress_type not in (zipfile.ZIP_STORED, zipfile.ZIP_DEFLATED):
+                raise _corrupt_ir(f"member {i.filename!r} is encrypted or uses an unknown compression")
+            with z.open(i) as f:
+                b = f.read(i.file_size + 1)  # reading past the end checks the CRC
+            if len(b) != i.file_size:
+                raise _corrupt_ir(f"member {i.filename!r} is truncated")
+            out[i.filename] = b
+    return out
+
+
+def _read_npy(b: bytes, name: str) -> np.ndarray:
+    """An array from .npy bytes (np.save's format 1.0 or 2.0): a plain numeric dtype and exactly
+    as many data bytes as the shape needs (np.load would allocate whatever the header claims)."""
+    f = io.BytesIO(b)
+    version = np.lib.format.read_magic(f)
+    if version == (1, 0):
+        shape, fortran, dt = np.lib.format.read_array_header_1_0(f)
+    elif version == (2, 0):
+        shape, fortran, dt = np.lib.format.read_array_header_2_0(f)
+    else:
+        raise _corrupt_ir(f"{name}: npy format {version} is not supported")
+    if dt.kind not in "biuf" or dt.fields is not None or dt.subdtype is not None:
+        raise _corrupt_ir(f"{name}: arrays of {dt} are not tree data")
+    if any(d < 0 for d in shape):
+        raise _corrupt_ir(f"{name}: negative shape {shape}")
+    count = 1
+    for d in shape:
+        count *= d
+    if len(b) - f.tell() != count * dt.itemsize:
+        raise _corrupt_ir(f"{name}: shape {shape} needs {count * dt.itemsize} bytes of data, "
+                          f"the member has {len(b) - f.tell()}")
+    return np.frombuffer(b, dt, count, f.tell()).reshape(shape, order="F" if fortran else "C")
+
+
+def _checked_labels(d: Any) -> np.ndarray:
+    """Class labels from JSON (_labels_to_json): a flat list of one plain dtype."""
+    if not isinstance(d, dict) or not isinstance(d.get("values"), list) or not isinstance(d.get("dtype"), str):
+        raise TypeError("class labels must be {'dtype': str, 'values': list}")
+    if d["dtype"] != "str" and np.dtype(d["dtype"]).kind not in "iufbU":
+        raise TypeError(f"class labels of dtype {d['dtype']!r}")
+    if d["dtype"] == "str" and not all(isinstance(v, str) for v in d["values"]):
+        raise TypeError("class labels of dtype 'str' must be strings")
+    c = _labels_from_json(d)
+    if c.ndim != 1 or not len(c):
+        raise ValueError(f"class labels must be a non-empty list, got shape {c.shape}")
+    return c
+
+
+def _typed(meta: dict, types: dict[str, type]) -> None:
+    """JSON fields of exactly these types (bool("false") is True, int(2.7) is 2: a corrupt
+    file must not be coerced into another model)."""
+    for k, t in types.items():
+        v = meta[k]
+        if type(v) is not t:
+            raise TypeError(f"{k}={v!r} is not a {t.__name__}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -142,21 +262,16 @@ class Tree:
         return bool(np.any(self.cat_index >= 0))
 
     def depths(self) -> np.ndarray:
-        """Depth of every node (root 0); vectorised thanks to the parent-before-child order."""
+        """Depth of every node (root 0), level by level: O(n) work in O(depth) numpy steps
+        (a chain of 20,000 nodes is 20,000 tiny steps, not 20,000 passes over the tree)."""
         n = self.n_nodes
-        parent = np.full(n, -1, np.int64)
-        internal = np.flatnonzero(self.left >= 0)
-        parent[self.left[internal]] = internal
-        parent[self.right[internal]] = internal
         depth = np.zeros(n, np.int64)
-        # parents precede children, so one pass in index order settles every depth; done in
-        # chunks of "levels" to stay vectorised without recursion.
-        todo = np.arange(1, n)
-        while todo.size:
-            p = parent[todo]
-            ready = (p == 0) | (depth[p] > 0)
-            depth[todo[ready]] = depth[p[ready]] + 1
-            todo = todo[~ready]
+        level, d = np.zeros(1, np.int64), 0
+        while level.size:
+            depth[level] = d
+            inner = level[self.left[level] >= 0]
+            level = np.concatenate([self.left[inner], self.right[inner]]).astype(np.int64)
+            d += 1
         return depth
 
     @property
@@ -252,6 +367,8 @@ class Forest(_Outputs):
     allow_nan: bool = True
     #: free text: where the model came from (not part of the digest)
     provenance: str = ""
+    #: which float64 exp the transform calls (EXP_LIBS)
+    exp_lib: str = "libm"
 
     def __post_init__(self) -> None:
         trees = tuple(self.trees)
@@ -282,7 +399,8 @@ class Forest(_Outputs):
         for name, allowed in (("comparison", COMPARISONS), ("input_dtype", DTYPES),
                               ("accumulate_dtype", DTYPES), ("transform", TRANSFORMS),
                               ("decision", DECISIONS), ("category_rule", CATEGORY_RULES),
-                              ("pandas_categories", ("reject", "values"))):
+                              ("pandas_categories", ("reject", "values")),
+                              ("exp_lib", EXP_LIBS)):
             if getattr(self, name) not in allowed:
                 raise InvalidModelError(f"forest.{name}={getattr(self, name)!r}; expected one of {allowed}")
         if self.n_features < 1 or self.n_outputs < 1:
@@ -328,7 +446,7 @@ class Forest(_Outputs):
             "classes": [_labels_to_json(c) for c in self.classes],
             "feature_names": list(self.feature_names) if self.feature_names is not None else None,
             "allow_nan": self.allow_nan, "category_rule": self.category_rule,
-            "pandas_categories": self.pandas_categories,
+            "pandas_categories": self.pandas_categories, "exp_lib": self.exp_lib,
             "provenance": self.provenance,
         }
 
@@ -379,34 +497,69 @@ class Forest(_Outputs):
 
     @classmethod
     def from_bytes(cls, data: bytes) -> "Forest":
+        """The Forest of an IR file (to_bytes). Whatever is wrong with the bytes raises
+        InvalidModelError here, within a memory budget proportional to the file's size
+        (see _ir_members): no member is inflated beyond it, and every member must be one the
+        format names, exactly once."""
         try:
-            with zipfile.ZipFile(io.BytesIO(data)) as z:
-                meta = json.loads(z.read("meta.json"))
-                if meta.get("format") != "treecomp-ir":
-                    raise InvalidModelError("not a treecomp IR file")
-                if meta.get("version") != IR_FORMAT_VERSION:
-                    raise InvalidModelError(f"IR file version {meta.get('version')} is not supported "
-                                            f"(this treecomp reads version {IR_FORMAT_VERSION})")
+            members = _ir_members(bytes(data))
+            if "meta.json" not in members:
+                raise _corrupt_ir("no meta.json")
+            meta = json.loads(members["meta.json"])
+            if not isinstance(meta, dict) or meta.get("format") != "treecomp-ir":
+                raise InvalidModelError("not a treecomp IR file")
+            if meta.get("version") != IR_FORMAT_VERSION:
+                raise InvalidModelError(f"IR file version {meta.get('version')} is not supported "
+                                        f"(this treecomp reads version {IR_FORMAT_VERSION})")
+            _typed(meta, {"n_trees": int, "n_features": int, "n_outputs": int, "average": bool,
+                          "allow_nan": bool, "input_dtype": str, "comparison": str,
+                          "accumulate_dtype": str, "transform": str, "decision": str,
+                          "category_rule": str, "pandas_categories": str, "provenance": str,
+                          "classes": list})
+            if "exp_lib" in meta:
+                _typed(meta, {"exp_lib": str})
+            names = meta["feature_names"]
+            if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+                raise TypeError("feature_names must be a list of strings")
+            n_trees = meta["n_trees"]
+            # one meta.json, tree_output, base_score and 9 arrays per tree: checked before a
+            # list of n_trees names is built
+            if not 1 <= n_trees <= len(members) // len(_TREE_ARRAYS):
+                raise _corrupt_ir(f"n_trees={n_trees} for {len(members)} members")
+            want = {"meta.json", "tree_output.npy", "base_score.npy"} | {
+                f"t{i}.{n}.npy" for i in range(n_trees) for n in _TREE_ARRAYS}
+            if set(members) != want:
+                odd = sorted(set(members) ^ want)
+                raise _corrupt_ir(f"members {odd[:3]}{' ...' if len(odd) > 3 else ''} missing or unexpected")
 
-                def arr(name: str) -> np.ndarray:
-                    return np.load(io.BytesIO(z.read(f"{name}.npy")), allow_pickle=False)
+            def arr(name: str) -> np.ndarray:
+                return _read_npy(members[f"{name}.npy"], name)
 
-                trees = tuple(Tree(**{n: arr(f"t{i}.{n}") for n in _TREE_ARRAYS})
-                              for i in range(meta["n_trees"]))
+            trees = []
+            for i in range(n_trees):
+                try:
+                    trees.append(Tree(**{n: arr(f"t{i}.{n}") for n in _TREE_ARRAYS}))
+                except InvalidModelError as exc:
+                    raise _corrupt_ir(f"tree {i}: {exc}") from None
+            tree_output, base_score = arr("tree_output"), arr("base_score")
+            try:
                 return cls(trees=trees, n_features=meta["n_features"], n_outputs=meta["n_outputs"],
-                           tree_output=arr("tree_output"), base_score=arr("base_score"),
+                           tree_output=tree_output, base_score=base_score,
                            input_dtype=meta["input_dtype"], comparison=meta["comparison"],
                            accumulate_dtype=meta["accumulate_dtype"], average=meta["average"],
                            transform=meta["transform"], decision=meta["decision"],
-                           classes=tuple(_labels_from_json(c) for c in meta["classes"]),
+                           classes=tuple(_checked_labels(c) for c in meta["classes"]),
                            feature_names=meta["feature_names"], allow_nan=meta["allow_nan"],
                            category_rule=meta["category_rule"],
                            pandas_categories=meta["pandas_categories"],
+                           exp_lib=meta.get("exp_lib", legacy_exp_lib(meta["transform"])),
                            provenance=meta["provenance"])
+            except InvalidModelError as exc:  # the forest's own checks, named as the file's
+                raise _corrupt_ir(str(exc)) from None
         except InvalidModelError:
             raise
-        except (zipfile.BadZipFile, KeyError, ValueError, TypeError, OSError) as exc:
-            raise InvalidModelError(f"corrupt treecomp IR file: {exc}") from None
+        except _READ_ERRORS as exc:
+            raise _corrupt_ir(f"{type(exc).__name__}: {exc}") from None
 
     def save(self, path: str | Path) -> None:
         Path(path).write_bytes(self.to_bytes())
@@ -452,12 +605,14 @@ class Head(_Outputs):
     digest: str
     n_trees: int
     pandas_categories: str = "reject"
+    exp_lib: str = "libm"
 
 
     def to_json(self, **extra: Any) -> str:
         d = {k: getattr(self, k) for k in ("n_features", "n_outputs", "input_dtype",
                                            "accumulate_dtype", "transform", "decision",
-                                           "allow_nan", "digest", "n_trees", "pandas_categories")}
+                                           "allow_nan", "digest", "n_trees", "pandas_categories",
+                                           "exp_lib")}
         d["classes"] = [_labels_to_json(c) for c in self.classes]
         d["feature_names"] = list(self.feature_names) if self.feature_names is not None else None
         d.update(extra)
@@ -465,17 +620,53 @@ class Head(_Outputs):
 
     @classmethod
     def from_json(cls, text: str) -> "Head":
+        """The Head an artifact embeds (to_json), checked as Forest checks its own fields: a
+        corrupt artifact fails here, when it is loaded, not in the first predict."""
         try:
             d = json.loads(text)
-            return cls(n_features=int(d["n_features"]), n_outputs=int(d["n_outputs"]),
+            if not isinstance(d, dict):
+                raise TypeError("not a JSON object")
+            _typed(d, {"n_features": int, "n_outputs": int, "n_trees": int, "allow_nan": bool,
+                       "input_dtype": str, "accumulate_dtype": str, "transform": str,
+                       "decision": str, "digest": str, "classes": list})
+            names = d["feature_names"]
+            if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+                raise TypeError("feature_names must be a list of strings")
+            head = cls(n_features=d["n_features"], n_outputs=d["n_outputs"],
                        input_dtype=d["input_dtype"], accumulate_dtype=d["accumulate_dtype"],
                        transform=d["transform"], decision=d["decision"],
-                       classes=tuple(_labels_from_json(c) for c in d["classes"]),
-                       feature_names=tuple(d["feature_names"]) if d["feature_names"] is not None else None,
-                       allow_nan=bool(d["allow_nan"]), digest=d["digest"], n_trees=int(d["n_trees"]),
-                       pandas_categories=d.get("pandas_categories", "reject"))
-        except (ValueError, KeyError, TypeError) as exc:
+                       classes=tuple(_checked_labels(c) for c in d["classes"]),
+                       feature_names=tuple(names) if names is not None else None,
+                       allow_nan=d["allow_nan"], digest=d["digest"], n_trees=d["n_trees"],
+                       pandas_categories=d.get("pandas_categories", "reject"),
+                       exp_lib=d.get("exp_lib", legacy_exp_lib(d["transform"])))
+        except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
             raise InvalidModelError(f"corrupt model metadata: {exc}") from None
+        for name, allowed in (("input_dtype", DTYPES), ("accumulate_dtype", DTYPES),
+                              ("transform", TRANSFORMS), ("decision", DECISIONS),
+                              ("pandas_categories", ("reject", "values")), ("exp_lib", EXP_LIBS)):
+            if getattr(head, name) not in allowed:
+                raise InvalidModelError(f"corrupt model metadata: {name}={getattr(head, name)!r}; "
+                                        f"expected one of {allowed}")
+        if head.n_features < 1 or head.n_outputs < 1 or head.n_trees < 1:
+            raise InvalidModelError(f"corrupt model metadata: n_features={head.n_features}, "
+                                    f"n_outputs={head.n_outputs}, n_trees={head.n_trees}")
+        if head.feature_names is not None and len(head.feature_names) != head.n_features:
+            raise InvalidModelError("corrupt model metadata: feature_names must name every feature")
+        # the labels as Forest._validate has them (outputs.py indexes them by the margins)
+        widths = [len(c) for c in head.classes]
+        binary_margin = head.n_outputs == 1 and widths == [2]
+        if head.is_classifier != bool(widths) or (widths and not binary_margin and sum(widths) != head.n_outputs) \
+                or (head.decision in ("raw_ge_0", "raw_gt_0", "proba_gt_half") and not binary_margin):
+            raise InvalidModelError(f"corrupt model metadata: decision={head.decision!r} with classes "
+                                    f"{widths} and n_outputs={head.n_outputs}")
+        return head
+
+
+def legacy_exp_lib(transform: str) -> str:
+    """exp_lib for files written before it existed, as they were evaluated then: float64
+    sigmoids natively with libm, the other float64 transforms with numpy."""
+    return "libm" if transform in ("sigmoid", "sigmoid2") else "numpy"
 
 
 def head_of(forest: Forest) -> Head:
@@ -484,4 +675,4 @@ def head_of(forest: Forest) -> Head:
                 transform=forest.transform, decision=forest.decision, classes=forest.classes,
                 feature_names=forest.feature_names, allow_nan=forest.allow_nan,
                 digest=forest.digest(), n_trees=forest.n_trees,
-                pandas_categories=forest.pandas_categories)
+                pandas_categories=forest.pandas_categories, exp_lib=forest.exp_lib)

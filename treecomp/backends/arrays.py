@@ -450,7 +450,8 @@ def quant_tables(h_ff: np.ndarray, h_thr: np.ndarray,
     c_f, c_chunk, c_nanr = cols >> 25, (cols >> 1) & ((1 << 24) - 1), cols & 1
     # each column's thresholds: the distinct thresholds of its (feature, chunk)
     gkey = uf * (1 << 24) + chunk
-    gstart = np.flatnonzero(np.r_[True, gkey[1:] != gkey[:-1]])
+    # (no numeric split at all, only categorical ones: no group, not one at index 0)
+    gstart = np.flatnonzero(np.r_[np.ones(min(1, len(gkey)), bool), gkey[1:] != gkey[:-1]])
     gcount = np.diff(np.append(gstart, len(gkey)))
     g = np.searchsorted(gkey[gstart], c_f * (1 << 24) + c_chunk)
     count = gcount[g]
@@ -640,7 +641,7 @@ def bitvec_tables(A: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     j = np.arange(int(iw.sum())) - np.repeat(_excl_cumsum(iw)[:-1], iw)
     src = np.repeat(voff + rank * iw, iw) + j
     dst = np.repeat(voff + leaf_pos * iw, iw) + j
-    bv_leaf = np.empty_like(A["leaf_values"])
+    bv_leaf = np.zeros_like(A["leaf_values"])  # every entry is written (validate): zeros anyway
     bv_leaf[dst] = A["leaf_values"][src]
     return {"order": order, "bv_lo1": (lo[order] - 1).astype(np.int8),
             "bv_hi": (lo + nl_left)[order].astype(np.int8), "bv_leaf": bv_leaf}
@@ -694,13 +695,18 @@ def _bad(msg: str) -> ArtifactError:
 
 
 def validate(tables: Tables) -> None:
-    """Raise ArtifactError unless every index in `tables` stays inside its array."""
+    """Raise ArtifactError unless every index in `tables` stays inside its array, every tree
+    is a tree (each node and leaf reached exactly once: no table derived from it keeps an
+    unwritten entry) and every path reads the same numbers (finite leaves, no NaN split)."""
     m, A = tables.meta, tables.arrays
     try:
-        T, nf, no = int(m["n_trees"]), int(m["n_features"]), int(m["n_outputs"])
+        T, nf, no = m["n_trees"], m["n_features"], m["n_outputs"]
+        # exactly JSON's ints and bools: int(2.5) or bool("false") would read another model
+        flags = (m["average"], m["naive"], m.get("quant", False), m.get("bitvec", False))
+        if not all(type(v) is int for v in (T, nf, no)) or not all(type(v) is bool for v in flags):
+            raise _bad("table description fields of the wrong type")
         if m["x_dtype"] not in _DT or m["acc_dtype"] not in _DT or m["comparison"] not in ("<", "<="):
             raise _bad("unknown dtype or comparison")
-        bool(m["average"]), bool(m["naive"])
         if m["category_rule"] not in CATEGORY_RULES:
             raise _bad("unknown category rule")
     except (KeyError, TypeError, ValueError):
@@ -760,6 +766,13 @@ def validate(tables: Tables) -> None:
     c_ff = A["c_ff"].view(np.uint32)
     if np.any((c_ff & FF_FEAT) >= nf):
         raise _bad("node feature out of range")
+    # the walks must agree on every path: a NaN threshold is heap padding (feature 0, NaN goes
+    # left: the byte walks encode it as "left of every bin") and never a numeric split
+    if np.any(np.isnan(A["h_thr"]) & (A["h_ff"] != 0)) or \
+            np.any(np.isnan(A["c_thr"]) & ((c_ff & FF_CAT) == 0)):
+        raise _bad("NaN threshold at a split")
+    if not (np.all(np.isfinite(A["leaf_values"])) and np.all(np.isfinite(A["base"]))):
+        raise _bad("non-finite leaf value or base score")
     ntrees_c = np.flatnonzero(~heap)
     ctree = np.repeat(ntrees_c, nint[~heap])
     cstart = _excl_cumsum(nint[~heap])
@@ -770,6 +783,21 @@ def validate(tables: Tables) -> None:
         bad = np.where(is_int, (ch <= local) | (ch >= nint[ctree]), ~ch >= nleaf[ctree])
         if bad.any():
             raise _bad(f"child index out of range in {name}")
+    # in range is not enough: a child shared by two parents orphans another node or leaf, whose
+    # entries in the derived tables (bitvec_tables' leaf order, the deep path's records) nothing
+    # would write. So: nint + 1 leaves per compact tree, every node but the root and every leaf
+    # of a split tree the child of exactly one node (children > parents: no cycles either)
+    if np.any(nleaf[~heap] != nint[~heap] + 1):
+        raise _bad("a compact tree's leaf count is not its internal node count + 1")
+    kids = np.concatenate([A["c_left"], A["c_right"]]).astype(np.int64)
+    kid_tree = np.concatenate([ctree, ctree])
+    node_refs = np.bincount(np.concatenate([np.arange(C) - local] * 2)[kids >= 0] + kids[kids >= 0],
+                            minlength=C)
+    loff = _excl_cumsum(np.where(heap, 0, nleaf))
+    leaf_refs = np.bincount(loff[kid_tree[kids < 0]] + ~kids[kids < 0], minlength=int(loff[-1]))
+    split = np.repeat(nint > 0, np.where(heap, 0, nleaf))  # a one-leaf tree: no parent
+    if np.any(node_refs != (local > 0)) or np.any(leaf_refs != split):
+        raise _bad("a tree's nodes do not form a tree (a node or leaf without or with several parents)")
     nw = A["cat_nwords"].astype(np.int64)
     S = len(nw)
     if np.any((nw < 1) | (nw > 1 << 25)) or int(nw.sum()) != len(A["cat_words"]) or len(A["cat_other_left"]) != S:
@@ -825,19 +853,26 @@ def tables_from_bytes(data: bytes) -> tuple[Tables, Head, dict[str, Any]]:
         raise _bad(f"unreadable header ({exc})") from None
     start = -(-(_PREFIX.size + hlen) // 64) * 64
     arrays: dict[str, np.ndarray] = {}
+    end = start
     try:
         for d in descr:
             name = str(d["name"])
             if name not in _ARRAYS or name in arrays:
                 raise _bad(f"unexpected array {name!r}")
-            dt, n, off = np.dtype(str(d["dtype"])), int(d["length"]), int(d["offset"])
+            dt, n, off = np.dtype(str(d["dtype"])), d["length"], d["offset"]
+            if type(n) is not int or type(off) is not int:
+                raise _bad(f"array {name!r}: length and offset must be integers")
             if dt.hasobject or n < 0 or off < 0 or off % 64 or start + off + n * dt.itemsize > len(data):
                 raise _bad(f"array {name!r} lies outside the file (truncated?)")
             arrays[name] = np.frombuffer(data, dt, n, start + off)
+            end = max(end, start + off + -(-n * dt.itemsize // 64) * 64)
     except ArtifactError:
         raise
     except (ValueError, KeyError, TypeError) as exc:
         raise _bad(f"bad array descriptor ({exc})") from None
+    if len(data) != end:  # tables_to_bytes pads the last array to 64 bytes, no more
+        raise _bad(f"{len(data) - end} bytes after the last array (a damaged or concatenated file?)"
+                   if len(data) > end else "truncated (the last array's padding is missing)")
     tables = Tables(meta=meta, arrays=arrays)
     validate(tables)
     if (head.n_features, head.n_outputs, head.n_trees, head.input_dtype, head.accumulate_dtype) != \

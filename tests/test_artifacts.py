@@ -1,0 +1,397 @@
+"""Corrupt artifacts: a seeded, bounded mutation fuzz over arrays-backend table files (.tc) and
+IR files (.tcir) of a few small models.
+
+Each mutated file is loaded and, when it loads, predicted on a few rows, in a subprocess per
+batch (a segfault or a hang fails the test with the case that caused it instead of killing
+pytest). Every case must either raise a TreecompError / ValueError / TypeError, at load time
+for a .tc (an IR may also be refused by the compiler), or give finite margins: a mutated file
+that still validates is a self-consistent model, and then the IR's compiled margins must equal
+the interpreter's.
+"""
+
+from __future__ import annotations
+
+import functools
+import io
+import json
+import math
+import os
+import pickle
+import struct
+import subprocess
+import sys
+import time
+import warnings
+import zipfile
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import treecomp
+from treecomp.backends import arrays
+from tests.randforest import random_forest
+
+ROOT = Path(__file__).resolve().parents[1]
+#: cases per kind and batches per kind: four subprocesses of ~150 cases (seconds each)
+N_CASES = 2000
+BATCHES = 2
+TIMEOUT_S = 120
+
+
+# -- the models ---------------------------------------------------------------------------------
+def _forests():
+    """(forest, arrays layout): the interval walk with categories, the quantised heap walk of a
+    softmax classifier, compact trees of a string-labelled binary classifier (the deep path),
+    the naive walk over float64 rows."""
+    cat = random_forest(1, n_trees=4, max_depth=4, p_cat=0.3)
+    multi = random_forest(2, n_trees=6, n_outputs=3, max_depth=3, transform="softmax")
+    multi = multi.replace(decision="argmax_proba", classes=(np.array([0, 1, 2]),))
+    deep = random_forest(3, n_trees=3, max_depth=9, transform="sigmoid")
+    deep = deep.replace(decision="proba_gt_half", classes=(np.array(["no", "yes"], object),))
+    f64 = random_forest(4, n_trees=3, max_depth=5, input_dtype="float64", p_cat=0.2,
+                        category_rule="trunc")
+    return [(cat, "auto"), (multi, "auto"), (deep, "compact"), (f64, "naive")]
+
+
+# -- mutations ----------------------------------------------------------------------------------
+_INTS = [0, 1, -1, 2, 3, 7, 64, 255, 256, 2**31 - 1, 2**31, -2**31, 2**32, 2**40, 2**63 - 1, -2**63]
+_FLOATS = [0.0, -0.0, 1.0, -1.0, 0.5, 1e30, -1e30, 1e-45, math.nan, math.inf, -math.inf]
+_JSON = _INTS + [1.5, -0.5, 1e308, None, True, False, "", "x", "float64", "<", "softmax", [], {},
+                 [1, 2], {"a": 1}]
+
+
+def _json_paths(obj, path=()):
+    """Every (path, value) in a JSON document, containers included."""
+    out = [(path, obj)]
+    if isinstance(obj, dict):
+        for k, v in obj.items():
+            out += _json_paths(v, path + (k,))
+    elif isinstance(obj, list):
+        for i, v in enumerate(obj):
+            out += _json_paths(v, path + (i,))
+    return out
+
+
+def _json_set(obj, path, value):
+    if not path:
+        return value
+    obj = json.loads(json.dumps(obj))
+    node = obj
+    for k in path[:-1]:
+        node = node[k]
+    node[path[-1]] = value
+    return obj
+
+
+def _mutate_json(rng, doc):
+    """One value (or key) of a JSON document replaced, removed, or a key added."""
+    paths = _json_paths(doc)[1:]  # not the document itself
+    path, _ = paths[rng.integers(len(paths))]
+    r = rng.random()
+    if r < 0.1 and path:  # drop the entry
+        doc = json.loads(json.dumps(doc))
+        node = doc
+        for k in path[:-1]:
+            node = node[k]
+        del node[path[-1]]
+        return doc
+    if r < 0.15 and isinstance(doc, dict):
+        return {**doc, "unexpected": 1}
+    return _json_set(doc, path, _JSON[rng.integers(len(_JSON))])
+
+
+def _special(rng, dtype):
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        return dt.type(_FLOATS[rng.integers(len(_FLOATS))])
+    if dt.kind == "b":
+        return dt.type(rng.random() < 0.5)
+    info = np.iinfo(dt)
+    vals = [v for v in _INTS if info.min <= v <= info.max] + [int(info.max), int(info.min)]
+    return dt.type(vals[rng.integers(len(vals))])
+
+
+def _flip(rng, data, lo=0, hi=None):
+    d = bytearray(data)
+    hi = len(d) if hi is None else hi
+    for pos in rng.integers(lo, hi, int(rng.integers(1, 5))):
+        d[pos] = int(rng.integers(256))
+    return bytes(d)
+
+
+def _tc_parts(data):
+    _, _, _, hlen = arrays._PREFIX.unpack_from(data, 0)
+    hdr = json.loads(data[arrays._PREFIX.size:arrays._PREFIX.size + hlen])
+    start = -(-(arrays._PREFIX.size + hlen) // 64) * 64
+    return hdr, data[start:]
+
+
+def _tc_join(hdr, body):
+    h = json.dumps(hdr, sort_keys=True).encode()
+    start = -(-(arrays._PREFIX.size + len(h)) // 64) * 64
+    buf = bytearray(start)
+    arrays._PREFIX.pack_into(buf, 0, arrays.MAGIC, arrays.FORMAT_VERSION, 0, len(h))
+    buf[arrays._PREFIX.size:arrays._PREFIX.size + len(h)] = h
+    return bytes(buf) + body
+
+
+def mutate_tc(rng, data):
+    """(description, mutated bytes) of a table file."""
+    hdr, body = _tc_parts(data)
+    r = int(rng.integers(8))
+    if r == 0:
+        return "flip bytes", _flip(rng, data)
+    if r == 1:
+        return "flip header bytes", _flip(rng, data, 0, len(data) - len(body))
+    if r == 2:
+        cut = int(rng.integers(len(data)))
+        return f"truncate at {cut}", data[:cut]
+    if r == 3:
+        return "extend", data + bytes(rng.integers(0, 256, int(rng.integers(1, 200)), np.uint8))
+    if r == 4:  # a value of the header (descriptors, table meta, runtime options)
+        doc = {k: v for k, v in hdr.items() if k != "head"}
+        return "header value", _tc_join({**_mutate_json(rng, doc), "head": hdr["head"]}, body)
+    if r == 5:  # a value of the embedded Head (its own JSON string)
+        head = _mutate_json(rng, json.loads(hdr["head"]))
+        return "head value", _tc_join({**hdr, "head": json.dumps(head)}, body)
+    # a number inside an array (the most likely mutations to pass validation): r = 6 a special
+    # value, r = 7 another entry of the same array (a plausible index: shared children...)
+    descr = [d for d in hdr["arrays"] if d["length"] > 0]
+    d = descr[rng.integers(len(descr))]
+    dt = np.dtype(d["dtype"])
+    i = int(rng.integers(d["length"]))
+    b = bytearray(body)
+    if r == 6:
+        v = _special(rng, dt)
+    else:
+        a = np.frombuffer(body, dt, d["length"], d["offset"])
+        v = a[rng.integers(len(a))]
+    off = d["offset"] + i * dt.itemsize
+    b[off:off + dt.itemsize] = np.array([v], dt).tobytes()
+    return f"{d['name']}[{i}] = {v!r}", _tc_join(hdr, bytes(b))
+
+
+def _zip(members, method=zipfile.ZIP_DEFLATED):
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w", compression=method) as z:
+        for name, b in members:
+            z.writestr(name, b)
+    return buf.getvalue()
+
+
+def _npy(a):
+    b = io.BytesIO()
+    np.save(b, a, allow_pickle=False)
+    return b.getvalue()
+
+
+@functools.lru_cache(maxsize=None)
+def _bombed(data: bytes) -> bytes:
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        members = [(i.filename, z.read(i)) for i in z.infolist()]
+    return _zip([(n, bytes(1 << 25) if n == "tree_output.npy" else b) for n, b in members])
+
+
+def mutate_ir(rng, data):
+    """(description, mutated bytes) of an IR file."""
+    with zipfile.ZipFile(io.BytesIO(data)) as z:
+        members = [(i.filename, z.read(i)) for i in z.infolist()]
+    names = [n for n, _ in members]
+    r = int(rng.integers(12))
+    if r == 0:
+        return "flip bytes", _flip(rng, data)
+    if r == 1:
+        cut = int(rng.integers(len(data)))
+        return f"truncate at {cut}", data[:cut]
+    if r == 2:
+        return "extend", data + bytes(rng.integers(0, 256, int(rng.integers(1, 200)), np.uint8))
+    if r in (3, 4):  # a value of meta.json
+        k = names.index("meta.json")
+        meta = _mutate_json(rng, json.loads(members[k][1]))
+        members[k] = ("meta.json", json.dumps(meta).encode())
+        return "meta value", _zip(members)
+    k = int(rng.integers(len(members)))
+    name, b = members[k]
+    if r in (5, 6, 7) and name.endswith(".npy"):  # a number of an array, or its dtype / shape
+        a = np.load(io.BytesIO(b), allow_pickle=False).copy()
+        how = rng.integers(5)
+        if how in (0, 4) and a.size:  # a special value, or another entry of the array
+            i = int(rng.integers(a.size))
+            a.flat[i] = _special(rng, a.dtype) if how == 0 else a.flat[rng.integers(a.size)]
+            what = f"{name}[{i}] = {a.flat[i]!r}"
+        elif how == 1 and a.size:  # a wider dtype holding a value the real one cannot
+            dt = {"i": np.int64, "u": np.uint64, "b": np.uint8, "f": np.float64}[a.dtype.kind]
+            a = a.astype(dt)
+            i = int(rng.integers(a.size))
+            a.flat[i] = {np.uint8: 2, np.uint64: 2**40}.get(dt) or _special(rng, dt)
+            what = f"{name} as {np.dtype(dt)}, [{i}] = {a.flat[i]!r}"
+        elif how == 2:
+            a = a.reshape(-1)[: int(rng.integers(a.size + 1))] if rng.random() < 0.5 else np.concatenate([a.reshape(-1)] * 2)
+            what = f"{name} resized to {a.shape}"
+        else:
+            dt = [np.float32, np.int8, np.bool_, np.complex64, "U3", np.float16][rng.integers(6)]
+            try:
+                with np.errstate(all="ignore"):  # float16 overflows to inf: a mutation too
+                    a = a.astype(dt)
+            except (TypeError, ValueError):
+                a = np.zeros(a.shape, dt)
+            what = f"{name} as {np.dtype(dt)}"
+        members[k] = (name, _npy(a))
+        return what, _zip(members)
+    if r == 8 and name.endswith(".npy"):  # the npy header itself
+        members[k] = (name, _flip(rng, b, 0, min(len(b), 128)))
+        return f"{name} npy header bytes", _zip(members)
+    if r == 9:  # the archive's structure
+        how = rng.integers(4)
+        if how == 0:
+            del members[k]
+            return f"drop {name}", _zip(members)
+        if how == 1:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # "Duplicate name"
+                return f"duplicate {name}", _zip(members + [(name, members[k - 1][1])])
+        if how == 2:
+            return "extra member", _zip(members + [("t99.left.npy", _npy(np.zeros(3, np.int32)))])
+        return "stored, not deflated", _zip(members, zipfile.ZIP_STORED)
+    if r == 10:  # a zip bomb: tree_output.npy inflating to 32 MiB (32 KiB deflated)
+        return "zip bomb", _bombed(data)
+    # the directory claims another size / method for a member
+    z = bytearray(data)
+    cd = z.rfind(b"PK\x01\x02", 0, len(z) - 20)
+    fld = [(10, "<H", [1, 8, 12, 14, 99]), (24, "<I", [0, 1, 2**31, 2**32 - 1]),
+           (8, "<H", [1, 2**16 - 1])][rng.integers(3)]
+    v = fld[2][rng.integers(len(fld[2]))]
+    struct.pack_into(fld[1], z, cd + fld[0], v)
+    return f"central directory field {fld[0]} = {v}", bytes(z)
+
+
+# -- the worker (runs in a subprocess) ----------------------------------------------------------
+OK_ERRORS = (treecomp.errors.TreecompError, ValueError, TypeError)
+
+
+def _rows(n_features: int) -> np.ndarray:
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(9, n_features))
+    X[rng.random(X.shape) < 0.2] = np.nan
+    cats = rng.random(X.shape) < 0.3
+    X[cats] = rng.integers(-2, 70, cats.sum())
+    return X
+
+
+def _run_case(kind: str, data: bytes, isa: str) -> str:
+    """'refused: <type>' | 'ok' | 'BAD: ...' for one mutated file."""
+    from treecomp import interp
+    from treecomp.ir import Forest
+    try:
+        if kind == "tc":
+            k = arrays.load_bytes(data)
+        else:
+            forest = Forest.from_bytes(data)
+    except OK_ERRORS as exc:
+        return f"refused: {type(exc).__name__}"
+    except Exception as exc:  # noqa: BLE001 - what the fuzz looks for
+        return f"BAD: load raised {type(exc).__name__}: {exc}"
+    try:
+        if kind == "tc":
+            nf = k.head.n_features
+            if nf > 4096:
+                return f"BAD: loaded with n_features={nf}"
+            k = arrays.ArraysKernel(k.tables, k.head, isa=isa, block_rows=k.requested_block_rows)
+            p = treecomp.Predictor(k)
+        else:
+            try:
+                p = treecomp.compile(forest, backend="arrays", isa=isa)
+            except treecomp.errors.TreecompError as exc:  # e.g. too many features for the tables
+                return f"refused by compile: {type(exc).__name__}"
+        X = _rows(p.head.n_features)
+        if not p.head.allow_nan:  # a model that refuses NaN rows, as its library does
+            X = np.nan_to_num(X)
+        raw = p.predict_raw(X)
+        if not np.all(np.isfinite(raw)):
+            return "BAD: non-finite margins"
+        if kind == "tcir":
+            want = interp.predict_raw(forest, X)
+            if raw.dtype != want.dtype or not np.array_equal(raw, want):
+                return "BAD: compiled margins differ from the interpreter's"
+        elif isa != "numpy":  # every path walks the same validated tables the same way
+            ref = treecomp.Predictor(arrays.ArraysKernel(k.tables, k.head, isa="numpy"))
+            if not np.array_equal(raw, ref.predict_raw(X)):
+                return f"BAD: the {isa} path and the numpy path disagree"
+        with np.errstate(all="ignore"):
+            p.predict(X)
+            if p.head.is_classifier:
+                p.predict_proba(X)
+        return "ok"
+    except Exception as exc:  # noqa: BLE001
+        return f"BAD: loaded, then {type(exc).__name__}: {exc}"
+
+
+def worker(batch_path: str, progress_path: str) -> None:
+    cases = pickle.loads(Path(batch_path).read_bytes())
+    isas = arrays.supported_isas()
+    with open(progress_path, "w") as out:
+        for i, (kind, what, data) in enumerate(cases):
+            out.write(json.dumps({"i": i, "start": True}) + "\n")
+            out.flush()
+            res = _run_case(kind, data, isas[i % len(isas)])
+            out.write(json.dumps({"i": i, "result": res}) + "\n")
+            out.flush()
+
+
+# -- the test -----------------------------------------------------------------------------------
+def _cases(kind: str, seed: int) -> list[tuple[str, str, bytes]]:
+    rng = np.random.default_rng(seed)
+    originals = []
+    for forest, layout in _forests():
+        if kind == "tc":
+            originals.append(treecomp.compile(forest, backend="arrays", layout=layout, isa="numpy")
+                             ._kernel.to_bytes())
+        else:
+            originals.append(forest.to_bytes())
+    mutate = mutate_tc if kind == "tc" else mutate_ir
+    cases = [(kind, "unmutated", d) for d in originals]
+    while len(cases) < N_CASES:
+        what, d = mutate(rng, originals[len(cases) % len(originals)])
+        cases.append((kind, what, d))
+    return cases
+
+
+@pytest.mark.parametrize("kind, seed", [("tc", 20), ("tcir", 21)])
+def test_mutated_artifacts_never_crash(kind, seed, tmp_path):
+    cases = _cases(kind, seed)
+    results: dict[int, str] = {}
+    crashes = []
+    for b in range(BATCHES):
+        batch = cases[b::BATCHES]
+        bp, pp = tmp_path / f"batch{b}.pkl", tmp_path / f"progress{b}.jsonl"
+        bp.write_bytes(pickle.dumps(batch))
+        code = f"from tests.test_artifacts import worker; worker({str(bp)!r}, {str(pp)!r})"
+        t0 = time.monotonic()
+        try:
+            proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
+                                  text=True, timeout=TIMEOUT_S, env={**os.environ})
+            rc, err = proc.returncode, proc.stderr[-2000:]
+        except subprocess.TimeoutExpired:
+            rc, err = "timeout", ""
+        print(f"\n{kind} batch {b}: {len(batch)} cases in {time.monotonic() - t0:.1f} s", end="")
+        done = [json.loads(ln) for ln in pp.read_text().splitlines()] if pp.exists() else []
+        for r in done:
+            if "result" in r:
+                results[b + BATCHES * r["i"]] = r["result"]
+        if rc != 0:
+            last = done[-1]["i"] if done else 0
+            _, what, data = batch[last]
+            (tmp_path / f"crash{b}.bin").write_bytes(data)
+            crashes.append(f"batch {b} ended with {rc} at case {last} ({what}): {err}")
+    bad = [f"{cases[i][1]}: {r}" for i, r in sorted(results.items()) if r.startswith("BAD")]
+    summary = {}
+    for r in results.values():
+        key = r if not r.startswith("BAD") else "BAD"
+        summary[key] = summary.get(key, 0) + 1
+    print(f"\n{kind}: {len(results)} cases: {json.dumps(summary, sort_keys=True)}")
+    assert not crashes, "\n".join(crashes)
+    assert len(results) == len(cases)
+    # the unmutated files load and predict
+    assert all(results[i] == "ok" for i in range(len(_forests()))), results
+    assert not bad, "\n".join(bad[:20])
