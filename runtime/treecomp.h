@@ -14,9 +14,13 @@
  * (TREECOMP_TRANSFORM: sigmoid / softmax / exp / identity). Predicted labels and the class list
  * are in treecomp_meta_json() ("classes", "decision").
  *
- * The raw margins are bit-exact with the source library. The transformed outputs use libm's
- * exp; the Python Predictor applies the library's own numpy arithmetic to the raw margins
- * instead, so through Python every output is exact.
+ * The raw margins are bit-exact with the source library. TREECOMP_TRANSFORM computes the inverse
+ * link with the process's libm exp / expf in the library's order of operations: bit-exact for
+ * XGBoost, LightGBM and sklearn's sigmoids (scipy's expit), whose libraries call libm too.
+ * sklearn's softmax and log link ("exp_lib": "numpy" in treecomp_meta_json()) call numpy's
+ * np.exp, which on AVX-512 CPUs is numpy's own code, not libm's: there a C caller's transformed
+ * outputs may differ from sklearn's in the last bit, while the Python Predictor applies numpy's
+ * own exp to the raw margins, so through Python every output is exact.
  *
  * Entry points are reentrant and thread-safe (no global mutable state): split rows across
  * threads freely.

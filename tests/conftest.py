@@ -14,5 +14,7 @@ settings.load_profile("default")
 @pytest.fixture(autouse=True, scope="session")
 def _isolated_cache(tmp_path_factory):
     """Compiled artifacts of the test run go to a private cache, never the user's."""
-    os.environ["TREECOMP_CACHE_DIR"] = str(tmp_path_factory.mktemp("treecomp-cache"))
+    # a test that reruns tests in a subprocess hands its cache on (the kernel is built once)
+    os.environ["TREECOMP_CACHE_DIR"] = (os.environ.get("TREECOMP_TEST_PARENT_CACHE")
+                                        or str(tmp_path_factory.mktemp("treecomp-cache")))
     yield

@@ -5,9 +5,13 @@ margins bit-exactly; the final arithmetic is the same numpy code the library its
 the library's inverse link is C arithmetic over libm (NATIVE_TRANSFORMS), a native kernel
 applies it itself with the process's libm, and the tests hold it to these numpy versions.
 
-Floating-point notes (checked on this machine; tests pin them against the libraries):
-- float64 sigmoid: sklearn uses scipy.special.expit, which equals 1 / (1 + np.exp(-x)) bit for
-  bit here (both are glibc-quality exp).
+Floating-point notes (tests pin them against the libraries, in-process, on every host):
+- Which float64 exp (forest.exp_lib) depends on the library, and the two differ by host: numpy
+  2.x runs its own AVX-512 exp on AVX-512 CPUs (last bit differs from glibc's for ~5% of inputs),
+  glibc's elsewhere. LightGBM's ConvertOutput and scipy.special.expit (sklearn's sigmoid) call
+  libm's exp ("libm": `libm_exp`, the C library's own function, vectorised through a small
+  llvmlite loop, or math.exp per value); sklearn's softmax and log link call np.exp ("numpy":
+  numpy's exp in this process, so the user's numpy decides, as it does for sklearn).
 - float32 (XGBoost 3.2, src/common/math.h): Sigmoid(x) = 1.0f / ((expf(min(-x, 88.7f)) + 1.0f)
   + 1e-16f); Softmax = fmaxf row max, e = expf(x - max) in float, e summed in DOUBLE in class
   order, e / (float)sum; count:poisson etc. = expf(x). expf is glibc's (>= 2.28), which is NOT
@@ -28,17 +32,115 @@ Floating-point notes (checked on this machine; tests pin them against the librar
 from __future__ import annotations
 
 import math
+import os
 import struct
+import threading
 
 import numpy as np
 
 from .ir import Forest
 
 
-def _exp(x: np.ndarray) -> np.ndarray:
+def _exp(x: np.ndarray, lib: str = "libm") -> np.ndarray:
     if x.dtype == np.float32:
         return _expf(x)
-    return np.exp(x)
+    if lib == "numpy":
+        return np.exp(x)
+    if lib == "libm":
+        return libm_exp(x)
+    raise ValueError(f"unknown exp_lib {lib!r}")
+
+
+_LIBM_EXP: list = []  # [(function, engine) or None]: the JIT-compiled loop, built on first use
+_LIBM_EXP_LOCK = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    global _LIBM_EXP_LOCK  # another thread may have held it at fork: it would never be released
+    _LIBM_EXP_LOCK = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
+_LIBM_EXP_IR = r"""
+declare double @exp(double)
+define void @tc_exp(double* noalias %x, double* noalias %y, i64 %n) {
+entry:
+  %go = icmp sgt i64 %n, 0
+  br i1 %go, label %body, label %done
+body:
+  %i = phi i64 [0, %entry], [%i1, %body]
+  %px = getelementptr inbounds double, double* %x, i64 %i
+  %v = load double, double* %px
+  %e = call double @exp(double %v)
+  %py = getelementptr inbounds double, double* %y, i64 %i
+  store double %e, double* %py
+  %i1 = add i64 %i, 1
+  %more = icmp slt i64 %i1, %n
+  br i1 %more, label %body, label %done
+done:
+  ret void
+}
+"""
+
+
+def _libm_exp_jit():
+    """tc_exp(x, y, n): y[i] = exp(x[i]) calling the C library's exp (handed to the JIT by
+    address, as llvm.py's artifacts get it), or None where llvmlite cannot JIT."""
+    with _LIBM_EXP_LOCK:
+        if _LIBM_EXP:
+            return _LIBM_EXP[0]
+        fn = None
+        try:
+            import ctypes
+            import ctypes.util
+
+            import llvmlite.binding as llvm
+            addr = None
+            for name in ("libm.so.6", ctypes.util.find_library("m"), None):
+                try:
+                    addr = ctypes.cast(ctypes.CDLL(name).exp, ctypes.c_void_p).value
+                    break
+                except (OSError, TypeError, AttributeError):
+                    continue
+            if addr:
+                llvm.initialize_native_target()
+                llvm.initialize_native_asmprinter()
+                llvm.add_symbol("exp", addr)
+                text = _LIBM_EXP_IR
+                if getattr(llvm, "opaque_pointers_enabled", True):  # typed pointers -> ptr
+                    text = text.replace("double*", "ptr")
+                mod = llvm.parse_assembly(text)
+                mod.verify()
+                tm = llvm.Target.from_default_triple().create_target_machine(opt=2)
+                engine = llvm.create_mcjit_compiler(mod, tm)
+                engine.finalize_object()
+                cfn = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)(
+                    engine.get_function_address("tc_exp"))
+                fn = (cfn, engine)  # the engine keeps the code alive
+        except Exception:  # no JIT on this platform: math.exp per value below
+            fn = None
+        _LIBM_EXP.append(fn)
+        return fn
+
+
+def libm_exp(x: np.ndarray) -> np.ndarray:
+    """The C library's float64 exp, element-wise (what LightGBM and scipy.special.expit call)."""
+    x = np.ascontiguousarray(x, np.float64)
+    out = np.empty_like(x)
+    jit = _libm_exp_jit() if x.size > 8 else None
+    if jit is not None:
+        jit[0](x.ctypes.data, out.ctypes.data, x.size)
+        return out
+    flat = out.reshape(-1)
+    for i, v in enumerate(x.reshape(-1).tolist()):
+        try:
+            flat[i] = math.exp(v)  # CPython's math.exp is libm's exp, plus errno checks
+        except OverflowError:
+            flat[i] = math.inf
+    return out
 
 
 # glibc's expf (sysdeps/ieee754/flt-32/e_expf.c, from ARM's optimized-routines): with N = 32,
@@ -156,26 +258,28 @@ def transform(forest: Forest, raw: np.ndarray) -> np.ndarray:
     t = forest.transform
     if t == "identity":
         return raw
+    lib = getattr(forest, "exp_lib", "libm")
     one = raw.dtype.type(1)
     if t == "sigmoid":
         if raw.dtype == np.float32:
             return _sigmoid_f32(raw)
-        return one / (one + _exp(-raw))
+        return one / (one + _exp(-raw, lib))
     if t == "sigmoid2":  # sklearn's exponential loss: expit(2 * raw)
-        return one / (one + _exp(-(raw * raw.dtype.type(2))))
+        return one / (one + _exp(-(raw * raw.dtype.type(2)), lib))
     if t == "exp":
-        return _exp(raw)
+        return _exp(raw, lib)
+    if t == "exp64":  # XGBoost's survival:aft: (float)exp((double)margin)
+        return _exp(raw.astype(np.float64), lib).astype(raw.dtype)
     if t == "softmax":
         if raw.dtype == np.float32:
             return _softmax_f32(raw)
-        x = raw - raw.max(axis=1, keepdims=True)
-        np.exp(x, out=x)
+        x = _exp(raw - raw.max(axis=1, keepdims=True), lib)
         x /= x.sum(axis=1, keepdims=True)
         return x
     if t == "softmax_seq":
         # LightGBM's Common::Softmax and sklearn HGB (whose margins are Fortran-ordered, so
         # numpy sums class by class): exp(x - max) summed left to right, then divide.
-        x = _exp(raw - raw.max(axis=1, keepdims=True))
+        x = _exp(raw - raw.max(axis=1, keepdims=True), lib)
         s = x[:, 0].copy()
         for k in range(1, x.shape[1]):
             s += x[:, k]
@@ -223,20 +327,25 @@ def _softmax_f32(raw: np.ndarray) -> np.ndarray:
 
 #: the inverse links computed natively (the arrays kernel, and the C / LLVM artifacts'
 #: TREECOMP_TRANSFORM) exactly as the library computes them, with this process's libm, which is
-#: the one the library calls: (transform, accumulation dtype) -> kind of arrays.c's tc_transform.
-#: float32: XGBoost's expf formulas (math.h); float64 sigmoid: scipy.special.expit (sklearn) and
-#: LightGBM's ConvertOutput, both 1 / (1 + exp(-x)) with libm's exp. Not here, so applied below
-#: in numpy: float64 exp (sklearn's is numpy's exp, LightGBM's libm's) and the float64 softmaxes
-#: (numpy's pairwise sums).
-NATIVE_TRANSFORMS = {("sigmoid", "float32"): 1, ("exp", "float32"): 2, ("softmax", "float32"): 3,
-                     ("sigmoid", "float64"): 4, ("sigmoid2", "float64"): 5}
+#: the one the library calls: (transform, accumulation dtype, exp_lib) -> kind of arrays.c's
+#: tc_transform. float32: XGBoost's expf formulas (math.h) and survival:aft's exp in double;
+#: float64 with libm: scipy.special.expit (sklearn) and LightGBM's ConvertOutput (sigmoid, exp,
+#: Common::Softmax's sequential sum). Not here, so applied in Python: every exp_lib="numpy"
+#: transform (numpy's exp must be the user's numpy, in-process) and the float64 "softmax"
+#: (numpy's pairwise row sum).
+NATIVE_TRANSFORMS = {("sigmoid", "float32", "libm"): 1, ("exp", "float32", "libm"): 2,
+                     ("softmax", "float32", "libm"): 3, ("sigmoid", "float64", "libm"): 4,
+                     ("sigmoid2", "float64", "libm"): 5, ("exp", "float64", "libm"): 6,
+                     ("exp64", "float64", "libm"): 6, ("softmax_seq", "float64", "libm"): 7,
+                     ("exp64", "float32", "libm"): 8}
 #: decisions that read the raw margins, not the transformed outputs
 RAW_DECISIONS = ("raw_ge_0", "raw_gt_0", "argmax_raw")
 
 
 def native_transform(forest: Forest) -> int:
     """tc_transform's kind for the forest's inverse link, 0 where numpy applies it."""
-    return NATIVE_TRANSFORMS.get((forest.transform, str(forest.accumulate_dtype)), 0)
+    return NATIVE_TRANSFORMS.get((forest.transform, str(forest.accumulate_dtype),
+                                  getattr(forest, "exp_lib", "libm")), 0)
 
 
 def needs_transform(forest: Forest, kind: str) -> bool:

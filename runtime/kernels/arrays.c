@@ -253,6 +253,10 @@ TC_EXPORT int32_t tc_arrays_isa_mask(void) {
  *     order, each e divided by (float)sum
  *   4 double sigmoid (expit):  1 / (1 + exp(-x))
  *   5 double sigmoid of 2x (sklearn's exponential loss):  1 / (1 + exp(-(2 * x)))
+ *   6 double exp (LightGBM poisson, gamma, tweedie):  exp(x)
+ *   7 double softmax, LightGBM's Common::Softmax:  row max, e = exp(x - max) summed left to
+ *     right from 0, each e divided by the sum
+ *   8 float exp taken in double (XGBoost survival:aft):  (float)exp((double)x)
  * Built with -ffp-contract=off and no fast-math: every operation rounds alone, in this order.
  */
 static void tc_transform(int32_t kind, void *out, int64_t n, int32_t no) {
@@ -287,6 +291,22 @@ static void tc_transform(int32_t kind, void *out, int64_t n, int32_t no) {
   case 5:
     for (int64_t i = 0; i < m; ++i) d[i] = 1.0 / (1.0 + exp(-(d[i] * 2.0)));
     break;
+  case 6:
+    for (int64_t i = 0; i < m; ++i) d[i] = exp(d[i]);
+    break;
+  case 7:
+    for (int64_t r = 0; r < n; ++r) {
+      double *a = d + r * no;
+      double mx = a[0];
+      for (int32_t k = 1; k < no; ++k) mx = (a[k] < mx) ? mx : a[k];  /* std::max(a[k], mx) */
+      double s = 0;
+      for (int32_t k = 0; k < no; ++k) { a[k] = exp(a[k] - mx); s += a[k]; }
+      for (int32_t k = 0; k < no; ++k) a[k] /= s;
+    }
+    break;
+  case 8:
+    for (int64_t i = 0; i < m; ++i) f[i] = (float)exp((double)f[i]);
+    break;
   default:
     break;
   }
@@ -317,7 +337,9 @@ TC_EXPORT int32_t tc_arrays_predict(const tc_tables *T, const void *X, int32_t x
   const tc_run_fn fn = tc_table[isa][T->x_bits == 64][T->acc_bits == 64];
   if (!fn) return -1;
   const int32_t kind = transform & 0xff, pairs = transform & TC_PAIRS;
-  if ((transform & ~(0xff | TC_PAIRS)) || kind > 5 || (kind != 0 && (kind <= 3) != (T->acc_bits == 32))
+  /* kinds 1-3 and 8 transform float margins, 4-7 double ones */
+  const int32_t kind32 = kind <= 3 || kind == 8;
+  if ((transform & ~(0xff | TC_PAIRS)) || kind > 8 || (kind != 0 && kind32 != (T->acc_bits == 32))
       || (pairs && T->n_outputs != 1))
     return -1;
   const int32_t rc = fn(T, X, x_bits, n_rows, out);

@@ -1,0 +1,199 @@
+"""Which exp: every transform equals the library's own output, in this process, on this host.
+
+numpy 2.x runs its own float64 exp on AVX-512 CPUs (last bit differs from glibc's for ~5% of
+inputs); LightGBM and scipy.special.expit (sklearn's sigmoid) call libm's exp, sklearn's softmax
+and log link call np.exp, XGBoost's survival:aft takes exp in double. So expected values are
+never stored: each test asks the library in-process, and test_other_numpy_dispatch reruns this
+module with numpy's AVX-512 code switched off (NPY_DISABLE_CPU_FEATURES), so one machine checks
+both of numpy's dispatches.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+import warnings
+
+import numpy as np
+import pytest
+
+import treecomp
+from treecomp import interp, outputs
+from treecomp.backends import arrays
+
+lgb = pytest.importorskip("lightgbm")
+xgb = pytest.importorskip("xgboost")
+ensemble = pytest.importorskip("sklearn.ensemble")
+
+RNG = np.random.default_rng(20261123)
+X_TRAIN = RNG.normal(size=(600, 5))
+# wide rows: margins far from 0, where sigmoids and exps round most differently
+X_TEST = np.concatenate([RNG.normal(size=(240, 5)) * 3, X_TRAIN[:40]])
+Y_CLASS = (X_TRAIN[:, 0] + RNG.normal(size=600) > 0).astype(int) + (X_TRAIN[:, 1] > 0.5)
+Y_POS = np.exp(0.7 * X_TRAIN[:, 0] + 0.3 * RNG.normal(size=600))
+
+
+def _lgb(objective, y, **kw):
+    cls = lgb.LGBMClassifier if objective in ("binary", "multiclass") else lgb.LGBMRegressor
+    return cls(objective=objective, n_estimators=12, num_leaves=7, verbose=-1, **kw).fit(X_TRAIN, y)
+
+
+def _xgb_aft():
+    d = xgb.DMatrix(X_TRAIN)
+    d.set_float_info("label_lower_bound", Y_POS)
+    d.set_float_info("label_upper_bound", Y_POS * 1.5)
+    return xgb.train({"objective": "survival:aft", "max_depth": 3, "base_score": 1.5}, d, 12)
+
+
+MODELS = {
+    "lgb-binary": lambda: _lgb("binary", Y_CLASS > 0),
+    "lgb-multiclass": lambda: _lgb("multiclass", Y_CLASS),
+    "lgb-multiclass-9": lambda: _lgb("multiclass", (np.abs(X_TRAIN[:, 2]) * 4).astype(int) % 9),
+    "lgb-poisson": lambda: _lgb("poisson", np.round(Y_POS)),
+    "lgb-gamma": lambda: _lgb("gamma", Y_POS),
+    "lgb-tweedie": lambda: _lgb("tweedie", Y_POS),
+    "gb-binary": lambda: ensemble.GradientBoostingClassifier(n_estimators=8, max_depth=2).fit(X_TRAIN, Y_CLASS > 0),
+    "gb-exponential": lambda: ensemble.GradientBoostingClassifier(
+        loss="exponential", n_estimators=8, max_depth=2).fit(X_TRAIN, Y_CLASS > 0),
+    "gb-multiclass": lambda: ensemble.GradientBoostingClassifier(n_estimators=8, max_depth=2).fit(X_TRAIN, Y_CLASS),
+    "hgb-binary": lambda: ensemble.HistGradientBoostingClassifier(max_iter=8).fit(X_TRAIN, Y_CLASS > 0),
+    "hgb-multiclass": lambda: ensemble.HistGradientBoostingClassifier(max_iter=8).fit(X_TRAIN, Y_CLASS),
+    "hgb-poisson": lambda: ensemble.HistGradientBoostingRegressor(loss="poisson", max_iter=8).fit(X_TRAIN, Y_POS),
+    "hgb-gamma": lambda: ensemble.HistGradientBoostingRegressor(loss="gamma", max_iter=8).fit(X_TRAIN, Y_POS),
+    "xgb-aft": _xgb_aft,
+}
+_CACHE: dict = {}
+
+
+def model(name):
+    if name not in _CACHE:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _CACHE[name] = MODELS[name]()
+    return _CACHE[name]
+
+
+def library_outputs(m) -> dict[str, np.ndarray]:
+    """What the library returns, computed now, in this process."""
+    if isinstance(m, xgb.Booster):
+        return {"predict": m.predict(xgb.DMatrix(X_TEST))}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        out = {"predict": m.predict(X_TEST)}
+        if hasattr(m, "predict_proba"):
+            out["predict_proba"] = m.predict_proba(X_TEST)
+    return out
+
+
+def check(name: str, predictor_or_fn) -> None:
+    m = model(name)
+    for method, want in library_outputs(m).items():
+        got = predictor_or_fn(method)
+        assert got.dtype == want.dtype and got.shape == want.shape, (method, got.dtype, got.shape)
+        bad = np.flatnonzero((got != want).reshape(len(want), -1).any(axis=1))
+        assert bad.size == 0, f"{name} {method}: {bad.size} rows differ, e.g. row {bad[:3]}: " \
+                              f"{got[bad[:3]]!r} vs {want[bad[:3]]!r}"
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_interpreter_equals_library(name):
+    f = treecomp.parse(model(name))
+    check(name, lambda method: getattr(interp, method)(f, X_TEST))
+
+
+@pytest.mark.parametrize("isa", ["auto", "llvm", "numpy"])
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_arrays_paths_equal_library(name, isa):
+    """The C kernel (native transform), and both compiler-free fallbacks (Python transform)."""
+    p = treecomp.compile(model(name), backend="arrays", isa=isa)
+    check(name, lambda method: getattr(p, method)(X_TEST))
+
+
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_single_rows_equal_library(name):
+    """One row at a time: the small-batch entry and its own transforms."""
+    p = treecomp.compile(model(name), backend="arrays")
+
+    def rows(method):
+        return np.concatenate([getattr(p, method)(X_TEST[i:i + 1]) for i in range(len(X_TEST))])
+    check(name, rows)
+
+
+@pytest.mark.parametrize("backend", ["c", "llvm"])
+@pytest.mark.parametrize("name", ["lgb-multiclass-9", "lgb-poisson", "lgb-binary", "gb-multiclass",
+                                  "hgb-poisson", "hgb-binary", "xgb-aft"])
+def test_codegen_backends_equal_library(name, backend):
+    p = treecomp.compile(model(name), backend=backend)
+    check(name, lambda method: getattr(p, method)(X_TEST))
+
+
+def test_exp_lib_is_set_per_library():
+    assert treecomp.parse(model("lgb-poisson")).exp_lib == "libm"
+    assert treecomp.parse(model("hgb-binary")).exp_lib == "libm"        # scipy's expit
+    assert treecomp.parse(model("hgb-poisson")).exp_lib == "numpy"      # LogLink: np.exp
+    assert treecomp.parse(model("gb-multiclass")).exp_lib == "numpy"    # extmath.softmax
+    assert treecomp.parse(model("xgb-aft")).transform == "exp64"
+
+
+def test_libm_exp_is_the_c_library_exp():
+    x = np.concatenate([RNG.normal(0, 8, 20000), [709.78, 709.79, -745.2, -746.0, 0.0, -0.0,
+                                                  np.inf, -np.inf, np.nan, 1e-300, 5e-324]])
+    want = np.array([math.exp(v) if v < 709.79 or v != v else math.inf for v in x.tolist()])
+    for got in (outputs.libm_exp(x), np.concatenate([outputs.libm_exp(x[i:i + 3]) for i in range(0, len(x), 3)])):
+        np.testing.assert_array_equal(got, want)
+    assert outputs._libm_exp_jit() is not None  # the vectorised loop, not math.exp per value
+
+
+def test_numpy_exp_lib_uses_numpy():
+    """exp_lib="numpy" is the user's np.exp, whatever it dispatches to."""
+    f = treecomp.parse(model("hgb-poisson"))
+    raw = RNG.normal(0, 5, (5000, 1))
+    np.testing.assert_array_equal(outputs.transform(f, raw), np.exp(raw))
+    np.testing.assert_array_equal(outputs.transform(f.replace(exp_lib="libm"), raw), outputs.libm_exp(raw))
+
+
+def _avx512_dispatch_targets() -> list[str]:
+    from numpy._core._multiarray_umath import __cpu_dispatch__, __cpu_features__
+    return [t for t in __cpu_dispatch__ if __cpu_features__.get(t) and ("V4" in t or "AVX512" in t)]
+
+
+@pytest.mark.skipif(os.environ.get("TREECOMP_TEST_NUMPY_DISPATCH") == "off", reason="already the rerun")
+def test_other_numpy_dispatch():
+    """Rerun the library comparisons with numpy's AVX-512 loops off (on an AVX-512 host this
+    makes np.exp glibc's; elsewhere it is the same dispatch, and the rerun checks it again)."""
+    targets = _avx512_dispatch_targets()
+    env = dict(os.environ, NPY_DISABLE_CPU_FEATURES=" ".join(targets), TREECOMP_TEST_NUMPY_DISPATCH="off",
+               TREECOMP_TEST_PARENT_CACHE=os.environ["TREECOMP_CACHE_DIR"])
+    probe = ("import numpy as np, math; x = np.random.default_rng(1).normal(0, 5, 20000); "
+             "print(int(np.sum(np.exp(x) != np.array([math.exp(v) for v in x.tolist()]))))")
+    differ = int(subprocess.run([sys.executable, "-c", probe], env=env, capture_output=True, text=True,
+                                check=True, timeout=60).stdout)
+    assert differ == 0, "with its AVX-512 loops off numpy's exp should be the C library's"
+    res = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                          __file__, "-k", "interpreter or (arrays_paths and not llvm) or single_rows"],
+                         env=env, capture_output=True, text=True, timeout=400,
+                         cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    assert " passed" in res.stdout and "failed" not in res.stdout
+
+
+def test_xgb_aft_takes_exp_in_double():
+    """survival:aft's (float)exp((double)margin) differs from expf for ~0.2% of margins: enough
+    distinct margins here that expf would be caught (asserted), and treecomp must not be."""
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(3000, 8)).astype(np.float32)
+    y = np.exp(X[:, 0] + 0.5 * rng.normal(size=3000))
+    d = xgb.DMatrix(X)
+    d.set_float_info("label_lower_bound", y)
+    d.set_float_info("label_upper_bound", y * 1.3)
+    b = xgb.train({"objective": "survival:aft", "max_depth": 6, "eta": 0.3}, d, 60)
+    Xt = rng.normal(size=(20000, 8)).astype(np.float32) * 2
+    want = b.predict(xgb.DMatrix(Xt))
+    margin = b.predict(xgb.DMatrix(Xt), output_margin=True)
+    assert np.any(outputs._expf(margin) != want), "no margin tells expf from exp in double"
+    f = treecomp.parse(b)
+    np.testing.assert_array_equal(interp.predict(f, Xt), want)
+    for isa in ("auto", "numpy"):
+        np.testing.assert_array_equal(treecomp.compile(f, backend="arrays", isa=isa).predict(Xt), want)
