@@ -18,7 +18,7 @@ import pytest
 lgb = pytest.importorskip("lightgbm")
 
 import treecomp  # noqa: E402
-from treecomp import interp  # noqa: E402
+from treecomp import interp, outputs  # noqa: E402
 from treecomp.errors import InvalidModelError, NotFittedError, UnsupportedModelError  # noqa: E402
 from treecomp.frontends.lightgbm import K_ZERO, parse_lightgbm_string  # noqa: E402
 from tests import zoo  # noqa: E402
@@ -331,7 +331,7 @@ def test_many_classes_softmax_sums_sequentially():
         assert f.transform == "softmax"
         assert np.all(np.abs(got - want) <= K * np.finfo(float).eps * want)
         assert not np.array_equal(got, want)  # (so this test notices when outputs.py changes)
-    e = np.exp(raw - raw.max(axis=1, keepdims=True))
+    e = outputs.libm_exp(raw - raw.max(axis=1, keepdims=True))  # LightGBM's std::exp is libm's
     s = np.zeros(len(X))
     for k in range(K):
         s += e[:, k]
@@ -489,3 +489,124 @@ def test_wrapper_errors():
         treecomp.parse(m)
     f = treecomp.parse(m.booster_)  # the Booster itself predicts raw scores: supported
     assert_same(m.booster_.predict(X), interp.predict(f, X))
+
+
+# -- files as LightGBM itself reads them (issue 20 items 5, 10) ----------------------------------
+def _multiclass_text() -> str:
+    return _small_text(objective="multiclass", num_class=3)
+
+
+def _rows3(seed: int) -> np.ndarray:
+    X = np.random.default_rng(seed).normal(size=(60, 3))
+    X[::7, 1] = np.nan
+    return X
+
+
+def _same_as_lightgbm(text: str, X: np.ndarray, same_trees: bool = True) -> None:
+    f = parse_lightgbm_string(text)
+    b = lgb.Booster(model_str=text)
+    assert f.n_trees == b.num_trees() or not same_trees
+    assert_same(b.predict(X, raw_score=True), interp.decision_function(f, X))
+
+
+def test_no_end_of_trees_line():
+    """LightGBM stops at the first line after the trees that is not a "Tree=" block: files
+    without an "end of trees" line (older writers, treelite's toy_categorical) load."""
+    text = _small_text(objective="regression")
+    head, tail = text.split("end of trees", 1)
+    for variant in (head, head + "\nfeature importances:\nColumn_0=3\n",
+                    "\n".join(l for l in head.splitlines() if not l.startswith("tree_sizes")) + "\n"):
+        _same_as_lightgbm(variant, _rows3(1))
+
+
+def test_tree_sizes_decide_which_trees_load():
+    """With a tree_sizes line LightGBM loads exactly the trees it lists, at those offsets:
+    fewer sizes than trees -> the extra trees are ignored."""
+    text = _small_text(objective="regression")
+    line = next(l for l in text.splitlines() if l.startswith("tree_sizes="))
+    sizes = line.split("=")[1].split()
+    assert len(sizes) == 3
+    fewer = text.replace(line, "tree_sizes=" + " ".join(sizes[:2]))
+    _same_as_lightgbm(fewer, _rows3(2))
+    assert parse_lightgbm_string(fewer).n_trees == 2
+    # two sizes merged: the second offset lands on Tree=2, so LightGBM loads trees 0 and 2
+    skip = text.replace(line, f"tree_sizes={int(sizes[0]) + int(sizes[1])} {sizes[2]}")
+    _same_as_lightgbm(skip, _rows3(2))
+    assert parse_lightgbm_string(skip).n_trees == 2
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda s: s + [s[0]] * 5, "tree_sizes puts tree 3"),     # LightGBM: "expect a tree here"
+    (lambda s: s + ["99999999"], "tree_sizes lists 4 trees"),  # LightGBM reads past its buffer
+    (lambda s: [str(int(s[0]) - 3)] + s[1:], "tree 0 does not end"),  # ... into the next tree
+    (lambda s: [str(int(s[0]) + 3)] + s[1:], "tree_sizes puts tree 1"),
+])
+def test_tree_sizes_that_lightgbm_cannot_follow_are_invalid(edit, match):
+    text = _small_text(objective="regression")
+    line = next(l for l in text.splitlines() if l.startswith("tree_sizes="))
+    bad = text.replace(line, "tree_sizes=" + " ".join(edit(line.split("=")[1].split())))
+    with pytest.raises(InvalidModelError, match=match):
+        parse_lightgbm_string(bad)
+
+
+def test_tree_sizes_without_closing_empty_line_is_invalid():
+    """A last tree cut right after its last line: LightGBM would read past its buffer."""
+    text = _small_text(objective="regression")
+    cut = text[:text.index("end of trees")].rstrip("\n") + "\n"
+    no_sizes = "\n".join(l for l in cut.splitlines() if not l.startswith("tree_sizes")) + "\n"
+    for bad in (cut, no_sizes):
+        with pytest.raises(InvalidModelError, match="truncated"):
+            parse_lightgbm_string(bad)
+
+
+@pytest.mark.parametrize("old, new, match", [
+    ("num_class=3", "num_class=2", "num_class=2 disagrees with num_tree_per_iteration=3"),
+    ("num_class=3", "num_class=4", "num_class=4 disagrees"),
+    ("num_tree_per_iteration=3", "num_tree_per_iteration=1", "disagrees"),
+    ("multiclass num_class:3", "multiclass num_class:2", "num_class:2 but the header num_class=3"),
+])
+def test_num_class_disagreements_are_invalid(old, new, match):
+    """LightGBM loads these and returns uninitialised memory or reads past its output buffer
+    (checked on 4.7): nothing to reproduce, refused."""
+    text = _multiclass_text()
+    assert old in text
+    with pytest.raises(InvalidModelError, match=match):
+        parse_lightgbm_string(text.replace(old, new, 1))
+
+
+@pytest.mark.parametrize("params, old, new", [
+    ({"objective": "multiclass", "num_class": 3}, "multiclass num_class:3", "multiclass"),
+    ({"objective": "binary"}, "binary sigmoid:1", "binary"),
+    ({"objective": "binary"}, "binary sigmoid:1", "binary sigmoid:0"),
+    ({"objective": "regression"}, "feature_names=", "feature_namesX="),
+    ({"objective": "regression"}, "label_index=0\n", ""),
+])
+def test_what_lightgbm_refuses_is_invalid(params, old, new):
+    text = _small_text(**params)
+    assert old in text
+    bad = text.replace(old, new, 1)
+    with pytest.raises(lgb.basic.LightGBMError):
+        lgb.Booster(model_str=bad)
+    with pytest.raises(InvalidModelError):
+        parse_lightgbm_string(bad)
+
+
+def test_incomplete_last_iteration_is_ignored_like_lightgbm():
+    """LightGBM predicts with len(trees) // num_tree_per_iteration iterations."""
+    text = _multiclass_text()
+    head, rest = text.split("Tree=0\n", 1)
+    head = "\n".join(l for l in head.splitlines() if not l.startswith("tree_sizes")) + "\n"
+    body, tail = rest.split("end of trees", 1)
+    blocks = [b for b in ("Tree=0\n" + body).split("\n\n\n") if b.strip()]
+    assert len(blocks) == 9
+    partial = head + "".join(b + "\n\n\n" for b in blocks[:7]) + "end of trees" + tail
+    _same_as_lightgbm(partial, _rows3(3), same_trees=False)  # num_trees() counts the 7th
+    assert parse_lightgbm_string(partial).n_trees == 6
+
+
+def test_lightgbm_file_named_model_is_read_by_content(tmp_path):
+    text = _small_text(objective="regression")
+    for name in ("m.model", "m.bin", "m"):
+        (tmp_path / name).write_text(text)
+        f = treecomp.parse(tmp_path / name)
+        assert_same(lgb.Booster(model_str=text).predict(_rows3(4)), interp.predict(f, _rows3(4)))

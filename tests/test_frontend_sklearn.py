@@ -219,7 +219,7 @@ def test_hgb_pandas_categorical_dtype():
     s = pd.DataFrame({"a": rng.normal(size=n), "b": rng.normal(size=n),
                       "c": pd.Categorical(cat, categories=[1, 4, 9, 16])})
     s.loc[:5, "c"] = np.nan  # missing
-    _assert_same(interp.predict(f, s), m.predict(s[["a", "c", "b"]]))
+    _assert_same(interp.predict(f, s[["a", "c", "b"]]), m.predict(s[["a", "c", "b"]]))
     # string categories cannot be represented as numbers in [0, 255]
     df["c"] = pd.Categorical(np.array(["x", "y", "z", "w"])[cat % 4])
     m2 = HistGradientBoostingRegressor(max_iter=3, random_state=0).fit(df, y)
@@ -237,7 +237,11 @@ def test_feature_names_from_dataframe():
     f = treecomp.parse(m)
     assert f.feature_names == tuple(cols)
     _assert_same(interp.predict(f, df), m.predict(df))
-    _assert_same(interp.predict(f, df[cols[::-1]]), m.predict(df))  # reordered by name
+    # a reordered frame is refused, as scikit-learn refuses it (never read by position)
+    with pytest.raises(ValueError, match="feature names"):
+        m.predict(df[cols[::-1]])
+    with pytest.raises(ValueError, match="feature names"):
+        interp.predict(f, df[cols[::-1]])
 
 
 def test_renumbering_keeps_semantics():
@@ -369,3 +373,21 @@ def test_supported_models_lists_sklearn():
     names = treecomp.supported_models()
     for cls in sk_frontend.PARSERS:
         assert f"sklearn.{cls}" in names
+
+
+def test_hgb_negative_feature_idx_is_invalid():
+    """A corrupt HGB predictor node with feature_idx < 0 would be read from the end by numpy
+    indexing (and out of bounds by sklearn's own predictor): refused."""
+    import copy
+
+    from sklearn.ensemble import HistGradientBoostingRegressor
+
+    rng = np.random.default_rng(21)
+    X = rng.normal(size=(120, 3))
+    m = HistGradientBoostingRegressor(max_iter=2, max_leaf_nodes=4, random_state=0).fit(X, X[:, 0])
+    for bad in (-1, 3):
+        m2 = copy.deepcopy(m)
+        nodes = m2._predictors[0][0].nodes
+        nodes["feature_idx"][np.flatnonzero(~nodes["is_leaf"].astype(bool))[0]] = bad
+        with pytest.raises(InvalidModelError, match="feature_idx"):
+            treecomp.parse(m2)

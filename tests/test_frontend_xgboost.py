@@ -90,7 +90,7 @@ def _forest(name: str):
 
 def test_zoo_covers_what_it_claims():
     forests = {n.split(":")[1]: treecomp.parse(zoo.get(n).model) for n in zoo.names("xgboost")}
-    assert {f.transform for f in forests.values()} == {"identity", "sigmoid", "exp", "softmax"}
+    assert {f.transform for f in forests.values()} == {"identity", "sigmoid", "exp", "exp64", "softmax"}
     assert {f.decision for f in forests.values()} == {"none", "raw_gt_0", "argmax_raw",
                                                       "proba_gt_half", "argmax_proba"}
     # categorical: 40 categories need two-word bitsets
@@ -605,3 +605,116 @@ def test_wrapper_errors():
     # ... while its Booster (Booster.predict semantics) is fine
     f = treecomp.parse(m.get_booster())
     assert_same(m.get_booster().inplace_predict(X), interp.predict(f, X))
+
+
+# -- files as older releases and other names write them (issue 20 items 3, 5, 10) ---------------
+@pytest.mark.parametrize("n_classes", [2, 3])
+@pytest.mark.parametrize("with_type", [True, False])
+def test_1x_classifier_file_without_estimator_type(tmp_path, n_classes, with_type):
+    """XGBoost 1.0-1.3 wrapper files: attributes.scikit_learn holds the wrapper's __dict__ and
+    "type", no _estimator_type. XGBClassifier().load_model() predicts labels from them."""
+    X = _X(71, n=160, d=4)
+    y = (X[:, 0] > 0).astype(int) + (n_classes == 3) * (X[:, 3] > 0.4)
+    m = xgb.XGBClassifier(n_estimators=4, max_depth=3, n_jobs=1).fit(X, y)
+    path = tmp_path / "old.json"
+    m.save_model(path)
+    doc = json.loads(path.read_text())
+    learner = doc["learner"]
+    meta = {"objective": learner["objective"]["name"], "n_estimators": 4, "max_depth": 3,
+            "classes_": list(range(n_classes)), "n_classes_": n_classes, "missing": None}
+    if with_type:
+        meta["type"] = "XGBClassifier"
+    learner["attributes"]["scikit_learn"] = json.dumps(meta)
+    doc["version"] = [1, 2, 0]
+    lmp = learner["learner_model_param"]
+    lmp["base_score"] = str(json.loads(lmp["base_score"])[0])  # 1.x: a plain number
+    if n_classes == 2:
+        lmp["base_score"] = "0.5"
+    del learner["gradient_booster"]["model"]["iteration_indptr"]
+    path.write_text(json.dumps(doc))
+    clf = xgb.XGBClassifier(n_jobs=1)
+    clf.load_model(path)
+    f = treecomp.parse(path)
+    assert_same(clf.predict(X), interp.predict(f, X))
+    assert_same(clf.predict_proba(X), interp.predict_proba(f, X))
+
+
+def test_1x_regressor_file_type_wins_over_objective(tmp_path):
+    """An XGBRegressor(objective="binary:logistic") 1.x file names its class: values, not labels."""
+    X = _X(72, n=120, d=4)
+    m = xgb.XGBRegressor(n_estimators=3, objective="binary:logistic", n_jobs=1).fit(X, X[:, 0] > 0)
+    path = tmp_path / "old_reg.json"
+    m.save_model(path)
+    doc = json.loads(path.read_text())
+    doc["learner"]["attributes"]["scikit_learn"] = json.dumps({"type": "XGBRegressor"})
+    doc["version"] = [1, 3, 0]
+    path.write_text(json.dumps(doc))
+    reg = xgb.XGBRegressor(n_jobs=1)
+    reg.load_model(path)
+    assert_same(reg.predict(X), interp.predict(treecomp.parse(path), X))
+
+
+@pytest.mark.parametrize("value", [2, 255, -1, 3])
+def test_default_left_other_than_one_is_false(tmp_path, value):
+    """XGBoost reads default_left as `value == 1`: any other integer sends NaN right."""
+    X = _X(73, n=200, nan=0.3)
+    b = train({"objective": "reg:squarederror", "max_depth": 3}, X, _labels("reg:squarederror", X, 73), 3)
+    doc = doc_of(b)
+    for t in doc["learner"]["gradient_booster"]["model"]["trees"]:
+        t["default_left"] = [value if c >= 0 and i % 2 else int(c >= 0)
+                             for i, c in enumerate(t["left_children"])]
+    rows = np.where(np.random.default_rng(74).random((64, X.shape[1])) < 0.5, np.nan, X[:64])
+    want = booster_from_doc(doc).predict(xgb.DMatrix(rows), output_margin=True)
+    assert_same(want, interp.decision_function(treecomp.parse(write_json(doc, f"dl{value}.json")), rows))
+
+
+def test_default_left_non_integer_is_invalid():
+    """XGBoost refuses 0.5 / 1.0 there ("Invalid cast, from Number to Integer")."""
+    doc = doc_of(zoo.get("xgboost:reg_squarederror").model)
+    t = doc["learner"]["gradient_booster"]["model"]["trees"][0]
+    t["default_left"] = [1.0] * len(t["left_children"])
+    with pytest.raises(xgb.core.XGBoostError):
+        booster_from_doc(doc)
+    with pytest.raises(InvalidModelError, match="default_left"):
+        forest_from_document(doc)
+
+
+@pytest.mark.parametrize("key, value", [("left_children", 2 ** 32 + 1), ("left_children", 2 ** 31),
+                                        ("right_children", 2 ** 32 + 2), ("split_indices", 2 ** 32),
+                                        ("left_children", -2 ** 32 - 1)])
+def test_node_indices_beyond_int32_are_invalid(key, value):
+    """XGBoost casts these to int32 (2**32 + 1 would be node 1); refused with a clear message."""
+    doc = doc_of(zoo.get("xgboost:reg_squarederror").model)
+    doc["learner"]["gradient_booster"]["model"]["trees"][0][key][0] = value
+    with pytest.raises(InvalidModelError, match=f"{key} holds a value that does not fit int32"):
+        forest_from_document(doc)
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize("name", ["m.model", "m.bin", "m.deprecated", "m.json", "m.ubj", "m"])
+def test_file_type_by_content(tmp_path, name):
+    """XGBoost 3.x writes UBJSON for any name but .json: parse() goes by content."""
+    case = zoo.get("xgboost:binary_logistic")
+    b = case.model if isinstance(case.model, xgb.Booster) else case.model.get_booster()
+    path = tmp_path / name
+    b.save_model(path)
+    loaded = xgb.Booster(model_file=str(path))
+    X = _X(75, n=50)
+    assert_same(loaded.predict(xgb.DMatrix(X)), interp.predict(treecomp.parse(path), X))
+
+
+def test_legacy_binary_and_unknown_content(tmp_path):
+    legacy = bytes(136) + (15).to_bytes(8, "little") + b"binary:logistic" + (6).to_bytes(8, "little") + b"gbtree" + bytes(200)
+    for name in ("old.model", "old.bin", "old.json", "old"):
+        (tmp_path / name).write_bytes(legacy)
+        with pytest.raises(UnsupportedModelError, match=r"legacy XGBoost binary format \(pre-1\.0.*save_model\('m\.json'\)"):
+            treecomp.parse(tmp_path / name)
+    (tmp_path / "junk.model").write_bytes(b"\x01\x02garbage" * 10)
+    with pytest.raises(UnsupportedModelError, match="cannot tell the model format"):
+        treecomp.parse(tmp_path / "junk.model")
+    (tmp_path / "pickled.model").write_bytes(b"\x80\x04\x95" + bytes(20))
+    with pytest.raises(UnsupportedModelError, match="pickle"):
+        treecomp.parse(tmp_path / "pickled.model")
+    (tmp_path / "empty.model").write_bytes(b"")
+    with pytest.raises(InvalidModelError, match="empty"):
+        treecomp.parse(tmp_path / "empty.model")

@@ -58,8 +58,9 @@ def parse(model_or_path: Any) -> Forest:
     """Parse a fitted model object, or a model file, into the treecomp IR.
 
     Files: .pkl/.pickle/.joblib (pickled estimators; loading a pickle EXECUTES CODE from the
-    file, so only load files you trust), .json/.ubj (XGBoost model files, read without
-    xgboost), .txt (LightGBM text models, read without lightgbm), .tcir (treecomp IR files).
+    file, so only load files you trust), XGBoost JSON / UBJSON model files (read without
+    xgboost), LightGBM text models (read without lightgbm) and treecomp IR files; these three
+    are recognised by content whatever their name (.json/.ubj/.model/.bin, .txt/.model, .tcir).
     """
     if isinstance(model_or_path, Forest):
         return model_or_path
@@ -74,22 +75,59 @@ def parse(model_or_path: Any) -> Forest:
     return fn(model_or_path)
 
 
+def _sniff(head: bytes) -> str | None:
+    """The model format of a file from its first bytes: "lightgbm", "xgboost", "ir",
+    "pickle" or None. Names lie (XGBoost 3.x writes UBJSON to .model / .bin, LightGBM text
+    models are often called .model), content does not."""
+    first_line = head.split(b"\n", 1)[0].split(b"\r", 1)[0]
+    if first_line.strip() == b"tree":
+        return "lightgbm"
+    if head[:4] == b"PK\x03\x04":
+        return "ir"  # a zip archive: treecomp's IR format
+    if head.lstrip(b" \t\r\n")[:1] == b"{":
+        return "xgboost"  # JSON or UBJSON
+    if _frontend("xgboost").legacy_binary_objective(head) is not None:
+        return "xgboost"
+    if len(head) > 1 and head[0] == 0x80 and 2 <= head[1] <= 5:  # pickle protocol 2-5
+        return "pickle"
+    return None
+
+
 def parse_file(path: str | os.PathLike) -> Forest:
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"model file not found: {p}")
     suffix = p.suffix.lower()
+    if suffix in PICKLE_SUFFIXES:
+        return parse(load_pickle(p))
+    with open(p, "rb") as f:
+        head = f.read(4096)
+    if not head:
+        raise InvalidModelError(f"{p.name} is empty")
+    kind = _sniff(head)
+    if kind == "lightgbm":
+        return _frontend("lightgbm").parse_lightgbm_file(p)
+    if kind == "xgboost":
+        return _frontend("xgboost").parse_xgboost_file(p)
+    if kind == "ir":
+        return Forest.load(p)
+    if kind == "pickle":
+        raise UnsupportedModelError(
+            f"{p.name} looks like a Python pickle; treecomp unpickles only files named "
+            f"{', '.join(PICKLE_SUFFIXES)} (unpickling runs code from the file: only load files "
+            "you trust)")
+    # unrecognised content: a known suffix gets that format's own error
     if suffix in XGBOOST_SUFFIXES:
         return _frontend("xgboost").parse_xgboost_file(p)
     if suffix in LIGHTGBM_SUFFIXES:
         return _frontend("lightgbm").parse_lightgbm_file(p)
     if suffix in IR_SUFFIXES:
         return Forest.load(p)
-    if suffix in PICKLE_SUFFIXES:
-        return parse(load_pickle(p))
     raise UnsupportedModelError(
-        f"unknown model file type {suffix!r} ({p.name}); supported: "
-        + ", ".join(PICKLE_SUFFIXES + XGBOOST_SUFFIXES + LIGHTGBM_SUFFIXES + IR_SUFFIXES))
+        f"cannot tell the model format of {p.name} from its content (it starts with "
+        f"{head[:16]!r}); treecomp reads XGBoost JSON / UBJSON model files, LightGBM text "
+        "models, treecomp IR files (by content, any name) and pickles named "
+        + ", ".join(PICKLE_SUFFIXES))
 
 
 def load_pickle(path: Path) -> Any:

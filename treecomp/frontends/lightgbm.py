@@ -77,38 +77,124 @@ _KNOWN_VERSIONS = ("v2", "v3", "v4")
 
 
 # -- text format ------------------------------------------------------------------------------
+#: LightGBM's Tree(const char*) reads at most this many key=value lines per tree
+_MAX_TREE_LINES = 22
+_EOL = re.compile(rb"[\r\n]")
+
+
+def _line_end(data: bytes, pos: int) -> int:
+    m = _EOL.search(data, pos)
+    return len(data) if m is None else m.start()
+
+
+def _skip_newline(data: bytes, pos: int) -> int:
+    # Common::SkipNewLine: one '\r', then one '\n'
+    if data[pos:pos + 1] == b"\r":
+        pos += 1
+    if data[pos:pos + 1] == b"\n":
+        pos += 1
+    return pos
+
+
+def _tree_block(data: bytes, pos: int, limit: int, where: str) -> tuple[dict[str, str], int]:
+    """One tree as LightGBM's Tree(const char*) reads it: from `pos` (the line after
+    "Tree=..."), at most 22 key=value lines up to the first empty line. Returns the key/values
+    and the offset of that empty line, which must come before `limit`: LightGBM would read on
+    into the next tree or past the end of its buffer."""
+    kv: dict[str, str] = {}
+    for _ in range(_MAX_TREE_LINES):
+        if pos >= limit:
+            raise InvalidModelError(f"truncated LightGBM text model: {where} does not end with an "
+                                    "empty line before the next tree or the end of the file")
+        if data[pos] in b"\r\n":
+            break
+        end = _line_end(data, pos)
+        line = data[pos:end].decode("utf-8", "replace")
+        key, sep, val = line.partition("=")
+        if not sep:
+            raise InvalidModelError(f"malformed line in LightGBM {where}: {line[:80]!r}")
+        kv[key] = val
+        pos = _skip_newline(data, end)
+    return kv, pos
+
+
 def _split_model_text(text: str) -> tuple[dict[str, str], list[dict[str, str]], str]:
-    """(header key/values, one key/value dict per tree, the text after the trees)."""
+    """(header key/values, one key/value dict per tree, the text after the trees), read the
+    way GBDT::LoadModelFromString does (LightGBM 4.7, src/boosting/gbdt_model_text.cpp):
+    the header is every line before the first "Tree=" line; with a `tree_sizes` line the
+    trees are found at those byte offsets (exactly as many trees as sizes; trees beyond them
+    are ignored, as LightGBM does), without one they are the consecutive "Tree=" blocks
+    separated by empty lines (no "end of trees" line needed). What LightGBM would read out of
+    bounds (offsets past the end, a tree not where its offset says, a last tree without its
+    closing empty line, NUL bytes on which LightGBM's line reader stops) is refused."""
     if not isinstance(text, str):
         raise InvalidModelError("a LightGBM text model must be a str")
-    end = text.find("\nend of trees")
-    body, tail = (text, "") if end < 0 else (text[:end], text[end:])
-    blocks = re.split(r"^Tree=", body, flags=re.MULTILINE)
-    header_lines = blocks[0].splitlines()
-    if not header_lines or header_lines[0].strip() != "tree":
+    data = text.encode("utf-8")
+    if b"\0" in data:
+        raise InvalidModelError("not a LightGBM text model (it holds NUL bytes)")
+    first = data[:_line_end(data, 0)].decode("utf-8").strip()
+    if first != "tree":
         raise InvalidModelError("not a LightGBM text model (it must start with a 'tree' line)")
     header: dict[str, str] = {}
-    for line in header_lines[1:]:
-        line = line.strip()
-        if line:
-            key, sep, val = line.partition("=")
-            header[key] = val if sep else ""
-    trees = []
-    for block in blocks[1:]:
-        lines = block.splitlines()
-        kv: dict[str, str] = {"Tree": lines[0].strip() if lines else ""}
-        for line in lines[1:]:
-            line = line.strip()
-            if not line:
-                continue
-            key, sep, val = line.partition("=")
-            if not sep:
-                raise InvalidModelError(f"malformed line in LightGBM tree {kv['Tree']}: {line[:80]!r}")
-            kv[key] = val
-        trees.append(kv)
-    if end < 0:
-        raise InvalidModelError("truncated LightGBM text model: no 'end of trees' line")
-    return header, trees, tail
+    pos = _skip_newline(data, _line_end(data, 0))
+    tree_start = len(data)
+    while pos < len(data):
+        end = _line_end(data, pos)
+        if end > pos:
+            line = data[pos:end].decode("utf-8")
+            if line.startswith("Tree="):
+                tree_start = pos
+                break
+            parts = [s for s in line.split("=") if s]
+            if len(parts) > 2 and parts[0] not in ("feature_names", "monotone_constraints"):
+                raise InvalidModelError(f"malformed LightGBM model header line {line[:80]!r}")
+            if parts:
+                header[parts[0]] = line[len(parts[0]) + 1:] if len(parts) > 1 else ""
+        pos = _skip_newline(data, end)
+
+    trees: list[dict[str, str]] = []
+    if "tree_sizes" in header:
+        try:
+            sizes = [int(s) for s in header["tree_sizes"].split(" ") if s]
+        except ValueError:
+            raise InvalidModelError("LightGBM model header: malformed tree_sizes") from None
+        if any(s < 0 for s in sizes):
+            raise InvalidModelError("LightGBM model header: negative tree_sizes")
+        bounds = np.concatenate([[0], np.cumsum(np.asarray(sizes, np.float64))]) + tree_start
+        if sizes and bounds[-1] > len(data):
+            n_in = sum(1 for b in bounds[1:] if b <= len(data))
+            raise InvalidModelError(
+                f"LightGBM model: tree_sizes lists {len(sizes)} trees ({int(bounds[-1] - tree_start)} "
+                f"bytes) but the file holds only {len(data) - tree_start} bytes of trees (about "
+                f"{n_in} of them): truncated or edited file (LightGBM reads past its buffer here)")
+        for i in range(len(sizes)):
+            b, nxt = int(bounds[i]), int(bounds[i + 1])
+            end = _line_end(data, b)
+            line = data[b:end].decode("utf-8", "replace")
+            if not line.startswith("Tree="):
+                raise InvalidModelError(
+                    f"LightGBM model: tree_sizes puts tree {i} at a line that is not a 'Tree=' "
+                    f"line ({line[:40]!r}); LightGBM refuses it ('Model format error, expect a tree "
+                    "here')")
+            kv, _ = _tree_block(data, _skip_newline(data, end), nxt, f"tree {line[5:].strip()}")
+            kv["Tree"] = line[5:].strip()
+            trees.append(kv)
+        after = int(bounds[-1])
+    else:
+        pos = tree_start
+        while pos < len(data):
+            end = _line_end(data, pos)
+            if end > pos:
+                line = data[pos:end].decode("utf-8", "replace")
+                if not line.startswith("Tree="):
+                    break
+                kv, pos = _tree_block(data, _skip_newline(data, end), len(data),
+                                      f"tree {line[5:].strip()}")
+                kv["Tree"] = line[5:].strip()
+                trees.append(kv)
+            pos = _skip_newline(data, pos)
+        after = pos
+    return header, trees, data[after:].decode("utf-8", "replace")
 
 
 def _header_int(header: dict[str, str], key: str, default: int | None = None) -> int:
@@ -144,7 +230,7 @@ def _objective(header: dict[str, str]) -> tuple[str, str]:
         # sum) is used as soon as the IR has it.
         return name, ("softmax_seq" if "softmax_seq" in TRANSFORMS else "softmax")
     if name in ("binary", "multiclassova", "multiclass_ova", "ova", "ovr"):
-        sig = 1.0
+        sig = -1.0  # LightGBM: "Sigmoid parameter -1 should be greater than zero" when absent
         for p in params:
             k, _, v = p.partition(":")
             if k == "sigmoid":
@@ -152,6 +238,9 @@ def _objective(header: dict[str, str]) -> tuple[str, str]:
                     sig = float(v)
                 except ValueError:
                     raise InvalidModelError(f"LightGBM objective {line!r}: bad sigmoid value") from None
+        if not sig > 0:
+            raise InvalidModelError(f"LightGBM objective {line!r}: needs a positive sigmoid:<scale> "
+                                    "(LightGBM refuses it too)")
         # ConvertOutput: 1.0 / (1.0 + exp(-sigmoid * raw)). For sigmoid 1 and 2 that is exactly
         # the IR's "sigmoid" / "sigmoid2" (-(2 * raw) == -2.0 * raw bit for bit); any other
         # scale would need a pre-scale the IR does not have.
@@ -168,6 +257,26 @@ def _objective(header: dict[str, str]) -> tuple[str, str]:
             f"supported objectives: {_SUPPORTED_OBJECTIVES}")
     raise UnsupportedModelError(f"unknown LightGBM objective {line!r}; supported objectives: "
                                 f"{_SUPPORTED_OBJECTIVES}")
+
+
+def _objective_num_class(header: dict[str, str]) -> int | None:
+    """The `num_class:K` of a multiclass / multiclassova objective line (None for others);
+    LightGBM refuses those objectives without it ("Objective should contain num_class field")."""
+    tokens = (header.get("objective", "").strip() or "custom").split()
+    if tokens[0] not in ("multiclass", "softmax", "multiclassova", "multiclass_ova", "ova", "ovr"):
+        return None
+    k = None
+    for p in tokens[1:]:
+        key, _, v = p.partition(":")
+        if key == "num_class":
+            try:
+                k = int(v)
+            except ValueError:
+                raise InvalidModelError(f"LightGBM objective {' '.join(tokens)!r}: bad num_class") from None
+    if k is None or k < 0:
+        raise InvalidModelError(f"LightGBM objective {' '.join(tokens)!r} has no num_class:<K> "
+                                "(LightGBM refuses it: 'Objective should contain num_class field')")
+    return k
 
 
 # -- trees ------------------------------------------------------------------------------------
@@ -474,15 +583,28 @@ def parse_lightgbm_string(text: str, *, num_iteration: int | None = None,
     if per_iter < 1 or n_features < 1:
         raise InvalidModelError(f"LightGBM model header: num_tree_per_iteration={per_iter}, "
                                 f"max_feature_idx={n_features - 1}")
-    if "tree_sizes" in header and len(header["tree_sizes"].split()) != len(tree_kvs):
-        raise InvalidModelError(f"LightGBM model lists {len(header['tree_sizes'].split())} tree "
-                                f"sizes but holds {len(tree_kvs)} trees (truncated file?)")
+    if num_class != per_iter:
+        # LightGBM sizes each row's output by num_class but fills num_tree_per_iteration
+        # values: it reads past the buffer (fewer classes) or returns uninitialised memory
+        # (more). Files it writes always have the two equal.
+        raise InvalidModelError(f"LightGBM model header: num_class={num_class} disagrees with "
+                                f"num_tree_per_iteration={per_iter}")
+    _header_int(header, "label_index")  # LightGBM refuses a model without one
+    for key in ("feature_names", "feature_infos"):
+        # LightGBM: "Model file doesn't contain feature_names" / "Wrong size of feature_infos"
+        n_listed = len([s for s in header.get(key, "").split(" ") if s]) if key in header else -1
+        if n_listed != n_features:
+            raise InvalidModelError(f"LightGBM model header: {key} lists {max(n_listed, 0)} "
+                                    f"features, max_feature_idx says {n_features}")
     if not tree_kvs:
         raise InvalidModelError("LightGBM model holds no trees")
-    if len(tree_kvs) % per_iter:
-        raise InvalidModelError(f"LightGBM model holds {len(tree_kvs)} trees, not a multiple of "
-                                f"num_tree_per_iteration={per_iter}")
+    # LightGBM predicts with len(trees) // num_tree_per_iteration iterations: the trees of an
+    # incomplete last iteration are ignored, here too
     n_iter = len(tree_kvs) // per_iter
+    if n_iter == 0:
+        raise InvalidModelError(f"LightGBM model holds {len(tree_kvs)} trees, less than one "
+                                f"iteration of num_tree_per_iteration={per_iter}")
+    tree_kvs = tree_kvs[:n_iter * per_iter]
     if num_iteration is not None and 0 < num_iteration < n_iter:
         n_iter = int(num_iteration)
         tree_kvs = tree_kvs[:n_iter * per_iter]
@@ -495,9 +617,11 @@ def parse_lightgbm_string(text: str, *, num_iteration: int | None = None,
             f"LightGBM random-forest mode (average_output) with {per_iter} trees per iteration "
             "(multiclass) is not supported: LightGBM averages over iterations, the IR over trees; "
             "supported: average_output with one tree per iteration")
-    if transform.startswith("softmax") and per_iter != num_class:
-        raise InvalidModelError(f"multiclass model with num_class={num_class} but "
-                                f"num_tree_per_iteration={per_iter}")
+    obj_classes = _objective_num_class(header)
+    if obj_classes is not None and obj_classes != num_class:
+        # ConvertOutput would transform obj_classes of the num_class outputs
+        raise InvalidModelError(f"LightGBM model: objective {header.get('objective')!r} has "
+                                f"num_class:{obj_classes} but the header num_class={num_class}")
 
     trees = tuple(_convert_trees(tree_kvs, n_features))
     tree_output = np.arange(len(trees), dtype=np.int32) % per_iter

@@ -230,6 +230,12 @@ _GB_REGRESSION_LOSSES = ("squared_error", "absolute_error", "huber", "quantile")
 _CONSTANT_DUMMY_CLF = ("prior", "most_frequent", "uniform", "constant")
 
 
+def _exp_lib(transform: str) -> str:
+    """sklearn's sigmoids are scipy.special.expit (libm's exp); its softmax (utils.extmath) and
+    log link (LogLink.inverse) call np.exp, numpy's own AVX-512 code on AVX-512 hosts."""
+    return "libm" if transform in ("identity", "sigmoid", "sigmoid2") else "numpy"
+
+
 def _gb_base_score(model: Any, K: int) -> np.ndarray:
     init = model.init_
     if isinstance(init, str):
@@ -306,7 +312,7 @@ def parse_gradient_boosting(model: Any) -> Forest:
                   tree_output=outs, base_score=_gb_base_score(model, K), input_dtype="float32",
                   comparison="<=", average=False, transform=transform, decision=decision,
                   classes=classes, feature_names=_feature_names(model), allow_nan=False,
-                  provenance=_provenance(model))
+                  exp_lib=_exp_lib(transform), provenance=_provenance(model))
 
 
 # -- HistGradientBoosting ------------------------------------------------------------------------
@@ -396,6 +402,11 @@ def _hgb_tree(pred: Any, col_map: np.ndarray, cats: dict[int, np.ndarray],
     left = np.where(is_leaf, -1, nodes["left"].astype(np.int64))
     right = np.where(is_leaf, -1, nodes["right"].astype(np.int64))
     tfeat = nodes["feature_idx"].astype(np.int64)
+    bad = ~is_leaf & ((tfeat < 0) | (tfeat >= len(col_map)))
+    if bad.any():
+        # numpy would read a negative index from the end; sklearn's predictor reads out of bounds
+        raise InvalidModelError(f"HistGradientBoosting predictor node {int(np.argmax(bad))} has "
+                                f"feature_idx={int(tfeat[bad][0])} outside [0, {len(col_map)})")
     feature = np.where(is_leaf, -1, col_map[np.where(is_leaf, 0, tfeat)])
     threshold = nodes[thr_field].astype(np.float64)
     mgl = nodes["missing_go_to_left"].astype(bool)
@@ -496,7 +507,7 @@ def parse_hist_gradient_boosting(model: Any) -> Forest:
                   pandas_categories="values",  # the OrdinalEncoder maps values, folded above
                   average=False, transform=transform, decision=decision, classes=classes,
                   feature_names=_feature_names(model), allow_nan=True,
-                  provenance=_provenance(model))
+                  exp_lib=_exp_lib(transform), provenance=_provenance(model))
 
 
 PARSERS = {

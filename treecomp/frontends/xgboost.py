@@ -67,6 +67,7 @@ import functools
 import json
 import math
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,7 +97,9 @@ _OBJECTIVES: dict[str, tuple[str, str, str]] = {
     "reg:logistic": ("logit", "sigmoid", "values"),
     "binary:logistic": ("logit", "sigmoid", "values"),
     **{name: ("log", "exp", "values") for name in (
-        "count:poisson", "reg:gamma", "reg:tweedie", "survival:cox", "survival:aft")},
+        "count:poisson", "reg:gamma", "reg:tweedie", "survival:cox")},
+    # AFTObj::PredTransform calls exp on the float margin as a double: (float)exp((double)x)
+    "survival:aft": ("log", "exp64", "values"),
     "binary:hinge": ("identity", "identity", "hinge"),
     "multi:softprob": ("identity", "softmax", "softprob"),
     "multi:softmax": ("identity", "softmax", "softmax"),
@@ -284,13 +287,34 @@ def _tree_arrays(t: Any, i: int) -> tuple[np.ndarray, ...]:
               _int_array(_get(t, "right_children", where), f"{where}.right_children"),
               _int_array(_get(t, "split_indices", where), f"{where}.split_indices"),
               _array(_get(t, "split_conditions", where), np.float64, f"{where}.split_conditions"),
-              _array(_get(t, "default_left", where), np.float64, f"{where}.default_left"),
+              _default_left(_get(t, "default_left", where), f"{where}.default_left"),
               np.zeros(n, np.int64) if stype is None else _int_array(stype, f"{where}.split_type"))
     for name, a in zip(("right_children", "split_indices", "split_conditions", "default_left",
                         "split_type"), arrays[1:]):
         if len(a) != n:
             raise InvalidModelError(f"XGBoost model: {where}.{name} has {len(a)} entries, expected {n}")
+    for name, a in zip(("left_children", "right_children", "split_indices"), arrays[:3]):
+        # XGBoost stores these as int32 and casts what it reads: 2**32 + 1 would become node 1
+        if a.size and (a.min() < -2 ** 31 or a.max() >= 2 ** 31):
+            raise InvalidModelError(f"XGBoost model: {where}.{name} holds a value that does not fit "
+                                    f"int32 ({int(a.max() if a.max() >= 2 ** 31 else a.min())})")
     return arrays
+
+
+def _default_left(v: Any, where: str) -> np.ndarray:
+    """default_left as XGBoost reads it: integers (0/1, U8 in UBJSON) or booleans (1.x), true
+    only where the value is 1 (json.h GetElem<Boolean>: `arr[i] == 1`); any other integer is
+    false. Non-integral numbers are refused ("Invalid cast, from Number to Integer")."""
+    try:
+        a = np.asarray(v)
+    except (TypeError, ValueError, OverflowError):
+        raise InvalidModelError(f"XGBoost model: {where} is not a numeric array") from None
+    if a.size == 0:
+        return np.zeros(0, bool)
+    if a.ndim != 1 or a.dtype.kind not in "biu":
+        raise InvalidModelError(f"XGBoost model: {where} must be a flat array of integers or "
+                                "booleans (XGBoost refuses other numbers)")
+    return a == 1
 
 
 def _convert_trees(trees: list, n_features: int, leaf_map=None) -> list[Tree]:
@@ -327,7 +351,7 @@ def _convert_trees(trees: list, n_features: int, leaf_map=None) -> list[Tree]:
     value = leaf_vals.astype(np.float64)
     threshold = np.where(internal & ~is_cat, cond32, _F32(0)).astype(np.float64)
     feature = np.where(internal, feat, -1)
-    default_left = (dleft != 0) & internal
+    default_left = dleft & internal
 
     # XGBoost numbers nodes parent-before-child unless pruning left orphans (or ids were
     # reused): those trees are renumbered from the root; the others keep their ids
@@ -606,23 +630,85 @@ def _file_mode(doc: Any, name: str) -> _Mode:
     if meta is None:
         return _Mode(source=f"file {name}")
     try:
-        etype = json.loads(meta).get("_estimator_type") if isinstance(meta, str) else None
-    except (ValueError, AttributeError):
-        etype = None
+        info = json.loads(meta) if isinstance(meta, str) else None
+    except ValueError:
+        info = None
+    info = info if isinstance(info, dict) else {}
+    etype = info.get("_estimator_type")
+    if etype is None:
+        etype = _infer_estimator_type(info, doc)
     wrapper = "classifier" if etype == "classifier" else "regressor"
     return _Mode(wrapper=wrapper, source=f"file {name} (saved by the sklearn wrapper: {etype})")
 
 
+#: objectives XGBClassifier trains with, whose files XGBClassifier().load_model() predicts labels of
+_CLASSIFIER_OBJECTIVES = ("binary:logistic", "multi:softprob", "multi:softmax")
+
+
+def _infer_estimator_type(info: dict, doc: Any) -> str:
+    """Wrapper files from XGBoost 1.0-1.3 carry no `_estimator_type` (1.4 added it): their
+    scikit_learn attribute has the wrapper's __dict__ and "type" (the class name). The class
+    name decides when it is one of xgboost's; otherwise a classification objective means
+    XGBClassifier, which is what that file was loaded with to predict labels."""
+    cls = info.get("type")
+    if isinstance(cls, str) and cls.startswith("XGB"):
+        if cls.endswith("Classifier"):
+            return "classifier"
+        if cls.endswith(("Regressor", "Ranker")) or cls == "XGBModel":
+            return "regressor"
+    obj = _learner(doc).get("objective")
+    name = obj.get("name") if isinstance(obj, dict) else None
+    return "classifier" if name in _CLASSIFIER_OBJECTIVES else "regressor"
+
+
+def legacy_binary_objective(data: bytes) -> str | None:
+    """The objective name when `data` is an XGBoost model in the legacy binary format
+    (written before 1.0, and by 1.x for names other than .json / .ubj), else None.
+
+    That format starts with a 136-byte LearnerModelParam, then the objective name as a
+    uint64 length + bytes ("binary:logistic"); some writers prefix "binf", "bs64" is its
+    base64 form."""
+    if data[:4] == b"bs64":
+        return "?"
+    off = 4 if data[:4] == b"binf" else 0
+    if len(data) < off + 144:
+        return None
+    n = int.from_bytes(data[off + 136:off + 144], "little")
+    name = data[off + 144:off + 144 + n] if 1 <= n <= 64 else b""
+    if re.fullmatch(rb"[a-z_]+:[a-z_]+", name):
+        return name.decode()
+    return None
+
+
+def legacy_binary_error(name: str, objective: str) -> UnsupportedModelError:
+    return UnsupportedModelError(
+        f"{name} is in the legacy XGBoost binary format (pre-1.0; objective {objective}), which "
+        "treecomp does not read (XGBoost >= 2.1 cannot load it either); convert it with "
+        "xgboost < 2.1: xgboost.Booster(model_file='m.model').save_model('m.json'), then parse "
+        "m.json")
+
+
 def load_document(path: str | os.PathLike) -> Any:
-    """The model document of an XGBoost .json or .ubj file (no xgboost needed)."""
+    """The model document of an XGBoost model file (no xgboost needed), read as XGBoost's
+    Booster.load_model reads it: .json is JSON, .ubj is UBJSON, and any other name is told by
+    its content ('{"' starts JSON, another '{' UBJSON: XGBoost 3.x writes UBJSON for .model /
+    .bin / .deprecated names). Legacy binary files get an error saying how to convert them."""
     p = Path(path)
     data = p.read_bytes()
     suffix = p.suffix.lower()
+    objective = legacy_binary_objective(data)
+    if objective is not None:
+        raise legacy_binary_error(p.name, objective)
     if suffix == ".ubj":
         return ubjson.decode(data)
     if suffix == ".json":
         return _loads_json(data, p.name)
-    raise UnsupportedModelError(f"unknown XGBoost model file type {suffix!r} (.json and .ubj are)")
+    head = data.lstrip(b" \t\r\n")
+    if head[:1] == b"{" and head[1:].lstrip(b" \t\r\n")[:1] in (b'"', b"}"):
+        return _loads_json(data, p.name)
+    if data[:1] == b"{":
+        return ubjson.decode(data)
+    raise InvalidModelError(f"{p.name} is not an XGBoost model file (neither JSON nor UBJSON)")
 
 
 def parse_xgboost_file(path: str | os.PathLike) -> Forest:
