@@ -23,6 +23,7 @@
 #define NPY_NO_DEPRECATED_API NPY_1_7_API_VERSION
 #include <numpy/arrayobject.h>
 
+#include <float.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -62,6 +63,18 @@ enum { OUT_2D, OUT_1D, LAB_GE0, LAB_GT0, LAB_GT_HALF, LAB_ARGMAX, MODE_END };
 ARGMAX(float)
 ARGMAX(double)
 
+/* any +/-inf, or a value beyond float's largest (it may become inf as float); NaN is not */
+static int has_big(const PyArrayObject *A, npy_intp count) {
+  if (PyArray_TYPE(A) == NPY_FLOAT32) {
+    const float *p = (const float *)PyArray_DATA((PyArrayObject *)A);
+    for (npy_intp i = 0; i < count; ++i) if (fabsf(p[i]) > FLT_MAX) return 1;  /* not NaN */
+  } else {
+    const double *p = (const double *)PyArray_DATA((PyArrayObject *)A);
+    for (npy_intp i = 0; i < count; ++i) if (fabs(p[i]) > (double)FLT_MAX) return 1;
+  }
+  return 0;
+}
+
 static int has_nan(const PyArrayObject *A, npy_intp count) {
   if (PyArray_TYPE(A) == NPY_FLOAT32) {
     const float *x = (const float *)PyArray_DATA((PyArrayObject *)A);
@@ -100,7 +113,10 @@ static PyObject *entry_run(PyObject *self, PyObject *const *args, Py_ssize_t nar
     Py_RETURN_NONE;
   const npy_intp n = PyArray_DIM(A, 0);
   if (PyArray_DIM(A, 1) != c.n_features || n < 1 || n > c.max_rows) Py_RETURN_NONE;
-  if (!c.allow_nan && has_nan(A, n * c.n_features)) Py_RETURN_NONE;
+  /* allow_nan bit 0: NaN accepted; bit 1: +/-inf (or a double beyond float's range) refused in
+   * some feature: such a batch takes the Python path, which checks exactly and raises */
+  if (!(c.allow_nan & 1) && has_nan(A, n * c.n_features)) Py_RETURN_NONE;
+  if ((c.allow_nan & 2) && has_big(A, n * c.n_features)) Py_RETURN_NONE;
 
   const npy_intp width = (flags & TC_PAIRS) ? 2 : c.n_outputs;
   const int acc = c.acc_bits == 64 ? NPY_FLOAT64 : NPY_FLOAT32;

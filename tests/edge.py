@@ -20,6 +20,11 @@ def edge_rows(forest: Forest, X: np.ndarray, n: int = 200, seed: int = 0,
     specials = [dt.type(0.0), dt.type(-0.0), dt.type(np.inf), dt.type(-np.inf)]
     if nan:
         specials.append(dt.type(np.nan))
+    # where the library refuses +/-inf (forest.reject_inf: a ValueError, tested on its own), the
+    # largest finite values stand in for them
+    finite = [dt.type(np.finfo(dt).max) if np.isinf(v) and v > 0 else
+              dt.type(-np.finfo(dt).max) if np.isinf(v) else v for v in specials]
+    refused = set(getattr(forest, "reject_inf", ()))
     nodes = [(t.feature[i], t.threshold[i]) for t in forest.trees
              for i in np.flatnonzero((t.left >= 0) & (t.cat_index < 0))]
     for r in range(n):
@@ -30,9 +35,12 @@ def edge_rows(forest: Forest, X: np.ndarray, n: int = 200, seed: int = 0,
                 step = rng.integers(-1, 2)
                 if step:
                     v = np.nextafter(v, dt.type(np.inf * step))
+                if np.isinf(v) and f in refused:  # sklearn's "all non-missing left" is +inf
+                    v = dt.type(np.finfo(dt).max * np.sign(v))
                 base[r, f] = v
             else:
-                base[r, rng.integers(forest.n_features)] = specials[rng.integers(len(specials))]
+                j = rng.integers(forest.n_features)
+                base[r, j] = (finite if j in refused else specials)[rng.integers(len(specials))]
     return base.astype(np.float64)
 
 

@@ -84,7 +84,9 @@ def test_zoo_case_bit_exact(name):
             assert ours.dtype == np.asarray(theirs).dtype
             np.testing.assert_array_equal(ours, theirs)
     rows = edge_rows(f, case.X, nan=f.allow_nan)
-    assert np.isinf(rows).any() and (np.isnan(rows).any() == f.allow_nan)
+    # +/-inf only where sklearn takes it (HGB's numeric features; test_infinity_refused_... )
+    assert np.isinf(rows).any() == (len(f.reject_inf) < f.n_features)
+    assert np.isnan(rows).any() == f.allow_nan
     for key, fn in case.library.items():
         _assert_same(OURS[key](f, case.X), fn(case.X))
         _assert_same(OURS[key](f, rows), _library(fn, f, rows))
@@ -391,3 +393,44 @@ def test_hgb_negative_feature_idx_is_invalid():
         nodes["feature_idx"][np.flatnonzero(~nodes["is_leaf"].astype(bool))[0]] = bad
         with pytest.raises(InvalidModelError, match="feature_idx"):
             treecomp.parse(m2)
+
+
+def test_infinity_refused_where_sklearn_refuses_it():
+    """sklearn's trees refuse +/-inf (and a float64 beyond float32's range: it becomes inf in
+    the float32 cast) in every feature, HistGradientBoosting only in categorical ones; treecomp
+    raises ValueError exactly where the library does and agrees elsewhere, on every path."""
+    import warnings
+
+    from sklearn.ensemble import (GradientBoostingRegressor, HistGradientBoostingRegressor,
+                                  RandomForestRegressor)
+    from sklearn.tree import DecisionTreeRegressor
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(300, 3))
+    X[:, 0] = rng.integers(0, 5, 300)
+    y = X[:, 1] + X[:, 0]
+    f32max = float(np.finfo(np.float32).max)
+    models = [DecisionTreeRegressor(max_depth=4).fit(X, y),
+              RandomForestRegressor(n_estimators=3, max_depth=4, random_state=0).fit(X, y),
+              GradientBoostingRegressor(n_estimators=3).fit(X, y),
+              HistGradientBoostingRegressor(max_iter=3, categorical_features=[0]).fit(X, y)]
+    for m in models:
+        f = treecomp.parse(m)
+        preds = [lambda Z, f=f: interp.predict(f, Z)] + [
+            treecomp.compile(f, backend=b).predict for b in ("arrays", "c")]
+        for col in (0, 1):
+            for v in (np.inf, -np.inf, 1e39, f32max, -f32max, 3.4028235e38 * (1 + 2 ** -30)):
+                Z = X[:4].copy()
+                Z[1, col] = v
+                for rows in (Z, Z[1:2], Z.astype(np.float32)):
+                    with warnings.catch_warnings():
+                        warnings.simplefilter("ignore")
+                        try:
+                            want = m.predict(rows)
+                        except ValueError:
+                            want = None
+                    for p in preds:
+                        if want is None:
+                            with pytest.raises(ValueError, match="infinity"):
+                                p(rows)
+                        else:
+                            _assert_same(p(rows), want)

@@ -17,7 +17,8 @@ def as_matrix(X: Any, forest: Forest, dtype: Any | None = None, keep_float: bool
     through float64: int64 -> float32 must round once, as the library's conversion does).
 
     Raises TypeError for non-numeric data and for scipy sparse matrices, and ValueError for a
-    wrong shape or for NaN where the source library rejects it.
+    wrong shape, or for NaN or +/-inf (forest.allow_nan, forest.reject_inf) where the source
+    library rejects it.
 
     DataFrame columns, never guessed: for a model trained with feature names (scikit-learn's
     ``feature_names_in_``, XGBoost's ``feature_names``), a DataFrame's column names (as strings)
@@ -76,6 +77,16 @@ def as_matrix(X: Any, forest: Forest, dtype: Any | None = None, keep_float: bool
     if not forest.allow_nan and out.dtype.kind == "f" and np.isnan(out).any():
         raise ValueError("input contains NaN, which this model does not accept "
                          "(the source library rejects it too)")
+    cols = getattr(forest, "reject_inf", ())
+    if cols and out.dtype.kind == "f":
+        sub = out if len(cols) == out.shape[1] else out[:, list(cols)]
+        with np.errstate(over="ignore"):  # 1e39 becomes inf in float32, as the library casts
+            cast = sub.astype(forest.input_dtype, copy=False)
+        if np.isinf(cast).any():
+            bad = sorted({cols[j] for j in np.flatnonzero(np.isinf(cast).any(axis=0))})
+            raise ValueError(f"input contains infinity or a value too large for "
+                             f"{forest.input_dtype} in feature(s) {bad[:10]}, which this model "
+                             "does not accept (the source library rejects it too)")
     return out
 
 

@@ -369,6 +369,10 @@ class Forest(_Outputs):
     provenance: str = ""
     #: which float64 exp the transform calls (EXP_LIBS)
     exp_lib: str = "libm"
+    #: features whose value, cast to input_dtype, may not be +/-inf where the source library
+    #: refuses it (scikit-learn's trees: every feature, 1e39 included once cast to float32;
+    #: HistGradientBoosting: its categorical features): then a ValueError, as the library
+    reject_inf: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         trees = tuple(self.trees)
@@ -388,6 +392,7 @@ class Forest(_Outputs):
         object.__setattr__(self, "n_outputs", int(self.n_outputs))
         object.__setattr__(self, "average", bool(self.average))
         object.__setattr__(self, "allow_nan", bool(self.allow_nan))
+        object.__setattr__(self, "reject_inf", _feature_set(self.reject_inf, self.n_features))
         self._validate()
 
     @property
@@ -447,7 +452,7 @@ class Forest(_Outputs):
             "feature_names": list(self.feature_names) if self.feature_names is not None else None,
             "allow_nan": self.allow_nan, "category_rule": self.category_rule,
             "pandas_categories": self.pandas_categories, "exp_lib": self.exp_lib,
-            "provenance": self.provenance,
+            "reject_inf": list(self.reject_inf), "provenance": self.provenance,
         }
 
     def stats(self) -> dict[str, Any]:
@@ -518,6 +523,8 @@ class Forest(_Outputs):
                           "classes": list})
             if "exp_lib" in meta:
                 _typed(meta, {"exp_lib": str})
+            if "reject_inf" in meta:
+                _typed(meta, {"reject_inf": list})
             names = meta["feature_names"]
             if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
                 raise TypeError("feature_names must be a list of strings")
@@ -553,7 +560,7 @@ class Forest(_Outputs):
                            category_rule=meta["category_rule"],
                            pandas_categories=meta["pandas_categories"],
                            exp_lib=meta.get("exp_lib", legacy_exp_lib(meta["transform"])),
-                           provenance=meta["provenance"])
+                           reject_inf=meta.get("reject_inf", ()), provenance=meta["provenance"])
             except InvalidModelError as exc:  # the forest's own checks, named as the file's
                 raise _corrupt_ir(str(exc)) from None
         except InvalidModelError:
@@ -606,7 +613,7 @@ class Head(_Outputs):
     n_trees: int
     pandas_categories: str = "reject"
     exp_lib: str = "libm"
-
+    reject_inf: tuple[int, ...] = ()
 
     def to_json(self, **extra: Any) -> str:
         d = {k: getattr(self, k) for k in ("n_features", "n_outputs", "input_dtype",
@@ -615,6 +622,7 @@ class Head(_Outputs):
                                            "exp_lib")}
         d["classes"] = [_labels_to_json(c) for c in self.classes]
         d["feature_names"] = list(self.feature_names) if self.feature_names is not None else None
+        d["reject_inf"] = list(self.reject_inf)
         d.update(extra)
         return json.dumps(d, sort_keys=True)
 
@@ -639,7 +647,8 @@ class Head(_Outputs):
                        feature_names=tuple(names) if names is not None else None,
                        allow_nan=d["allow_nan"], digest=d["digest"], n_trees=d["n_trees"],
                        pandas_categories=d.get("pandas_categories", "reject"),
-                       exp_lib=d.get("exp_lib", legacy_exp_lib(d["transform"])))
+                       exp_lib=d.get("exp_lib", legacy_exp_lib(d["transform"])),
+                       reject_inf=_feature_set(d.get("reject_inf", []), d["n_features"]))
         except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
             raise InvalidModelError(f"corrupt model metadata: {exc}") from None
         for name, allowed in (("input_dtype", DTYPES), ("accumulate_dtype", DTYPES),
@@ -663,6 +672,17 @@ class Head(_Outputs):
         return head
 
 
+def _feature_set(v: Any, n_features: int) -> tuple[int, ...]:
+    """Sorted distinct feature indices, each in [0, n_features)."""
+    if isinstance(v, (str, bytes)) or not all(type(i) is int or isinstance(i, np.integer) for i in v):
+        raise InvalidModelError(f"feature indices must be integers, got {v!r}"[:200])
+    out = tuple(sorted({int(i) for i in v}))
+    if out and (out[0] < 0 or out[-1] >= n_features):
+        raise InvalidModelError(f"feature index {out[0] if out[0] < 0 else out[-1]} out of range "
+                                f"(n_features={n_features})")
+    return out
+
+
 def legacy_exp_lib(transform: str) -> str:
     """exp_lib for files written before it existed, as they were evaluated then: float64
     sigmoids natively with libm, the other float64 transforms with numpy."""
@@ -675,4 +695,5 @@ def head_of(forest: Forest) -> Head:
                 transform=forest.transform, decision=forest.decision, classes=forest.classes,
                 feature_names=forest.feature_names, allow_nan=forest.allow_nan,
                 digest=forest.digest(), n_trees=forest.n_trees,
-                pandas_categories=forest.pandas_categories, exp_lib=forest.exp_lib)
+                pandas_categories=forest.pandas_categories, exp_lib=forest.exp_lib,
+                reject_inf=forest.reject_inf)

@@ -277,7 +277,8 @@ class Predictor:
         # probabilities then need no numpy pass over the margins
         self._tf = bool(getattr(kernel, "native_transform", False))
         self._pairs = bool(getattr(kernel, "native_pairs", False))
-        self._nf, self._nan_ok = self.head.n_features, self.head.allow_nan
+        # rows that need no check of their values (NaN accepted, no +/-inf refused)
+        self._nf, self._nan_ok = self.head.n_features, self.head.allow_nan and not self.head.reject_inf
         self._plans = self._entry_plans(getattr(kernel, "entry", None))
 
     def _entry_plans(self, entry: tuple | None) -> dict[str, tuple]:
@@ -289,7 +290,9 @@ class Predictor:
         fn, ctx, isa, tkind = entry
         cfg = bytes(_EntryCfg(fn=fn, ctx=ctx, n_features=h.n_features, n_outputs=h.n_outputs,
                               max_rows=SMALL_BATCH, isa=isa, tkind=tkind,
-                              acc_bits=self._acc.itemsize * 8, allow_nan=int(h.allow_nan)))
+                              acc_bits=self._acc.itemsize * 8,
+                              # bit 0: NaN accepted; bit 1: some feature refuses +/-inf
+                              allow_nan=int(h.allow_nan) | (2 if h.reject_inf else 0)))
         one = OUT_1D if h.n_outputs == 1 else OUT_2D
         plans = {"raw": (cfg, TREECOMP_RAW, OUT_2D, None), "decision": (cfg, TREECOMP_RAW, one, None)}
         # the flags giving transformed outputs (None: numpy applies this inverse link)

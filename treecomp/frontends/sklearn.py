@@ -9,8 +9,10 @@ Trees, forests, GradientBoosting (tree/_tree.pyx, ensemble/_forest.py, ensemble/
   ``tree_.missing_go_to_left`` (set at every node, also where training saw no NaN). A threshold
   can be +inf: sklearn's split "every non-missing value left, NaN right". Trees and forests accept NaN where the estimator's tags say so
   (DecisionTree*: always; ExtraTree*: only with splitter="random"); GradientBoosting's
-  ``validate_data`` rejects NaN (allow_nan=False). +/-inf is rejected by every one of them
-  (``ensure_all_finite``); treecomp compares it normally, i.e. like +/-FLT_MAX.
+  ``validate_data`` rejects NaN (allow_nan=False). +/-inf, and a float64 beyond float32's range,
+  is rejected by every one of them (``ensure_all_finite`` on the float32 rows): so does
+  treecomp (``reject_inf``: a ValueError). HistGradientBoosting takes +/-inf in numeric features
+  and refuses it in categorical ones (its OrdinalEncoder).
 - Classifier leaves: sklearn >= 1.4 stores class *fractions* in ``tree_.value`` and
   predict_proba returns them as stored (1.9.1 no longer normalises at predict time), so the
   leaf vector is ``value[leaf, k, :n_classes_k]`` for every target k, concatenated.
@@ -202,6 +204,7 @@ def parse_tree(model: Any) -> Forest:
                   comparison="<=", average=False, transform="identity",
                   decision="argmax_raw" if clf else "none", classes=classes,
                   feature_names=_feature_names(model), allow_nan=_allows_nan(model),
+                  reject_inf=range(model.n_features_in_),
                   provenance=_provenance(model))
 
 
@@ -222,12 +225,20 @@ def parse_forest(model: Any) -> Forest:
                   input_dtype="float32", comparison="<=", average=True, transform="identity",
                   decision="argmax_raw" if clf else "none", classes=classes,
                   feature_names=_feature_names(model), allow_nan=_allows_nan(ests[0]),
+                  reject_inf=range(model.n_features_in_),
                   provenance=_provenance(model))
 
 
 # -- GradientBoosting ----------------------------------------------------------------------------
 _GB_REGRESSION_LOSSES = ("squared_error", "absolute_error", "huber", "quantile")
 _CONSTANT_DUMMY_CLF = ("prior", "most_frequent", "uniform", "constant")
+
+
+def _hgb_categorical_features(model: Any) -> list[int]:
+    """HGB's categorical features: its OrdinalEncoder refuses +/-inf there (numeric ones take
+    it as a value)."""
+    cats = getattr(model, "is_categorical_", None)
+    return [] if cats is None else [int(i) for i in np.flatnonzero(np.asarray(cats, bool))]
 
 
 def _exp_lib(transform: str) -> str:
@@ -312,6 +323,7 @@ def parse_gradient_boosting(model: Any) -> Forest:
                   tree_output=outs, base_score=_gb_base_score(model, K), input_dtype="float32",
                   comparison="<=", average=False, transform=transform, decision=decision,
                   classes=classes, feature_names=_feature_names(model), allow_nan=False,
+                  reject_inf=range(model.n_features_in_),
                   exp_lib=_exp_lib(transform), provenance=_provenance(model))
 
 
@@ -507,6 +519,7 @@ def parse_hist_gradient_boosting(model: Any) -> Forest:
                   pandas_categories="values",  # the OrdinalEncoder maps values, folded above
                   average=False, transform=transform, decision=decision, classes=classes,
                   feature_names=_feature_names(model), allow_nan=True,
+                  reject_inf=_hgb_categorical_features(model),
                   exp_lib=_exp_lib(transform), provenance=_provenance(model))
 
 
