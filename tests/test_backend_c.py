@@ -168,3 +168,14 @@ def test_native_float32_transforms_are_xgboosts(backend, transform, n_outputs):
     native = np.empty_like(raw)
     p._kernel.run(np.ascontiguousarray(X), native, 1)
     np.testing.assert_array_equal(native, outputs.transform(f, raw))
+
+
+def test_native_builds_are_keyed_by_the_host_cpu(monkeypatch):
+    """-march=native code runs only on CPUs with those instructions: a cache shared between
+    machines must not hand one machine's native build to another."""
+    f = random_forest(7, n_features=3)
+    a = cbackend.build(f, native=True).path
+    monkeypatch.setattr(cbackend, "_host_cpu", lambda: "another CPU")
+    b = cbackend.build(f, native=True).path
+    assert a != b
+    assert cbackend.build(f).path == cbackend.build(f).path  # portable builds are shared

@@ -35,7 +35,9 @@ Floating-point choices:
 
 from __future__ import annotations
 
+import functools
 import math
+import platform
 from typing import Any, Callable
 
 import numpy as np
@@ -660,6 +662,21 @@ def emit(forest: Forest, opts: dict[str, Any] | None = None) -> dict[str, str]:
     return sources
 
 
+@functools.lru_cache(maxsize=1)
+def _host_cpu() -> str:
+    """This CPU's model and feature flags (what -march=native compiles for)."""
+    try:
+        with open("/proc/cpuinfo") as f:
+            lines = [ln for ln in f.read().split("\n\n", 1)[0].splitlines()
+                     if ln.split(":", 1)[0].strip() in ("vendor_id", "model name", "flags", "Features",
+                                                        "CPU implementer", "CPU part")]
+        if lines:
+            return "\n".join(lines)
+    except OSError:
+        pass
+    return f"{platform.machine()} {platform.processor()}"
+
+
 def cflags(opts: dict[str, Any], cc: toolchain.Compiler | None = None) -> tuple[str, ...]:
     flags = [opts["opt"], *[f for f in toolchain.DEFAULT_CFLAGS if not f.startswith("-O")]]
     if cc is not None and "clang" not in cc.version.lower():
@@ -679,7 +696,10 @@ def build(forest: Forest, progress: Callable[[str], None] | None = None, **overr
     opts = options(**overrides)
     cc = toolchain.find_compiler()
     flags = cflags(opts, cc)
-    key = toolchain.cache_key(NAME, forest.digest(), sorted(opts.items()), flags, cc.version)
+    # -march=native code is this CPU's: a cache shared by other machines (a network home
+    # directory) must not hand it to a CPU without those instructions
+    host = _host_cpu() if opts["native"] else ""
+    key = toolchain.cache_key(NAME, forest.digest(), sorted(opts.items()), flags, cc.version, host)
 
     def write(path):
         sources = emit(forest, opts)
