@@ -258,14 +258,17 @@ STEP_CODE = r"""/* A unit runs a constant table of steps (kernel, its tables, ma
 typedef void (*tc_step_fn)(const void *, const tc_acc *, const tc_x *, int64_t, tc_acc *);
 typedef struct { tc_step_fn f; const void *T; const tc_acc *L; int64_t o; } tc_step;
 /* A run of constant (single-leaf) trees: K = {count, margin index...}, V their values; each row
-   gets them added one by one in model order, so the roundings are those of tree-by-tree adds. */
+   gets them added one by one in model order, so the roundings are those of tree-by-tree adds.
+   Constant by constant over all the block's rows: the rows' adds are independent (row by row
+   they would be one chain of dependent adds, 6x slower for 3,000 constants). */
 static inline void tc_const(const void *Kv, const tc_acc *restrict V, const tc_x *restrict X,
                             int64_t n, tc_acc *restrict acc) {
   const int32_t *K = (const int32_t *)Kv;
   (void)X;
-  for (int64_t r = 0; r < n; ++r) {
-    tc_acc *a = acc + r * TC_NO;
-    for (int32_t k = 0; k < K[0]; ++k) a[K[k + 1]] += V[k];
+  for (int32_t k = 0; k < K[0]; ++k) {
+    const int32_t o = K[k + 1];
+    const tc_acc v = V[k];
+    for (int64_t r = 0; r < n; ++r) acc[r * TC_NO + o] += v;
   }
 }
 /* Bit c of a sparse bitset: its nonzero words W at sorted word indices I (m of them). */

@@ -402,26 +402,27 @@ def _sparse_bit_fn(sym: str) -> str:
 
 
 def _const_fn(forest: Forest, sym: str) -> str:
-    """``@{sym}.k(K, V, m, n, A)``: c.tc_const, a run of m constant trees: per row, A[K[j]] +=
-    V[j] for j in order (each tree still adds at its own position: no pre-summing)."""
+    """``@{sym}.k(K, V, m, n, A)``: c.tc_const, a run of m constant trees: A[r, K[j]] += V[j]
+    for j in order (each tree still adds at its own position: no pre-summing), constant by
+    constant over the n rows (independent adds, not one dependent chain per row)."""
     _, acc_t = _types(forest)
     return (f"define internal void @{sym}.k(ptr noalias nocapture readonly %K, "
             "ptr noalias nocapture readonly %V, i64 %m, i64 %n, ptr noalias nocapture %A) #0 {\n"
             "e:\n  %ne = icmp sgt i64 %n, 0\n  %me = icmp sgt i64 %m, 0\n  %go = and i1 %ne, %me\n"
-            "  br i1 %go, label %R, label %x\n"
-            "R:\n  %r = phi i64 [0, %e], [%rn, %D]\n"
-            f"  %ab = mul nsw i64 %r, {forest.n_outputs}\n"
-            f"  %ar = getelementptr inbounds {acc_t}, ptr %A, i64 %ab\n  br label %L\n"
-            "L:\n  %j = phi i64 [0, %R], [%jn, %L]\n"
+            "  br i1 %go, label %J, label %x\n"
+            "J:\n  %j = phi i64 [0, %e], [%jn, %D]\n"
             "  %kp = getelementptr inbounds i32, ptr %K, i64 %j\n  %kv = load i32, ptr %kp\n"
             "  %kx = zext i32 %kv to i64\n"
             f"  %vp = getelementptr inbounds {acc_t}, ptr %V, i64 %j\n  %v = load {acc_t}, ptr %vp\n"
-            f"  %ap = getelementptr inbounds {acc_t}, ptr %ar, i64 %kx\n  %ao = load {acc_t}, ptr %ap\n"
+            "  br label %L\n"
+            "L:\n  %r = phi i64 [0, %J], [%rn, %L]\n"
+            f"  %ab = mul nsw i64 %r, {forest.n_outputs}\n  %ai = add nsw i64 %ab, %kx\n"
+            f"  %ap = getelementptr inbounds {acc_t}, ptr %A, i64 %ai\n  %ao = load {acc_t}, ptr %ap\n"
             f"  %an = fadd {acc_t} %ao, %v\n  store {acc_t} %an, ptr %ap\n"
-            "  %jn = add nuw nsw i64 %j, 1\n  %jm = icmp slt i64 %jn, %m\n"
-            "  br i1 %jm, label %L, label %D\n"
-            "D:\n  %rn = add nuw nsw i64 %r, 1\n  %more = icmp slt i64 %rn, %n\n"
-            "  br i1 %more, label %R, label %x\n"
+            "  %rn = add nuw nsw i64 %r, 1\n  %rm = icmp slt i64 %rn, %n\n"
+            "  br i1 %rm, label %L, label %D\n"
+            "D:\n  %jn = add nuw nsw i64 %j, 1\n  %more = icmp slt i64 %jn, %m\n"
+            "  br i1 %more, label %J, label %x\n"
             "x:\n  ret void\n}\n\n")
 
 
