@@ -1,8 +1,8 @@
-"""`python -m bench ...`: the same as `treecomp bench ...` (see bench.run.main)."""
+"""`python -m bench ...`: the same as `treecomp bench ...` (see treecomp.benchmark.run.main)."""
 
 import sys
 
-from bench.run import main
+from treecomp.benchmark.run import main
 
 if __name__ == "__main__":
     sys.exit(main(sys.argv[1:]))

@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from bench import run as R
+from treecomp.benchmark import run as R
 
 
 def _time_case(case: Any, names: list[str], rounds: int, single_calls: int) -> dict:
@@ -102,7 +102,7 @@ def _markdown(res: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from bench import cases as C
+    from treecomp.benchmark import cases as C
     p = argparse.ArgumentParser(prog="python -m bench.interleaved", description=__doc__.split("\n\n")[0])
     p.add_argument("--cases", required=True, help="comma-separated case names (bench.run --list)")
     p.add_argument("--strategies", required=True, help="comma-separated strategy names")

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
 import pickle
+import subprocess
+import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -11,9 +15,12 @@ import pytest
 pytest.importorskip("sklearn")
 pytest.importorskip("matplotlib")
 
-from bench import cases as bench_cases  # noqa: E402
-from bench import run as bench_run  # noqa: E402
 from treecomp import toolchain  # noqa: E402
+from treecomp.benchmark import cases as bench_cases  # noqa: E402
+from treecomp.benchmark import report as bench_report  # noqa: E402
+from treecomp.benchmark import run as bench_run  # noqa: E402
+
+REPO = Path(__file__).resolve().parent.parent
 
 needs_cc = pytest.mark.skipif(not toolchain.have_compiler(), reason="no C compiler")
 
@@ -22,12 +29,13 @@ needs_cc = pytest.mark.skipif(not toolchain.have_compiler(), reason="no C compil
 def _private_model_cache(tmp_path, monkeypatch):
     """Trained bench models go to the test's temp dir, never bench/.cache."""
     monkeypatch.setattr(bench_cases, "CACHE_DIR", tmp_path / "models")
+    monkeypatch.setenv("TREECOMP_BENCH_CACHE", str(tmp_path / "models"))  # for subprocesses
 
 
 @needs_cc
 def test_quick_tiny_case_end_to_end(tmp_path):
     out = tmp_path / "out"
-    rc = bench_run.main(["--quick", "--cases", "tiny", "--out", str(out),
+    rc = bench_run.main(["--quick", "--cases", "tiny", "--output-dir", str(out),
                          "--strategies", "walker,interp,c,library,tl2cgen"])
     assert rc == 0
     report = (out / "report.md").read_text()
@@ -49,6 +57,17 @@ def test_quick_tiny_case_end_to_end(tmp_path):
     assert "API, 1 row (paired)" in report and "api_us_1row_paired" not in rows["library"]
     assert c["ns_per_row_1t"] < rows["walker"]["ns_per_row_1t"]
     assert c["speedup_vs_walker"] > 1 and c["speedup_vs_library"] > 0
+    # the main plot is over the library (= 1x), from the same per-case ratios as the tables
+    (panel,) = bench_report.speedup_data(results)
+    assert panel["case"] == "tiny" and panel["reference"] == "library"
+    bars = {name: v for name, _, v, _ in panel["bars"]}
+    assert bars["library"] == 1.0 and "walker" not in bars and "interp" not in bars
+    assert bars["c"] == pytest.approx(c["speedup_vs_library"])
+    assert bars["c"] == pytest.approx(rows["library"]["ns_per_row_1t"] / c["ns_per_row_1t"])
+    assert {p.name for p in out.glob("*.png")} == {"speedup.png", "latency.png", "compile_time.png"}
+    assert "![speedup.png](speedup.png)" in report and "library = 1x" in report
+    headline = next(line for line in report.splitlines() if line.startswith("| tiny |"))
+    assert f"({bench_report._ratio(c['speedup_vs_library'])})" in headline
     for name in ("walker", "interp", "library"):
         assert rows[name]["status"] == "ok" and rows[name]["bit_exact"] is True, name
     if results["machine"]["cores"] > 1:  # thread scaling, paired; the ceiling for treecomp only
@@ -92,6 +111,124 @@ def test_user_model_files(tmp_path):
     rows = {r["name"]: r for r in c0["strategies"]}
     assert c0["n_rows"] == 50 and c0["reference"] == "treecomp interpreter"
     assert rows["library"]["status"] == "skipped" and rows["c"]["bit_exact"] is True
+
+
+def _results(cases: list[dict]) -> dict:
+    return {"mode": "quick", "machine": {"cpu": "test", "cores": 2, "platform": "p", "python": "3",
+                                         "treecomp": "0", "date": "today"},
+            "batches": [1, 16], "cases": cases, "skipped_cases": [], "setup": {}, "wall_s": 1.0}
+
+
+def _row(name: str, group: str, ns: float | None, **kw) -> dict:
+    if ns is None:
+        return {"name": name, "label": name, "group": group, "status": "skipped", "note": "n/a"}
+    return {"name": name, "label": name, "group": group, "status": "ok", "ns_per_row_1t": ns,
+            "latency_us": {"1": ns / 100, "16": ns / 10}, **kw}
+
+
+def test_speedup_figure_is_over_the_library(tmp_path):
+    """speedup.png shows library = 1x per case (the walker only where there is no library);
+    re-rendering from results.json leaves the JSON as it was."""
+    lib_case = {"name": "a", "title": "a", "n_rows": 10, "n_features": 2, "n_nodes": 100,
+                "library": "xgboost 9", "library_call": "predict",
+                "strategies": [_row("walker", "baseline", 1e6), _row("c", "treecomp", 500.0, compile_s=0.5),
+                               _row("arrays", "treecomp", 100.0, compile_s=0.1),
+                               _row("library", "library", 1000.0),
+                               _row("daal4py", "external", 400.0, compile_s=1.0),
+                               _row("lleaves", "external", None)]}
+    bare_case = {"name": "b", "title": "b", "n_rows": 10, "n_features": 2, "n_nodes": 50,
+                 "library": None, "library_call": None,
+                 "strategies": [_row("walker", "baseline", 1e5), _row("c", "treecomp", 100.0, compile_s=0.2),
+                                _row("library", "library", None)]}
+    a, b = bench_report.speedup_data(_results([lib_case, bare_case]))
+    assert a["reference"] == "library" and b["reference"] == "walker"
+    # library first, then treecomp's strategies, then the other engines; lleaves ran nowhere
+    assert [(n, v) for n, _, v, _ in a["bars"]] == [
+        ("library", 1.0), ("c", 2.0), ("arrays", 10.0), ("daal4py", 2.5)]
+    assert dict((n, v) for n, _, v, _ in b["bars"]) == {"walker": 1.0, "c": 1000.0, "arrays": None,
+                                                          "daal4py": None}
+    # one colour per strategy, never shared
+    names = ["library", "c", "llvm", "arrays", "arrays-float", "arrays-naive", "tl2cgen", "onnxruntime",
+             "lleaves", "daal4py", "walker", "interp", "new-backend", "other"]
+    colours = bench_report.colour_map(names)
+    assert len(set(colours.values())) == len(names)
+    # re-render: report.md and the plots from results.json, which is not rewritten
+    src = tmp_path / "run"
+    bench_report.write(_results([lib_case, bare_case]), src, plots=False)
+    before = (src / "results.json").read_bytes()
+    assert bench_report.main([str(src)]) == 0
+    assert (src / "results.json").read_bytes() == before
+    assert {p.name for p in src.glob("*.png")} == {"speedup.png", "latency.png", "compile_time.png"}
+    assert "library = 1x" in (src / "report.md").read_text()
+
+
+def test_output_dir_default_and_explicit(tmp_path, monkeypatch, capsys):
+    """Without --output-dir the report goes to ./treecomp-bench; --output-dir (or --out) picks."""
+    monkeypatch.chdir(tmp_path)
+    args = ["--quick", "--cases", "tiny", "--rows", "200", "--strategies", "library", "--no-plots"]
+    assert bench_run.main(args) == 0
+    assert (tmp_path / "treecomp-bench" / "report.md").is_file()
+    assert (tmp_path / "treecomp-bench" / "results.json").is_file()
+    assert bench_run.main(args + ["--output-dir", str(tmp_path / "x" / "y")]) == 0
+    assert {p.name for p in (tmp_path / "x" / "y").iterdir()} == {"report.md", "results.json"}
+    assert bench_run.main(args + ["--out", "rel"]) == 0       # the old spelling, relative to cwd
+    assert (tmp_path / "rel" / "report.md").is_file()
+
+
+def test_missing_extras_name_the_extra(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(bench_cases, "module_available", lambda m: False)
+    assert bench_run.main(["--quick", "--cases", "tiny", "--output-dir", str(tmp_path)]) == 2
+    assert "pip install 'treecomp[bench]'" in capsys.readouterr().err
+    monkeypatch.undo()
+    monkeypatch.setattr(bench_cases, "CACHE_DIR", tmp_path / "models")
+    monkeypatch.setattr(bench_report, "have_matplotlib", lambda: False)
+    assert bench_run.main(["--quick", "--cases", "tiny", "--rows", "200", "--strategies", "library",
+                           "--output-dir", str(tmp_path / "o")]) == 0
+    assert "matplotlib is not installed: no plots (pip install 'treecomp[bench]')" in capsys.readouterr().err
+    assert not list((tmp_path / "o").glob("*.png"))
+
+
+def test_bench_shims_are_the_package_modules():
+    """bench/ in a checkout is a thin entry point: bench.run *is* treecomp.benchmark.run."""
+    import bench.cases
+    import bench.report
+    import bench.run
+    assert bench.run is bench_run and bench.cases is bench_cases and bench.report is bench_report
+
+
+@needs_cc
+def test_bench_runs_from_an_installed_package(tmp_path):
+    """`treecomp bench` with the source checkout off sys.path: the package alone (here a folder
+    holding only a link to it, ahead of the editable install's finder) and a foreign cwd; the
+    default output dir is ./treecomp-bench there, compile subprocesses included."""
+    import treecomp
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "treecomp").symlink_to(Path(treecomp.__file__).resolve().parent, target_is_directory=True)
+    cwd = tmp_path / "elsewhere"
+    cwd.mkdir()
+    env = dict(os.environ)
+    keep = [p for p in env.get("PYTHONPATH", "").split(os.pathsep)
+            if p and Path(p).resolve() != REPO]
+    env["PYTHONPATH"] = os.pathsep.join([str(site)] + keep)
+    env["TREECOMP_BENCH_CACHE"] = str(tmp_path / "models")
+    probe = ("import importlib.util as u, sys, treecomp.cli, treecomp.benchmark.run, "
+             "treecomp.benchmark.report, treecomp.benchmark.cases\n"
+             "assert u.find_spec('bench') is None, 'the checkout is on sys.path'\n"
+             "heavy = {'matplotlib', 'pandas', 'xgboost', 'lightgbm', 'sklearn'} & set(sys.modules)\n"
+             "assert not heavy, heavy\n"
+             "from treecomp.cli import main\n"
+             "sys.argv = ['treecomp', 'bench', '--quick', '--cases', 'tiny', '--rows', '300',\n"
+             "            '--strategies', 'interp,c,library']\n"
+             "main()\n")
+    proc = subprocess.run([sys.executable, "-c", probe], cwd=cwd, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = cwd / "treecomp-bench"
+    assert {p.name for p in out.iterdir()} >= {"report.md", "results.json", "speedup.png"}
+    rows = {r["name"]: r for r in json.loads((out / "results.json").read_text())["cases"][0]["strategies"]}
+    assert rows["c"]["status"] == "ok", rows["c"].get("note")    # the compile child imported too
+    assert rows["c"]["compile_s"] > 0 and rows["c"]["bit_exact"] is True
 
 
 def test_bad_arguments_are_errors(tmp_path, capsys):
@@ -208,7 +345,7 @@ def test_external_engines_side_by_side(tmp_path):
 @needs_cc
 def test_interleaved_timings(tmp_path, capsys):
     """bench.interleaved: every strategy timed in each round; skips are rows, not failures."""
-    from bench import interleaved
+    from bench import interleaved  # a checkout-only script, on the package's runner
     out = tmp_path / "t.json"
     assert interleaved.main(["--quick", "--cases", "tiny", "--strategies", "c,library,lleaves",
                              "--rows", "300", "--rounds", "3", "--single-calls", "5",

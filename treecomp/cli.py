@@ -470,8 +470,9 @@ def inspect_cmd(model):
 
 
 def _bench_usage_error(run: Any, args: list[str]) -> str | None:
-    """bench/ parses its own arguments with argparse (usage + error on stderr, exit 2): check
-    them first with its stderr captured, to report the error as one line like the rest."""
+    """treecomp.benchmark parses its own arguments with argparse (usage + error on stderr,
+    exit 2): check them first with its stderr captured, to report the error as one line like
+    the rest."""
     import contextlib
     import io
     parse_args = getattr(run, "parse_args", None)
@@ -498,17 +499,9 @@ def _bench_usage_error(run: Any, args: list[str]) -> str | None:
 @click.pass_context
 @_friendly
 def bench_cmd(ctx):
-    """Benchmark every strategy (see `treecomp bench --help` for options)."""
-    try:
-        import bench.run as run
-    except ImportError:
-        root = Path(__file__).resolve().parent.parent
-        if (root / "bench" / "run.py").is_file():
-            sys.path.insert(0, str(root))
-            import bench.run as run
-        else:
-            raise Failure("the benchmarks live in the source checkout (bench/); "
-                          "run this from a clone of treecomp") from None
+    """Benchmark every strategy; writes a report to ./treecomp-bench or --output-dir DIR
+    (see `treecomp bench --help` for options)."""
+    from .benchmark import run  # light: the libraries, engines and matplotlib load on use
     bad = _bench_usage_error(run, list(ctx.args))
     if bad is not None:
         raise click.UsageError(bad, ctx=ctx)
