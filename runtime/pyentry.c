@@ -4,8 +4,10 @@
  * numpy array. A single row through ctypes costs ~10k instructions for the foreign call and
  * as many again in Python (argument checks, buffer addresses, a copy); this costs a few hundred.
  *
- * Built on first use by treecomp.loader (system C compiler, this interpreter's and numpy's
- * headers, cached per machine); where it cannot be built, the Predictor keeps its ctypes path.
+ * Built at install time as treecomp._tc_entry (setup.py), or on first use by treecomp.loader
+ * (system C compiler, this interpreter's and numpy's headers, cached per machine) when the
+ * package has none built from this file; where it cannot be built, the Predictor keeps its
+ * ctypes path.
  *
  *     run(X, cfg, flags, mode, classes) -> ndarray | None
  *
@@ -247,12 +249,24 @@ static PyObject *entry_cfg_size(PyObject *self, PyObject *unused) {
   return PyLong_FromLong((long)sizeof(tc_entry_cfg));
 }
 
+/* source_hash() -> str: the sha256 of this file as the package build (setup.py) embedded it
+ * (-DTC_SOURCE_HASH); "" when built at run time. treecomp.loader uses the package's prebuilt
+ * entry only when it matches the pyentry.c next to it. */
+#ifndef TC_SOURCE_HASH
+#define TC_SOURCE_HASH ""
+#endif
+static PyObject *entry_source_hash(PyObject *self, PyObject *unused) {
+  (void)self, (void)unused;
+  return PyUnicode_FromString(TC_SOURCE_HASH);
+}
+
 static PyMethodDef entry_methods[] = {
     {"run", (PyCFunction)(void (*)(void))entry_run, METH_FASTCALL,
      "run(X, cfg, flags, mode, classes) -> ndarray | None: see runtime/pyentry.c"},
     {"native_ns", (PyCFunction)(void (*)(void))entry_native_ns, METH_FASTCALL,
      "native_ns(X, cfg, flags, reps) -> ns per single-row kernel call over X's rows, timed in C"},
     {"cfg_size", entry_cfg_size, METH_NOARGS, "sizeof(tc_entry_cfg)"},
+    {"source_hash", entry_source_hash, METH_NOARGS, "sha256 of the pyentry.c it was built from"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef entry_module = {PyModuleDef_HEAD_INIT, "_tc_entry",

@@ -13,7 +13,7 @@ import pytest
 
 import treecomp
 from treecomp import backends, interp, outputs, toolchain
-from treecomp.backends import arrays
+from treecomp.backends import arrays, arrays_native
 from treecomp.errors import ArtifactError, CompileError, UnsupportedModelError
 from treecomp.ir import Forest, Tree, leaf_tree
 from tests.edge import assert_backend_matches_interp, edge_rows
@@ -707,7 +707,9 @@ def test_without_a_compiler_tables_still_work(monkeypatch):
 
     def no_cc():
         raise CompileError("no working C compiler (test)")
-    monkeypatch.setattr(arrays, "_LIB", None)
+    monkeypatch.setattr(arrays_native, "_LIB", None)
+    monkeypatch.setattr(arrays_native, "KERNEL_ORIGIN", None)
+    monkeypatch.setattr(arrays_native, "_load_prebuilt", lambda: None)  # nor a prebuilt kernel
     monkeypatch.setattr(toolchain, "find_compiler", no_cc)
     monkeypatch.setattr(toolchain, "have_compiler", lambda: False)
     assert backends.choose(f) == ("llvm" if "llvm" in backends.names() else "arrays")
@@ -725,6 +727,19 @@ def test_without_a_compiler_tables_still_work(monkeypatch):
 
 
 @pytest.mark.skipif(not toolchain.have_compiler(), reason="no C compiler")
+def test_auto_uses_the_prebuilt_kernel_without_a_compiler(monkeypatch):
+    """A wheel's prebuilt arrays kernel needs no compiler: auto still picks the byte walks
+    where they pay, and llvm (not c) where generated code would."""
+    if arrays_native.kernel_origin() != "prebuilt":
+        pytest.skip("this install has no prebuilt arrays kernel")
+    monkeypatch.setattr(toolchain, "have_compiler", lambda: False)
+    many = random_forest(3, n_trees=300, n_features=4, max_depth=6)
+    assert arrays.quant_eligible(many) and backends.byte_walk_pays(many)
+    assert backends.choose(many) == "arrays"
+    few = random_forest(3, n_trees=2, n_features=40, max_depth=6)
+    assert backends.choose(few) == ("llvm" if "llvm" in backends.names() else "arrays")
+
+
 def test_auto_choice():
     shallow = random_forest(1, n_trees=5)  # numeric, depth <= 6: the quantised walk
     assert arrays.quant_eligible(shallow) and backends.choose(shallow) == "arrays"
@@ -761,7 +776,7 @@ def test_auto_isa_self_test(monkeypatch):
     for isa in native[1:]:
         assert arrays._self_test(isa)
     # a vector path that failed its self-test is never picked by "auto"
-    monkeypatch.setattr(arrays, "_SELF_TEST", {"avx2": False, "avx512": False})
+    monkeypatch.setattr(arrays_native, "_SELF_TEST", {"avx2": False, "avx512": False})
     assert arrays.resolve_isa("auto") == "scalar"
 
 

@@ -228,6 +228,8 @@ def _kind(transform: str, is_classifier: bool) -> str:
 @click.version_option(__version__, prog_name="treecomp")
 def main() -> None:
     """treecomp: compile decision-tree ensembles into fast, exact predictors."""
+    from . import toolchain
+    toolchain.DEFAULT_PROGRESS = _progress  # first-use builds (the arrays kernel's) say so
 
 
 @main.command("compile", epilog=PICKLE_WARNING, help=(

@@ -7,8 +7,9 @@ margins into a preallocated buffer, GIL released during the native call) and ``t
 with treecomp.outputs (the same numpy arithmetic as the library), so every output is exact.
 
 Batches of up to SMALL_BATCH rows go through a compiled entry point (runtime/pyentry.c, a
-CPython extension built on first use) that checks the array, calls the kernel and returns the
-outputs in one step; where it cannot be built they go through ctypes like larger batches.
+CPython extension shipped prebuilt in the package, or built on first use) that checks the
+array, calls the kernel and returns the outputs in one step; where it cannot be built they go
+through ctypes like larger batches.
 
 This is the only module that touches native memory (ctypes, the entry).
 """
@@ -70,6 +71,11 @@ _ENTRY_MODULE: Any = None
 _ENTRY_LOCK = threading.Lock()
 #: why the small-batch entry could not be built (None: built, or not tried yet)
 ENTRY_ERROR: str | None = None
+#: where the entry came from: "prebuilt" (the package's treecomp._tc_entry, built at install
+#: time), "built" (the toolchain's, on first use), None (not loaded yet, or none)
+ENTRY_ORIGIN: str | None = None
+#: why the package's prebuilt entry was not used (None: used, or not tried yet)
+ENTRY_PREBUILT_ERROR: str | None = None
 
 
 def _no_entry(X: Any, *plan: Any) -> None:
@@ -77,18 +83,56 @@ def _no_entry(X: Any, *plan: Any) -> None:
 
 
 def _entry() -> Any:
-    """runtime/pyentry.c's run(), built on first use and cached per machine and interpreter;
-    without a C compiler or this Python's headers, a stand-in that declines every batch (the
-    ctypes path then serves small batches)."""
-    global _ENTRY, _ENTRY_MODULE, ENTRY_ERROR
+    """runtime/pyentry.c's run(): the package's prebuilt extension when it was built from this
+    pyentry.c, else built on first use and cached per machine and interpreter; without a C
+    compiler or this Python's headers, a stand-in that declines every batch (the ctypes path
+    then serves small batches)."""
+    global _ENTRY, _ENTRY_MODULE, ENTRY_ERROR, ENTRY_ORIGIN
     with _ENTRY_LOCK:
         if _ENTRY is None:
             try:
-                _ENTRY_MODULE = _build_entry()
-                _ENTRY = _ENTRY_MODULE.run
+                mod = _prebuilt_entry()
+                origin = "prebuilt" if mod is not None else "built"
+                _ENTRY_MODULE = mod if mod is not None else _build_entry()
+                _ENTRY, ENTRY_ORIGIN = _ENTRY_MODULE.run, origin
             except (CompileError, OSError, ImportError) as exc:
                 ENTRY_ERROR, _ENTRY = str(exc), _no_entry
         return _ENTRY
+
+
+def _load_extension(path: Path) -> Any:
+    loader = importlib.machinery.ExtensionFileLoader("_tc_entry", str(path))
+    spec = importlib.util.spec_from_file_location("_tc_entry", path, loader=loader)
+    mod = importlib.util.module_from_spec(spec)
+    loader.exec_module(mod)
+    if mod.cfg_size() != ctypes.sizeof(_EntryCfg):
+        raise ImportError("runtime/pyentry.c does not match loader._EntryCfg")
+    return mod
+
+
+def _prebuilt_entry() -> Any:
+    """The package's treecomp._tc_entry (setup.py) if it was built from the pyentry.c next to
+    this module and loads in this interpreter (numpy's ABI), else None (ENTRY_PREBUILT_ERROR
+    says why)."""
+    global ENTRY_PREBUILT_ERROR
+    from .toolchain import RUNTIME_DIR
+    pkg = Path(__file__).resolve().parent
+    path = next((pkg / f"_tc_entry{sfx}" for sfx in importlib.machinery.EXTENSION_SUFFIXES
+                 if (pkg / f"_tc_entry{sfx}").is_file()), None)
+    if path is None:
+        ENTRY_PREBUILT_ERROR = "the package has no prebuilt entry (a source tree that was not built)"
+        return None
+    try:
+        want = hashlib.sha256((RUNTIME_DIR / "pyentry.c").read_bytes()).hexdigest()
+        mod = _load_extension(path)
+        got = mod.source_hash() if hasattr(mod, "source_hash") else ""
+    except (OSError, ImportError) as exc:
+        ENTRY_PREBUILT_ERROR = f"{path.name} does not load: {exc}"
+        return None
+    if got != want:
+        ENTRY_PREBUILT_ERROR = f"{path.name} was built from another runtime/pyentry.c"
+        return None
+    return mod
 
 
 def _build_entry() -> Any:
@@ -100,16 +144,17 @@ def _build_entry() -> Any:
     key = toolchain.cache_key("pyentry", sys.version, sys.implementation.cache_tag, np.__version__,
                               cc.version)
     flags = (*toolchain.DEFAULT_CFLAGS, "-I", inc, "-I", np.get_include())
-    path = toolchain.cached(key, sysconfig.get_config_var("EXT_SUFFIX") or ".so",
-                            lambda p: toolchain.build_shared_library(
-                                {"pyentry_main.c": '#include "pyentry.c"\n'}, p, flags, compiler=cc))
-    loader = importlib.machinery.ExtensionFileLoader("_tc_entry", str(path))
-    spec = importlib.util.spec_from_file_location("_tc_entry", path, loader=loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    if mod.cfg_size() != ctypes.sizeof(_EntryCfg):
-        raise ImportError("runtime/pyentry.c does not match loader._EntryCfg")
-    return mod
+
+    def build(p: Path) -> None:  # only on a cache miss
+        report = toolchain.DEFAULT_PROGRESS
+        if report:
+            report("building the small-batch entry (once per machine and Python, a few s)...")
+        toolchain.build_shared_library({"pyentry_main.c": '#include "pyentry.c"\n'}, p, flags,
+                                       compiler=cc)
+        if report:
+            report("built the small-batch entry")
+    path = toolchain.cached(key, sysconfig.get_config_var("EXT_SUFFIX") or ".so", build)
+    return _load_extension(path)
 
 
 def native_call_ns(predictor: "Predictor", X: np.ndarray, reps: int = 2000) -> float | None:

@@ -39,6 +39,11 @@ RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
 DEFAULT_CFLAGS = ("-O2", "-fPIC", "-ffp-contract=off", "-fno-math-errno", "-fvisibility=hidden")
 NATIVE_CFLAGS = ("-march=native",)
 
+#: where long builds nobody asked for report (the arrays kernel's and the small-batch entry's
+#: first-use builds, when the package has no prebuilt copy), unless the caller passed its own
+#: `progress` callback: None (silent) in a library, the CLI sets its progress printer
+DEFAULT_PROGRESS: Callable[[str], None] | None = None
+
 
 def cache_dir() -> Path:
     env = os.environ.get("TREECOMP_CACHE_DIR")
@@ -47,7 +52,9 @@ def cache_dir() -> Path:
     else:
         base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
         d = Path(base) / "treecomp"
-    d.mkdir(parents=True, exist_ok=True)
+    # private (0o700) when created here: the cache holds shared libraries that get loaded, so
+    # another user must not be able to plant one (an existing directory is left as it is)
+    d.mkdir(mode=0o700, parents=True, exist_ok=True)
     return d
 
 

@@ -226,6 +226,19 @@ static const tc_run_fn tc_table[3][2][2] = {
 
 TC_EXPORT int32_t tc_arrays_abi(void) { return TC_ARRAYS_ABI; }
 
+/* What the package build (setup.py) embeds: the sha256 of the kernel sources
+ * (arrays_native.kernel_source_hash()) and the compiler flags, so that treecomp loads its
+ * prebuilt kernel only when it was built from these sources with these flags. "" in a kernel
+ * built at run time (its cache key already holds both). */
+#ifndef TC_SOURCE_HASH
+#define TC_SOURCE_HASH ""
+#endif
+#ifndef TC_BUILD_CFLAGS
+#define TC_BUILD_CFLAGS ""
+#endif
+TC_EXPORT const char *tc_arrays_source_hash(void) { return TC_SOURCE_HASH; }
+TC_EXPORT const char *tc_arrays_build_cflags(void) { return TC_BUILD_CFLAGS; }
+
 TC_EXPORT int32_t tc_arrays_sizeof_tables(void) { return (int32_t)sizeof(tc_tables); }
 TC_EXPORT int32_t tc_arrays_sizeof_node(int32_t bits) {
   return bits == 32 ? (int32_t)sizeof(tc_node_f32) : (int32_t)sizeof(tc_node_f64);

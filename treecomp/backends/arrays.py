@@ -3,7 +3,8 @@
 Code generation pays compile time that grows with the model; this backend instead flattens any
 forest into contiguous struct-of-arrays tables in milliseconds (vectorised numpy, no per-node
 Python loops) and evaluates them with one generic C kernel (runtime/kernels/arrays.c + arrays_impl.c) that is
-built once per machine and compiler, never per model. The tables are the artifact: a versioned
+shipped prebuilt in the package (or, from a source tree, built once per machine and compiler: see
+arrays_native), never per model. The tables are the artifact: a versioned
 ``.tc`` file (``MAGIC`` + JSON header + raw arrays) that ``treecomp.load`` reads back.
 
 Layouts, chosen per tree (option ``layout``; see runtime/kernels/arrays.c for the exact format):
@@ -51,9 +52,9 @@ Instruction set (option ``isa``): "auto" picks the best path the CPU has at load
 (``__builtin_cpu_supports``) whose once-per-process self-test (bit-exact agreement with the
 baseline path on a fixed forest, ~30 ms) passes; "scalar", "avx2", "avx512" force one (an error
 if the CPU lacks it). The vector paths cover float32 input (sklearn trees, XGBoost); float64
-input (LightGBM, HistGradientBoosting) runs the baseline code on every path. Without a C
-compiler the C kernel cannot be built: "auto" then runs the same tables through a generic
-walker JIT-compiled once per process by llvmlite (isa "llvm": a row at a time, tree by tree,
+input (LightGBM, HistGradientBoosting) runs the baseline code on every path. Without the C
+kernel (no prebuilt one that matches the sources, and no C compiler to build it), "auto" runs
+the same tables through a generic walker JIT-compiled once per process by llvmlite (isa "llvm": a row at a time, tree by tree,
 about as fast as the naive layout, ~30 us/row on the 500-tree benchmark), or, if llvmlite
 fails too, a vectorised numpy walker (isa "numpy"). Both can be forced, and both are exact.
 
@@ -69,7 +70,6 @@ code; a corrupt or truncated file raises ArtifactError.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import json
 import os
 import struct
@@ -84,6 +84,12 @@ from .. import __version__, outputs, toolchain
 from ..errors import ArtifactError, CompileError, InvalidModelError, UnsupportedModelError
 from ..ir import Forest, Head, head_of
 from ..passes import comparison_thresholds
+# the native kernel's loading, ISA choice and self-test (re-exported: arrays.native_library etc.)
+from . import arrays_native
+from .arrays_native import (_NATIVE_ISAS, _NODE32, _NODE64, KERNEL_CFLAGS, KERNEL_DIR,  # noqa: F401
+                            KERNEL_FILES, _Tables, _native_isas, _self_test, _self_test_forest,
+                            kernel_origin, kernel_source_hash, native_library,
+                            prebuilt_kernel_path, resolve_isa, supported_isas)
 
 NAME = "arrays"
 KIND = "arrays"
@@ -118,7 +124,6 @@ def quant_chunk_size(n_thresholds: np.ndarray) -> np.ndarray:
     return np.where(n_thresholds > QUANT_CHUNK, QUANT_CHUNK - 1, QUANT_CHUNK)
 
 
-_NATIVE_ISAS = ("scalar", "avx2", "avx512")   # index = TC_ISA_* in arrays.c
 _PAIRS = 0x100  # loader.PAIRS = arrays.c's TC_PAIRS
 MAX_HEAP_DEPTH = 20
 #: forest.category_rule values, in the kernel's numbering (tc_tables.cat_rule)
@@ -128,8 +133,6 @@ FF_FEAT = 0x3FFFFFFF
 FF_CAT = 0x40000000
 FF_NANR = 0x80000000
 
-KERNEL_DIR = toolchain.RUNTIME_DIR / "kernels"
-KERNEL_FILES = ("arrays.c", "arrays_isa.c", "arrays_acc.c", "arrays_impl.c", "quant_impl.c")
 
 
 def options(**overrides: Any) -> dict[str, Any]:
@@ -881,30 +884,6 @@ def tables_from_bytes(data: bytes) -> tuple[Tables, Head, dict[str, Any]]:
     return tables, head, runtime
 
 
-# -- the native kernel (built once per machine) -------------------------------------------------
-class _Tables(ctypes.Structure):
-    _fields_ = [("n_trees", ctypes.c_int64), ("n_features", ctypes.c_int32),
-                ("n_outputs", ctypes.c_int32), ("x_bits", ctypes.c_int32),
-                ("acc_bits", ctypes.c_int32), ("strict", ctypes.c_int32),
-                ("average", ctypes.c_int32), ("naive", ctypes.c_int32),
-                ("block_rows", ctypes.c_int32), ("cat_rule", ctypes.c_int32)] + [
-        (n, ctypes.c_void_p) for n in (
-            "tree_layout", "tree_depth", "tree_node", "tree_leaf", "tree_out", "tree_width",
-            "h_ff", "h_thr", "c_nodes", "cat_words", "cat_off", "cat_nbits", "cat_other_left",
-            "leaf_values", "base")] + [
-        ("quant", ctypes.c_int32), ("q_ncols", ctypes.c_int32)] + [
-        (n, ctypes.c_void_p) for n in (
-            "q_feat", "q_nanc", "q_off", "q_len", "q_count", "q_src", "q_thr", "h_qcol", "h_qthr",
-            "q_leafb", "q_leafb_off")] + [("q_w1", ctypes.c_int32), ("bitvec", ctypes.c_int32)] + [
-        (n, ctypes.c_void_p) for n in ("bv_nint", "bv_lo1", "bv_hi", "bv_leaf", "q_kind", "h_qcat",
-                                       "q_cat")] + [  # the deep path of compact trees
-        (n, ctypes.c_void_p) for n in (
-            "d_recs", "d_topd", "d_topoff", "d_exitoff", "d_leaf0", "d_top_ff", "d_top_tk",
-            "d_exit")] + [("d_nint", ctypes.c_int64), ("d_nanr", ctypes.c_void_p),
-                          ("q_thr32", ctypes.c_void_p), ("q_lvl", ctypes.c_void_p),
-                          ("h_qcix", ctypes.c_void_p), ("q_cmux", ctypes.c_int32),
-                          ("q_cnan", ctypes.c_int32)]
-
 #: the heap byte walk muxes a level's bytes by column instead of by node (tc_qlevelc) where
 #: the level has more nodes than the model has columns, up to this many columns
 QCIX_MAX_COLS = 64
@@ -912,152 +891,7 @@ QCIX_MAX_COLS = 64
 _QUANT_ARRAYS = ("q_feat", "q_nanc", "q_off", "q_len", "q_count", "q_src", "q_thr", "h_qcol", "h_qthr")
 
 
-KERNEL_CFLAGS = tuple(toolchain.DEFAULT_CFLAGS)  # -O2: -O3 doubled the build for no measured gain
-
-_LIB: Any = None
-_LIB_LOCK = threading.Lock()
-
-
-def kernel_source_hash() -> str:
-    h = hashlib.sha256()
-    for name in KERNEL_FILES:
-        h.update(name.encode() + b"\0" + (KERNEL_DIR / name).read_bytes())
-    return h.hexdigest()
-
-
-def native_library():
-    """The compiled kernel (ctypes.CDLL), built on first use and cached per machine.
-
-    Cache key: kernel source hash + compiler identity + flags. Raises CompileError without a
-    working C compiler.
-    """
-    global _LIB
-    with _LIB_LOCK:
-        if _LIB is not None:
-            return _LIB
-        cc = toolchain.find_compiler()
-        key = toolchain.cache_key("arrays-kernel", kernel_source_hash(), KERNEL_CFLAGS, cc.version)
-        # three translation units (baseline + entry points, AVX2, AVX-512), built in parallel
-        parts = {f"tc_arrays_{i}.c": f'#define TC_PART {i}\n#include "kernels/arrays.c"\n'
-                 for i in range(3)}
-        path = toolchain.cached(key, ".so", lambda p: toolchain.build_shared_library(
-            parts, p, KERNEL_CFLAGS, compiler=cc))
-        lib = ctypes.CDLL(str(path))
-        lib.tc_arrays_abi.restype = ctypes.c_int32
-        lib.tc_arrays_isa_mask.restype = ctypes.c_int32
-        lib.tc_arrays_sizeof_tables.restype = ctypes.c_int32
-        lib.tc_arrays_sizeof_node.restype = ctypes.c_int32
-        lib.tc_arrays_sizeof_node.argtypes = [ctypes.c_int32]
-        lib.tc_arrays_predict.restype = ctypes.c_int32
-        lib.tc_arrays_predict.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32,
-                                          ctypes.c_int64, ctypes.c_void_p, ctypes.c_int32,
-                                          ctypes.c_int32]
-        if (lib.tc_arrays_abi() != 3 or lib.tc_arrays_sizeof_tables() != ctypes.sizeof(_Tables)
-                or lib.tc_arrays_sizeof_node(32) != _NODE32.itemsize
-                or lib.tc_arrays_sizeof_node(64) != _NODE64.itemsize):
-            raise CompileError("the arrays kernel does not match treecomp/backends/arrays.py "
-                               "(struct layout mismatch)")
-        _LIB = lib
-        return lib
-
-
-def supported_isas() -> list[str]:
-    """The C-kernel paths this machine can run (none without a C compiler), then "llvm" (the
-    compiler-free JIT walker) when llvmlite works, then "numpy"."""
-    return _native_isas() + (["llvm"] if have_llvm() else []) + ["numpy"]
-
-
-def _native_isas() -> list[str]:
-    try:
-        mask = native_library().tc_arrays_isa_mask()
-    except CompileError:
-        return []
-    return [n for i, n in enumerate(_NATIVE_ISAS) if mask >> i & 1]
-
-
-_SELF_TEST: dict[str, bool] = {}
-
-
-def _self_test_forest(comparison: str, acc: str) -> Forest:
-    """Heap trees of depth 0..9 (every lookup strategy of the vector walks) plus padding."""
-    from ..ir import Tree
-    rng = np.random.default_rng(1234)
-    trees = []
-    for depth in range(10):
-        n_int = (1 << depth) - 1
-        n = 2 * n_int + 1
-        left = np.full(n, -1)
-        left[:n_int] = 2 * np.arange(n_int) + 1
-        right = np.where(left >= 0, left + 1, -1)
-        feat = np.where(left >= 0, rng.integers(0, 7, n), -1)
-        val = np.where(left >= 0, 0.0, rng.normal(size=n))
-        trees.append(Tree(left=left, right=right, feature=feat, threshold=rng.normal(size=n).round(1),
-                          default_left=rng.random(n) < 0.5, value=val))
-    return Forest(trees=tuple(trees), n_features=7, n_outputs=1, tree_output=np.zeros(len(trees)),
-                  base_score=[0.5], comparison=comparison, accumulate_dtype=acc)
-
-
-def _self_test(isa: str) -> bool:
-    """Does the `isa` path agree bit for bit with the baseline path on this CPU?
-
-    Run once per process before backend="auto" picks a vector path: a safety net against a
-    miscompiled or CPU-specific vector path ever answering wrongly (the AVX-512 build could not
-    be run on the machine it was developed on). Every layout with a vector kernel is checked:
-    the float heap walk, the quantised heap walk and the interval walk.
-    """
-    ok = _SELF_TEST.get(isa)
-    if ok is None:
-        rng = np.random.default_rng(99)
-        X = rng.normal(size=(256, 7)).round(1).astype(np.float32)
-        X[rng.random(X.shape) < 0.05] = np.nan
-        X[rng.random(X.shape) < 0.02] = np.inf
-        ok = True
-        for cmp_, acc in (("<", "float32"), ("<=", "float64")):
-            f = _self_test_forest(cmp_, acc)
-            for layout, depth in (("heap", 9), ("quant", 8), ("bitvec", 7)):
-                g = f.replace(trees=f.trees[:depth + 1], tree_output=f.tree_output[:depth + 1])
-                tables = flatten(g, layout, 9)
-                outs = []
-                for which in (isa, "scalar"):
-                    k = ArraysKernel(tables, head_of(g), isa=which, block_rows=128)
-                    out = np.empty((len(X), 1), np.dtype(acc))
-                    k.run(X, out)
-                    outs.append(out)
-                ok &= bool(np.array_equal(outs[0], outs[1]))
-        if not ok:
-            import warnings
-            warnings.warn(f"treecomp arrays kernel: the {isa} path disagrees with the baseline "
-                          "path on this CPU; backend='auto' will not use it (please report)")
-        _SELF_TEST[isa] = ok
-    return ok
-
-
-def resolve_isa(isa: str, strict: bool = True) -> str:
-    """The path `isa` runs on here; "auto" is the best C-kernel path whose self-test passes,
-    or without a C compiler the llvmlite walker (numpy if even llvmlite fails)."""
-    native = _native_isas()
-    if isa == "auto":
-        if not native:
-            return "llvm" if have_llvm() else "numpy"
-        for cand in reversed(native[1:]):
-            if _self_test(cand):
-                return cand
-        return "scalar"
-    have = supported_isas() if isa in ("llvm", "numpy") else native + ["numpy"]
-    if isa in have:
-        return isa
-    if not strict:  # a loaded artifact asked for a path this machine lacks: use the best one
-        return resolve_isa("auto")
-    if not native and isa in _NATIVE_ISAS:
-        raise CompileError(f"isa={isa!r} needs the C arrays kernel, which needs a C compiler "
-                           f"(none found); use isa='auto' (the llvmlite walker) or install gcc/clang")
-    raise CompileError(f"isa={isa!r} is not available on this machine (CPU or toolchain); "
-                       f"available: {', '.join(supported_isas())}")
-
-
 _HEAP_PAD = 64
-_NODE32 = np.dtype([("ff", "<i4"), ("u", "<i4"), ("l", "<i4"), ("r", "<i4")])
-_NODE64 = np.dtype([("ff", "<i4"), ("cat", "<i4"), ("l", "<i4"), ("r", "<i4"), ("t", "<f8")])
 #: tc_drec (arrays.c): the deep path's records, children as byte offsets
 _DREC = np.dtype([("ff", "<i4"), ("tk", "<i4"), ("l", "<i4"), ("r", "<i4")])
 #: deepest top heap of the deep path, and how full its levels must be (padding below leaves).
@@ -1477,6 +1311,11 @@ def build(forest: Forest, progress: Callable[[str], None] | None = None, **overr
     if progress:
         progress(f"flattened {forest.n_trees} trees into {tables.nbytes} bytes of tables")
     validate(tables)  # cheap (vectorised) and catches a flattening bug before native code runs
+    if opts["isa"] not in ("llvm", "numpy"):
+        try:  # the package's prebuilt kernel, or its first-use build (reported through progress)
+            native_library(progress)
+        except CompileError:
+            pass  # resolve_isa picks the compiler-free walker (or says why isa= cannot run)
     return ArraysKernel(tables, head_of(forest), isa=opts["isa"], block_rows=opts["block_rows"])
 
 
@@ -1675,3 +1514,11 @@ def have_llvm() -> bool:
         return True
     except CompileError:
         return False
+
+
+def __getattr__(name: str) -> Any:
+    """The native kernel's state (KERNEL_ORIGIN, KERNEL_PATH, PREBUILT_ERROR, _LIB, _SELF_TEST)
+    read live from arrays_native, where it changes."""
+    if name in ("KERNEL_ORIGIN", "KERNEL_PATH", "PREBUILT_ERROR", "_LIB", "_LIB_LOCK", "_SELF_TEST"):
+        return getattr(arrays_native, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,0 +1,139 @@
+"""Install-time build of treecomp's native parts (metadata: pyproject.toml; why: docs/build.md).
+
+Two extensions land in the package:
+
+- ``treecomp._arrays_kernel``: the arrays backend's kernel (runtime/kernels/arrays.c), a plain
+  shared library that ctypes loads by path (no PyInit). It is built exactly as
+  treecomp.backends.arrays_native builds it at run time: the three TC_PART translation units
+  (baseline + entry points, AVX2, AVX-512F; on non-x86 the last two are empty) compiled in
+  parallel with KERNEL_CFLAGS (= toolchain.DEFAULT_CFLAGS, read from the sources below) and
+  linked with ``cc -shared``. It embeds the sha256 of its sources and its flags
+  (-DTC_SOURCE_HASH, -DTC_BUILD_CFLAGS): at run time treecomp uses it only when both match.
+- ``treecomp._tc_entry``: the small-batch CPython entry (runtime/pyentry.c), a normal extension
+  against this Python's and numpy's headers, embedding the sha256 of pyentry.c likewise.
+
+Both are optional: where they cannot be built (no C compiler) the install still succeeds and
+treecomp falls back to building them on first use, or to its compiler-free paths.
+"""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import os
+import shlex
+import shutil
+import subprocess
+import sysconfig
+import tempfile
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
+
+try:
+    from setuptools.errors import CompileError
+except ImportError:  # setuptools < 59
+    from distutils.errors import CompileError
+
+ROOT = Path(__file__).resolve().parent
+RUNTIME = Path("runtime")  # relative: setuptools wants relative source paths
+KERNEL = "treecomp._arrays_kernel"
+ENTRY = "treecomp._tc_entry"
+
+
+def _literal(module: str, name: str):
+    """A module-level literal of a treecomp module, read without importing treecomp."""
+    tree = ast.parse((ROOT / module).read_text())
+    for node in tree.body:
+        targets = [node.target] if isinstance(node, ast.AnnAssign) else getattr(node, "targets", [])
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            return ast.literal_eval(node.value)
+    raise RuntimeError(f"{name} not found in {module}")
+
+
+CFLAGS = tuple(_literal("treecomp/toolchain.py", "DEFAULT_CFLAGS"))  # = arrays_native.KERNEL_CFLAGS
+KERNEL_FILES = _literal("treecomp/backends/arrays_native.py", "KERNEL_FILES")
+KERNEL_PARTS = _literal("treecomp/backends/arrays_native.py", "KERNEL_PARTS")
+
+
+def _kernel_source_hash() -> str:
+    """= treecomp.backends.arrays_native.kernel_source_hash() (tests/test_install.py checks)."""
+    h = hashlib.sha256()
+    for name in KERNEL_FILES:
+        h.update(name.encode() + b"\0" + (ROOT / RUNTIME / "kernels" / name).read_bytes())
+    return h.hexdigest()
+
+
+def _file_hash(path: Path) -> str:
+    return hashlib.sha256((ROOT / path).read_bytes()).hexdigest()
+
+
+def _c_compiler() -> list[str]:
+    """$CC if set, else the compiler this Python was built with if it is on PATH, else cc."""
+    env = os.environ.get("CC")
+    if env:
+        return shlex.split(env)
+    for cand in ((sysconfig.get_config_var("CC") or "").split()[:1] or []) + ["cc", "gcc", "clang"]:
+        if shutil.which(cand):
+            return [cand]
+    raise CompileError("no C compiler found (set CC, or install gcc or clang)")
+
+
+def _run(argv: list[str]) -> None:
+    print(" ".join(shlex.quote(a) for a in argv), flush=True)
+    try:
+        out = subprocess.run(argv, capture_output=True, text=True)
+    except OSError as exc:
+        raise CompileError(f"cannot run {argv[0]!r}: {exc}") from None
+    if out.returncode != 0:
+        raise CompileError(f"{' '.join(argv[:4])} ... failed (exit {out.returncode}):\n"
+                           f"{(out.stderr or out.stdout).strip()[-4000:]}")
+
+
+class BuildExt(build_ext):
+    """build_ext with the kernel built by hand (exact flags, parallel parts, no Python ABI)."""
+
+    def build_extension(self, ext: Extension) -> None:
+        if ext.name == KERNEL:
+            self._build_kernel(ext)
+            return
+        if ext.name == ENTRY:  # numpy: a build requirement, imported only to build
+            import numpy
+            if numpy.get_include() not in ext.include_dirs:
+                ext.include_dirs.append(numpy.get_include())
+        super().build_extension(ext)
+
+    def _build_kernel(self, ext: Extension) -> None:
+        out = Path(self.get_ext_fullpath(ext.name))
+        deps = [ROOT / s for s in ext.sources + list(ext.depends)] + [
+            ROOT / "setup.py", ROOT / "treecomp" / "toolchain.py"]
+        if not self.force and out.is_file() and out.stat().st_mtime >= max(d.stat().st_mtime for d in deps):
+            print(f"{out} is up to date")
+            return
+        cc = _c_compiler()
+        flags = [*CFLAGS, f'-DTC_SOURCE_HASH="{_kernel_source_hash()}"',
+                 f'-DTC_BUILD_CFLAGS="{" ".join(CFLAGS)}"']
+        out.parent.mkdir(parents=True, exist_ok=True)
+        with tempfile.TemporaryDirectory(prefix="treecomp-kernel-") as tmp:
+            objs = [str(Path(tmp) / f"tc_arrays_{i}.o") for i in range(KERNEL_PARTS)]
+            # the same translation units as arrays_native.native_library's first-use build
+            jobs = [[*cc, *flags, f"-DTC_PART={i}", "-I", str(ROOT / RUNTIME), "-c",
+                     str(ROOT / RUNTIME / "kernels" / "arrays.c"), "-o", objs[i]]
+                    for i in range(KERNEL_PARTS)]
+            with ThreadPoolExecutor(min(KERNEL_PARTS, os.cpu_count() or 1)) as pool:
+                list(pool.map(_run, jobs))
+            _run([*cc, "-shared", *flags, *objs, "-o", str(out), "-lm"])
+
+
+ext_modules = [
+    Extension(KERNEL, sources=[str(RUNTIME / "kernels" / "arrays.c")],
+              depends=[str(RUNTIME / "kernels" / f) for f in KERNEL_FILES], optional=True),
+    Extension(ENTRY, sources=[str(RUNTIME / "pyentry.c")],
+              extra_compile_args=list(CFLAGS),
+              define_macros=[("TC_SOURCE_HASH", f'"{_file_hash(RUNTIME / "pyentry.c")}"')],
+              optional=True),
+]
+
+setup(ext_modules=ext_modules, cmdclass={"build_ext": BuildExt})
