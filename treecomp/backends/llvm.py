@@ -1077,6 +1077,17 @@ _JIT = None
 _JIT_LOCK = threading.Lock()
 
 
+def _after_fork_in_child() -> None:
+    """Locks another parent thread held at a fork would never be released in the child."""
+    global _INIT_LOCK, _JIT_LOCK
+    _INIT_LOCK, _JIT_LOCK = threading.Lock(), threading.Lock()
+    LLVMKernel._count_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
+
+
 def _jit():
     """The process-wide ORC JIT (JITLink). Kernels hold resource trackers into it; it is never
     closed, so a tracker can never outlive the session that disposes it."""
