@@ -7,7 +7,9 @@ Two extensions land in the package:
   treecomp.backends.arrays_native builds it at run time: the three TC_PART translation units
   (baseline + entry points, AVX2, AVX-512F; on non-x86 the last two are empty) compiled in
   parallel with KERNEL_CFLAGS (= toolchain.DEFAULT_CFLAGS, read from the sources below) and
-  linked with ``cc -shared``. It embeds the sha256 of its sources and its flags
+  linked with ``cc -shared``; the same three objects also go into a static archive
+  ``treecomp/_arrays_kernel.a`` that ``treecomp compile -o model.so`` links into a model's
+  self-contained shared library (treecomp/backends/arrays_so.py). It embeds the sha256 of its sources and its flags
   (-DTC_SOURCE_HASH, -DTC_BUILD_CFLAGS): at run time treecomp uses it only when both match.
 - ``treecomp._tc_entry``: the small-batch CPython entry (runtime/pyentry.c), a normal extension
   against this Python's and numpy's headers, embedding the sha256 of pyentry.c likewise.
@@ -41,6 +43,8 @@ ROOT = Path(__file__).resolve().parent
 RUNTIME = Path("runtime")  # relative: setuptools wants relative source paths
 KERNEL = "treecomp._arrays_kernel"
 ENTRY = "treecomp._tc_entry"
+#: the kernel's objects as a static archive, beside the kernel (arrays_native.ARCHIVE_NAME)
+ARCHIVE = "_arrays_kernel.a"
 
 
 def _literal(module: str, name: str):
@@ -81,6 +85,15 @@ def _c_compiler() -> list[str]:
     raise CompileError("no C compiler found (set CC, or install gcc or clang)")
 
 
+def _archiver() -> str | None:
+    """$AR if set, else ar / gcc-ar / llvm-ar on PATH (= toolchain.find_archiver)."""
+    for cand in ([os.environ["AR"]] if os.environ.get("AR") else ["ar", "gcc-ar", "llvm-ar"]):
+        exe = shutil.which(cand)
+        if exe:
+            return exe
+    return None
+
+
 def _run(argv: list[str]) -> None:
     print(" ".join(shlex.quote(a) for a in argv), flush=True)
     try:
@@ -109,7 +122,9 @@ class BuildExt(build_ext):
         out = Path(self.get_ext_fullpath(ext.name))
         deps = [ROOT / s for s in ext.sources + list(ext.depends)] + [
             ROOT / "setup.py", ROOT / "treecomp" / "toolchain.py"]
-        if not self.force and out.is_file() and out.stat().st_mtime >= max(d.stat().st_mtime for d in deps):
+        archive_ok = (out.parent / ARCHIVE).is_file() or _archiver() is None
+        if not self.force and out.is_file() and archive_ok \
+                and out.stat().st_mtime >= max(d.stat().st_mtime for d in deps):
             print(f"{out} is up to date")
             return
         cc = _c_compiler()
@@ -125,6 +140,47 @@ class BuildExt(build_ext):
             with ThreadPoolExecutor(min(KERNEL_PARTS, os.cpu_count() or 1)) as pool:
                 list(pool.map(_run, jobs))
             _run([*cc, "-shared", *flags, *objs, "-o", str(out), "-lm"])
+            # the same objects as a static archive: what `treecomp compile -o model.so` links
+            # into a model's self-contained shared library (treecomp/backends/arrays_so.py)
+            ar = _archiver()
+            if ar is None:
+                print("warning: no archiver (ar) found: the kernel archive is not built; "
+                      "arrays .so artifacts will build it on first use")
+                return
+            archive = out.parent / ARCHIVE
+            if archive.exists():
+                archive.unlink()
+            _run([ar, "rcs", str(archive), *objs])
+
+    # the archive is one more output of the kernel extension: listed with it (wheels), copied
+    # into the source tree with it and mapped like it (editable installs, which build in build/)
+    def _archive_pairs(self):
+        """(file in build_lib, file in the source tree) of the kernel archive."""
+        build_py = self.get_finalized_command("build_py")
+        for ext in self.extensions:
+            if ext.name == KERNEL:
+                inplace_file, regular_file = self._get_inplace_equivalent(build_py, ext)
+                yield (str(Path(regular_file).parent / ARCHIVE), str(Path(inplace_file).parent / ARCHIVE))
+
+    def copy_extensions_to_source(self) -> None:
+        super().copy_extensions_to_source()
+        for regular, inplace in self._archive_pairs():
+            if os.path.exists(regular):
+                self.copy_file(regular, inplace, level=self.verbose)
+
+    def _get_output_mapping(self):
+        yield from super()._get_output_mapping()
+        if self.inplace:
+            yield from ((r, i) for r, i in self._archive_pairs() if os.path.exists(r))
+
+    def get_outputs(self) -> list[str]:
+        outs = super().get_outputs()  # inplace: the mapping's keys, the archive's included
+        if not self.inplace:
+            for ext in self.extensions:
+                archive = Path(self.get_ext_fullpath(ext.name)).parent / ARCHIVE
+                if ext.name == KERNEL and archive.is_file():
+                    outs.append(str(archive))
+        return outs
 
 
 ext_modules = [

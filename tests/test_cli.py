@@ -88,19 +88,24 @@ def test_entry_point_installed():
 
 @needs_cc
 def test_auto_backend_follows_the_artifact_suffix(model_file, tmp_path):
-    """The model is quantisable (auto -> arrays in Python), yet `-o m.so` must be a real shared
-    library; `-o m.tc` a table file; saving an arrays predictor as .so is refused."""
+    """The model is quantisable (auto -> arrays in Python): `-o m.so` is a real shared library
+    running the same byte walks (the arrays .so, backends/arrays_so.py); `-o m.tc` a table
+    file; an arrays predictor saved as .so is that shared library too."""
     path, m, X = model_file
     f = treecomp.parse(str(path))
-    assert treecomp.backends.choose(f) == "arrays" and treecomp.backends.choose(f, "so") == "c"
+    assert treecomp.backends.choose(f) == "arrays" and treecomp.backends.choose(f, "so") == "arrays"
     r = CliRunner()
     for name, magic in (("m.so", b"\x7fELF"), ("m.tc", b"TCARRAYS")):
         res = r.invoke(main, ["compile", str(path), "-o", str(tmp_path / name)])
         assert res.exit_code == 0, res.output
         assert (tmp_path / name).read_bytes()[:len(magic)] == magic
-        np.testing.assert_array_equal(treecomp.load(tmp_path / name).predict(X), m.predict(X))
-    with pytest.raises(ValueError, match="table file"):
-        treecomp.compile(m, backend="arrays").save(tmp_path / "x.so")
+        loaded = treecomp.load(tmp_path / name)
+        assert loaded.backend == "arrays"
+        np.testing.assert_array_equal(loaded.predict(X), m.predict(X))
+    assert type(treecomp.load(tmp_path / "m.so")._kernel).__name__ == "SharedLibrary"
+    treecomp.compile(m, backend="arrays").save(tmp_path / "x.so")
+    assert (tmp_path / "x.so").read_bytes()[:4] == b"\x7fELF"
+    np.testing.assert_array_equal(treecomp.load(tmp_path / "x.so").predict(X), m.predict(X))
 
 
 # -- issue 24: a new user's findings --------------------------------------------------------------
@@ -206,7 +211,7 @@ def test_prediction_output_refuses_other_suffixes(lgbm_files, tmp_path, name):
 @pytest.mark.parametrize("backend, name, needle", [
     ("c", "a.tc", "name the output a.so"),
     ("llvm", "a.tc", "name the output a.so"),
-    ("arrays", "a.so", "name the output a.tc"),
+    ("arrays", "a.xyz", "unsupported suffix '.xyz'"),
     ("auto", "a.xyz", "unsupported suffix '.xyz'"),
     ("c", "a.xyz", "unsupported suffix '.xyz'"),
     ("auto", "a", "has no suffix"),

@@ -157,7 +157,8 @@ def test_wheel_runs_without_a_compiler(tmp_path):
     print(f"\nwheel built in {wheel_s:.1f} s")
     (whl,) = (tmp_path / "dist").glob("treecomp-*.whl")
     names = zipfile.ZipFile(whl).namelist()
-    for want in ("treecomp/_arrays_kernel", "treecomp/_tc_entry", "treecomp/runtime/kernels/arrays.c",
+    for want in ("treecomp/_arrays_kernel", "treecomp/_arrays_kernel.a", "treecomp/_tc_entry",
+                 "treecomp/runtime/kernels/arrays.c",
                  "treecomp/runtime/pyentry.c", "treecomp/backends/arrays_native.py"):
         assert any(n.startswith(want) for n in names), (want, names)
     site = tmp_path / "site"

@@ -52,9 +52,10 @@ flags, output suffix); 141 stdout closed early (e.g. piped into head).
 Errors are one line on stderr, starting with "Error:"."""
 
 # artifact suffix -> what it must contain; backend -> its artifact suffix
-ARTIFACT_SUFFIXES = {".so": ("a shared library", "--backend c or llvm"),
+ARTIFACT_SUFFIXES = {".so": ("a shared library", "--backend c, llvm or arrays"),
                      ".tc": ("a table file", "--backend arrays")}
-BACKEND_SUFFIX = {"c": ".so", "llvm": ".so", "arrays": ".tc"}
+#: backend -> the artifact suffixes it writes (the first: what a mismatched name is told to use)
+BACKEND_SUFFIX = {"c": (".so",), "llvm": (".so",), "arrays": (".tc", ".so")}
 PREDICTION_SUFFIXES = {".npy": "np.save", ".csv": "comma-separated text",
                        ".txt": "comma-separated text"}
 DATA_SUFFIXES = (".npy", ".csv", ".txt")
@@ -237,10 +238,10 @@ def main() -> None:
     "read.\n\n" + MODEL_FILES_HELP))
 @click.argument("model", type=click.Path(dir_okay=False))
 @click.option("-o", "--output", type=click.Path(dir_okay=False), required=True,
-              help="Artifact to write; its suffix must match: .so (a shared library: --backend "
-                   "c or llvm) or .tc (a table file: --backend arrays). With --backend auto the "
-                   "suffix decides between the two. Another suffix, or one that does not match "
-                   "--backend, is a usage error (exit 2).")
+              help="Artifact to write; its suffix must match: .so (a self-contained shared "
+                   "library: --backend c, llvm or arrays) or .tc (a table file: --backend "
+                   "arrays). With --backend auto the suffix decides between the two. Another "
+                   "suffix, or one that does not match --backend, is a usage error (exit 2).")
 @click.option("--backend", type=click.Choice(["auto", "c", "llvm", "arrays"]), default="auto",
               show_default=True)
 @click.option("--native", is_flag=True, help="Tune for this CPU (the artifact may not run elsewhere).")
@@ -258,10 +259,11 @@ def compile_cmd(model, output, backend, native, emit_source, header):
             _bad_suffix(output) + "; use "
             + " or ".join(f"{s} ({what}: {how})" for s, (what, how) in ARTIFACT_SUFFIXES.items()),
             param_hint="'-o' / '--output'")
-    if backend != "auto" and BACKEND_SUFFIX[backend] != suffix:
+    if backend != "auto" and suffix not in BACKEND_SUFFIX[backend]:
+        want = BACKEND_SUFFIX[backend][0]
         raise click.BadParameter(
-            f"--backend {backend} writes {ARTIFACT_SUFFIXES[BACKEND_SUFFIX[backend]][0]}: "
-            f"name the output {Path(output).with_suffix(BACKEND_SUFFIX[backend]).name}, not "
+            f"--backend {backend} writes {ARTIFACT_SUFFIXES[want][0]}: "
+            f"name the output {Path(output).with_suffix(want).name}, not "
             f"{Path(output).name}", param_hint="'-o' / '--output'")
     if emit_source and (backend not in ("c", "auto") or suffix != ".so"):
         raise click.UsageError("--emit-source is only available with --backend c (a .so output)")
@@ -274,7 +276,7 @@ def compile_cmd(model, output, backend, native, emit_source, header):
         name = backend
     elif suffix == ".tc":
         name = "arrays"
-    else:  # a .so must be a shared library: choose among the code generators
+    else:  # a .so must be a shared library: the arrays .so, or a code generator's
         name = backends.choose(forest, "so")
     opts = {"native": True} if native else {}
     click.echo(f"parsed {forest.n_trees} trees in {time.perf_counter() - t0:.2f}s; "

@@ -23,6 +23,7 @@ import os
 import shlex
 import shutil
 import subprocess
+import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -244,3 +245,89 @@ def link_objects(objects: dict[str, bytes], out: Path, compiler: Compiler | None
             p.write_bytes(data)
             paths.append(str(p))
         _run([*cc.argv, "-shared", *paths, "-o", str(out), "-lm"], "linking")
+
+
+# -- static archives and symbol-restricted shared libraries (the arrays backend's .so) ---------
+def find_archiver(compiler: Compiler | None = None) -> str:
+    """$AR if set, else ar / gcc-ar / llvm-ar on PATH (CompileError without one)."""
+    env = os.environ.get("AR")
+    cands = [env] if env else ["ar", "gcc-ar", "llvm-ar"]
+    for name in cands:
+        exe = shutil.which(name)
+        if exe:
+            return exe
+    raise CompileError(f"no archiver ({' / '.join(cands)}) on PATH: install binutils")
+
+
+def build_static_archive(sources: dict[str, str], out: Path, cflags: Iterable[str] = DEFAULT_CFLAGS,
+                         jobs: int | None = None, compiler: Compiler | None = None,
+                         progress: Callable[[str], None] | None = None) -> None:
+    """Compile translation units {file name: C source} in parallel into a static archive `out`
+    (position-independent objects when cflags hold -fPIC: linkable into a shared library)."""
+    cc = compiler or find_compiler()
+    ar = find_archiver(cc)
+    flags = list(cflags)
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(sources)))
+    with tempfile.TemporaryDirectory(prefix="treecomp-build-") as tmp:
+        tmpd = Path(tmp)
+        objs = []
+        for name, src in sources.items():
+            (tmpd / name).write_text(src)
+            objs.append(tmpd / (Path(name).stem + ".o"))
+
+        def compile_one(name: str) -> None:
+            _run([*cc.argv, *flags, "-I", str(RUNTIME_DIR), "-c", str(tmpd / name),
+                  "-o", str(tmpd / (Path(name).stem + ".o"))], f"compiling {name}")
+            if progress:
+                progress(name)
+
+        with ThreadPoolExecutor(jobs) as pool:
+            list(pool.map(compile_one, sources))
+        tmp_out = tmpd / "out.a"
+        _run([ar, "rcs", str(tmp_out), *map(str, objs)], "archiving")
+        shutil.copyfile(tmp_out, out)
+
+
+def _export_flags(tmpd: Path, exports: Iterable[str]) -> list[str]:
+    """Linker flags that export only the symbols matching `exports` (shell-style wildcards) and
+    bind the library's own references to its own definitions."""
+    exports = list(exports)
+    if sys.platform == "darwin":
+        (tmpd / "exports.txt").write_text("".join(f"_{e}\n" for e in exports))
+        return [f"-Wl,-exported_symbols_list,{tmpd / 'exports.txt'}"]
+    script = "{\n  global:\n" + "".join(f"    {e};\n" for e in exports) + "  local: *;\n};\n"
+    (tmpd / "exports.map").write_text(script)
+    return [f"-Wl,--version-script={tmpd / 'exports.map'}", "-Wl,-Bsymbolic"]
+
+
+def _asm_in_c(text: str) -> str:
+    """`text` escaped for an assembler string inside a C string literal."""
+    asm = text.replace("\\", "\\\\").replace('"', '\\"')
+    return asm.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def link_shared_library(sources: dict[str, str], out: Path, archives: Iterable[Path] = (),
+                        cflags: Iterable[str] = DEFAULT_CFLAGS, exports: Iterable[str] | None = None,
+                        files: dict[str, bytes] | None = None, compiler: Compiler | None = None) -> None:
+    """Compile `sources` ({file name: C source}) and link them with static `archives` into the
+    shared library `out`. `files` ({name: bytes}) are written next to the sources first (data a
+    source pulls in, e.g. with .incbin; the placeholder ``@DIR@`` in a source is replaced by
+    that directory). `exports`: the only symbols the library exports (wildcards allowed; None:
+    whatever the objects make visible)."""
+    cc = compiler or find_compiler()
+    flags = list(cflags)
+    with tempfile.TemporaryDirectory(prefix="treecomp-link-") as tmp:
+        tmpd = Path(tmp)
+        for name, data in (files or {}).items():
+            (tmpd / name).write_bytes(data)
+        objs = []
+        for name, src in sources.items():
+            (tmpd / name).write_text(src.replace("@DIR@", _asm_in_c(str(tmpd))))
+            obj = tmpd / (Path(name).stem + ".o")
+            _run([*cc.argv, *flags, "-I", str(RUNTIME_DIR), "-c", str(tmpd / name), "-o", str(obj)],
+                 f"compiling {name}")
+            objs.append(str(obj))
+        link = [*cc.argv, "-shared", *flags, *objs, *map(str, archives), "-o", str(out), "-lm"]
+        if exports is not None:
+            link[-3:-3] = _export_flags(tmpd, exports)
+        _run(link, "linking")

@@ -107,9 +107,11 @@ def byte_walk_terms(forest) -> tuple[int, int]:
 def choose(forest, artifact: str | None = None) -> str:
     """backend='auto': which backend compiles `forest` on this machine.
 
-    artifact="so": the caller needs a shared library (the CLI writing ``-o model.so``), so the
-    choice is among the code generators: "c" up to CODEGEN_MAX_NODES_F64 nodes when a compiler
-    exists, else "llvm" (faster to build on big models), else "c".
+    artifact="so": the caller needs a shared library (the CLI writing ``-o model.so``). With a
+    C compiler: "arrays" where the in-process choice below is "arrays" (its .so is the same
+    kernel on the same tables, linked from the package's kernel archive: backends/arrays_so.py),
+    else "c" up to CODEGEN_MAX_NODES_F64 nodes, else "llvm" (faster to build on big models).
+    Without one: "llvm", else "c".
 
     Rule (measured on the 2-core dev box with bench/, 1 thread, us/row):
     - a C compiler is available (toolchain.have_compiler()):
@@ -133,6 +135,8 @@ def choose(forest, artifact: str | None = None) -> str:
     from .. import toolchain
     n_nodes = sum(t.n_nodes for t in forest.trees)
     if artifact == "so":
+        if toolchain.have_compiler() and choose(forest) == "arrays":
+            return "arrays"  # linking its .so needs the compiler too (arrays_so.py)
         if toolchain.have_compiler() and (n_nodes <= CODEGEN_MAX_NODES_F64 or "llvm" not in names()):
             return "c"
         return "llvm" if "llvm" in names() else "c"

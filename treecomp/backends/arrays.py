@@ -5,7 +5,8 @@ forest into contiguous struct-of-arrays tables in milliseconds (vectorised numpy
 Python loops) and evaluates them with one generic C kernel (runtime/kernels/arrays.c + arrays_impl.c) that is
 shipped prebuilt in the package (or, from a source tree, built once per machine and compiler: see
 arrays_native), never per model. The tables are the artifact: a versioned
-``.tc`` file (``MAGIC`` + JSON header + raw arrays) that ``treecomp.load`` reads back.
+``.tc`` file (``MAGIC`` + JSON header + raw arrays) that ``treecomp.load`` reads back; or, saved
+as ``.so``, one self-contained shared library holding the tables and the kernel (arrays_so.py).
 
 Layouts, chosen per tree (option ``layout``; see runtime/kernels/arrays.c for the exact format):
 
@@ -1087,6 +1088,19 @@ class ArraysKernel:
             and (self._tkind != 0 or head.transform == "identity")
 
     def _pack(self) -> _Tables:
+        scalars, keep = self.pack_arrays()
+        # aligned, contiguous copies where the file's buffer is not (keeps them alive too)
+        self._keep = {k: (v if v.flags.c_contiguous and v.ctypes.data % v.dtype.alignment == 0
+                          else np.ascontiguousarray(v).copy()) for k, v in keep.items()}
+        s = _Tables(**scalars)
+        for k, v in self._keep.items():
+            setattr(s, k, v.ctypes.data if v.size else None)
+        return s
+
+    def pack_arrays(self) -> tuple[dict[str, int], dict[str, np.ndarray]]:
+        """What the kernel's tc_tables holds: its scalar fields, and for its pointer fields the
+        arrays they point at (derived tables included; a field not named, or an empty array, is
+        NULL). _pack points a ctypes struct at them; arrays_so serialises them into a .so."""
         m, A = self.tables.meta, self.tables.arrays
         x64 = m["x_dtype"] == "float64"
         C = len(A["c_ff"])
@@ -1137,20 +1151,16 @@ class ArraysKernel:
         if deep is not None:
             d_nint = deep.pop("d_nint")
             keep.update(deep)
-        # aligned, contiguous copies where the file's buffer is not (keeps them alive too)
-        self._keep = {k: (v if v.flags.c_contiguous and v.ctypes.data % v.dtype.alignment == 0
-                          else np.ascontiguousarray(v).copy()) for k, v in keep.items()}
-        s = _Tables(n_trees=m["n_trees"], n_features=m["n_features"], n_outputs=m["n_outputs"],
-                    x_bits=64 if x64 else 32, acc_bits=64 if m["acc_dtype"] == "float64" else 32,
-                    strict=int(self._strict), average=int(bool(m["average"])),
-                    naive=int(bool(m["naive"])), block_rows=self.block_rows,
-                    cat_rule=CATEGORY_RULES.index(m["category_rule"]),
-                    quant=int(bool(q) and bool(m.get("quant"))), q_ncols=len(q["q_feat"]) if q else 0,
-                    q_w1=int(bool(np.all(A["tree_width"] == 1))), bitvec=int(bool(self._bitvec)),
-                    d_nint=d_nint, q_cmux=cmux, q_cnan=int(cnan))
-        for k, v in self._keep.items():
-            setattr(s, k, v.ctypes.data if v.size else None)
-        return s
+        scalars = dict(n_trees=m["n_trees"], n_features=m["n_features"], n_outputs=m["n_outputs"],
+                       x_bits=64 if x64 else 32, acc_bits=64 if m["acc_dtype"] == "float64" else 32,
+                       strict=int(self._strict), average=int(bool(m["average"])),
+                       naive=int(bool(m["naive"])), block_rows=self.block_rows,
+                       cat_rule=CATEGORY_RULES.index(m["category_rule"]),
+                       quant=int(bool(q) and bool(m.get("quant"))),
+                       q_ncols=len(q["q_feat"]) if q else 0,
+                       q_w1=int(bool(np.all(A["tree_width"] == 1))), bitvec=int(bool(self._bitvec)),
+                       d_nint=int(d_nint), q_cmux=cmux, q_cnan=int(cnan))
+        return {k: int(v) for k, v in scalars.items()}, keep
 
     # -- the kernel interface ------------------------------------------------------------------
     def run(self, X: np.ndarray, out: np.ndarray, flags: int = 0) -> None:
@@ -1188,10 +1198,12 @@ class ArraysKernel:
         return self._data
 
     def save(self, path: str | os.PathLike) -> None:
+        """A .tc table file, or with a shared-library suffix (.so, .dylib) a self-contained
+        shared library running the same kernel on the same tables (arrays_so.py)."""
         if Path(path).suffix.lower() in (".so", ".dll", ".dylib"):
-            raise ValueError(f"{Path(path).name}: an arrays-backend predictor is a table file, not a "
-                             "shared library; save it as .tc, or compile with backend='c' or "
-                             "'llvm' for a .so")
+            from . import arrays_so
+            arrays_so.save(self, path)
+            return
         data = self.to_bytes()
         toolchain.publish(Path(path).resolve(), lambda p: p.write_bytes(data))
 

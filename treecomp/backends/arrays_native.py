@@ -313,3 +313,73 @@ def resolve_isa(isa: str, strict: bool = True) -> str:
                            f"(the llvmlite walker), reinstall treecomp or install gcc/clang")
     raise CompileError(f"isa={isa!r} is not available on this machine (CPU or toolchain); "
                        f"available: {', '.join(supported_isas())}")
+
+
+# -- the kernel as a static archive (the arrays backend's self-contained .so: arrays_so.py) ------
+#: the prebuilt kernel's objects as a static archive in the package (setup.py, beside the .so)
+ARCHIVE_NAME = "_arrays_kernel.a"
+#: where the archive linked into the last .so came from: "prebuilt" or "built" (None: not yet)
+ARCHIVE_ORIGIN: str | None = None
+#: why the package's archive was not used (None: used, or not tried yet)
+ARCHIVE_ERROR: str | None = None
+_ARCHIVE: Path | None = None
+
+
+def prebuilt_archive_path() -> Path | None:
+    p = Path(__file__).resolve().parent.parent / ARCHIVE_NAME
+    return p if p.is_file() else None
+
+
+def _archive_matches(path: Path) -> str | None:
+    """None when the archive at `path` was built from these kernel sources with these flags
+    (its part 0 holds both as the strings tc_arrays_source_hash / tc_arrays_build_cflags
+    return), else why not."""
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        return f"{path.name} cannot be read: {exc}"
+    if not data.startswith(b"!<arch>\n"):
+        return f"{path.name} is not a static archive"
+    if kernel_source_hash().encode() not in data:
+        return f"{path.name} was built from other kernel sources (runtime/kernels changed since the install)"
+    if " ".join(KERNEL_CFLAGS).encode() + b"\0" not in data:
+        return f"{path.name} was built with other flags"
+    return None
+
+
+def kernel_archive(progress: Callable[[str], None] | None = None) -> Path:
+    """The kernel as a static archive of position-independent objects, to link into a model's
+    .so: the package's (ARCHIVE_ORIGIN "prebuilt") when it was built from these sources with
+    KERNEL_CFLAGS, else built once per machine and compiler into the cache ("built", 20-60 s,
+    reported through `progress`). CompileError without a C compiler (and archiver)."""
+    global _ARCHIVE, ARCHIVE_ORIGIN, ARCHIVE_ERROR
+    with _LIB_LOCK:
+        if _ARCHIVE is not None and _ARCHIVE.is_file():
+            return _ARCHIVE
+        pre = prebuilt_archive_path()
+        why = "the package has no prebuilt kernel archive" if pre is None else _archive_matches(pre)
+        if why is None:
+            _ARCHIVE, ARCHIVE_ORIGIN, ARCHIVE_ERROR = pre, "prebuilt", None
+            return pre
+        ARCHIVE_ERROR = why
+        cc = toolchain.find_compiler()
+        key = toolchain.cache_key("arrays-kernel-archive", kernel_source_hash(), KERNEL_CFLAGS,
+                                  cc.version)
+        # the hash and flags embedded as in the package's build, so the cached archive passes
+        # the same check
+        flags = (*KERNEL_CFLAGS, f'-DTC_SOURCE_HASH="{kernel_source_hash()}"',
+                 f'-DTC_BUILD_CFLAGS="{" ".join(KERNEL_CFLAGS)}"')
+        parts = {f"tc_arrays_{i}.c": f'#define TC_PART {i}\n#include "kernels/arrays.c"\n'
+                 for i in range(KERNEL_PARTS)}
+        report = _report(progress)
+
+        def build(p: Path) -> None:  # only on a cache miss
+            t0 = time.perf_counter()
+            if report:
+                report(f"building the arrays kernel archive (once per machine, ~30 s)... ({why})")
+            toolchain.build_static_archive(parts, p, flags, compiler=cc)
+            if report:
+                report(f"built the arrays kernel archive in {time.perf_counter() - t0:.1f} s")
+        path = toolchain.cached(key, ".a", build)
+        _ARCHIVE, ARCHIVE_ORIGIN = path, "built"
+        return path
