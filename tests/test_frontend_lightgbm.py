@@ -610,3 +610,96 @@ def test_lightgbm_file_named_model_is_read_by_content(tmp_path):
         (tmp_path / name).write_text(text)
         f = treecomp.parse(tmp_path / name)
         assert_same(lgb.Booster(model_str=text).predict(_rows3(4)), interp.predict(f, _rows3(4)))
+
+
+# -- what LightGBM reads token by token (frontend fuzz findings) --------------------------------
+def _tree_line(text: str, key: str, tree: int = 1) -> str:
+    block = text.split(f"Tree={tree}\n", 1)[1]
+    return next(l for l in block.splitlines() if l.startswith(key + "="))
+
+
+@pytest.mark.parametrize("key, edit", [
+    ("split_feature", lambda v: v.replace(" ", "\t ", 1)),   # Atoi stops at the tab: 0s after it
+    ("split_feature", lambda v: v.replace(" ", "  ", 1)),
+    ("split_feature", lambda v: v + " "),
+    ("split_feature", lambda v: v.replace("0", "\u0660", 1) if "0" in v else "\u0661" + v[1:]),
+    ("left_child", lambda v: v.replace("1", "1_0", 1)),
+    ("threshold", lambda v: v.replace(" ", "\t", 1)),
+    ("threshold", lambda v: v.replace(" ", " 1_0 ", 1)[: len(v) + 2]),
+    ("leaf_value", lambda v: v.replace(" ", "x ", 1)),
+    ("num_leaves", lambda v: "4.0"),
+    ("num_cat", lambda v: "0x"),
+])
+def test_arrays_must_be_plain_numbers(key, edit):
+    """LightGBM reads arrays with Atoi / AtofPrecise token by token: a tab ("0 1\t 1 1 1"
+    reads [0, 1, 0, 0, 0]), '_', non-ASCII digits or trailing junk are read differently from
+    Python's int() / float(): refused instead of guessed."""
+    text = _small_text(objective="regression")
+    line = _tree_line(text, key)
+    k, v = line.split("=", 1)
+    bad = text.replace(line, f"{k}={edit(v)}", 1)
+    assert bad != text
+    with pytest.raises(InvalidModelError, match=key):
+        parse_lightgbm_string(bad.replace(next(l for l in bad.splitlines()
+                                               if l.startswith("tree_sizes=")) + "\n", ""))
+
+
+def test_tab_in_split_feature_reads_like_lightgbm_would_not():
+    """The fuzz case: LightGBM predicts with zeros after the tab; treecomp must not predict."""
+    text = _small_text(objective="regression")
+    text = text.replace(next(l for l in text.splitlines() if l.startswith("tree_sizes=")) + "\n", "")
+    line = _tree_line(text, "split_feature")
+    tabbed = text.replace(line, line.replace(" ", "\t ", 1), 1)
+    with pytest.raises(InvalidModelError, match="single spaces"):
+        parse_lightgbm_string(tabbed)
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda t: t.replace("num_cat=0", "num_cat=1", 1), "no cat_boundaries"),
+    (lambda t: t.replace("num_cat=0\n", "", 1), "num_cat"),
+])
+def test_num_cat_is_required_and_needs_cat_boundaries(edit, match):
+    """Tree::Tree(const char*): "Tree model should contain num_cat field" / "... cat_boundaries
+    field" (LightGBM aborts the process: the Fatal is thrown inside OpenMP)."""
+    text = _small_text(objective="regression")
+    text = text.replace(next(l for l in text.splitlines() if l.startswith("tree_sizes=")) + "\n", "")
+    with pytest.raises(InvalidModelError, match=match):
+        parse_lightgbm_string(edit(text))
+
+
+def test_crlf_files_are_read_as_bytes(tmp_path):
+    """tree_sizes are byte offsets: a CRLF file whose sizes were computed for LF (LightGBM
+    aborts: 'Model format error, expect a tree here') is refused; CRLF without tree_sizes, or
+    with sizes that land, reads like LightGBM."""
+    text = _small_text(objective="regression")
+    sizes_line = next(l for l in text.splitlines() if l.startswith("tree_sizes="))
+    stale = tmp_path / "stale.txt"
+    stale.write_bytes(text.replace("\n", "\r\n").encode())
+    with pytest.raises(InvalidModelError):
+        treecomp.parse(stale)
+    X = _rows3(5)
+    no_sizes = tmp_path / "no_sizes.txt"
+    no_sizes.write_bytes(text.replace(sizes_line + "\n", "").replace("\n", "\r\n").encode())
+    assert_same(lgb.Booster(model_file=str(no_sizes)).predict(X, raw_score=True),
+                interp.decision_function(treecomp.parse(no_sizes), X))
+    # sizes recomputed for CRLF: every tree line gains one byte
+    blocks = text.split("end of trees")[0].split("Tree=")[1:]
+    crlf_sizes = [len(("Tree=" + b).encode()) + ("Tree=" + b).count("\n") for b in blocks]
+    good = tmp_path / "crlf_sizes.txt"
+    good.write_bytes(text.replace(sizes_line, "tree_sizes=" + " ".join(map(str, crlf_sizes)))
+                     .replace("\n", "\r\n").encode())
+    assert_same(lgb.Booster(model_file=str(good)).predict(X, raw_score=True),
+                interp.decision_function(treecomp.parse(good), X))
+
+
+def test_empty_objective_and_malformed_parameters_are_invalid():
+    """LightGBM segfaults on both: CreateObjectiveFunction("") takes Split("")[0];
+    GetLoadedParam takes Split(line, ":")[1] of a parameters line without a value."""
+    text = _small_text(objective="regression")
+    obj = next(l for l in text.splitlines() if l.startswith("objective="))
+    with pytest.raises(InvalidModelError, match="objective"):
+        parse_lightgbm_string(text.replace(obj, "objective="))
+    param = next(l for l in text.splitlines() if l.startswith("[boosting: "))
+    with pytest.raises(InvalidModelError, match="parameters"):
+        parse_lightgbm_string(text.replace(param, "[boost\ning: gbdt]"))
+    parse_lightgbm_string(text.replace(param, "[boosting: ]"))  # a parameter without a value: fine

@@ -434,3 +434,104 @@ def test_infinity_refused_where_sklearn_refuses_it():
                                 p(rows)
                         else:
                             _assert_same(p(rows), want)
+
+
+# -- estimator attributes sklearn's predict relies on (frontend fuzz findings) -------------------
+def _rf3():
+    from sklearn.ensemble import RandomForestClassifier
+
+    rng = np.random.default_rng(31)
+    X = rng.normal(size=(150, 4))
+    y = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5)
+    return RandomForestClassifier(n_estimators=3, max_depth=3, random_state=0).fit(X, y), X
+
+
+def test_classes_shorter_than_the_trees_is_invalid():
+    """A 3-class forest with classes_=[0, 1]: sklearn's predict_proba has 3 columns (n_classes_),
+    treecomp would have dropped the third."""
+    import copy
+
+    m, _ = _rf3()
+    for edit in (lambda m: setattr(m, "classes_", np.array([0, 1])),
+                 lambda m: setattr(m, "n_classes_", 5),
+                 lambda m: setattr(m.estimators_[1], "n_classes_", 2)):
+        m2 = copy.deepcopy(m)
+        edit(m2)
+        with pytest.raises(InvalidModelError, match="n_classes_"):
+            treecomp.parse(m2)
+
+
+@pytest.mark.parametrize("edit", ["tree_n_outputs", "tree_n_features", "forest_n_features"])
+def test_forest_tree_attributes_must_agree(edit):
+    """sklearn 1.9.1 checks X against each tree's n_features_in_ and indexes tree_.predict by
+    n_outputs_: a forest whose trees disagree fails there (ValueError / IndexError)."""
+    import copy
+
+    m, X = _rf3()
+    m2 = copy.deepcopy(m)
+    if edit == "tree_n_outputs":
+        m2.estimators_[0].n_outputs_ = 2
+    elif edit == "tree_n_features":
+        m2.estimators_[1].n_features_in_ = 6
+    else:
+        m2.n_features_in_ = 6
+    with pytest.raises((ValueError, IndexError)):
+        m2.predict_proba(np.zeros((2, m2.n_features_in_)))
+    with pytest.raises(InvalidModelError, match="n_outputs_|n_features_in_"):
+        treecomp.parse(m2)
+
+
+def test_tree_regressor_n_outputs_must_match_its_tree():
+    from sklearn.tree import DecisionTreeRegressor
+
+    X = np.random.default_rng(32).normal(size=(80, 3))
+    m = DecisionTreeRegressor(max_depth=3, random_state=0).fit(X, X[:, 0])
+    m.n_outputs_ = 2
+    with pytest.raises(IndexError):
+        m.predict(X)
+    with pytest.raises(InvalidModelError, match="n_outputs_"):
+        treecomp.parse(m)
+
+
+@pytest.mark.parametrize("flag", [1, 2, 255])
+def test_hgb_is_categorical_on_a_numeric_feature_is_invalid(flag):
+    """sklearn's predictor treats any non-zero is_categorical as a categorical split and casts
+    the value to uint8 for the bitsets (not reproducible): refused."""
+    import copy
+
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    rng = np.random.default_rng(33)
+    X = rng.normal(size=(150, 3))
+    m = HistGradientBoostingClassifier(max_iter=2, max_leaf_nodes=4, random_state=0).fit(X, X[:, 0] > 0)
+    m2 = copy.deepcopy(m)
+    nodes = m2._predictors[0][0].nodes
+    nodes["is_categorical"][np.flatnonzero(~nodes["is_leaf"].astype(bool))[0]] = flag
+    with pytest.raises(InvalidModelError, match="is_categorical"):
+        treecomp.parse(m2)
+    # and the reverse: a categorical feature's split marked numeric
+    Xc = np.c_[rng.integers(0, 4, 150), X[:, :2]]
+    mc = HistGradientBoostingClassifier(max_iter=2, max_leaf_nodes=4, categorical_features=[0],
+                                        random_state=0).fit(Xc, Xc[:, 0] >= 2)
+    nodes = mc._predictors[0][0].nodes
+    cat_nodes = np.flatnonzero(nodes["is_categorical"].astype(bool) & ~nodes["is_leaf"].astype(bool))
+    assert cat_nodes.size
+    treecomp.parse(mc)
+    nodes["is_categorical"][cat_nodes[0]] = 0
+    with pytest.raises(InvalidModelError, match="is_categorical"):
+        treecomp.parse(mc)
+
+
+def test_boosting_classes_must_match_the_margins():
+    from sklearn.ensemble import GradientBoostingClassifier, HistGradientBoostingClassifier
+
+    rng = np.random.default_rng(34)
+    X = rng.normal(size=(150, 3))
+    y = (X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5)
+    for m in (GradientBoostingClassifier(n_estimators=2, max_depth=2, random_state=0).fit(X, y),
+              HistGradientBoostingClassifier(max_iter=2, max_leaf_nodes=4, random_state=0).fit(X, y),
+              HistGradientBoostingClassifier(max_iter=2, max_leaf_nodes=4, random_state=0).fit(X, y > 0)):
+        treecomp.parse(m)
+        m.classes_ = m.classes_[:-1]
+        with pytest.raises(InvalidModelError, match="classes_"):
+            treecomp.parse(m)

@@ -718,3 +718,210 @@ def test_legacy_binary_and_unknown_content(tmp_path):
     (tmp_path / "empty.model").write_bytes(b"")
     with pytest.raises(InvalidModelError, match="empty"):
         treecomp.parse(tmp_path / "empty.model")
+
+
+# -- what XGBoost 3.2 reads, and what it refuses (frontend fuzz findings) ------------------------
+def _ubj_encode(doc) -> bytes:
+    from tests.test_fuzz_frontends import ubj_encode
+    return ubj_encode(doc)
+
+
+def _booster_from_ubj(data: bytes) -> xgb.Booster:
+    b = xgb.Booster({"nthread": 1})
+    b.load_model(bytearray(data))
+    return b
+
+
+@pytest.mark.parametrize("case", ["xgboost:multi_softprob", "xgboost:binary_logistic"])
+def test_tree_ids_place_the_trees(case):
+    """XGBoost 3.2 (gbtree_model.cc LoadModel) puts trees[j] at slot trees[j]["id"] and reads
+    tree_info by slot: a permutation of ids changes which group a tree adds to, and the order."""
+    m = zoo.get(case).model
+    b = m if isinstance(m, xgb.Booster) else m.get_booster()
+    doc = doc_of(b)
+    trees = doc["learner"]["gradient_booster"]["model"]["trees"]
+    perm = np.random.default_rng(3).permutation(len(trees))
+    for t, new_id in zip(trees, perm):
+        t["id"] = int(new_id)
+    X = _X(80, n=64)
+    want = booster_from_doc(doc).predict(xgb.DMatrix(X, nthread=1), output_margin=True)
+    assert_same(want, interp.decision_function(forest_from_document(doc), X))
+    assert_same(want, interp.decision_function(treecomp.parse(write_json(doc, "ids.json")), X))
+
+
+@pytest.mark.parametrize("bad", ["dup", "missing", "float", "bool", "string", "big", "negative"])
+def test_bad_tree_ids_are_invalid(bad):
+    doc = doc_of(zoo.get("xgboost:reg_squarederror").model)
+    trees = doc["learner"]["gradient_booster"]["model"]["trees"]
+    t = trees[1]
+    if bad == "missing":
+        del t["id"]
+    else:
+        t["id"] = {"dup": 0, "float": 1.0, "bool": True, "string": "1", "big": len(trees),
+                   "negative": -1}[bad]
+    with pytest.raises(InvalidModelError, match="id"):
+        forest_from_document(doc)
+
+
+@pytest.mark.parametrize("how", ["drop", "dup", "param"])
+def test_num_trees_must_match_the_trees(how):
+    """GBTreeModel::LoadModel: Check failed: trees_json.size() == param.num_trees."""
+    doc = doc_of(zoo.get("xgboost:reg_squarederror").model)
+    model = doc["learner"]["gradient_booster"]["model"]
+    if how == "drop":
+        model["trees"].pop()
+        model["tree_info"].pop()
+        model["iteration_indptr"][-1] -= 1
+    elif how == "dup":
+        model["trees"].append(dict(model["trees"][0], id=len(model["trees"])))
+        model["tree_info"].append(0)
+        model["iteration_indptr"].append(len(model["trees"]))
+    else:
+        model["gbtree_model_param"]["num_trees"] = str(len(model["trees"]) + 1)
+    with pytest.raises(xgb.core.XGBoostError, match="num_trees"):
+        booster_from_doc(doc)
+    with pytest.raises(InvalidModelError, match="num_trees"):
+        forest_from_document(doc)
+
+
+def _set_node(key, value, node=0):
+    def f(doc):
+        doc["learner"]["gradient_booster"]["model"]["trees"][0][key][node] = value
+    return f
+
+
+def _set_lmp(key, value):
+    def f(doc):
+        doc["learner"]["learner_model_param"][key] = value
+    return f
+
+
+def _set_tree(key, value):
+    def f(doc):
+        t = doc["learner"]["gradient_booster"]["model"]["trees"][0]
+        if value is None:
+            del t[key]
+        else:
+            t[key] = value
+    return f
+
+
+def _del_tree_param(key):
+    def f(doc):
+        del doc["learner"]["gradient_booster"]["model"]["trees"][0]["tree_param"][key]
+    return f
+
+
+JSON_REFUSED = {
+    "split_conditions int": _set_node("split_conditions", 1),
+    "split_conditions huge int": _set_node("split_conditions", 2 ** 63),
+    "split_conditions bool": _set_node("split_conditions", True),
+    "split_indices float": _set_node("split_indices", 1.0),
+    "split_indices bool": _set_node("split_indices", False),
+    "left_children float": _set_node("left_children", 1.0),
+    "default_left float": _set_node("default_left", 1.0),
+    "loss_changes string": _set_node("loss_changes", "1"),
+    "num_target int": _set_lmp("num_target", 1),
+    "num_class int": _set_lmp("num_class", 0),
+    "num_feature float text": _set_lmp("num_feature", "4.0"),
+    "base_score number": _set_lmp("base_score", 0.5),
+    "base_score trailing newline": _set_lmp("base_score", "[5E-1]\n"),
+    "base_score trailing space": _set_lmp("base_score", "0.5 "),
+    "no tree_param": _set_tree("tree_param", None),
+    "no num_nodes": _del_tree_param("num_nodes"),
+    "no size_leaf_vector": _del_tree_param("size_leaf_vector"),
+    "num_nodes int": lambda d: d["learner"]["gradient_booster"]["model"]["trees"][0]["tree_param"].__setitem__("num_nodes", len(d["learner"]["gradient_booster"]["model"]["trees"][0]["left_children"])),
+    "no parents": _set_tree("parents", None),
+    "parents out of range": _set_node("parents", 10 ** 6, node=1),
+    "no gbtree_model_param": lambda d: d["learner"]["gradient_booster"]["model"].pop("gbtree_model_param"),
+    "num_trees int": lambda d: d["learner"]["gradient_booster"]["model"]["gbtree_model_param"].__setitem__("num_trees", 4),
+    "tree_info float": lambda d: d["learner"]["gradient_booster"]["model"]["tree_info"].__setitem__(0, 0.0),
+    "indptr shifted": lambda d: d["learner"]["gradient_booster"]["model"]["iteration_indptr"].__setitem__(0, 10 ** 4),
+}
+
+
+@pytest.mark.parametrize("name", list(JSON_REFUSED))
+def test_values_xgboost_refuses_are_invalid(name):
+    """Values of a JSON type XGBoost 3.2 refuses ("Invalid cast" ...) and structure it
+    requires: refused too, not read as numbers."""
+    doc = doc_of(zoo.get("xgboost:reg_squarederror").model)
+    JSON_REFUSED[name](doc)
+    if name != "parents out of range":  # XGBoost reads out of bounds there (no clean error)
+        with pytest.raises(xgb.core.XGBoostError):  # on loading, or on predicting
+            booster_from_doc(doc).predict(xgb.DMatrix(_X(82, n=4), nthread=1))
+    with pytest.raises(InvalidModelError):
+        forest_from_document(doc)
+
+
+@pytest.mark.parametrize("value", [" 0.5", "(5E-1)", "[5E-1, 5E-1]", "5E-1", "1", "[ 5E-1 ]"])
+def test_base_score_forms_xgboost_reads(value):
+    X = _X(81, n=40)
+    doc = doc_of(zoo.get("xgboost:multi_softprob").model)
+    doc["learner"]["learner_model_param"]["base_score"] = value if "," not in value else \
+        "[" + ",".join(["5E-1"] * 4) + "]"
+    want = booster_from_doc(doc).predict(xgb.DMatrix(X, nthread=1), output_margin=True)
+    assert_same(want, interp.decision_function(forest_from_document(doc), X))
+
+
+def test_ubjson_strict_is_what_xgboost_reads():
+    """strict=True refuses what XGBoost's UBJReader refuses (and reads 'C' as an integer, the
+    first of duplicate keys)."""
+    for data in [b"H" + b"L" + (4).to_bytes(8, "big") + b"1234", b"N" + b"Z", b"[#U\x01Z",
+                 b"SU\x01a", b"{#L" + (0).to_bytes(8, "big"), b"[$S#L" + (0).to_bytes(8, "big"),
+                 b"{L" + (1).to_bytes(8, "big") + b"aZN}"]:
+        ubjson.decode(data)  # fine for the general decoder
+        with pytest.raises(InvalidModelError):
+            ubjson.decode(data, strict=True)
+    key = b"L" + (1).to_bytes(8, "big") + b"a"
+    assert ubjson.decode(b"{" + key + b"i\x01" + key + b"i\x02}", strict=True) == {"a": 1}
+    assert ubjson.decode(b"C\xff", strict=True) == -1
+
+
+def test_ubjson_high_precision_and_untyped_arrays_are_invalid():
+    """What XGBoost refuses in .ubj files: an 'H' number ("High precision number is not
+    supported"), a plain array where the tree's other arrays are typed ("Invalid cast")."""
+    b = zoo.get("xgboost:reg_squarederror").model
+    doc = ubjson.decode(bytes(b.save_raw("ubj")))
+    t = doc["learner"]["gradient_booster"]["model"]["trees"][0]
+    assert isinstance(t["parents"], np.ndarray)
+    t["default_left"] = [int(v) for v in t["default_left"]]
+    with pytest.raises(xgb.core.XGBoostError):
+        _booster_from_ubj(_ubj_encode(doc))
+    with pytest.raises(InvalidModelError, match="default_left"):
+        forest_from_document(ubjson.decode(_ubj_encode(doc), strict=True))
+    doc = ubjson.decode(bytes(b.save_raw("ubj")))
+    doc["learner"]["gradient_booster"]["model"]["trees"][0]["id"] = 2 ** 64  # written as 'H'
+    data = _ubj_encode(doc)
+    with pytest.raises(xgb.core.XGBoostError, match="High precision"):
+        _booster_from_ubj(data)
+    p = tmpdir() / "high_precision.ubj"
+    p.write_bytes(data)
+    with pytest.raises(InvalidModelError, match="high-precision"):
+        treecomp.parse(p)
+
+
+@pytest.mark.parametrize("case", ["xgboost:reg_squarederror", "xgboost:categorical"])
+def test_category_lists_xgboost_reads_out_of_bounds_are_invalid(case):
+    """A categories_nodes entry without its segment / size (XGBoost 3.2 segfaults: the fuzz's
+    categories_nodes.append), on a model with or without categorical splits."""
+    doc = doc_of(zoo.get(case).model)
+    t = doc["learner"]["gradient_booster"]["model"]["trees"][0]
+    t["categories_nodes"].append(len(t["left_children"]) - 1)
+    with pytest.raises(InvalidModelError, match="categories_nodes"):
+        forest_from_document(doc)
+
+
+@pytest.mark.parametrize("edit", [
+    lambda d: d["learner"]["attributes"].__setitem__("scikit_learn", 7),
+    lambda d: d["learner"].pop("attributes"),
+    lambda d: d["learner"]["gradient_booster"]["model"]["trees"][0]["tree_param"].__setitem__("num_deleted", {}),
+])
+def test_learner_attributes_and_tree_bookkeeping_types(edit):
+    """Learner::LoadModel: attributes is required, every value a string; tree_param.num_deleted
+    a string: XGBoost refuses other types ("Invalid cast", "map::at")."""
+    doc = doc_of(zoo.get("xgboost:reg_squarederror").model)
+    edit(doc)
+    with pytest.raises(xgb.core.XGBoostError):
+        booster_from_doc(doc)
+    with pytest.raises(InvalidModelError):
+        forest_from_document(doc)

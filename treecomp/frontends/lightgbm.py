@@ -81,6 +81,29 @@ _KNOWN_VERSIONS = ("v2", "v3", "v4")
 _MAX_TREE_LINES = 22
 _EOL = re.compile(rb"[\r\n]")
 
+# Numbers as LightGBM 4.x reads them (include/LightGBM/utils/common.h): integers with Atoi
+# (spaces, sign, ASCII digits; it stops at anything else), doubles with AtofPrecise
+# (fast_double_parser, else strtod; "inf" / "nan" included). A token is accepted only when
+# those parsers read it entirely: Python's int() / float() also take whitespace (tabs
+# included), '_' separators and non-ASCII digits, which LightGBM reads differently (a tab in
+# "0 1\t 1" makes Atoi stop and read 0 for every later value).
+_INT_TOKEN = r"[+-]?[0-9]+"
+_FLOAT_TOKEN = (r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"  # unambiguous
+                r"|[+-]?(?:[iI][nN][fF](?:[iI][nN][iI][tT][yY])?|[nN][aA][nN])")
+#: an array line: tokens separated by single spaces, as LightGBM writes them (ArrayToString)
+_INT_ARRAY = re.compile(rf"{_INT_TOKEN}(?: {_INT_TOKEN})*")
+_FLOAT_ARRAY = re.compile(rf"(?:{_FLOAT_TOKEN})(?: (?:{_FLOAT_TOKEN}))*")
+#: a single integer field (num_leaves, num_cat, header ints): Atoi skips spaces around it
+_INT_FIELD = re.compile(rf" *({_INT_TOKEN}) *")
+
+
+def _atoi(v: str) -> int | None:
+    """The integer LightGBM's Atoi reads from the whole of `v`, or None."""
+    m = _INT_FIELD.fullmatch(v)
+    if m is None or len(m.group(1)) > 20:  # (far beyond int64; Python's int() caps digits)
+        return None
+    return int(m.group(1))
+
 
 def _line_end(data: bytes, pos: int) -> int:
     m = _EOL.search(data, pos)
@@ -154,12 +177,12 @@ def _split_model_text(text: str) -> tuple[dict[str, str], list[dict[str, str]], 
 
     trees: list[dict[str, str]] = []
     if "tree_sizes" in header:
-        try:
-            sizes = [int(s) for s in header["tree_sizes"].split(" ") if s]
-        except ValueError:
-            raise InvalidModelError("LightGBM model header: malformed tree_sizes") from None
+        sizes = [_atoi(s) for s in header["tree_sizes"].split(" ") if s]
+        if any(v is None for v in sizes):
+            raise InvalidModelError("LightGBM model header: malformed tree_sizes")
         if any(s < 0 for s in sizes):
             raise InvalidModelError("LightGBM model header: negative tree_sizes")
+        sizes = [int(v) for v in sizes]
         bounds = np.concatenate([[0], np.cumsum(np.asarray(sizes, np.float64))]) + tree_start
         if sizes and bounds[-1] > len(data):
             n_in = sum(1 for b in bounds[1:] if b <= len(data))
@@ -197,20 +220,44 @@ def _split_model_text(text: str) -> tuple[dict[str, str], list[dict[str, str]], 
     return header, trees, data[after:].decode("utf-8", "replace")
 
 
+def _check_parameters(tail: str) -> None:
+    """The `parameters:` section after the trees is not part of the predictions, but
+    GBDT::GetLoadedParam (LightGBM 4.x; the Python package calls it when it loads a model)
+    takes Split(line, ":")[1] of every line in it: a line without a ':'-separated value makes
+    it read past the vector (a segfault, or garbage). Such a line is clearly malformed."""
+    inside = False
+    for line in re.split(r"[\r\n]+", tail):
+        if not line:
+            continue
+        if line == "parameters:":
+            inside = True
+        elif line == "end of parameters":
+            return
+        elif inside and len([p for p in line.split(":") if p]) < 2:
+            raise InvalidModelError(f"LightGBM model: malformed line in the parameters section "
+                                    f"({line[:60]!r}; LightGBM crashes on it)")
+
+
 def _header_int(header: dict[str, str], key: str, default: int | None = None) -> int:
     if key not in header:
         if default is not None:
             return default
         raise InvalidModelError(f"LightGBM model header has no {key!r} line")
-    try:
-        return int(header[key])
-    except ValueError:
-        raise InvalidModelError(f"LightGBM model header: {key}={header[key]!r} is not an integer") from None
+    v = _atoi(header[key])
+    if v is None:
+        raise InvalidModelError(f"LightGBM model header: {key}={header[key][:40]!r} is not an integer")
+    return v
 
 
 # -- objectives -------------------------------------------------------------------------------
 def _objective(header: dict[str, str]) -> tuple[str, str]:
     """(objective name, IR transform) from the header's `objective=` line."""
+    if "objective" in header and not [t for t in header["objective"].split(" ") if t]:
+        # ObjectiveFunction::CreateObjectiveFunction takes Split(str, ' ')[0]: with no token
+        # at all LightGBM 4.x reads past the vector (a segfault). No objective line at all is
+        # a custom objective.
+        raise InvalidModelError("LightGBM model header: empty objective= line (LightGBM "
+                                "crashes on it)")
     line = header.get("objective", "custom").strip() or "custom"
     tokens = line.split()
     name, params = tokens[0], tokens[1:]
@@ -394,7 +441,13 @@ def _bulk(kvs: list[dict[str, str]], names: list[str], key: str, counts: np.ndar
         s = kv.get(key)
         if s is None:
             raise InvalidModelError(f"LightGBM tree {name} has no {key!r} line")
-        t = s.split()
+        if n == 0:
+            continue  # LightGBM does not look at the line then (StringToArray*(str, 0))
+        if not (_INT_ARRAY if np.dtype(dtype).kind in "iu" else _FLOAT_ARRAY).fullmatch(s):
+            raise InvalidModelError(
+                f"LightGBM tree {name}: {key!r} is not a list of plain numbers separated by "
+                f"single spaces ({s[:60]!r}); LightGBM would read something else from it")
+        t = s.split(" ")
         if len(t) != n:
             raise InvalidModelError(f"LightGBM tree {name}: {key!r} has {len(t)} entries, expected {n}")
         toks += t
@@ -411,10 +464,10 @@ def _int_field(kv: dict[str, str], key: str, name: str, default: int | None = No
         if default is not None:
             return default
         raise InvalidModelError(f"LightGBM tree {name} has no {key!r} line")
-    try:
-        return int(kv[key])
-    except ValueError:
-        raise InvalidModelError(f"LightGBM tree {name}: {key}={kv[key]!r} is not an integer") from None
+    v = _atoi(kv[key])
+    if v is None:
+        raise InvalidModelError(f"LightGBM tree {name}: {key}={kv[key][:40]!r} is not an integer")
+    return v
 
 
 def _cat_sets(kv: dict[str, str], name: str, is_cat: np.ndarray, thr: np.ndarray):
@@ -455,6 +508,17 @@ def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree
                 f"LightGBM tree {name} is a linear tree (linear_tree=True, is_linear=1): leaves "
                 "hold linear models; only constant-leaf trees are supported")
     n_leaves = np.array([_int_field(kv, "num_leaves", nm) for kv, nm in zip(tree_kvs, names)], np.int64)
+    for kv, nm in zip(tree_kvs, names):
+        # Tree::Tree(const char*) (LightGBM 4.x): num_cat is required, and num_cat > 0 needs
+        # cat_boundaries and cat_threshold even without categorical splits (a Fatal, thrown
+        # inside OpenMP: the process aborts)
+        num_cat = _int_field(kv, "num_cat", nm)
+        if num_cat < 0:
+            raise InvalidModelError(f"LightGBM tree {nm}: num_cat={num_cat}")
+        for key in ("cat_boundaries", "cat_threshold"):
+            if num_cat > 0 and key not in kv:
+                raise InvalidModelError(f"LightGBM tree {nm}: num_cat={num_cat} but no {key} "
+                                        "line (LightGBM aborts on it)")
     if np.any(n_leaves < 1):
         raise InvalidModelError(f"LightGBM tree {names[int(np.argmax(n_leaves < 1))]}: num_leaves < 1")
     n_int = n_leaves - 1
@@ -573,6 +637,7 @@ def parse_lightgbm_string(text: str, *, num_iteration: int | None = None,
     None gives Booster semantics (predict = transformed scores, no labels).
     """
     header, tree_kvs, tail = _split_model_text(text)
+    _check_parameters(tail)
     version = header.get("version", "")
     if version not in _KNOWN_VERSIONS:
         raise UnsupportedModelError(f"LightGBM model format version {version!r} is not supported "
@@ -663,7 +728,9 @@ def parse_lightgbm_file(path: str | os.PathLike) -> Forest:
     """Parse a LightGBM text model file (`booster.save_model(...)`), without lightgbm."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        # bytes as they are: LightGBM reads the file raw, and tree_sizes are byte offsets into
+        # it (read_text() would turn CRLF into LF and make stale offsets land)
+        text = p.read_bytes().decode("utf-8")
     except UnicodeDecodeError:
         raise InvalidModelError(f"{p.name} is not a LightGBM text model (not UTF-8 text)") from None
     return parse_lightgbm_string(text, provenance=f"file {p.name}")

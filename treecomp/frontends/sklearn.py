@@ -169,7 +169,7 @@ def _tree_from_estimator(est: Any, n_classes: tuple[int, ...] | None) -> Tree:
     if n_classes is None:
         leafval = value[:, :, 0]
     else:
-        if value.shape[1] != len(n_classes) or value.shape[2] < max(n_classes):
+        if value.shape[1] != len(n_classes) or value.shape[2] != max(n_classes):
             raise InvalidModelError(f"tree_.value has shape {value.shape}, inconsistent with "
                                     f"n_classes_={list(n_classes)}")
         # predict_proba returns value[:, k, :n_classes_k] as stored (fractions since sklearn 1.4)
@@ -178,12 +178,54 @@ def _tree_from_estimator(est: Any, n_classes: tuple[int, ...] | None) -> Tree:
 
 
 def _classes(model: Any) -> tuple[tuple[np.ndarray, ...], tuple[int, ...]]:
+    """(classes per output, their counts), checked against n_classes_: sklearn 1.9.1's
+    predict_proba sizes its output by n_classes_ (forests: np.zeros((n, j)) for j in
+    n_classes_) and predict maps argmax through classes_, so the two must agree."""
     n_outputs = int(getattr(model, "n_outputs_", 1))
+    if n_outputs < 1:
+        raise InvalidModelError(f"{_name(model)}.n_outputs_={n_outputs}")
     if n_outputs == 1:
         cls = (np.asarray(model.classes_),)
     else:
         cls = tuple(np.asarray(c) for c in model.classes_)
-    return cls, tuple(len(c) for c in cls)
+        if len(cls) != n_outputs:
+            raise InvalidModelError(f"{_name(model)}: classes_ has {len(cls)} entries for "
+                                    f"n_outputs_={n_outputs}")
+    counts = tuple(len(c) for c in cls)
+    n_classes = getattr(model, "n_classes_", None)
+    if n_classes is not None and np.atleast_1d(n_classes).tolist() != list(counts):
+        raise InvalidModelError(f"{_name(model)}: n_classes_={np.atleast_1d(n_classes).tolist()} "
+                                f"disagrees with the lengths of classes_ {list(counts)}")
+    return cls, counts
+
+
+def _check_boosting_classes(model: Any, classes: np.ndarray, K: int) -> None:
+    """(Hist)GradientBoosting classifiers map margins to classes_ (binary: one margin, two
+    classes; else one margin per class): a classes_ of another length is a corrupt model."""
+    want = 2 if K == 1 else K
+    if classes.ndim != 1 or len(classes) != want:
+        raise InvalidModelError(f"{_name(model)}: classes_ has {classes.size} entries for "
+                                f"{K} tree(s) per iteration (expected {want})")
+
+
+def _check_estimator(est: Any, clf: bool, ncls: tuple[int, ...] | None, n_outputs: int,
+                     n_features: int, where: str) -> None:
+    """A tree's own attributes as sklearn 1.9.1's predict uses them: n_features_in_ (checked
+    against X even inside a forest: "X has 4 features, but ... is expecting 6"), n_outputs_
+    (decides how tree_.predict's output is indexed: IndexError when it disagrees with the
+    tree_), n_classes_ (predict_proba's width: forests fail to add trees of other widths)."""
+    _check_fitted(est, "tree_")
+    n_out_tree = int(est.tree_.n_outputs)
+    if int(getattr(est, "n_outputs_", n_out_tree)) != n_out_tree or n_out_tree != n_outputs:
+        raise InvalidModelError(f"{where}: n_outputs_={getattr(est, 'n_outputs_', None)} but its "
+                                f"tree_ has {n_out_tree} output(s) (expected {n_outputs})")
+    nf = getattr(est, "n_features_in_", n_features)
+    if int(nf) != n_features:
+        raise InvalidModelError(f"{where}: n_features_in_={nf}, expected {n_features}")
+    if clf:
+        nc = getattr(est, "n_classes_", None)
+        if nc is None or np.atleast_1d(nc).tolist() != list(ncls):
+            raise InvalidModelError(f"{where}: n_classes_={nc}, expected {list(ncls)}")
 
 
 def _is_classifier(model: Any) -> bool:
@@ -198,6 +240,8 @@ def parse_tree(model: Any) -> Forest:
     _check_fitted(model, "tree_")
     clf = _is_classifier(model)
     classes, ncls = _classes(model) if clf else ((), None)
+    _check_estimator(model, clf, ncls, int(getattr(model, "n_outputs_", 1)),
+                     int(model.n_features_in_), _name(model))
     tree = _tree_from_estimator(model, ncls)
     return Forest(trees=(tree,), n_features=model.n_features_in_, n_outputs=tree.width,
                   tree_output=[0], base_score=np.zeros(tree.width), input_dtype="float32",
@@ -216,6 +260,9 @@ def parse_forest(model: Any) -> Forest:
         raise NotFittedError(f"this {_name(model)} has no fitted trees")
     clf = _is_classifier(model)
     classes, ncls = _classes(model) if clf else ((), None)
+    n_outputs, n_features = int(getattr(model, "n_outputs_", 1)), int(model.n_features_in_)
+    for i, e in enumerate(ests):
+        _check_estimator(e, clf, ncls, n_outputs, n_features, f"{_name(model)}.estimators_[{i}]")
     trees = tuple(_tree_from_estimator(e, ncls) for e in ests)
     width = trees[0].width
     if any(t.width != width for t in trees):
@@ -289,6 +336,7 @@ def parse_gradient_boosting(model: Any) -> Forest:
     if clf:
         classes = (np.asarray(model.classes_),)
         K = int(model.n_trees_per_iteration_)
+        _check_boosting_classes(model, classes[0], K)
         if loss == "log_loss" and K == 1 and loss_cls == "HalfBinomialLoss":
             transform, decision = "sigmoid", "raw_ge_0"
         elif loss == "log_loss" and K > 1 and loss_cls == "HalfMultinomialLoss":
@@ -406,7 +454,7 @@ def _pack_bits(bits: np.ndarray) -> np.ndarray:
 
 
 def _hgb_tree(pred: Any, col_map: np.ndarray, cats: dict[int, np.ndarray],
-              known: np.ndarray, f_idx_map: np.ndarray) -> Tree:
+              known: np.ndarray, f_idx_map: np.ndarray, feat_is_cat: np.ndarray) -> Tree:
     nodes = pred.nodes
     names = nodes.dtype.names
     thr_field = "num_threshold" if "num_threshold" in names else "threshold"
@@ -425,6 +473,19 @@ def _hgb_tree(pred: Any, col_map: np.ndarray, cats: dict[int, np.ndarray],
     value = nodes["value"].astype(np.float64)[:, None]
     is_cat = (nodes["is_categorical"].astype(bool) & ~is_leaf) if "is_categorical" in names \
         else np.zeros(len(nodes), bool)
+    if "is_categorical" in names:
+        # sklearn 1.9.1's predictor takes any non-zero is_categorical as a categorical split and
+        # casts the raw value to uint8 for the bitsets (undefined for values >= 256): on a
+        # numeric feature that is not reproducible, so every split must agree with the bin
+        # mapper's is_categorical_ for its feature (what sklearn's grower always writes)
+        flag = nodes["is_categorical"].astype(np.int64)
+        want = feat_is_cat[np.where(is_leaf, 0, tfeat)]
+        bad = ~is_leaf & ((flag < 0) | (flag > 1) | (flag.astype(bool) != want))
+        if bad.any():
+            nd = int(np.argmax(bad))
+            raise InvalidModelError(
+                f"HistGradientBoosting predictor node {nd} has is_categorical={int(flag[nd])} on a "
+                f"{'categorical' if want[nd] else 'numeric'} feature (feature_idx={int(tfeat[nd])})")
     cat_index = np.full(len(nodes), -1, np.int64)
     cat_bits = np.zeros((0, 8), np.uint32)
     cat_other = np.zeros(0, bool)
@@ -467,6 +528,7 @@ def parse_hist_gradient_boosting(model: Any) -> Forest:
     loss_cls = type(getattr(model, "_loss", None)).__name__
     if clf:
         classes = (np.asarray(model.classes_),)
+        _check_boosting_classes(model, classes[0], K)
         if loss == "log_loss" and K == 1 and loss_cls == "HalfBinomialLoss":
             transform, decision = "sigmoid", "raw_gt_0"
         elif loss == "log_loss" and K > 1 and loss_cls == "HalfMultinomialLoss":
@@ -495,6 +557,12 @@ def parse_hist_gradient_boosting(model: Any) -> Forest:
             raise UnsupportedModelError(f"{_name(model)}: loss {loss!r} with link {link}")
     col_map, cats = _hgb_column_map(model)
     bm = model._bin_mapper
+    feat_is_cat = getattr(bm, "is_categorical_", None)  # per binned (transformed) column
+    feat_is_cat = (np.zeros(len(col_map), bool) if feat_is_cat is None
+                   else np.asarray(feat_is_cat).astype(bool))
+    if feat_is_cat.shape != (len(col_map),):
+        raise InvalidModelError(f"{_name(model)}._bin_mapper.is_categorical_ has "
+                                f"{feat_is_cat.size} entries for {len(col_map)} features")
     if np.any(getattr(bm, "is_categorical_", np.zeros(1, bool))):
         known, f_idx_map = bm.make_known_categories_bitsets()
     else:
@@ -509,7 +577,7 @@ def parse_hist_gradient_boosting(model: Any) -> Forest:
         if len(it) != K:
             raise InvalidModelError(f"{_name(model)}: an iteration has {len(it)} predictors, expected {K}")
         for k, pred in enumerate(it):
-            trees.append(_hgb_tree(pred, col_map, cats, known, f_idx_map))
+            trees.append(_hgb_tree(pred, col_map, cats, known, f_idx_map, feat_is_cat))
             outs.append(k)
     if not trees:  # no iteration at all: margins are the baseline (adding 0.0 keeps them)
         trees, outs = [ir.leaf_tree(0.0)] * K, list(range(K))

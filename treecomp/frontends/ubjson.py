@@ -14,6 +14,13 @@ Design:
 - Every count and length is checked against the bytes that remain before anything is
   allocated, so corrupt or truncated input raises `InvalidModelError` quickly and never makes
   the decoder hang or allocate memory out of proportion to the input.
+- ``strict=True`` reads exactly what XGBoost's own reader (``UBJReader`` in
+  ``src/common/json.cc``, checked on 3.2.0) reads, so that a file XGBoost refuses is refused
+  here too: lengths and counts only as int64 (``L``), no no-op (``N``) and no high-precision
+  (``H``) markers, objects never counted or typed, typed arrays only of numbers, ``C`` read as
+  an integer, and the first of duplicate keys wins (``std::map::emplace``). Every XGBoost
+  writer since 1.6 stays within that (``UBJWriter``: ``L`` lengths, ``[#L`` / ``[$x#L`` arrays,
+  uncounted objects).
 """
 
 from __future__ import annotations
@@ -57,12 +64,13 @@ class _Container:
 
 
 class _Reader:
-    __slots__ = ("data", "pos", "n")
+    __slots__ = ("data", "pos", "n", "strict")
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, strict: bool = False) -> None:
         self.data = data
         self.pos = 0
         self.n = len(data)
+        self.strict = strict
 
     def fail(self, msg: str) -> InvalidModelError:
         return InvalidModelError(f"corrupt UBJSON at byte {self.pos}: {msg}")
@@ -83,6 +91,8 @@ class _Reader:
             self.pos += 1
             if m != b"N":
                 return m
+            if self.strict:  # XGBoost's UBJReader: "Unknown construct"
+                raise self.fail("no-op marker 'N' (XGBoost does not accept it)")
 
     def number(self, m: bytes) -> int | float:
         s = _STRUCTS[m]
@@ -98,6 +108,8 @@ class _Reader:
         m = self.marker()
         if m not in _INT_MARKERS:
             raise self.fail(f"{what} must be an integer, got marker {m!r}")
+        if self.strict and m != b"L":  # XGBoost reads lengths only as 'L' (GetConsecutiveChar)
+            raise self.fail(f"{what} must be an int64 ('L'), got marker {m!r} (XGBoost refuses it)")
         k = self.number(m)
         if k < 0:
             raise self.fail(f"negative {what} {k}")
@@ -120,10 +132,15 @@ class _Reader:
             return self.string()
         if m == b"C":
             c = self.take(1)
+            if self.strict:  # XGBoost: an Integer (ReadPrimitive<char>, signed)
+                return int.from_bytes(c, "big", signed=True)
             if c[0] > 127:
                 raise self.fail("char value is not ASCII")
             return c.decode("ascii")
         if m == b"H":  # high-precision number, written as a decimal string
+            if self.strict:
+                raise self.fail("high-precision number ('H'): XGBoost refuses it "
+                                "('High precision number is not supported')")
             s = self.string()
             try:
                 return int(s)
@@ -138,7 +155,7 @@ class _Reader:
 
 def _at_end(r: _Reader, top: _Container) -> bool:
     """For an uncounted container: consume its end marker if it comes next (after no-ops)."""
-    while r.pos < r.n and r.data[r.pos] == 0x4E:  # 'N' no-op
+    while not r.strict and r.pos < r.n and r.data[r.pos] == 0x4E:  # 'N' no-op
         r.pos += 1
     end = 0x7D if top.is_object else 0x5D  # '}' / ']'
     if r.pos < r.n and r.data[r.pos] == end:
@@ -150,6 +167,9 @@ def _at_end(r: _Reader, top: _Container) -> bool:
 def _open(r: _Reader, is_object: bool) -> _Container | np.ndarray:
     """Read a container header (after '[' or '{'): a typed numeric array comes back whole."""
     elem_type = count = None
+    if r.strict and is_object and r.data[r.pos:r.pos + 1] in (b"$", b"#"):
+        # XGBoost's UBJReader::ParseObject reads keys straight away: no counted / typed objects
+        raise r.fail("counted or typed object (XGBoost does not accept it)")
     if r.data[r.pos:r.pos + 1] == b"$":
         r.pos += 1
         elem_type = r.take(1)
@@ -158,6 +178,8 @@ def _open(r: _Reader, is_object: bool) -> _Container | np.ndarray:
         if elem_type not in _STRUCTS and elem_type not in _NO_PAYLOAD \
                 and elem_type not in (b"S", b"C", b"H"):
             raise r.fail(f"unknown element type marker {elem_type!r}")
+        if r.strict and elem_type not in _STRUCTS:  # UBJReader::ParseArray: numbers only
+            raise r.fail(f"typed array of {elem_type!r} (XGBoost supports numeric ones only)")
         if r.data[r.pos:r.pos + 1] != b"#":
             raise r.fail("a typed container ('$') needs a count ('#')")
     if r.data[r.pos:r.pos + 1] == b"#":
@@ -180,11 +202,12 @@ def _open(r: _Reader, is_object: bool) -> _Container | np.ndarray:
     return _Container(is_object, elem_type, count)
 
 
-def decode(data: bytes | bytearray | memoryview) -> Any:
-    """Decode one UBJSON value (and nothing after it) from `data`."""
+def decode(data: bytes | bytearray | memoryview, strict: bool = False) -> Any:
+    """Decode one UBJSON value (and nothing after it) from `data`; `strict`: only what XGBoost's
+    reader accepts (see the module docstring)."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"UBJSON input must be bytes, not {type(data).__name__}")
-    r = _Reader(bytes(data))
+    r = _Reader(bytes(data), strict)
     stack: list[_Container] = []
     while True:
         top = stack[-1] if stack else None
@@ -194,7 +217,7 @@ def decode(data: bytes | bytearray | memoryview) -> Any:
             value = stack.pop().value
             if not stack:
                 break
-            _attach(stack[-1], value)
+            _attach(stack[-1], value, r.strict)
             continue
         else:
             if top.is_object:
@@ -214,14 +237,16 @@ def decode(data: bytes | bytearray | memoryview) -> Any:
             value = r.scalar(m)
         if not stack:
             break
-        _attach(stack[-1], value)
+        _attach(stack[-1], value, r.strict)
     if r.pos != r.n:
         raise r.fail(f"{r.n - r.pos} trailing bytes after the value")
     return value
 
 
-def _attach(parent: _Container, value: Any) -> None:
+def _attach(parent: _Container, value: Any, strict: bool = False) -> None:
     if parent.is_object:
+        if strict and parent.key in parent.value:
+            return  # XGBoost's Object::Map::emplace keeps the first of duplicate keys
         parent.value[parent.key] = value
     else:
         parent.value.append(value)

@@ -21,6 +21,17 @@ Trees (``src/predictor/predict_fn.h``, ``src/common/categorical.h``, ``src/tree/
 - XGBoost's DMatrix rejects +/-inf inputs ("Input data contains `inf`"); ``inplace_predict``
   (the sklearn wrappers) accepts them and they compare normally, as here.
 
+Reading the document (``src/gbm/gbtree_model.cc``, ``src/learner.cc``, ``src/common/json.cc``):
+- Tree j of the ``trees`` array sits at slot ``trees[j]["id"]``; ``tree_info`` (and DART's
+  ``weight_drop``) apply by slot. Ids must be a permutation of 0..n-1 (3.2 reorders by them;
+  3.3+ refuses any other order); ``gbtree_model_param.num_trees`` must equal the tree count.
+- Values must have the JSON / UBJSON type XGBoost reads them as (else its "Invalid cast"):
+  parameters (learner_model_param, gbtree_model_param, tree_param) are strings; float arrays
+  hold floats, integer arrays integers; in .ubj files a tree whose ``parents`` is a typed int32
+  array must have every array typed with XGBoost's own element type. .ubj files are decoded
+  with ``ubjson.decode(strict=True)`` (what XGBoost's UBJReader accepts). What XGBoost refuses
+  is refused here, with InvalidModelError naming the field.
+
 Margins (``src/predictor/cpu_predictor.cc``, ``src/gbm/gbtree.cc``):
 - Each row starts from the base margin and adds the trees' float32 leaf values in tree order,
   in float32; tree i adds to output ``tree_info[i]``. Random forests (``num_parallel_tree``)
@@ -141,19 +152,41 @@ def _link(kind: str, b: np.float32, objective: str) -> np.float32:
     return _logf(b)
 
 
+#: C isspace(): what std::istream's `>>` skips
+_C_SPACE = " \t\n\v\f\r"
+_JSON_NUMBER = r"-?[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?"  # ASCII digits only
+_BASE_SCORE_RE = re.compile(rf"({_JSON_NUMBER})|\[({_JSON_NUMBER}(?:,{_JSON_NUMBER})*)\]")
+
+
 def _base_scores(text: Any) -> np.ndarray:
-    """`base_score` as float32 values: "0.5" (old), "[5E-1]" or "[a,b,c]" (2.1+)."""
-    s = str(text).strip()
-    if s.startswith("[") and s.endswith("]"):
-        s = s[1:-1]
-    parts = [p.strip() for p in s.split(",")] if s.strip() else []
-    try:
-        vals = np.array([float(p) for p in parts], np.float64)
-    except ValueError:
-        raise InvalidModelError(f"cannot read base_score {str(text)[:60]!r}") from None
+    """`base_score` as float32 values: "0.5" (old), "[5E-1]" or "[a,b,c]" (2.1+).
+
+    XGBoost 3.2 (common/param_array.cc ReadStream + dmlc's parameter parser) reads the string
+    as whitespace-separated tokens joined together, turns a leading '(' / trailing ')' into
+    brackets and parses the result as JSON. Trailing whitespace fails the stream ("Invalid
+    Parameter format for base_score"), a non-string value is an "Invalid cast". Only the
+    well-formed part of what XGBoost accepts is read here (it also takes "0.5abc", "5E-1]",
+    "[5E-1,]", "01", "NaN" ...: those are refused, never guessed)."""
+    if not isinstance(text, str):
+        raise InvalidModelError(f"XGBoost model: base_score must be a string (XGBoost: Invalid "
+                                f"cast), got {type(text).__name__}")
+    if not text or text[-1] in _C_SPACE:
+        raise InvalidModelError(f"XGBoost model: cannot read base_score {text[:60]!r} (empty, "
+                                "or trailing whitespace: XGBoost refuses it)")
+    s = re.sub(f"[{_C_SPACE}]+", "", text)
+    if s[:1] == "(":
+        s = "[" + s[1:]
+    if s[-1:] == ")":
+        s = s[:-1] + "]"
+    m = _BASE_SCORE_RE.fullmatch(s)
+    if m is None:
+        raise InvalidModelError(f"XGBoost model: cannot read base_score {text[:60]!r}")
+    parts = [m.group(1)] if m.group(1) is not None else m.group(2).split(",")
+    with np.errstate(all="ignore"):
+        vals = np.array([float(p) for p in parts], np.float64).astype(_F32)
     if vals.size == 0 or not np.all(np.isfinite(vals)):
-        raise InvalidModelError(f"invalid base_score {str(text)[:60]!r}")
-    return vals.astype(_F32)
+        raise InvalidModelError(f"invalid base_score {text[:60]!r}")
+    return vals
 
 
 # -- JSON access helpers -------------------------------------------------------------------------
@@ -182,6 +215,94 @@ def _int(v: Any, where: str) -> int:
     if i != f:
         raise InvalidModelError(f"XGBoost model: {where} must be an integer, got {v!r}")
     return i
+
+
+def _param_str(d: dict, key: str, where: str, default: str | None = None) -> str:
+    """A parameter XGBoost stores as a string (dmlc parameters, tree_param): XGBoost reads them
+    with get<String> ("Invalid cast" for a number) and `.at()` ("map::at" when absent)."""
+    if key not in d:
+        if default is None:
+            raise InvalidModelError(f"XGBoost model: missing {where}.{key}")
+        return default
+    v = d[key]
+    if not isinstance(v, str):
+        raise InvalidModelError(f"XGBoost model: {where}.{key} must be a string (XGBoost: "
+                                f"Invalid cast), got {str(v)[:40]!r}")
+    return v
+
+
+def _dmlc_int(d: dict, key: str, where: str, default: str | None = None) -> int:
+    """An integer dmlc parameter (learner_model_param, gbtree_model_param): `istream >> int`
+    then only whitespace ("3.0" and "3x" are refused: "Invalid Parameter format")."""
+    v = _param_str(d, key, where, default)
+    m = re.fullmatch(rf"[{_C_SPACE}]*([+-]?[0-9]+)[{_C_SPACE}]*", v)
+    if m is None or len(m.group(1)) > 20 or abs(int(m.group(1))) >= 2 ** 31:
+        raise InvalidModelError(f"XGBoost model: {where}.{key} = {v[:40]!r} is not an integer")
+    return int(m.group(1))
+
+
+def _stoi(d: dict, key: str, where: str) -> int:
+    """A tree_param field: XGBoost 3.2 TreeParam::FromJson reads it with std::stoi (leading
+    whitespace, sign, digits; anything after the digits is ignored, as std::stoi does)."""
+    v = _param_str(d, key, where)
+    m = re.match(rf"[{_C_SPACE}]*([+-]?[0-9]+)", v)
+    if m is None or len(m.group(1)) > 20 or abs(int(m.group(1))) >= 2 ** 31:
+        raise InvalidModelError(f"XGBoost model: {where}.{key} = {v[:40]!r} is not an integer")
+    return int(m.group(1))
+
+
+def _json_ints(v: Any, where: str) -> list:
+    """A JSON array of Integers as XGBoost reads one element by element (get<Integer>): a
+    number with a fraction or exponent ("1.0") or a boolean is an "Invalid cast"."""
+    if not isinstance(v, list):
+        raise InvalidModelError(f"XGBoost model: {where} must be an array of integers (XGBoost: "
+                                f"Invalid cast from {type(v).__name__})")
+    if not set(map(type, v)) <= {int}:
+        bad = next(e for e in v if type(e) is not int)
+        raise InvalidModelError(f"XGBoost model: {where} holds {str(bad)[:20]!r} "
+                                f"({type(bad).__name__}) where XGBoost needs an integer")
+    return v
+
+
+#: the typed UBJSON array each tree field must be in a typed tree (tree_model.cc LoadModelImpl,
+#: LoadCategoricalSplit; io_utils.h): F32Array, I32Array, U8Array, I64Array
+_TYPED = {"split_conditions": ("float32",), "loss_changes": ("float32",),
+          "sum_hessian": ("float32",), "base_weights": ("float32",), "left_children": ("int32",),
+          "right_children": ("int32",), "parents": ("int32",),
+          "split_indices": ("int32", "int64"), "default_left": ("uint8",),
+          "split_type": ("uint8",), "categories_segments": ("int64",),
+          "categories_sizes": ("int64",), "categories_nodes": ("int32",),
+          "categories": ("int32",)}
+#: what an untyped (JSON) array's elements must be: Number (float), Integer, or Boolean / Integer
+_UNTYPED = {"split_conditions": (float,), "loss_changes": (float,), "sum_hessian": (float,),
+            "base_weights": (float,), "default_left": (bool, int)}
+
+
+def _tree_field(t: dict, key: str, where: str, typed: bool) -> Any:
+    """t[key] checked for the JSON / UBJSON type XGBoost 3.2 reads it as.
+
+    A tree is "typed" when its `parents` is a typed int32 UBJSON array (RegTree::LoadModel:
+    IsA<I32Array>(parents)); then every array must be a typed array of exactly its type, and
+    otherwise a plain array whose elements are Numbers (floats) for split_conditions, Booleans
+    or Integers for default_left, Integers for the rest; anything else is XGBoost's
+    "Invalid cast"."""
+    v = _get(t, key, where)
+    if typed:
+        if not (isinstance(v, np.ndarray) and v.dtype.name in _TYPED[key]):
+            raise InvalidModelError(
+                f"XGBoost model: {where}.{key} must be a typed {'/'.join(_TYPED[key])} array in a "
+                f"typed tree (XGBoost: Invalid cast)")
+        return v
+    if not isinstance(v, list):
+        raise InvalidModelError(f"XGBoost model: {where}.{key} must be a plain array in a tree "
+                                f"whose parents is one (XGBoost: Invalid cast)")
+    allowed = _UNTYPED.get(key, (int,))
+    if not set(map(type, v)) <= set(allowed):
+        bad = next(e for e in v if type(e) not in allowed)
+        raise InvalidModelError(f"XGBoost model: {where}.{key} holds {str(bad)[:20]!r} "
+                                f"({type(bad).__name__}): XGBoost needs "
+                                f"{' or '.join(a.__name__ for a in allowed)} there (Invalid cast)")
+    return v
 
 
 def _array(v: Any, dtype: Any, where: str) -> np.ndarray:
@@ -251,8 +372,9 @@ def _cat_sets(t: dict, n: int, is_cat: np.ndarray, where: str) -> dict[int, np.n
     segs = _int_array(t.get("categories_segments", []), f"{where}.categories_segments")
     sizes = _int_array(t.get("categories_sizes", []), f"{where}.categories_sizes")
     cats = _int_array(t.get("categories", []), f"{where}.categories")
-    if not (len(nodes) == len(segs) == len(sizes)):
-        raise InvalidModelError(f"{where}: categories_nodes/segments/sizes differ in length")
+    if len(segs) < len(nodes) or len(sizes) < len(nodes):
+        raise InvalidModelError(f"{where}: categories_segments/sizes shorter than categories_nodes")
+    segs, sizes = segs[:len(nodes)], sizes[:len(nodes)]  # XGBoost reads no more of them
     if np.any(segs < 0) or np.any(sizes < 0) or np.any(segs + sizes > len(cats)):
         raise InvalidModelError(f"{where}: categories_segments/sizes out of range")
     if np.any(nodes < 0) or np.any(nodes >= n):
@@ -271,23 +393,63 @@ def _tree_arrays(t: Any, i: int) -> tuple[np.ndarray, ...]:
     where = f"tree {i}"
     if not isinstance(t, dict):
         raise InvalidModelError(f"XGBoost model: {where} is not an object")
-    tp = _dict(t, "tree_param", where, required=False)
-    if _int(tp.get("size_leaf_vector", 1), f"{where}.size_leaf_vector") > 1:
+    # XGBoost 3.2 RegTree::LoadModel: tree_param is required, with num_feature / num_nodes /
+    # size_leaf_vector as strings (TreeParam::FromJson: std::stoi(get<String>(obj.at(...))))
+    tp = _dict(t, "tree_param", where)
+    _stoi(tp, "num_feature", f"{where}.tree_param")
+    if "num_deleted" in tp:  # optional (1.0 files lack it), a string when present
+        _stoi(tp, "num_deleted", f"{where}.tree_param")
+    if _stoi(tp, "size_leaf_vector", f"{where}.tree_param") > 1:
         raise UnsupportedModelError(
             "XGBoost vector-leaf trees (multi_strategy='multi_output_tree') are not supported; "
             "treecomp supports one_output_per_tree models (the default)")
-    left = _int_array(_get(t, "left_children", where), f"{where}.left_children")
+    parents = _get(t, "parents", where)
+    typed = isinstance(parents, np.ndarray)
+    fields = {k: _tree_field(t, k, where, typed) for k in (
+        "parents", "left_children", "right_children", "split_indices", "split_conditions",
+        "default_left")}
+    stype = t.get("split_type")
+    if "split_type" in t:  # LoadCategoricalSplit reads all four category arrays then
+        cat = {k: _int_array(_tree_field(t, k, where, typed), f"{where}.{k}") for k in (
+            "split_type", "categories_segments", "categories_sizes", "categories_nodes",
+            "categories")}
+        # ... walking categories_nodes in node order and reading segments[i] / sizes[i] and
+        # the categories they point at for the i-th one, without bounds checks (a longer
+        # categories_nodes list segfaults 3.2), and CHECK_GT(size, 0). Entries of segments /
+        # sizes beyond categories_nodes are never read.
+        nodes, segs, sizes = (cat[k] for k in ("categories_nodes", "categories_segments",
+                                               "categories_sizes"))
+        if len(segs) < len(nodes) or len(sizes) < len(nodes):
+            raise InvalidModelError(f"XGBoost model: {where}: categories_segments / sizes are "
+                                    "shorter than categories_nodes (XGBoost reads out of bounds)")
+        segs, sizes = segs[:len(nodes)], sizes[:len(nodes)]
+        if (np.any(np.diff(nodes) <= 0)
+                or (nodes.size and (nodes[0] < 0 or nodes[-1] >= len(cat["split_type"])))
+                or np.any(sizes < 1) or np.any(segs < 0)
+                or np.any(segs + sizes > len(cat["categories"]))):
+            raise InvalidModelError(f"XGBoost model: {where}: categories_nodes / segments / sizes "
+                                    "are inconsistent (XGBoost reads them out of bounds)")
+    left = _int_array(fields["left_children"], f"{where}.left_children")
     n = len(left)
     if n < 1:
         raise InvalidModelError(f"XGBoost model: {where} has no nodes")
-    if "num_nodes" in tp and _int(tp["num_nodes"], f"{where}.num_nodes") != n:
+    if _stoi(tp, "num_nodes", f"{where}.tree_param") != n:
         raise InvalidModelError(f"XGBoost model: {where}: num_nodes disagrees with the arrays")
-    stype = t.get("split_type")
+    # the per-node statistics are never predicted with, but XGBoost checks their type (above)
+    # and length, and follows `parents` of every node but the root (self[parent]: out of range
+    # is an out-of-bounds read, -1 a failed check)
+    for k in ("parents", "loss_changes", "sum_hessian", "base_weights"):
+        if len(_tree_field(t, k, where, typed)) != n:
+            raise InvalidModelError(f"XGBoost model: {where}.{k} has {len(t[k])} entries, "
+                                    f"expected {n}")
+    par = _int_array(parents, f"{where}.parents")[1:]
+    if par.size and (par.min() < 0 or par.max() >= n):
+        raise InvalidModelError(f"XGBoost model: {where}.parents holds a node id out of range")
     arrays = (left,
-              _int_array(_get(t, "right_children", where), f"{where}.right_children"),
-              _int_array(_get(t, "split_indices", where), f"{where}.split_indices"),
-              _array(_get(t, "split_conditions", where), np.float64, f"{where}.split_conditions"),
-              _default_left(_get(t, "default_left", where), f"{where}.default_left"),
+              _int_array(fields["right_children"], f"{where}.right_children"),
+              _int_array(fields["split_indices"], f"{where}.split_indices"),
+              _array(fields["split_conditions"], np.float64, f"{where}.split_conditions"),
+              _default_left(fields["default_left"], f"{where}.default_left"),
               np.zeros(n, np.int64) if stype is None else _int_array(stype, f"{where}.split_type"))
     for name, a in zip(("right_children", "split_indices", "split_conditions", "default_left",
                         "split_type"), arrays[1:]):
@@ -437,23 +599,49 @@ def _forest(doc: Any, mode: _Mode) -> Forest:
         raise UnsupportedModelError("XGBoost gblinear (linear booster) models are not supported; "
                                     "treecomp supports the tree boosters gbtree and dart")
     if name == "dart":
-        weights = _array(_get(gb, "weight_drop", "gradient_booster"), np.float64, "weight_drop")
+        # gbtree.cc Dart::LoadModel: get<Array>, then get<Number> per element
+        wd = _get(gb, "weight_drop", "gradient_booster")
+        if not isinstance(wd, list) or not set(map(type, wd)) <= {float}:
+            raise InvalidModelError("XGBoost model: weight_drop must be an array of floats "
+                                    "(XGBoost: Invalid cast)")
+        weights = _array(wd, np.float64, "weight_drop")
         gb = _dict(gb, "gbtree", "gradient_booster")
     elif name != "gbtree":
         raise UnsupportedModelError(f"XGBoost booster {str(name)[:40]!r} is not supported "
                                     "(gbtree and dart are)")
     model = _dict(gb, "model", "gradient_booster")
     trees = _get(model, "trees", "gradient_booster.model")
-    tree_info = _int_array(_get(model, "tree_info", "gradient_booster.model"), "tree_info")
+    tree_info = _int_array(_json_ints(_get(model, "tree_info", "gradient_booster.model"),
+                                      "tree_info"), "tree_info")
     if not isinstance(trees, list) or len(tree_info) != len(trees):
         raise InvalidModelError("XGBoost model: tree_info must have one entry per tree")
-    gparam = _dict(model, "gbtree_model_param", "model", required=False)
-    n_parallel = max(1, _int(gparam.get("num_parallel_tree", 1), "num_parallel_tree"))
+    # gbtree_model.cc (3.2) GBTreeModel::LoadModel: gbtree_model_param is required and
+    # num_trees must equal the number of trees ("Check failed: trees_json.size() ==
+    # param.num_trees"; num_trees defaults to 0)
+    gparam = _dict(model, "gbtree_model_param", "model")
+    num_trees = _dmlc_int(gparam, "num_trees", "gbtree_model_param", default="0")
+    if num_trees != len(trees):
+        raise InvalidModelError(f"XGBoost model: gbtree_model_param.num_trees={num_trees} but "
+                                f"the model has {len(trees)} trees (XGBoost refuses the file)")
+    n_parallel = max(1, _dmlc_int(gparam, "num_parallel_tree", "gbtree_model_param", default="1"))
+    trees = _trees_by_id(trees)
+    indptr = model.get("iteration_indptr")
+    if indptr is not None:
+        # the trees of each iteration: XGBoost 3.2 checks indptr.back() == num_trees and
+        # predicts the trees indptr[first layer] .. indptr[last layer] ("Check failed:
+        # tree_begin <= tree_end" otherwise): an empty / decreasing / shifted indptr is refused
+        indptr = _int_array(_json_ints(indptr, "iteration_indptr"), "iteration_indptr")
+        if (indptr.size == 0 or indptr[0] != 0 or indptr[-1] != len(trees)
+                or np.any(np.diff(indptr) < 0)):
+            raise InvalidModelError("XGBoost model: iteration_indptr must rise from 0 to the "
+                                    f"number of trees ({len(trees)})")
 
     lmp = _dict(learner, "learner_model_param", "learner")
-    n_features = _int(_get(lmp, "num_feature", "learner_model_param"), "num_feature")
-    num_class = _int(lmp.get("num_class", 0), "num_class")
-    num_target = _int(lmp.get("num_target", 1), "num_target")
+    # learner.cc LearnerModelParamLegacy::FromJson: num_feature, num_class and base_score are
+    # required strings, num_target an optional one
+    n_features = _dmlc_int(lmp, "num_feature", "learner_model_param")
+    num_class = _dmlc_int(lmp, "num_class", "learner_model_param")
+    num_target = _dmlc_int(lmp, "num_target", "learner_model_param", default="1")
     if n_features < 1:
         raise InvalidModelError(f"XGBoost model: num_feature={n_features}")
     if num_class < 0 or num_target < 1:
@@ -485,13 +673,15 @@ def _forest(doc: Any, mode: _Mode) -> Forest:
     # which trees predict: a wrapper honours best_iteration (early stopping)
     n_total = len(trees)
     n_used = n_total
-    attrs = _dict(learner, "attributes", "learner", required=False)
+    attrs = _dict(learner, "attributes", "learner")  # required: learner.at("attributes")
+    # Learner::LoadModel reads every attribute with get<String> ("Invalid cast" otherwise)
+    bad = [k for k, v in attrs.items() if not isinstance(v, str)]
+    if bad:
+        raise InvalidModelError(f"XGBoost model: learner.attributes.{bad[0]} must be a string")
     best = attrs.get("best_iteration")
     if mode.wrapper is not None and best is not None:
         layers = _int(best, "best_iteration") + 1
-        indptr = model.get("iteration_indptr")
         if indptr is not None:
-            indptr = _int_array(indptr, "iteration_indptr")
             if not 0 < layers < len(indptr):
                 raise InvalidModelError(f"XGBoost model: best_iteration={layers - 1} but the model "
                                         f"has {len(indptr) - 1} iterations")
@@ -529,6 +719,33 @@ def _forest(doc: Any, mode: _Mode) -> Forest:
                   input_dtype="float32", comparison="<", accumulate_dtype="float32",
                   average=False, transform=transform, decision=decision, classes=classes,
                   feature_names=names, allow_nan=True, provenance=prov)
+
+
+def _trees_by_id(trees: list) -> list:
+    """The trees in the order XGBoost 3.2 keeps them: GBTreeModel::LoadModel puts
+    trees[j] at slot trees[j]["id"] (get<Integer>; `trees.at(id)`) and then reads tree_info
+    (and DART's weight_drop) by slot. So a permutation of ids reorders the trees (the float32
+    sum order, and the output group each tree adds to); duplicate ids leave a slot empty
+    (XGBoost dereferences a null tree), out-of-range ids throw, non-integer ids are an
+    "Invalid cast": all refused. (XGBoost 3.3 added CHECK_EQ(id, j) and refuses any
+    permutation; a file with ids in array order, as every XGBoost writes, reads the same.)"""
+    slots: list = [None] * len(trees)
+    for j, t in enumerate(trees):
+        if not isinstance(t, dict):
+            raise InvalidModelError(f"XGBoost model: tree {j} is not an object")
+        if "id" not in t:
+            raise InvalidModelError(f"XGBoost model: tree {j} has no id")
+        tid = t["id"]
+        if type(tid) is not int:
+            raise InvalidModelError(f"XGBoost model: tree {j}: id {str(tid)[:20]!r} is not an "
+                                    "integer (XGBoost: Invalid cast)")
+        if not 0 <= tid < len(trees):
+            raise InvalidModelError(f"XGBoost model: tree {j}: id {tid} is out of range for "
+                                    f"{len(trees)} trees")
+        if slots[tid] is not None:
+            raise InvalidModelError(f"XGBoost model: two trees have id {tid}")
+        slots[tid] = t
+    return slots
 
 
 def _dart_leaf_map(weights: np.ndarray, base: np.ndarray, groups: np.ndarray, inplace: bool):
@@ -581,7 +798,7 @@ def _booster_document(booster: Any) -> dict:
         raw = booster.save_raw("ubj")
     except Exception as exc:  # noqa: BLE001 - xgboost raises its own XGBoostError
         raise InvalidModelError(f"cannot serialise the XGBoost Booster: {exc}") from None
-    return ubjson.decode(bytes(raw))
+    return ubjson.decode(bytes(raw), strict=True)
 
 
 def _loads_json(data: bytes, what: str) -> Any:
@@ -700,14 +917,14 @@ def load_document(path: str | os.PathLike) -> Any:
     if objective is not None:
         raise legacy_binary_error(p.name, objective)
     if suffix == ".ubj":
-        return ubjson.decode(data)
+        return ubjson.decode(data, strict=True)
     if suffix == ".json":
         return _loads_json(data, p.name)
     head = data.lstrip(b" \t\r\n")
     if head[:1] == b"{" and head[1:].lstrip(b" \t\r\n")[:1] in (b'"', b"}"):
         return _loads_json(data, p.name)
     if data[:1] == b"{":
-        return ubjson.decode(data)
+        return ubjson.decode(data, strict=True)
     raise InvalidModelError(f"{p.name} is not an XGBoost model file (neither JSON nor UBJSON)")
 
 
