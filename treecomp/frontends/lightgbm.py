@@ -38,8 +38,8 @@ by tests/test_frontend_lightgbm.py against the installed library):
   transform; LightGBM's `raw_score=True` output is the undivided sum (the IR's raw is divided).
 - Objectives: regression/regression_l1/huber/fair/quantile/mape/lambdarank/rank_xendcg/custom
   -> identity; poisson/gamma/tweedie -> exp; binary and cross_entropy -> sigmoid (binary
-  `sigmoid:2` -> "sigmoid2", other scales refused); multiclass -> softmax (bit-exact up to 7
-  classes until the IR has a sequential-sum "softmax_seq"); multiclassova ->
+  `sigmoid:2` -> "sigmoid2", other scales refused); multiclass -> "softmax_seq" (Common::Softmax:
+  exp of x - max summed left to right); every exp is libm's (exp_lib "libm"); multiclassova ->
   per-class sigmoid. `reg_sqrt` ("... sqrt") and cross_entropy_lambda are refused.
 """
 

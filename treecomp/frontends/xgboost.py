@@ -63,7 +63,8 @@ What the Forest reproduces (the source object decides):
   ``decision_function`` = ``predict(output_margin=True)``. Known inexactness:
   XGBClassifier(objective="multi:softmax").predict_proba is scipy's float32 softmax (numpy's
   SIMD exp), while the Forest applies XGBoost's softmax; they differ by a few ULP.
-Output transforms (sigmoid / softmax / exp in float32) are in :mod:`treecomp.outputs`.
+Output transforms (sigmoid / softmax / exp in float32; survival:aft's exp in double) are in
+:mod:`treecomp.outputs`.
 
 Refused with UnsupportedModelError: gblinear, vector-leaf trees
 (``multi_strategy="multi_output_tree"``), unknown objectives, custom objectives and non-NaN
