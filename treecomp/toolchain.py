@@ -216,23 +216,29 @@ def build_shared_library(sources: dict[str, str], out: Path, cflags: Iterable[st
     """Compile translation units {file name: C source} in parallel and link them into `out`."""
     cc = compiler or find_compiler()
     flags = list(cflags)
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(sources)))
     with tempfile.TemporaryDirectory(prefix="treecomp-build-") as tmp:
-        tmpd = Path(tmp)
-        objs = []
-        for name, src in sources.items():
-            (tmpd / name).write_text(src)
-            objs.append(tmpd / (Path(name).stem + ".o"))
-
-        def compile_one(name: str) -> None:
-            _run([*cc.argv, *flags, "-I", str(RUNTIME_DIR), "-c", str(tmpd / name),
-                  "-o", str(tmpd / (Path(name).stem + ".o"))], f"compiling {name}")
-            if progress:
-                progress(name)
-
-        with ThreadPoolExecutor(jobs) as pool:
-            list(pool.map(compile_one, sources))
+        objs = _compile_objects(sources, Path(tmp), cc, flags, jobs, progress)
         _run([*cc.argv, "-shared", *flags, *map(str, objs), "-o", str(out), "-lm"], "linking")
+
+
+def _compile_objects(sources: dict[str, str], tmpd: Path, cc: Compiler, flags: list[str],
+                     jobs: int | None, progress: Callable[[str], None] | None) -> list[Path]:
+    """Write the translation units into `tmpd` and compile them there in parallel."""
+    jobs = max(1, min(jobs or os.cpu_count() or 1, len(sources)))
+    objs = []
+    for name, src in sources.items():
+        (tmpd / name).write_text(src)
+        objs.append(tmpd / (Path(name).stem + ".o"))
+
+    def compile_one(name: str) -> None:
+        _run([*cc.argv, *flags, "-I", str(RUNTIME_DIR), "-c", str(tmpd / name),
+              "-o", str(tmpd / (Path(name).stem + ".o"))], f"compiling {name}")
+        if progress:
+            progress(name)
+
+    with ThreadPoolExecutor(jobs) as pool:
+        list(pool.map(compile_one, sources))
+    return objs
 
 
 def link_objects(objects: dict[str, bytes], out: Path, compiler: Compiler | None = None) -> None:
@@ -267,22 +273,9 @@ def build_static_archive(sources: dict[str, str], out: Path, cflags: Iterable[st
     cc = compiler or find_compiler()
     ar = find_archiver(cc)
     flags = list(cflags)
-    jobs = max(1, min(jobs or os.cpu_count() or 1, len(sources)))
     with tempfile.TemporaryDirectory(prefix="treecomp-build-") as tmp:
         tmpd = Path(tmp)
-        objs = []
-        for name, src in sources.items():
-            (tmpd / name).write_text(src)
-            objs.append(tmpd / (Path(name).stem + ".o"))
-
-        def compile_one(name: str) -> None:
-            _run([*cc.argv, *flags, "-I", str(RUNTIME_DIR), "-c", str(tmpd / name),
-                  "-o", str(tmpd / (Path(name).stem + ".o"))], f"compiling {name}")
-            if progress:
-                progress(name)
-
-        with ThreadPoolExecutor(jobs) as pool:
-            list(pool.map(compile_one, sources))
+        objs = _compile_objects(sources, tmpd, cc, flags, jobs, progress)
         tmp_out = tmpd / "out.a"
         _run([ar, "rcs", str(tmp_out), *map(str, objs)], "archiving")
         shutil.copyfile(tmp_out, out)
