@@ -9,6 +9,11 @@ import numpy as np
 from .ir import Forest
 
 
+#: float64 magnitudes from which a cast to the input dtype gives inf (float32: FLT_MAX plus half
+#: an ulp rounds to even, i.e. up)
+_INF_FROM = {"float32": float.fromhex("0x1.ffffffp+127"), "float64": np.inf}
+
+
 def as_matrix(X: Any, forest: Forest, dtype: Any | None = None, keep_float: bool = False) -> np.ndarray:
     """Return X as a C-contiguous 2-D array of `dtype` (default: the forest's input dtype).
 
@@ -77,13 +82,14 @@ def as_matrix(X: Any, forest: Forest, dtype: Any | None = None, keep_float: bool
     if not forest.allow_nan and out.dtype.kind == "f" and np.isnan(out).any():
         raise ValueError("input contains NaN, which this model does not accept "
                          "(the source library rejects it too)")
-    cols = getattr(forest, "reject_inf", ())
-    if cols and out.dtype.kind == "f":
+    cols = forest.reject_inf
+    if cols and out.dtype.kind == "f" and out.size:
         sub = out if len(cols) == out.shape[1] else out[:, list(cols)]
-        with np.errstate(over="ignore"):  # 1e39 becomes inf in float32, as the library casts
-            cast = sub.astype(forest.input_dtype, copy=False)
-        if np.isinf(cast).any():
-            bad = sorted({cols[j] for j in np.flatnonzero(np.isinf(cast).any(axis=0))})
+        # the smallest magnitude that is inf once cast to the input dtype (1e39 is, as float32);
+        # fmax / fmin skip NaN, and two reductions copy nothing on this per-batch path
+        lim = _INF_FROM[forest.input_dtype] if out.dtype == np.float64 else np.inf
+        if np.fmax.reduce(sub, axis=None) >= lim or np.fmin.reduce(sub, axis=None) <= -lim:
+            bad = sorted({cols[j] for j in np.flatnonzero((np.abs(sub) >= lim).any(axis=0))})
             raise ValueError(f"input contains infinity or a value too large for "
                              f"{forest.input_dtype} in feature(s) {bad[:10]}, which this model "
                              "does not accept (the source library rejects it too)")

@@ -258,7 +258,7 @@ def transform(forest: Forest, raw: np.ndarray) -> np.ndarray:
     t = forest.transform
     if t == "identity":
         return raw
-    lib = getattr(forest, "exp_lib", "libm")
+    lib = forest.exp_lib
     one = raw.dtype.type(1)
     if t == "sigmoid":
         if raw.dtype == np.float32:
@@ -345,7 +345,7 @@ RAW_DECISIONS = ("raw_ge_0", "raw_gt_0", "argmax_raw")
 def native_transform(forest: Forest) -> int:
     """tc_transform's kind for the forest's inverse link, 0 where numpy applies it."""
     return NATIVE_TRANSFORMS.get((forest.transform, str(forest.accumulate_dtype),
-                                  getattr(forest, "exp_lib", "libm")), 0)
+                                  forest.exp_lib), 0)
 
 
 def needs_transform(forest: Forest, kind: str) -> bool:

@@ -86,6 +86,13 @@ class _Tables(ctypes.Structure):
                           ("h_qcix", ctypes.c_void_p), ("q_cmux", ctypes.c_int32),
                           ("q_cnan", ctypes.c_int32)]
 
+def kernel_parts() -> dict[str, str]:
+    """The kernel's translation units (baseline + entry points, AVX2, AVX-512), each arrays.c
+    compiled with its TC_PART: built in parallel."""
+    return {f"tc_arrays_{i}.c": f'#define TC_PART {i}\n#include "kernels/arrays.c"\n'
+            for i in range(KERNEL_PARTS)}
+
+
 def kernel_source_hash() -> str:
     """sha256 over KERNEL_FILES (name, NUL, bytes): setup.py embeds the same in the prebuilt
     kernel (its _kernel_source_hash), so a kernel built from other sources is never used."""
@@ -179,9 +186,7 @@ def native_library(progress: Callable[[str], None] | None = None):
             return _LIB
         cc = toolchain.find_compiler()
         key = toolchain.cache_key("arrays-kernel", kernel_source_hash(), KERNEL_CFLAGS, cc.version)
-        # three translation units (baseline + entry points, AVX2, AVX-512), built in parallel
-        parts = {f"tc_arrays_{i}.c": f'#define TC_PART {i}\n#include "kernels/arrays.c"\n'
-                 for i in range(KERNEL_PARTS)}
+        parts = kernel_parts()
         report = _report(progress)
 
         def build(p: Path) -> None:  # only on a cache miss
@@ -369,8 +374,7 @@ def kernel_archive(progress: Callable[[str], None] | None = None) -> Path:
         # the same check
         flags = (*KERNEL_CFLAGS, f'-DTC_SOURCE_HASH="{kernel_source_hash()}"',
                  f'-DTC_BUILD_CFLAGS="{" ".join(KERNEL_CFLAGS)}"')
-        parts = {f"tc_arrays_{i}.c": f'#define TC_PART {i}\n#include "kernels/arrays.c"\n'
-                 for i in range(KERNEL_PARTS)}
+        parts = kernel_parts()
         report = _report(progress)
 
         def build(p: Path) -> None:  # only on a cache miss

@@ -53,7 +53,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidModelError, NotFittedError, UnsupportedModelError
-from ..ir import TRANSFORMS, Forest, Tree, leaf_tree
+from ..ir import Forest, Tree, leaf_tree
 
 #: LightGBM's kZeroThreshold: `const double kZeroThreshold = 1e-35f;` (a float literal).
 K_ZERO = float(np.float32(1e-35))
@@ -272,19 +272,11 @@ def _objective(header: dict[str, str]) -> tuple[str, str]:
     if name in ("cross_entropy", "xentropy"):
         return name, "sigmoid"
     if name in ("multiclass", "softmax"):
-        # LightGBM's Common::Softmax sums exp() left to right; the IR's "softmax" sums with
-        # numpy's pairwise sum, which differs from 8 classes on. "softmax_seq" (the sequential
-        # sum) is used as soon as the IR has it.
-        return name, ("softmax_seq" if "softmax_seq" in TRANSFORMS else "softmax")
+        # LightGBM's Common::Softmax sums exp() left to right (the IR's "softmax" sums pairwise)
+        return name, "softmax_seq"
     if name in ("binary", "multiclassova", "multiclass_ova", "ova", "ovr"):
-        sig = -1.0  # LightGBM: "Sigmoid parameter -1 should be greater than zero" when absent
-        for p in params:
-            k, _, v = p.partition(":")
-            if k == "sigmoid":
-                try:
-                    sig = float(v)
-                except ValueError:
-                    raise InvalidModelError(f"LightGBM objective {line!r}: bad sigmoid value") from None
+        # absent: LightGBM says "Sigmoid parameter -1 should be greater than zero"
+        sig = _objective_param(params, "sigmoid", float, line, -1.0)
         if not sig > 0:
             raise InvalidModelError(f"LightGBM objective {line!r}: needs a positive sigmoid:<scale> "
                                     "(LightGBM refuses it too)")
@@ -306,20 +298,26 @@ def _objective(header: dict[str, str]) -> tuple[str, str]:
                                 f"{_SUPPORTED_OBJECTIVES}")
 
 
+def _objective_param(params: list[str], key: str, conv: Any, line: str, default: Any) -> Any:
+    """The last `key:value` of an objective line's parameters, converted (as LightGBM reads it)."""
+    value = default
+    for p in params:
+        k, _, v = p.partition(":")
+        if k == key:
+            try:
+                value = conv(v)
+            except ValueError:
+                raise InvalidModelError(f"LightGBM objective {line!r}: bad {key} value {v!r}") from None
+    return value
+
+
 def _objective_num_class(header: dict[str, str]) -> int | None:
     """The `num_class:K` of a multiclass / multiclassova objective line (None for others);
     LightGBM refuses those objectives without it ("Objective should contain num_class field")."""
     tokens = (header.get("objective", "").strip() or "custom").split()
     if tokens[0] not in ("multiclass", "softmax", "multiclassova", "multiclass_ova", "ova", "ovr"):
         return None
-    k = None
-    for p in tokens[1:]:
-        key, _, v = p.partition(":")
-        if key == "num_class":
-            try:
-                k = int(v)
-            except ValueError:
-                raise InvalidModelError(f"LightGBM objective {' '.join(tokens)!r}: bad num_class") from None
+    k = _objective_param(tokens[1:], "num_class", int, " ".join(tokens), None)
     if k is None or k < 0:
         raise InvalidModelError(f"LightGBM objective {' '.join(tokens)!r} has no num_class:<K> "
                                 "(LightGBM refuses it: 'Objective should contain num_class field')")

@@ -65,9 +65,6 @@ from ..errors import InvalidModelError, NotFittedError, UnsupportedModelError
 from ..ir import Forest, Tree
 
 _TREE_LEAF = -1
-#: classes of softmax inputs numpy sums pairwise when C-ordered (checked on numpy 2.4)
-_PAIRWISE_MIN_CLASSES = 8
-_HGB_SOFTMAX = "softmax_seq" if "softmax_seq" in ir.TRANSFORMS else None
 
 
 # -- shared helpers ----------------------------------------------------------------------------
@@ -532,17 +529,8 @@ def parse_hist_gradient_boosting(model: Any) -> Forest:
         if loss == "log_loss" and K == 1 and loss_cls == "HalfBinomialLoss":
             transform, decision = "sigmoid", "raw_gt_0"
         elif loss == "log_loss" and K > 1 and loss_cls == "HalfMultinomialLoss":
-            decision = "argmax_raw"
-            if _HGB_SOFTMAX is not None:
-                transform = _HGB_SOFTMAX
-            elif K < _PAIRWISE_MIN_CLASSES:
-                transform = "softmax"  # < 8 columns: numpy sums them left to right either way
-            else:
-                raise UnsupportedModelError(
-                    f"{_name(model)} with {K} classes: sklearn's predict_proba sums the softmax "
-                    "terms class by class (Fortran-ordered margins) and this treecomp IR has no "
-                    f"such transform (needs 'softmax_seq'); supported up to "
-                    f"{_PAIRWISE_MIN_CLASSES - 1} classes")
+            # sklearn's margins are Fortran-ordered: numpy sums the softmax class by class
+            transform, decision = "softmax_seq", "argmax_raw"
         else:
             raise UnsupportedModelError(f"{_name(model)} with loss={loss!r} ({loss_cls}): "
                                         "supported is log_loss (binary, multiclass)")
