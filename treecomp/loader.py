@@ -95,8 +95,8 @@ def _entry() -> Any:
                 origin = "prebuilt" if mod is not None else "built"
                 _ENTRY_MODULE = mod if mod is not None else _build_entry()
                 _ENTRY, ENTRY_ORIGIN = _ENTRY_MODULE.run, origin
-            except (CompileError, OSError, ImportError) as exc:
-                ENTRY_ERROR, _ENTRY = str(exc), _no_entry
+            except Exception as exc:  # any failure (a numpy ABI mismatch too): ctypes serves
+                ENTRY_ERROR, _ENTRY = f"{type(exc).__name__}: {exc}", _no_entry
         return _ENTRY
 
 
@@ -126,7 +126,7 @@ def _prebuilt_entry() -> Any:
         want = hashlib.sha256((RUNTIME_DIR / "pyentry.c").read_bytes()).hexdigest()
         mod = _load_extension(path)
         got = mod.source_hash() if hasattr(mod, "source_hash") else ""
-    except (OSError, ImportError) as exc:
+    except Exception as exc:  # an extension for another numpy / Python: build one instead
         ENTRY_PREBUILT_ERROR = f"{path.name} does not load: {exc}"
         return None
     if got != want:

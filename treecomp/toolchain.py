@@ -315,7 +315,9 @@ def link_shared_library(sources: dict[str, str], out: Path, archives: Iterable[P
             (tmpd / name).write_bytes(data)
         objs = []
         for name, src in sources.items():
-            (tmpd / name).write_text(src.replace("@DIR@", _asm_in_c(str(tmpd))))
+            # once: the placeholder comes first (the .incbin), user text such as feature names
+            # in the meta JSON after it is left alone
+            (tmpd / name).write_text(src.replace("@DIR@", _asm_in_c(str(tmpd)), 1))
             obj = tmpd / (Path(name).stem + ".o")
             _run([*cc.argv, *flags, "-I", str(RUNTIME_DIR), "-c", str(tmpd / name), "-o", str(obj)],
                  f"compiling {name}")

@@ -27,6 +27,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import importlib.machinery
+import os
 import threading
 import time
 from pathlib import Path
@@ -54,6 +55,17 @@ _NODE64 = np.dtype([("ff", "<i4"), ("cat", "<i4"), ("l", "<i4"), ("r", "<i4"), (
 
 _LIB: Any = None
 _LIB_LOCK = threading.Lock()
+_ARCHIVE_LOCK = threading.Lock()
+
+
+def _after_fork_in_child() -> None:
+    """A lock another parent thread held at a fork would never be released in the child."""
+    global _LIB_LOCK, _ARCHIVE_LOCK
+    _LIB_LOCK, _ARCHIVE_LOCK = threading.Lock(), threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 #: where the loaded kernel came from: "prebuilt" (the package's), "built" (the toolchain's, on
 #: first use), None (not loaded yet, or no kernel); its file in KERNEL_PATH
 KERNEL_ORIGIN: str | None = None
@@ -176,6 +188,9 @@ def native_library(progress: Callable[[str], None] | None = None):
     either (no prebuilt kernel that matches and no working C compiler).
     """
     global _LIB, KERNEL_ORIGIN, KERNEL_PATH
+    lib = _LIB
+    if lib is not None:  # loaded: no lock on this per-kernel path
+        return lib
     with _LIB_LOCK:
         if _LIB is not None:
             return _LIB
@@ -299,6 +314,8 @@ def resolve_isa(isa: str, strict: bool = True) -> str:
     """The path `isa` runs on here; "auto" is the best C-kernel path whose self-test passes,
     or without the C kernel (no prebuilt one that matches, no C compiler) the llvmlite walker
     (numpy if even llvmlite fails)."""
+    if isa == "numpy":  # needs no kernel: don't load (or build) one
+        return "numpy"
     native = _native_isas()
     if isa == "auto":
         if not native:
@@ -347,7 +364,7 @@ def _archive_matches(path: Path) -> str | None:
         return f"{path.name} is not a static archive"
     if kernel_source_hash().encode() not in data:
         return f"{path.name} was built from other kernel sources (runtime/kernels changed since the install)"
-    if " ".join(KERNEL_CFLAGS).encode() + b"\0" not in data:
+    if b"\0" + " ".join(KERNEL_CFLAGS).encode() + b"\0" not in data:  # exactly these flags
         return f"{path.name} was built with other flags"
     return None
 
@@ -358,7 +375,7 @@ def kernel_archive(progress: Callable[[str], None] | None = None) -> Path:
     KERNEL_CFLAGS, else built once per machine and compiler into the cache ("built", 20-60 s,
     reported through `progress`). CompileError without a C compiler (and archiver)."""
     global _ARCHIVE, ARCHIVE_ORIGIN, ARCHIVE_ERROR
-    with _LIB_LOCK:
+    with _ARCHIVE_LOCK:  # its own: an archive build must not stall kernels being loaded
         if _ARCHIVE is not None and _ARCHIVE.is_file():
             return _ARCHIVE
         pre = prebuilt_archive_path()

@@ -48,7 +48,9 @@ import numpy as np
 from .. import __version__, outputs, toolchain
 from ..errors import CompileError
 from . import arrays_native
+from .arrays import FF_CAT, FF_FEAT
 from .arrays_native import KERNEL_CFLAGS, _NATIVE_ISAS, _Tables
+from .c import _c_string
 
 NAME = "arrays"
 #: rows of the first-call self-test of the vector paths (odd: the kernels' row tails run too)
@@ -58,12 +60,6 @@ EXPORTS = ("treecomp_*",)
 _ALIGN = 64
 _POINTERS = tuple(n for n, t in _Tables._fields_ if t is ctypes.c_void_p)
 _SCALARS = tuple(n for n, t in _Tables._fields_ if t is not ctypes.c_void_p)
-_FF_FEAT, _FF_CAT = 0x3FFFFFFF, 0x40000000
-
-
-def _c_string(s: str) -> str:
-    from .c import _c_string as cs
-    return cs(s)
 
 
 def test_rows(kernel: Any, n: int = SELF_TEST_ROWS, seed: int = 0) -> np.ndarray:
@@ -78,8 +74,8 @@ def test_rows(kernel: Any, n: int = SELF_TEST_ROWS, seed: int = 0) -> np.ndarray
     for ffk, thk in (("h_ff", "h_thr"), ("c_ff", "c_thr")):
         ff = A[ffk].view(np.uint32)
         t = A[thk].astype(np.float64)
-        ok = np.isfinite(t) & ((ff & _FF_CAT) == 0) & ((ff & _FF_FEAT) < nf)
-        feats.append((ff[ok] & _FF_FEAT).astype(np.int64))
+        ok = np.isfinite(t) & ((ff & FF_CAT) == 0) & ((ff & FF_FEAT) < nf)
+        feats.append((ff[ok] & FF_FEAT).astype(np.int64))
         thrs.append(t[ok])
     f, t = np.concatenate(feats), np.concatenate(thrs)
     if len(f):
