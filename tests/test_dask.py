@@ -143,6 +143,8 @@ def test_meta_and_errors(models):
     renamed = ddf.rename(columns={c: f"in_{c}" for c in FEATURES})
     got = tdask.predict(reg, renamed, columns=[f"in_{c}" for c in FEATURES]).compute()
     np.testing.assert_array_equal(got.to_numpy(), reg.predict(ddf[FEATURES].compute()))
+    with pytest.raises(ValueError, match="another order"):  # a mistake, never relabelled
+        tdask.predict(reg, ddf, columns=FEATURES[::-1]).compute()
 
 
 def test_multitarget_proba_is_rejected():

@@ -703,3 +703,17 @@ def test_empty_objective_and_malformed_parameters_are_invalid():
     with pytest.raises(InvalidModelError, match="parameters"):
         parse_lightgbm_string(text.replace(param, "[boost\ning: gbdt]"))
     parse_lightgbm_string(text.replace(param, "[boosting: ]"))  # a parameter without a value: fine
+
+
+def test_objective_line_is_split_on_spaces_only(tmp_path):
+    """LightGBM splits `objective=` on ' ': with a tab, "binary\tsigmoid:1" is one unknown name
+    to it ("Unknown objective type name"), so it is refused here too, never read as binary."""
+    rng = np.random.default_rng(4)
+    X = rng.normal(size=(200, 3))
+    b = lgb.train({**BASE, "objective": "binary"}, lgb.Dataset(X, (X[:, 0] > 0).astype(float)), 2)
+    text = b.model_to_string()
+    assert "objective=binary sigmoid:1\n" in text
+    p = tmp_path / "tab.txt"
+    p.write_text(text.replace("objective=binary sigmoid:1\n", "objective=binary\tsigmoid:1\n"))
+    with pytest.raises(UnsupportedModelError, match="objective"):
+        treecomp.parse(p)

@@ -146,6 +146,9 @@ def as_model_columns(predictor: Any, frame: Any) -> Any:
     names = predictor.head.feature_names
     if names is None or list(frame.columns) == list(names):
         return frame
+    if set(map(str, frame.columns)) == set(names):  # the model's own names, in another order
+        raise ValueError(f"columns={list(frame.columns)[:20]} are the model's feature names in "
+                         f"another order; pass them in the model's order {list(names)[:20]}")
     return frame.set_axis(list(names), axis=1)
 
 

@@ -78,7 +78,8 @@ def as_matrix(X: Any, forest: Forest, dtype: Any | None = None, keep_float: bool
         raise ValueError(f"input has {arr.shape[1]} features, but the model expects {forest.n_features}")
     if keep_float and arr.dtype in (np.float32, np.float64):
         dtype = arr.dtype
-    out = np.ascontiguousarray(arr, dtype=dtype)
+    with np.errstate(over="ignore"):  # 1e39 -> inf in float32: refused below where the library does
+        out = np.ascontiguousarray(arr, dtype=dtype)
     if not forest.allow_nan and out.dtype.kind == "f" and np.isnan(out).any():
         raise ValueError("input contains NaN, which this model does not accept "
                          "(the source library rejects it too)")

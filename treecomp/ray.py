@@ -156,7 +156,7 @@ def predict(predictor: Any, dataset: Any, method: str = "predict", *,
             n_threads: int | None = 1, batch_size: int | None = 4096,
             concurrency: int | tuple[int, int] | None = None, num_cpus: float | None = None,
             **map_batches_args: Any):
-    """Return `dataset` with the model's output appended, computed on a pool of Ray actors.
+    """Return `dataset` with the model's output appended, computed by Ray tasks (or actors: concurrency=).
 
     predictor: a treecomp.Predictor (from treecomp.compile or treecomp.load).
     dataset: a ray.data.Dataset. Feature columns are `columns` if given (taken in the model's

@@ -258,8 +258,9 @@ def _objective(header: dict[str, str]) -> tuple[str, str]:
         # a custom objective.
         raise InvalidModelError("LightGBM model header: empty objective= line (LightGBM "
                                 "crashes on it)")
-    line = header.get("objective", "custom").strip() or "custom"
-    tokens = line.split()
+    line = header.get("objective", "custom")
+    # LightGBM splits the line on ' ' only: "binary\tsigmoid:1" is one unknown name to it
+    tokens = [t for t in line.split(" ") if t]
     name, params = tokens[0], tokens[1:]
     if "sqrt" in params:
         raise UnsupportedModelError(
