@@ -1,0 +1,557 @@
+"""CatBoost frontend: CatBoost / CatBoostClassifier / CatBoostRegressor / CatBoostRanker objects
+and CatBoost model files (JSON export, `.cbm`) -> Forest.
+
+Live objects are read through CatBoost's JSON export (`save_model(..., format="json")`), whose
+numbers are written with round-trip digits and parsed exactly here, so the Forest is the model in
+memory. JSON files are read without catboost, numbers parsed as CatBoost's own reader parses
+them (see `rapidjson_double`). `.cbm` files (flatbuffers) are loaded with catboost when it is
+installed and read like a live object; without catboost they are refused with a message saying so.
+
+Prediction semantics (CatBoost 1.2.10, catboost/libs/model/cpu/quantization.h and
+evaluator_impl.cpp, scale_and_bias.cpp, eval_processing.h, libs/eval_result/eval_helpers.cpp;
+each point pinned by tests/test_frontend_catboost.py against the installed library):
+
+- Rows are cast to float32. A float feature is binarised against its float32 borders,
+  bin = #{borders b : x > b}; a split on border k of a feature goes "true" (right in the IR)
+  iff bin > k, i.e. iff x > border_k in float32. IR: input float32, `x <= border` goes left.
+- NaN: a feature with has_nans and nan_value_treatment AsTrue (nan_mode Max) is replaced by
+  +inf, so NaN goes right; AsFalse (nan_mode Min) by -inf; a feature without has_nans, or AsIs
+  (nan_mode Forbidden: predict still accepts NaN) compares NaN > border (false): left. +/-inf
+  compare normally.
+- Oblivious (symmetric) trees: level d of `splits` sets bit d of the leaf index (split 0 is the
+  least significant bit); leaf_values are leaf-major, `dim` values per leaf. IR: a complete tree
+  of 2^depth leaves in heap order, root = the last split (most significant bit), so the leaves
+  left to right are leaf indices 0 .. 2^depth - 1. Non-symmetric trees (grow_policy Depthwise /
+  Lossguide; JSON "trees", nested split / left / right, leaves {"value"}) go right iff
+  x > border, as above; renumbered in preorder (children after parents), iteratively.
+- Raw = sum of the trees in float64, tree order, from 0; then CatBoost's ApplyScaleAndBias:
+  `raw += bias` (per dimension) when scale == 1. The IR adds the bias as a trailing single-leaf
+  tree (so it is added after the trees, as CatBoost does, not as a base score before them).
+  scale != 1 (set_scale_and_bias, sum_models with weights) computes `scale * sum + bias`,
+  which the IR cannot express exactly: refused (UnsupportedModelError).
+- Outputs: Logloss / CrossEntropy probability = 1 / (1 + exp(-raw)) with libm's exp ("sigmoid",
+  exp_lib libm); predict_proba = (1 - p, p); Class = raw > 0 ("raw_gt_0"). MultiClass
+  probability = exp(raw - max) with CatBoost's FastExpWithInfInplace, summed left to right,
+  divided ("softmax_seq"); Class = first argmax of raw ("argmax_raw").
+  MultiClassOneVsAll: per-class libm sigmoid, argmax of raw. Poisson / Tweedie: the regressor's
+  default prediction is Exponent = FastExpWithInfInplace(raw) ("exp"). Other regression and
+  ranking losses (RMSE, MAE, Quantile, MultiRMSE, YetiRank, ...): raw ("identity").
+  FastExpWithInfInplace is herumi fmath's expd_v on x86-64 (exp_lib "fmath",
+  treecomp.outputs.fmath_exp) and std::exp elsewhere (exp_lib "libm").
+- Labels: class_params.class_names with CatBoost's predict dtypes: Integer -> int64, Float ->
+  float64, Boolean -> bool, String -> object (str). CatBoost's multiclass predict returns shape
+  (n, 1); treecomp's Predictor.predict returns (n,) (the IR has no column-shaped labels).
+- Which estimator a file stands for: Logloss / CrossEntropy / MultiClass / MultiClassOneVsAll
+  files predict as CatBoostClassifier, others as CatBoostRegressor. A generic `CatBoost` or
+  `CatBoostRanker` object predicts RawFormulaVal (its default): identity.
+
+Refused with UnsupportedModelError naming the feature: categorical features (one-hot splits
+compare CatBoost's hash of the category string; CTRs need target statistics), text and embedding
+features, scale != 1, a binary probability threshold other than 0.5
+(`set_probability_threshold`), RMSEWithUncertainty and other multi-column prediction types.
+
+JSON numbers as CatBoost reads them: CatBoost 1.2 writes doubles with 17 significant digits and
+reads them back with RapidJSON's default (not full-precision) parser, which is not correctly
+rounded (the 17-digit significand is rounded to a double, then divided by a power of ten), so
+`load_model(f, format="json")` yields leaf values up to a few ULP from the model that wrote the
+file (measured: 21-29% of rows of a 200-tree model predict differently after the round trip).
+Files are parsed with that arithmetic (`rapidjson_double`), so treecomp predicts what CatBoost
+predicts from the file; live objects are parsed exactly.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidModelError, NotFittedError, UnsupportedModelError
+from ..ir import Forest, Tree, leaf_tree
+
+#: CatBoost's deepest tree (symmetric or not); deeper files are refused before any allocation
+MAX_DEPTH = 16
+_CLASSIFICATION = ("Logloss", "CrossEntropy", "MultiClass", "MultiClassOneVsAll")
+#: CatBoostRegressor predicts Exponent for these (CatBoostRegressor._get_default_prediction_type)
+_EXPONENT_PREFIXES = ("Poisson", "Tweedie")
+_REFUSED_LOSSES = ("RMSEWithUncertainty", "SurvivalAft", "MultiQuantile", "LogCosh")
+_LABEL_DTYPES = {"Integer": np.int64, "Float": np.float64, "Boolean": np.bool_}
+_READ_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError,
+                RecursionError)
+
+
+# -- numbers as CatBoost's JSON reader reads them -----------------------------------------------
+_NUMBER = re.compile(r"(-?)(0|[1-9][0-9]*)(?:\.([0-9]+))?(?:[eE]([+-]?)([0-9]+))?")
+_POW10 = [float(f"1e{i}") for i in range(309)]  # RapidJSON's Pow10 table: correctly rounded
+
+
+def _fast_path(d: float, p: int) -> float:
+    if p < -308:
+        return 0.0
+    return d * _POW10[p] if p >= 0 else d / _POW10[-p]
+
+
+def rapidjson_double(text: str) -> float:
+    """The double RapidJSON 1.1's Reader::ParseNumber yields for a JSON number with a fraction
+    or exponent, without kParseFullPrecisionFlag (library/cpp/json's ReadJsonTree, which
+    CatBoost's JSON model loader uses): the significand is accumulated in a uint64 while it is
+    below 2^53, further digits (up to 17 significant) in a double as d * 10 + digit, then
+    StrtodNormalPrecision multiplies or divides by the correctly rounded power of ten."""
+    m = _NUMBER.fullmatch(text)
+    if m is None:
+        raise InvalidModelError(f"malformed JSON number {text[:40]!r}")
+    minus, ipart, frac, esign, edigits = m.groups()
+    sig = 0
+    use_double = False
+    d = 0.0
+    i64 = int(ipart[0])
+    k = 1
+    # the integer part: 32-bit, then 64-bit, then double accumulation (limits as RapidJSON's)
+    lim = (0x0CCCCCCCCCCCCCCC, "8") if minus else (0x1999999999999999, "5")
+    while k < len(ipart):
+        c = ipart[k]
+        if i64 >= lim[0] and (i64 != lim[0] or c > lim[1]):
+            d = float(i64)
+            use_double = True
+            break
+        i64 = i64 * 10 + ord(c) - 48
+        sig += 1
+        k += 1
+    if use_double:
+        for c in ipart[k:]:
+            if d >= 1.7976931348623157e307:
+                raise InvalidModelError(f"JSON number {text[:40]!r} is too big")
+            d = d * 10 + (ord(c) - 48)
+    exp_frac = 0
+    if frac is not None:
+        k = 0
+        if not use_double:
+            while k < len(frac) and i64 <= 0x1FFFFFFFFFFFFF:
+                i64 = i64 * 10 + ord(frac[k]) - 48
+                exp_frac -= 1
+                if i64 != 0:
+                    sig += 1
+                k += 1
+            d = float(i64)
+            use_double = True
+        for c in frac[k:]:
+            if sig < 17:
+                d = d * 10.0 + (ord(c) - 48)
+                exp_frac -= 1
+                if d > 0.0:
+                    sig += 1
+    exp = 0
+    if edigits is not None:
+        if not use_double:
+            d = float(i64)
+            use_double = True
+        if esign == "-":
+            exp = -min(int(edigits[:10]), 214748364)
+        else:
+            exp = int(edigits[:10])
+            if exp > 308 - exp_frac:
+                raise InvalidModelError(f"JSON number {text[:40]!r} is too big")
+    p = exp + exp_frac
+    if p < -308:
+        d = _fast_path(_fast_path(d, -308), p + 308)
+    else:
+        d = _fast_path(d, p)
+    return -d if minus else d
+
+
+def _refuse_constant(name: str) -> Any:
+    raise InvalidModelError(f"{name} is not a JSON number (CatBoost's reader rejects it)")
+
+
+def _loads(data: bytes | str, what: str, exact: bool) -> Any:
+    try:
+        return json.loads(data, parse_float=float if exact else rapidjson_double,
+                          parse_constant=_refuse_constant)
+    except InvalidModelError as exc:
+        raise InvalidModelError(f"{what}: {exc}") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:
+        raise InvalidModelError(f"{what} is not valid JSON: {exc}") from None
+
+
+# -- reading the document ---------------------------------------------------------------------
+def _f64(v: Any, where: str) -> float:
+    """A JSON value read with TJsonValue::GetDouble: doubles as parsed, integers up to 2^53."""
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise InvalidModelError(f"{where}: expected a number, got {type(v).__name__}")
+    if isinstance(v, int):
+        if abs(v) > 1 << 53:
+            raise InvalidModelError(f"{where}: integer {v} does not fit a double exactly")
+        return float(v)
+    if not math.isfinite(v):
+        raise InvalidModelError(f"{where}: non-finite number")
+    return v
+
+
+def _int(v: Any, where: str, lo: int = 0, hi: int = 1 << 31) -> int:
+    if isinstance(v, bool) or not isinstance(v, int) or not lo <= v < hi:
+        raise InvalidModelError(f"{where}: expected an integer in [{lo}, {hi}), got {str(v)[:40]}")
+    return v
+
+
+def _list(v: Any, where: str) -> list:
+    if not isinstance(v, list):
+        raise InvalidModelError(f"{where}: expected a JSON array, got {type(v).__name__}")
+    return v
+
+
+def _dict(v: Any, where: str) -> dict:
+    if not isinstance(v, dict):
+        raise InvalidModelError(f"{where}: expected a JSON object, got {type(v).__name__}")
+    return v
+
+
+def _info_json(info: dict, key: str) -> Any:
+    """model_info values: objects in JSON exports (keys ending in "params"), strings otherwise."""
+    v = info.get(key)
+    if isinstance(v, str) and key.endswith("params"):
+        try:
+            return json.loads(v) if v else None
+        except (ValueError, RecursionError):
+            raise InvalidModelError(f"model_info.{key} is not valid JSON") from None
+    return v
+
+
+def _loss_name(info: dict) -> str:
+    params = _info_json(info, "params")
+    if not isinstance(params, dict):
+        return ""
+    loss = params.get("loss_function")
+    if isinstance(loss, dict):
+        loss = loss.get("type")
+    return loss if isinstance(loss, str) else ""
+
+
+def _features(doc: dict) -> tuple[list[tuple[int, np.ndarray, bool]], int, list[str]]:
+    """Float features as (input column, float32 borders, NaN goes right), the number of input
+    columns and the feature ids; refuses categorical, text and embedding features."""
+    fi = _dict(doc.get("features_info", {}), "features_info")
+    for key, what in (("categorical_features", "categorical features"), ("ctrs", "CTR features"),
+                      ("text_features", "text features"), ("embedding_features", "embedding features"),
+                      ("estimated_features", "estimated (text / embedding) features")):
+        if fi.get(key):
+            names = [str(f.get("feature_id") or f.get("feature_index", "?")) if isinstance(f, dict) else "?"
+                     for f in fi[key]][:5] if isinstance(fi[key], list) else []
+            raise UnsupportedModelError(
+                f"CatBoost models with {what} are not supported{' (' + ', '.join(names) + ')' if names else ''}: "
+                "one-hot splits compare CatBoost's hash of the category string and CTRs need the "
+                "model's target statistics; train on numeric features only")
+    if doc.get("ctr_data"):
+        raise UnsupportedModelError("CatBoost models with CTR data (categorical features) are not supported")
+    out, ids = [], []
+    n_cols = 0
+    for i, f in enumerate(_list(fi.get("float_features", []), "features_info.float_features")):
+        where = f"float feature {i}"
+        f = _dict(f, where)
+        if _int(f["feature_index"], where) != i:
+            raise InvalidModelError(f"{where}: feature_index {f['feature_index']} out of order")
+        flat = _int(f["flat_feature_index"], where, 0, 1 << 24)
+        borders = np.array([_f64(b, f"{where} border") for b in _list(f["borders"], where)], np.float64)
+        b32 = borders.astype(np.float32)  # CatBoost stores float borders (FromJson<float>)
+        if np.any(~np.isfinite(b32)):
+            raise InvalidModelError(f"{where}: a border is not finite in float32")
+        if np.any(np.diff(b32) <= 0):
+            raise InvalidModelError(f"{where}: borders are not strictly increasing")
+        treat = f.get("nan_value_treatment", "AsIs")
+        if treat not in ("AsIs", "AsFalse", "AsTrue"):
+            raise InvalidModelError(f"{where}: nan_value_treatment {str(treat)[:20]!r}")
+        has_nans = f.get("has_nans", False)
+        if not isinstance(has_nans, bool):
+            raise InvalidModelError(f"{where}: has_nans must be true or false")
+        out.append((flat, b32, has_nans and treat == "AsTrue"))
+        ids.append(f.get("feature_id") if isinstance(f.get("feature_id"), str) else "")
+        n_cols = max(n_cols, flat + 1)
+    if not out:
+        raise InvalidModelError("the CatBoost model has no float features")
+    if len({f[0] for f in out}) != len(out):
+        raise InvalidModelError("two float features share a flat_feature_index")
+    return out, n_cols, ids
+
+
+def _split_table(features) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """CatBoost's bin-feature list (TModelTrees::GetBinFeatures, indexed by split_index): every
+    border of every float feature, features in order: (column, border, NaN goes right)."""
+    cols = np.concatenate([np.full(len(b), c, np.int32) for c, b, _ in features])
+    borders = np.concatenate([b for _, b, _ in features]).astype(np.float64)
+    nan_right = np.concatenate([np.full(len(b), r, bool) for _, b, r in features])
+    return cols, borders, nan_right
+
+
+def _split(s: Any, table, where: str) -> int:
+    """The split_index of a split object (what CatBoost's loader reads), checked against the
+    float_feature_index / border written beside it."""
+    s = _dict(s, where)
+    if s.get("split_type", "FloatFeature") != "FloatFeature":
+        raise UnsupportedModelError(f"CatBoost split type {str(s.get('split_type'))[:30]!r} "
+                                    "(categorical / CTR) is not supported")
+    k = _int(s["split_index"], where, 0, len(table[0]))
+    if "border" in s and np.float32(_f64(s["border"], where)) != np.float32(table[1][k]):
+        raise InvalidModelError(f"{where}: border {s['border']} does not match split_index {k}")
+    return k
+
+
+def _oblivious_tree(t: Any, i: int, table, dim: int) -> Tree:
+    where = f"oblivious tree {i}"
+    t = _dict(t, where)
+    splits = _list(t["splits"], where)
+    depth = len(splits)
+    if depth > MAX_DEPTH:
+        raise InvalidModelError(f"{where}: depth {depth} > {MAX_DEPTH}")
+    leaves = _list(t["leaf_values"], where)
+    if len(leaves) != dim << depth:
+        raise InvalidModelError(f"{where}: {len(leaves)} leaf values for depth {depth} and "
+                                f"{dim} dimension(s)")
+    vals = np.array([_f64(v, where) for v in leaves], np.float64).reshape(1 << depth, dim)
+    if depth == 0:
+        return leaf_tree(vals[0])
+    ks = np.array([_split(s, table, f"{where} split {d}") for d, s in enumerate(splits)], np.int64)
+    n_inner = (1 << depth) - 1
+    n = 2 * n_inner + 1
+    level = np.floor(np.log2(np.arange(1, n_inner + 1))).astype(np.int64)  # heap level of node
+    k = ks[depth - 1 - level]  # the root tests the most significant bit
+    idx = np.arange(n_inner)
+    left = np.full(n, -1, np.int32)
+    right = np.full(n, -1, np.int32)
+    left[:n_inner] = 2 * idx + 1
+    right[:n_inner] = 2 * idx + 2
+    feature = np.full(n, -1, np.int32)
+    feature[:n_inner] = table[0][k]
+    thr = np.zeros(n)
+    thr[:n_inner] = table[1][k]
+    dl = np.zeros(n, bool)
+    dl[:n_inner] = ~table[2][k]
+    value = np.zeros((n, dim))
+    value[n_inner:] = vals
+    return Tree(left=left, right=right, feature=feature, threshold=thr, default_left=dl, value=value)
+
+
+def _nonsymmetric_tree(root: Any, i: int, table, dim: int) -> Tree:
+    where = f"tree {i}"
+    nodes: list[dict] = []
+    left: list[int] = []
+    right: list[int] = []
+    depth_of: list[int] = []
+    stack = [(root, -1, False, 0)]  # (node, parent, is right child, depth): preorder, no recursion
+    while stack:
+        node, parent, is_right, d = stack.pop()
+        node = _dict(node, where)
+        me = len(nodes)
+        if me >= 1 << (MAX_DEPTH + 2) or d > MAX_DEPTH:
+            raise InvalidModelError(f"{where}: deeper than {MAX_DEPTH} levels")
+        nodes.append(node)
+        left.append(-1)
+        right.append(-1)
+        depth_of.append(d)
+        if parent >= 0:
+            (right if is_right else left)[parent] = me
+        if "value" not in node:
+            stack.append((node["right"], me, True, d + 1))
+            stack.append((node["left"], me, False, d + 1))
+    n = len(nodes)
+    feature = np.full(n, -1, np.int32)
+    thr = np.zeros(n)
+    dl = np.zeros(n, bool)
+    value = np.zeros((n, dim))
+    for j, node in enumerate(nodes):
+        if "value" in node:
+            v = node["value"]
+            v = _list(v, where) if dim > 1 else [v]
+            if len(v) != dim:
+                raise InvalidModelError(f"{where}: a leaf has {len(v)} values, expected {dim}")
+            value[j] = [_f64(x, where) for x in v]
+        else:
+            k = _split(node["split"], table, f"{where} node {j}")
+            feature[j], thr[j], dl[j] = table[0][k], table[1][k], not table[2][k]
+    if n == 1:
+        return leaf_tree(value[0])
+    return Tree(left=left, right=right, feature=feature, threshold=thr, default_left=dl, value=value)
+
+
+def _labels(info: dict, n: int) -> np.ndarray:
+    cp = _info_json(info, "class_params")
+    if not isinstance(cp, dict):
+        return np.arange(n, dtype=np.int64)
+    names = cp.get("class_names") or []
+    to_label = cp.get("class_to_label")
+    if not isinstance(names, list) or (to_label is not None and to_label != list(range(len(to_label)))):
+        raise UnsupportedModelError("CatBoost class_params with a class_to_label map other than "
+                                    "0..n-1 are not supported")
+    if not names:
+        return np.arange(n, dtype=np.int64)
+    if len(names) != n:
+        raise InvalidModelError(f"{len(names)} class names for {n} classes")
+    kind = cp.get("class_label_type")
+    if kind == "String":
+        return np.array([str(s) for s in names], dtype=object)
+    if kind not in _LABEL_DTYPES:
+        raise UnsupportedModelError(f"CatBoost class_label_type {str(kind)[:20]!r} is not supported")
+    return np.array(names, dtype=_LABEL_DTYPES[kind])
+
+
+def _fast_exp_lib() -> str:
+    """What CatBoost's FastExpWithInfInplace calls on this host: fmath on x86, std::exp else."""
+    machine = platform.machine().lower()
+    return "fmath" if machine in ("x86_64", "amd64", "i386", "i686", "x86") else "libm"
+
+
+def forest_from_document(doc: Any, kind: str = "auto", source: str = "") -> Forest:
+    """The Forest of a CatBoost JSON model document. kind: "classifier" / "regressor" (the
+    sklearn-style wrappers' default predictions), "raw" (CatBoost.predict: RawFormulaVal) or
+    "auto" (a file: classifier for classification losses, else regressor)."""
+    try:
+        return _forest(_dict(doc, "the CatBoost model"), kind, source)
+    except (InvalidModelError, UnsupportedModelError):
+        raise
+    except _READ_ERRORS as exc:
+        raise InvalidModelError(f"corrupt CatBoost model: {type(exc).__name__}: {str(exc)[:200]}") from None
+
+
+def _forest(doc: dict, kind: str, source: str) -> Forest:
+    info = _dict(doc.get("model_info", {}), "model_info")
+    features, n_cols, ids = _features(doc)
+    table = _split_table(features)
+    if "oblivious_trees" in doc:
+        raw_trees = _list(doc["oblivious_trees"], "oblivious_trees")
+        oblivious = True
+    else:
+        raw_trees = _list(doc["trees"], "trees")
+        oblivious = False
+    if not raw_trees:
+        raise InvalidModelError("the CatBoost model has no trees")
+    sb = _list(doc.get("scale_and_bias", [1, [0]]), "scale_and_bias")
+    if len(sb) != 2:
+        raise InvalidModelError("scale_and_bias must be [scale, [bias, ...]]")
+    scale = _f64(sb[0], "scale")
+    bias = [_f64(b, "bias") for b in _list(sb[1], "bias")]
+    if oblivious:
+        t0 = _dict(raw_trees[0], "oblivious tree 0")
+        dim, rem = divmod(len(_list(t0["leaf_values"], "tree 0")), 1 << min(len(_list(t0["splits"], "tree 0")), 62))
+        if rem or dim < 1:
+            raise InvalidModelError("tree 0: leaf_values do not fill 2^depth leaves")
+        trees = [_oblivious_tree(t, i, table, dim) for i, t in enumerate(raw_trees)]
+    else:
+        first = _dict(raw_trees[0], "tree 0")
+        while "value" not in first:
+            first = _dict(first["left"], "tree 0")
+        dim = len(first["value"]) if isinstance(first["value"], list) else 1
+        trees = [_nonsymmetric_tree(t, i, table, dim) for i, t in enumerate(raw_trees)]
+    if scale != 1.0:
+        raise UnsupportedModelError(
+            f"CatBoost models with scale {scale!r} != 1 (set_scale_and_bias / sum_models) are not "
+            "supported: CatBoost computes scale * sum + bias, which treecomp's IR cannot express exactly")
+    if len(bias) not in (1, dim):  # one value is added to every dimension (ApplyScaleAndBias)
+        raise InvalidModelError(f"{len(bias)} bias values for {dim} dimension(s)")
+    if any(b != 0.0 for b in bias):
+        trees.append(leaf_tree(np.array(bias if len(bias) == dim else bias * dim)))
+    loss = _loss_name(info)
+    if loss.split(":")[0] in _REFUSED_LOSSES:
+        raise UnsupportedModelError(f"CatBoost loss {loss!r} is not supported")
+    threshold = info.get("binclass_probability_threshold")
+    if threshold is not None and str(threshold) != "0.5":
+        raise UnsupportedModelError(f"a CatBoost binary probability threshold ({threshold}; "
+                                    "set_probability_threshold) is not supported")
+    base = loss.split(":")[0]
+    if kind == "auto":
+        kind = "classifier" if base in _CLASSIFICATION else "regressor"
+    transform, decision, classes, exp_lib = "identity", "none", (), "libm"
+    if kind == "classifier":
+        if base in ("Logloss", "CrossEntropy") or (base == "" and dim == 1):
+            if dim != 1:
+                raise InvalidModelError(f"a {loss} model with {dim} dimensions")
+            transform, decision, classes = "sigmoid", "raw_gt_0", (_labels(info, 2),)
+        elif base == "MultiClassOneVsAll":
+            transform, decision, classes = "sigmoid", "argmax_raw", (_labels(info, dim),)
+        elif base in ("MultiClass", "") and dim > 1:
+            transform, decision = "softmax_seq", "argmax_raw"
+            classes, exp_lib = (_labels(info, dim),), _fast_exp_lib()
+        else:
+            raise UnsupportedModelError(f"a CatBoostClassifier with loss {loss!r} is not supported")
+    elif kind == "regressor" and base.startswith(_EXPONENT_PREFIXES):
+        if dim != 1:
+            raise InvalidModelError(f"a {loss} model with {dim} dimensions")
+        transform, exp_lib = "exp", _fast_exp_lib()
+    names = None
+    if all(ids) and len(ids) == n_cols:
+        names = ids
+    return Forest(trees=trees, n_features=n_cols, n_outputs=dim,
+                  tree_output=np.zeros(len(trees), np.int32), base_score=np.zeros(dim),
+                  input_dtype="float32", comparison="<=", accumulate_dtype="float64",
+                  transform=transform, decision=decision, classes=classes, feature_names=names,
+                  allow_nan=True, exp_lib=exp_lib,
+                  provenance=f"catboost {source} (loss {loss or '?'})".strip())
+
+
+# -- entry points ------------------------------------------------------------------------------
+def _export_json(model: Any) -> dict:
+    """A live model's JSON export, parsed exactly (the writer prints round-trip digits)."""
+    fitted = getattr(model, "is_fitted", None)
+    if callable(fitted) and not fitted():
+        raise NotFittedError(f"{type(model).__name__} is not fitted")
+    for getter, what in (("get_cat_feature_indices", "categorical features"),
+                         ("_get_text_feature_indices", "text features"),
+                         ("_get_embedding_feature_indices", "embedding features")):
+        fn = getattr(model, getter, None)
+        idx = list(fn()) if callable(fn) else []
+        if idx:
+            raise UnsupportedModelError(f"CatBoost models with {what} (columns {idx[:10]}) are not "
+                                        "supported: train on numeric features only")
+    with tempfile.TemporaryDirectory(prefix="treecomp-cb-") as tmp:
+        path = os.path.join(tmp, "model.json")
+        try:
+            model.save_model(path, format="json")
+        except Exception as exc:  # noqa: BLE001 - CatBoostError and friends
+            raise UnsupportedModelError(f"cannot export the CatBoost model to JSON: {str(exc)[:300]}") from None
+        return _loads(Path(path).read_bytes(), "CatBoost's JSON export", exact=True)
+
+
+def parse_model(model: Any) -> Forest:
+    """A fitted CatBoost / CatBoostClassifier / CatBoostRegressor / CatBoostRanker: its
+    default predict (and predict_proba for classifiers)."""
+    names = [c.__name__ for c in type(model).__mro__]
+    kind = "classifier" if "CatBoostClassifier" in names else \
+        "regressor" if "CatBoostRegressor" in names else "raw"
+    return forest_from_document(_export_json(model), kind, source=type(model).__name__)
+
+
+def parse_catboost_file(path: str | os.PathLike) -> Forest:
+    """A CatBoost model file: the JSON export (read without catboost, numbers as CatBoost reads
+    them) or the binary .cbm (loaded with catboost, which must be installed)."""
+    p = Path(path)
+    data = p.read_bytes()
+    if data[:4] == b"CBM1":
+        try:
+            import catboost
+        except ImportError:
+            raise UnsupportedModelError(
+                f"{p.name} is a binary CatBoost model (.cbm); reading it needs the catboost "
+                "package (pip install catboost), or export it once with "
+                "model.save_model('model.json', format='json') and parse the JSON") from None
+        model = catboost.CatBoost()
+        try:
+            model.load_model(str(p))
+        except Exception as exc:  # noqa: BLE001 - CatBoostError
+            raise InvalidModelError(f"catboost cannot load {p.name}: {str(exc)[:300]}") from None
+        return forest_from_document(_export_json(model), "auto", source=f"file {p.name}")
+    doc = _loads(data, p.name, exact=False)
+    return forest_from_document(doc, "auto", source=f"file {p.name}")
+
+
+def is_catboost_json(head: bytes) -> bool:
+    """Whether the start of a JSON file looks like a CatBoost export (its top-level keys)."""
+    return head.lstrip(b" \t\r\n")[:1] == b"{" and any(
+        k in head for k in (b'"oblivious_trees"', b'"features_info"', b'"scale_and_bias"'))
+
+
+PARSERS = {
+    "CatBoost": parse_model,
+}
