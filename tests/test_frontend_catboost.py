@@ -136,7 +136,7 @@ def test_scale_and_bias():
 @pytest.mark.parametrize("name", ["logloss_str", "multiclass", "depthwise", "poisson"])
 def test_files(name, tmp_path, monkeypatch):
     """JSON files predict what CatBoost predicts after loading the JSON (its reader rounds
-    differently from the writer), .cbm files what the model predicts; JSON needs no catboost."""
+    differently from the writer), .cbm files what the model predicts; neither needs catboost."""
     m = model(name)
     js, cbm = tmp_path / "m.json", tmp_path / "m.model"  # content decides, not the name
     m.save_model(str(js), format="json")
@@ -152,10 +152,10 @@ def test_files(name, tmp_path, monkeypatch):
         assert_same(raw, interp.decision_function(f, T))
         if proba is not None:
             assert_same(proba, interp.predict_proba(f, T))
+    assert fc.digest() == treecomp.parse(m).digest()  # live objects are read through a .cbm
     monkeypatch.setitem(sys.modules, "catboost", None)  # as if catboost were not installed
     assert treecomp.parse(js).digest() == fj.digest()
-    with pytest.raises(UnsupportedModelError, match="needs the catboost package"):
-        treecomp.parse(cbm)
+    assert treecomp.parse(cbm).digest() == fc.digest()
 
 
 def crafted(leaf_values: str, depth: int, loss: str = "RMSE", dim: int = 1) -> str:
@@ -249,6 +249,26 @@ def test_feature_names():
     f = treecomp.parse(m)
     assert f.feature_names == tuple("abcde")
     assert_same(m.predict(df), interp.predict(f, df))
+
+
+def test_corrupt_cbm(tmp_path):
+    """Truncated and byte-flipped .cbm files: a clear error (or a model), never a crash."""
+    p = tmp_path / "m.cbm"
+    model("depthwise").save_model(str(p))
+    data = p.read_bytes()
+    rng = np.random.default_rng(5)
+    for i in range(300):
+        b = bytearray(data)
+        if i < 20:
+            b = b[:int(rng.integers(0, len(data)))]
+        else:
+            for _ in range(int(rng.integers(1, 4))):
+                b[int(rng.integers(8, len(b)))] = int(rng.integers(0, 256))
+        p.write_bytes(bytes(b))
+        try:
+            treecomp.parse(p)
+        except (InvalidModelError, UnsupportedModelError):
+            pass
 
 
 def test_hostile_json(tmp_path):

@@ -1,11 +1,10 @@
 """CatBoost frontend: CatBoost / CatBoostClassifier / CatBoostRegressor / CatBoostRanker objects
 and CatBoost model files (JSON export, `.cbm`) -> Forest.
 
-Live objects are read through CatBoost's JSON export (`save_model(..., format="json")`), whose
-numbers are written with round-trip digits and parsed exactly here, so the Forest is the model in
-memory. JSON files are read without catboost, numbers parsed as CatBoost's own reader parses
-them (see `rapidjson_double`). `.cbm` files (flatbuffers) are loaded with catboost when it is
-installed and read like a live object; without catboost they are refused with a message saying so.
+Files are read without catboost: the binary `.cbm` (flatbuffers: "CBM1", the core's size, a
+TModelCore table; read by `cbm_document`) and the JSON export (`save_model(..., format="json")`,
+numbers parsed as CatBoost's own reader parses them: see `rapidjson_double`). Live objects are
+saved to a temporary .cbm and read the same way, so the Forest is the model in memory.
 
 Prediction semantics (CatBoost 1.2.10, catboost/libs/model/cpu/quantization.h and
 evaluator_impl.cpp, scale_and_bias.cpp, eval_processing.h, libs/eval_result/eval_helpers.cpp;
@@ -66,6 +65,7 @@ import math
 import os
 import platform
 import re
+import struct
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -169,9 +169,9 @@ def _refuse_constant(name: str) -> Any:
     raise InvalidModelError(f"{name} is not a JSON number (CatBoost's reader rejects it)")
 
 
-def _loads(data: bytes | str, what: str, exact: bool) -> Any:
+def _loads(data: bytes | str, what: str) -> Any:
     try:
-        return json.loads(data, parse_float=float if exact else rapidjson_double,
+        return json.loads(data, parse_float=rapidjson_double,
                           parse_constant=_refuse_constant)
     except InvalidModelError as exc:
         raise InvalidModelError(f"{what}: {exc}") from None
@@ -491,9 +491,205 @@ def _forest(doc: dict, kind: str, source: str) -> Forest:
                   provenance=f"catboost {source} (loss {loss or '?'})".strip())
 
 
+# -- the binary .cbm format (flatbuffers, catboost/libs/model/flatbuffers/model.fbs) -----------
+class _Flat:
+    """A bounds-checked reader of the flatbuffers tables a .cbm holds (no flatbuffers package,
+    no recursion: the schema is fixed). Every offset is checked against the buffer, so a corrupt
+    file raises InvalidModelError, never reads outside it."""
+
+    def __init__(self, buf: bytes):
+        self.buf = buf
+
+    def _u(self, fmt: str, pos: int) -> int:
+        size = {"<I": 4, "<i": 4, "<H": 2, "<B": 1, "<d": 8}[fmt]
+        if not 0 <= pos <= len(self.buf) - size:
+            raise InvalidModelError("corrupt .cbm: offset out of range")
+        return struct.unpack_from(fmt, self.buf, pos)[0]
+
+    def root(self) -> int:
+        return self._u("<I", 0)
+
+    def _field(self, table: int, i: int) -> int:
+        """Absolute position of field i of the table at `table`, 0 when absent."""
+        vt = table - self._u("<i", table)
+        vsize = self._u("<H", vt)
+        if 4 + 2 * i + 2 > vsize:
+            return 0
+        off = self._u("<H", vt + 4 + 2 * i)
+        return table + off if off else 0
+
+    def scalar(self, table: int, i: int, fmt: str, default: Any) -> Any:
+        pos = self._field(table, i)
+        return self._u(fmt, pos) if pos else default
+
+    def _target(self, table: int, i: int) -> int:
+        pos = self._field(table, i)
+        return pos + self._u("<I", pos) if pos else 0
+
+    def table(self, table: int, i: int) -> int:
+        return self._target(table, i)
+
+    def _vector(self, table: int, i: int, item: int) -> tuple[int, int]:
+        pos = self._target(table, i)
+        if not pos:
+            return 0, 0
+        n = self._u("<I", pos)
+        if n * item > len(self.buf) - pos - 4:
+            raise InvalidModelError("corrupt .cbm: vector longer than the file")
+        return pos + 4, n
+
+    def array(self, table: int, i: int, dtype: str) -> np.ndarray:
+        """A vector of scalars (or of 4-byte structs, read as "<u4")."""
+        dt = np.dtype(dtype)
+        start, n = self._vector(table, i, dt.itemsize)
+        return np.frombuffer(self.buf, dt, n, start).copy() if n else np.zeros(0, dt)
+
+    def tables(self, table: int, i: int) -> list[int]:
+        start, n = self._vector(table, i, 4)
+        return [start + 4 * k + self._u("<I", start + 4 * k) for k in range(n)]
+
+    def string(self, table: int, i: int) -> str:
+        pos = self._target(table, i)
+        if not pos:
+            return ""
+        n = self._u("<I", pos)
+        if n > len(self.buf) - pos - 4:
+            raise InvalidModelError("corrupt .cbm: string longer than the file")
+        return self.buf[pos + 4:pos + 4 + n].decode("utf-8", "replace")
+
+    def strings(self, table: int, i: int) -> list[str]:
+        start, n = self._vector(table, i, 4)
+        return [self.string_at(start + 4 * k) for k in range(n)]
+
+    def string_at(self, pos: int) -> str:
+        pos += self._u("<I", pos)
+        n = self._u("<I", pos)
+        if n > len(self.buf) - pos - 4:
+            raise InvalidModelError("corrupt .cbm: string longer than the file")
+        return self.buf[pos + 4:pos + 4 + n].decode("utf-8", "replace")
+
+
+_NAN_TREATMENTS = ("AsIs", "AsFalse", "AsTrue")
+
+
+def cbm_document(data: bytes) -> dict:
+    """The model document (see _cbm_document); whatever is wrong with the bytes raises
+    InvalidModelError."""
+    try:
+        return _cbm_document(data)
+    except (InvalidModelError, UnsupportedModelError):
+        raise
+    except (*_READ_ERRORS, struct.error) as exc:
+        raise InvalidModelError(f"corrupt .cbm: {type(exc).__name__}: {str(exc)[:200]}") from None
+
+
+def _cbm_document(data: bytes) -> dict:
+    """The model document (as the JSON export has it) of a .cbm file's bytes: "CBM1", the core
+    flatbuffer's size (uint32), the flatbuffer (TModelCore), then optional parts (CTR tables,
+    text processing) that only models with categorical / text features have."""
+    if data[:4] != b"CBM1" or len(data) < 8:
+        raise InvalidModelError("not a CatBoost .cbm file (no CBM1 header)")
+    size = struct.unpack_from("<I", data, 4)[0]
+    if size > len(data) - 8:
+        raise InvalidModelError(f"truncated .cbm file: the model core needs {size} bytes, "
+                                f"{len(data) - 8} follow")
+    fb = _Flat(data[8:8 + size])
+    core = fb.root()
+    parts = fb.strings(core, 3)
+    if parts:
+        raise UnsupportedModelError(f"CatBoost models with extra parts ({', '.join(parts)[:100]}: "
+                                    "categorical CTR data or text / embedding processing) are not supported")
+    info = {}
+    for kv in fb.tables(core, 2):
+        info[fb.string(kv, 0)] = fb.string(kv, 1)
+    mt = fb.table(core, 1)
+    if not mt:
+        raise InvalidModelError("corrupt .cbm: no model trees")
+    fi: dict[str, Any] = {"float_features": []}
+    for name, field in (("categorical_features", 4), ("one_hot_features", 6), ("ctrs", 7),
+                        ("text_features", 12), ("estimated_features", 13), ("embedding_features", 18)):
+        if field in (4, 12, 18):
+            items = [{"feature_id": fb.string(t, 2), "feature_index": fb.scalar(t, 0, "<i", -1)}
+                     for t in fb.tables(mt, field)]
+        else:
+            items = [{} for _ in fb.tables(mt, field)]
+        if items:
+            fi[name] = items
+    for t in fb.tables(mt, 5):
+        treat = fb.scalar(t, 5, "<B", 0)
+        fi["float_features"].append({
+            "has_nans": bool(fb.scalar(t, 0, "<B", 0)), "feature_index": fb.scalar(t, 1, "<i", -1),
+            "flat_feature_index": fb.scalar(t, 2, "<i", -1),
+            "borders": fb.array(t, 3, "<f4").astype(np.float64).tolist(),
+            "feature_id": fb.string(t, 4),
+            "nan_value_treatment": _NAN_TREATMENTS[treat] if treat < 3 else str(treat)})
+    dim = fb.scalar(mt, 0, "<i", 0)
+    splits = fb.array(mt, 1, "<i4")
+    sizes = fb.array(mt, 2, "<i4")
+    starts = fb.array(mt, 3, "<i4")
+    leaves = fb.array(mt, 8, "<f8")
+    steps = fb.array(mt, 10, "<u4")  # struct TNonSymmetricTreeStepNode {uint16 left, right}
+    steps = np.stack([steps & 0xFFFF, steps >> 16], axis=1)
+    leaf_id = fb.array(mt, 11, "<u4")
+    if dim < 1 or len(sizes) != len(starts) or np.any(sizes < 0):
+        raise InvalidModelError("corrupt .cbm: tree tables do not match")
+    multi_bias = fb.array(mt, 16, "<f8").tolist()
+    doc: dict[str, Any] = {"model_info": info, "features_info": fi,
+                           "scale_and_bias": [fb.scalar(mt, 14, "<d", 1.0),
+                                              multi_bias or [fb.scalar(mt, 15, "<d", 0.0)]]}
+    ends = np.append(starts[1:], len(splits)) if len(starts) else starts
+    if len(steps) == 0:  # oblivious: tree i has sizes[i] splits and dim << sizes[i] leaf values
+        trees, off = [], 0
+        for depth, a, b in zip(sizes.tolist(), starts.tolist(), ends.tolist()):
+            n_leaf = dim << min(depth, MAX_DEPTH + 1)
+            if depth > MAX_DEPTH or not 0 <= a <= b <= len(splits) or b - a != depth \
+                    or off + n_leaf > len(leaves):
+                raise InvalidModelError("corrupt .cbm: tree sizes do not match the splits / leaves")
+            trees.append({"splits": [{"split_index": int(k)} for k in splits[a:b]],
+                          "leaf_values": leaves[off:off + n_leaf].tolist()})
+            off += n_leaf
+        doc["oblivious_trees"] = trees
+        return doc
+    # non-symmetric: per node a split index, (left, right) offsets to the children (0: that side
+    # is a leaf whose value sits at the node's own leaf id)
+    if not len(splits) == len(steps) == len(leaf_id):
+        raise InvalidModelError("corrupt .cbm: non-symmetric node tables do not match")
+
+    def leaf(j: int) -> dict:
+        k = int(leaf_id[j])
+        if k + dim > len(leaves):
+            raise InvalidModelError("corrupt .cbm: leaf id out of range")
+        return {"value": leaves[k:k + dim].tolist() if dim > 1 else float(leaves[k])}
+
+    trees = []
+    for a, b in zip(starts.tolist(), ends.tolist()):
+        if not 0 <= a < b <= len(splits):
+            raise InvalidModelError("corrupt .cbm: tree offsets out of range")
+        nodes: list[dict] = [{} for _ in range(b - a)]
+        parents = np.zeros(b - a, np.int64)
+        for j in range(b - 1, a - 1, -1):
+            dl, dr = int(steps[j, 0]), int(steps[j, 1])
+            if dl == 0 and dr == 0:
+                nodes[j - a] = leaf(j)
+                continue
+            if j + max(dl, dr) >= b or dl == dr:
+                raise InvalidModelError("corrupt .cbm: child offset beyond its tree")
+            for d in (dl, dr):
+                if d:
+                    parents[j + d - a] += 1
+                    if parents[j + d - a] > 1:  # a shared subtree would be copied: refuse
+                        raise InvalidModelError("corrupt .cbm: a tree node has two parents")
+            nodes[j - a] = {"split": {"split_index": int(splits[j])},
+                            "left": nodes[j + dl - a] if dl else leaf(j),
+                            "right": nodes[j + dr - a] if dr else leaf(j)}
+        trees.append(nodes[0])
+    doc["trees"] = trees
+    return doc
+
+
 # -- entry points ------------------------------------------------------------------------------
-def _export_json(model: Any) -> dict:
-    """A live model's JSON export, parsed exactly (the writer prints round-trip digits)."""
+def _model_document(model: Any) -> dict:
+    """A live model's document, from its binary export (exact: no decimal round trip)."""
     fitted = getattr(model, "is_fitted", None)
     if callable(fitted) and not fitted():
         raise NotFittedError(f"{type(model).__name__} is not fitted")
@@ -506,12 +702,12 @@ def _export_json(model: Any) -> dict:
             raise UnsupportedModelError(f"CatBoost models with {what} (columns {idx[:10]}) are not "
                                         "supported: train on numeric features only")
     with tempfile.TemporaryDirectory(prefix="treecomp-cb-") as tmp:
-        path = os.path.join(tmp, "model.json")
+        path = os.path.join(tmp, "model.cbm")
         try:
-            model.save_model(path, format="json")
+            model.save_model(path)
         except Exception as exc:  # noqa: BLE001 - CatBoostError and friends
-            raise UnsupportedModelError(f"cannot export the CatBoost model to JSON: {str(exc)[:300]}") from None
-        return _loads(Path(path).read_bytes(), "CatBoost's JSON export", exact=True)
+            raise InvalidModelError(f"cannot save the CatBoost model: {str(exc)[:300]}") from None
+        return cbm_document(Path(path).read_bytes())
 
 
 def parse_model(model: Any) -> Forest:
@@ -520,29 +716,19 @@ def parse_model(model: Any) -> Forest:
     names = [c.__name__ for c in type(model).__mro__]
     kind = "classifier" if "CatBoostClassifier" in names else \
         "regressor" if "CatBoostRegressor" in names else "raw"
-    return forest_from_document(_export_json(model), kind, source=type(model).__name__)
+    return forest_from_document(_model_document(model), kind, source=type(model).__name__)
 
 
 def parse_catboost_file(path: str | os.PathLike) -> Forest:
-    """A CatBoost model file: the JSON export (read without catboost, numbers as CatBoost reads
-    them) or the binary .cbm (loaded with catboost, which must be installed)."""
+    """A CatBoost model file, read without catboost: the binary .cbm or the JSON export
+    (numbers parsed as CatBoost's own reader parses them). Either predicts as
+    CatBoostClassifier (classification losses) or CatBoostRegressor would after load_model."""
     p = Path(path)
     data = p.read_bytes()
     if data[:4] == b"CBM1":
-        try:
-            import catboost
-        except ImportError:
-            raise UnsupportedModelError(
-                f"{p.name} is a binary CatBoost model (.cbm); reading it needs the catboost "
-                "package (pip install catboost), or export it once with "
-                "model.save_model('model.json', format='json') and parse the JSON") from None
-        model = catboost.CatBoost()
-        try:
-            model.load_model(str(p))
-        except Exception as exc:  # noqa: BLE001 - CatBoostError
-            raise InvalidModelError(f"catboost cannot load {p.name}: {str(exc)[:300]}") from None
-        return forest_from_document(_export_json(model), "auto", source=f"file {p.name}")
-    doc = _loads(data, p.name, exact=False)
+        doc = cbm_document(data)
+    else:
+        doc = _loads(data, p.name)
     return forest_from_document(doc, "auto", source=f"file {p.name}")
 
 
