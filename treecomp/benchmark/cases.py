@@ -142,13 +142,8 @@ def _sklearn_library(model: Any) -> Library:
                    getattr(model, fn_name), threads, outputs, model=model)
 
 
-def _lightgbm_library(model: Any, model_file: str | None = None) -> Library:
-    booster = model.booster_ if hasattr(model, "booster_") else model
-    n_threads = [os.cpu_count() or 1]
-
-    def predict(X):
-        return booster.predict(X, num_threads=n_threads[0])
-
+def _thread_count_setter(n_threads: list) -> Callable[[int], Any]:
+    """threads(k) for a library that takes its thread count per call: sets n_threads[0]."""
     @contextlib.contextmanager
     def threads(k):
         old, n_threads[0] = n_threads[0], int(k)
@@ -156,6 +151,17 @@ def _lightgbm_library(model: Any, model_file: str | None = None) -> Library:
             yield
         finally:
             n_threads[0] = old
+    return threads
+
+
+def _lightgbm_library(model: Any, model_file: str | None = None) -> Library:
+    booster = model.booster_ if hasattr(model, "booster_") else model
+    n_threads = [os.cpu_count() or 1]
+
+    def predict(X):
+        return booster.predict(X, num_threads=n_threads[0])
+
+    threads = _thread_count_setter(n_threads)
 
     outputs: dict[str, Callable] = {"raw": lambda X: booster.predict(X, raw_score=True)}
     if hasattr(model, "predict_proba"):
@@ -171,13 +177,7 @@ def _catboost_library(model: Any) -> Library:
     def predict(X):
         return getattr(model, fn)(X, thread_count=n_threads[0])
 
-    @contextlib.contextmanager
-    def threads(k):
-        old, n_threads[0] = n_threads[0], int(k)
-        try:
-            yield
-        finally:
-            n_threads[0] = old
+    threads = _thread_count_setter(n_threads)
 
     outputs: dict[str, Callable] = {"raw": lambda X: model.predict(X, prediction_type="RawFormulaVal"),
                                     "proba" if fn == "predict_proba" else "predict": getattr(model, fn)}
