@@ -42,6 +42,8 @@ CASES = {
     "onevsall": lambda: cb.CatBoostClassifier(loss_function="MultiClassOneVsAll", **BASE).fit(X, YK),
     "poisson": lambda: cb.CatBoostRegressor(loss_function="Poisson", **BASE).fit(X, YK),
     "tweedie": lambda: cb.CatBoostRegressor(loss_function="Tweedie:variance_power=1.5", **BASE).fit(X, YK),
+    "multiquantile": lambda: cb.CatBoostRegressor(loss_function="MultiQuantile:alpha=0.2,0.8", **BASE).fit(X, X0[:, 0]),
+    "expectile": lambda: cb.CatBoostRegressor(loss_function="Expectile:alpha=0.3", **BASE).fit(X, X0[:, 1]),
     "multirmse": lambda: cb.CatBoostRegressor(loss_function="MultiRMSE", **BASE).fit(X, np.c_[X0[:, 0], X0[:, 3]]),
     "depthwise": lambda: cb.CatBoostRegressor(grow_policy="Depthwise", **BASE).fit(X, X0[:, 0] + X0[:, 4]),
     "lossguide_multi": lambda: cb.CatBoostClassifier(grow_policy="Lossguide", max_leaves=12,
@@ -257,7 +259,7 @@ def test_corrupt_cbm(tmp_path):
     model("depthwise").save_model(str(p))
     data = p.read_bytes()
     rng = np.random.default_rng(5)
-    for i in range(300):
+    for i in range(120):
         b = bytearray(data)
         if i < 20:
             b = b[:int(rng.integers(0, len(data)))]

@@ -34,7 +34,8 @@ each point pinned by tests/test_frontend_catboost.py against the installed libra
   divided ("softmax_seq"); Class = first argmax of raw ("argmax_raw").
   MultiClassOneVsAll: per-class libm sigmoid, argmax of raw. Poisson / Tweedie: the regressor's
   default prediction is Exponent = FastExpWithInfInplace(raw) ("exp"). Other regression and
-  ranking losses (RMSE, MAE, Quantile, MultiRMSE, YetiRank, ...): raw ("identity").
+  ranking losses (RMSE, MAE, Quantile, MultiQuantile, Expectile, LogLinQuantile, Huber, Lq,
+  MAPE, RMSPE, LogCosh, SurvivalAft, MultiRMSE, YetiRank, ...): raw ("identity").
   FastExpWithInfInplace is herumi fmath's expd_v on x86-64 (exp_lib "fmath",
   treecomp.outputs.fmath_exp) and std::exp elsewhere (exp_lib "libm").
 - Labels: class_params.class_names with CatBoost's predict dtypes: Integer -> int64, Float ->
@@ -47,7 +48,12 @@ each point pinned by tests/test_frontend_catboost.py against the installed libra
 Refused with UnsupportedModelError naming the feature: categorical features (one-hot splits
 compare CatBoost's hash of the category string; CTRs need target statistics), text and embedding
 features, scale != 1, a binary probability threshold other than 0.5
-(`set_probability_threshold`), RMSEWithUncertainty and other multi-column prediction types.
+(`set_probability_threshold`), RMSEWithUncertainty (its default prediction exponentiates one
+of its two columns).
+
+Inputs: CatBoost accepts arrays wider than the model and reorders DataFrame columns by name;
+a Predictor needs exactly the model's columns, and for a model trained with column names, a
+DataFrame with those names in that order (else ValueError, never a silent relabelling).
 
 JSON numbers as CatBoost reads them: CatBoost 1.2 writes doubles with 17 significant digits and
 reads them back with RapidJSON's default (not full-precision) parser, which is not correctly
@@ -55,7 +61,7 @@ rounded (the 17-digit significand is rounded to a double, then divided by a powe
 `load_model(f, format="json")` yields leaf values up to a few ULP from the model that wrote the
 file (measured: 21-29% of rows of a 200-tree model predict differently after the round trip).
 Files are parsed with that arithmetic (`rapidjson_double`), so treecomp predicts what CatBoost
-predicts from the file; live objects are parsed exactly.
+predicts from the file; .cbm files and live objects carry the exact binary values.
 """
 
 from __future__ import annotations
@@ -80,7 +86,8 @@ MAX_DEPTH = 16
 _CLASSIFICATION = ("Logloss", "CrossEntropy", "MultiClass", "MultiClassOneVsAll")
 #: CatBoostRegressor predicts Exponent for these (CatBoostRegressor._get_default_prediction_type)
 _EXPONENT_PREFIXES = ("Poisson", "Tweedie")
-_REFUSED_LOSSES = ("RMSEWithUncertainty", "SurvivalAft", "MultiQuantile", "LogCosh")
+#: its default prediction transforms one of two columns (exp(2 * raw[1])): not an IR transform
+_REFUSED_LOSSES = ("RMSEWithUncertainty",)
 _LABEL_DTYPES = {"Integer": np.int64, "Float": np.float64, "Boolean": np.bool_}
 _READ_ERRORS = (KeyError, TypeError, ValueError, IndexError, AttributeError, OverflowError,
                 RecursionError)
@@ -242,8 +249,9 @@ def _features(doc: dict) -> tuple[list[tuple[int, np.ndarray, bool]], int, list[
         if fi.get(key):
             names = [str(f.get("feature_id") or f.get("feature_index", "?")) if isinstance(f, dict) else "?"
                      for f in fi[key]][:5] if isinstance(fi[key], list) else []
+            named = f" ({', '.join(names)})" if names else ""
             raise UnsupportedModelError(
-                f"CatBoost models with {what} are not supported{' (' + ', '.join(names) + ')' if names else ''}: "
+                f"CatBoost models with {what} are not supported{named}: "
                 "one-hot splits compare CatBoost's hash of the category string and CTRs need the "
                 "model's target statistics; train on numeric features only")
     if doc.get("ctr_data"):
@@ -435,7 +443,8 @@ def _forest(doc: dict, kind: str, source: str) -> Forest:
     bias = [_f64(b, "bias") for b in _list(sb[1], "bias")]
     if oblivious:
         t0 = _dict(raw_trees[0], "oblivious tree 0")
-        dim, rem = divmod(len(_list(t0["leaf_values"], "tree 0")), 1 << min(len(_list(t0["splits"], "tree 0")), 62))
+        depth0 = min(len(_list(t0["splits"], "tree 0")), MAX_DEPTH + 1)
+        dim, rem = divmod(len(_list(t0["leaf_values"], "tree 0")), 1 << depth0)
         if rem or dim < 1:
             raise InvalidModelError("tree 0: leaf_values do not fill 2^depth leaves")
         trees = [_oblivious_tree(t, i, table, dim) for i, t in enumerate(raw_trees)]
