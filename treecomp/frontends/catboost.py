@@ -741,10 +741,14 @@ def parse_catboost_file(path: str | os.PathLike) -> Forest:
     return forest_from_document(doc, "auto", source=f"file {p.name}")
 
 
+_CATBOOST_FIRST_KEY = re.compile(
+    rb'\s*\{\s*"(features_info|model_info|oblivious_trees|trees|scale_and_bias|ctr_data)"\s*:')
+
+
 def is_catboost_json(head: bytes) -> bool:
-    """Whether the start of a JSON file looks like a CatBoost export (its top-level keys)."""
-    return head.lstrip(b" \t\r\n")[:1] == b"{" and any(
-        k in head for k in (b'"oblivious_trees"', b'"features_info"', b'"scale_and_bias"'))
+    """Whether a JSON file is a CatBoost export: its first key is one of CatBoost's top-level
+    keys (XGBoost's JSON starts with "learner")."""
+    return _CATBOOST_FIRST_KEY.match(head) is not None
 
 
 PARSERS = {
