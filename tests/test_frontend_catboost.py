@@ -48,6 +48,8 @@ CASES = {
     "depthwise": lambda: cb.CatBoostRegressor(grow_policy="Depthwise", **BASE).fit(X, X0[:, 0] + X0[:, 4]),
     "lossguide_multi": lambda: cb.CatBoostClassifier(grow_policy="Lossguide", max_leaves=12,
                                                      loss_function="MultiClass", **BASE).fit(X, YK),
+    "ranker": lambda: cb.CatBoostRanker(loss_function="YetiRank", **BASE).fit(
+        X, YK, group_id=np.repeat(np.arange(30), 10)),
     "generic_raw": lambda: cb.CatBoost(dict(loss_function="Logloss", **BASE)).fit(X, (YK > 1).astype(int)),
 }
 _MODELS: dict = {}
@@ -73,7 +75,8 @@ def library_outputs(m, T):
         assert pred.shape == (len(T), 1)  # CatBoost's multiclass labels come as a column
         pred = pred[:, 0]
     proba = m.predict_proba(T) if isinstance(m, cb.CatBoostClassifier) else None
-    return pred, proba, m.predict(T, prediction_type="RawFormulaVal")
+    raw = cb.CatBoost.predict(m, T, prediction_type="RawFormulaVal")  # (CatBoostRanker hides it)
+    return pred, proba, raw
 
 
 def assert_same(want, got):
@@ -92,7 +95,7 @@ def test_model_bit_exact(name):
     assert_same(raw, interp.decision_function(f, T))
     if proba is not None:
         assert_same(proba, interp.predict_proba(f, T))
-    if name == "generic_raw":  # CatBoost.predict is RawFormulaVal
+    if name in ("generic_raw", "ranker"):  # CatBoost.predict is RawFormulaVal
         assert f.decision == "none" and f.transform == "identity"
 
 
@@ -135,7 +138,7 @@ def test_scale_and_bias():
 
 
 # -- files ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["logloss_str", "multiclass", "depthwise", "poisson"])
+@pytest.mark.parametrize("name", ["logloss_str", "multiclass", "depthwise", "lossguide_multi", "poisson"])
 def test_files(name, tmp_path, monkeypatch):
     """JSON files predict what CatBoost predicts after loading the JSON (its reader rounds
     differently from the writer), .cbm files what the model predicts; neither needs catboost."""
