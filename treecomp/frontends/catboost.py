@@ -12,7 +12,9 @@ each point pinned by tests/test_frontend_catboost.py against the installed libra
 
 - Rows are cast to float32. A float feature is binarised against its float32 borders,
   bin = #{borders b : x > b}; a split on border k of a feature goes "true" (right in the IR)
-  iff bin > k, i.e. iff x > border_k in float32. IR: input float32, `x <= border` goes left.
+  iff bin > k, i.e. iff x > border_k in float32 (features with more than 254 borders are
+  binarised in several bytes of 254 borders each: the same test; checked with 1529 borders).
+  IR: input float32, `x <= border` goes left; borders must be strictly increasing.
 - NaN: a feature with has_nans and nan_value_treatment AsTrue (nan_mode Max) is replaced by
   +inf, so NaN goes right; AsFalse (nan_mode Min) by -inf; a feature without has_nans, or AsIs
   (nan_mode Forbidden: predict still accepts NaN) compares NaN > border (false): left. +/-inf
@@ -431,9 +433,11 @@ def _forest(doc: dict, kind: str, source: str) -> Forest:
     if "oblivious_trees" in doc:
         raw_trees = _list(doc["oblivious_trees"], "oblivious_trees")
         oblivious = True
-    else:
+    elif "trees" in doc:
         raw_trees = _list(doc["trees"], "trees")
         oblivious = False
+    else:
+        raise InvalidModelError("the CatBoost model has neither oblivious_trees nor trees")
     if not raw_trees:
         raise InvalidModelError("the CatBoost model has no trees")
     sb = _list(doc.get("scale_and_bias", [1, [0]]), "scale_and_bias")
