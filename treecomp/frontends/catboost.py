@@ -375,7 +375,7 @@ def _nonsymmetric_tree(root: Any, i: int, table, dim: int) -> Tree:
     for j, node in enumerate(nodes):
         if "value" in node:
             v = node["value"]
-            v = _list(v, where) if dim > 1 else [v]
+            v = v if isinstance(v, list) else [v]  # CatBoost reads a scalar or an array
             if len(v) != dim:
                 raise InvalidModelError(f"{where}: a leaf has {len(v)} values, expected {dim}")
             value[j] = [_f64(x, where) for x in v]
