@@ -61,8 +61,8 @@ def parse(model_or_path: Any) -> Forest:
 
     Files: .pkl/.pickle/.joblib (pickled estimators; loading a pickle EXECUTES CODE from the
     file, so only load files you trust), XGBoost JSON / UBJSON model files (read without
-    xgboost), LightGBM text models (read without lightgbm), CatBoost JSON exports (read without
-    catboost) and .cbm files (loaded with catboost) and treecomp IR files; these are
+    xgboost), LightGBM text models (read without lightgbm), CatBoost JSON / .cbm models (read without
+    catboost) and treecomp IR files; these are
     recognised by content whatever their name (.json/.ubj/.model/.bin, .txt/.model, .tcir).
     """
     if isinstance(model_or_path, Forest):
