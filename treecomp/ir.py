@@ -211,6 +211,7 @@ class Tree:
     cat_index       int32 (n,)  row of cat_bits for a categorical node, -1 for numeric/leaf
     cat_bits        uint32 (k, n_words) per categorical split: categories that go left
     cat_other_left  bool (k,)   where a non-NaN value that is no valid category goes
+    cover           float64 (n,) or None: training weight through each node (SHAP; optional)
     """
 
     left: np.ndarray
@@ -222,6 +223,8 @@ class Tree:
     cat_index: np.ndarray = None  # type: ignore[assignment]
     cat_bits: np.ndarray = None  # type: ignore[assignment]
     cat_other_left: np.ndarray = None  # type: ignore[assignment]
+    #: optional, for SHAP contributions (treecomp.shap): XGBoost sum_hessian, LightGBM counts
+    cover: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(np.asarray(self.left))
@@ -238,6 +241,8 @@ class Tree:
                 if raw.ndim == 1:
                     raw = raw[:, None]
             object.__setattr__(self, name, _frozen(raw, _TREE_DTYPES[name], ndim, name))
+        if self.cover is not None:
+            object.__setattr__(self, "cover", _frozen(self.cover, np.float64, 1, "cover"))
         self._validate()
 
     # -- derived facts (cheap; computed on demand) ---------------------------------------------
@@ -322,6 +327,9 @@ class Tree:
             raise InvalidModelError("cat_other_left must have one entry per category set")
         if self.cat_bits.shape[1] < 1:
             raise InvalidModelError("cat_bits needs at least one 32-bit word per set")
+        if self.cover is not None and (len(self.cover) != n or not np.all(np.isfinite(self.cover))
+                                       or np.any(self.cover < 0)):
+            raise InvalidModelError(f"tree 'cover' must hold {n} finite values >= 0")
 
 
 class _Outputs:
@@ -487,6 +495,8 @@ class Forest(_Outputs):
         for i, t in enumerate(self.trees):
             for name in _TREE_ARRAYS:
                 yield f"t{i}.{name}", getattr(t, name)
+            if t.cover is not None:  # optional: files and digests without it are unchanged
+                yield f"t{i}.cover", t.cover
 
     def to_bytes(self) -> bytes:
         """The IR file: a zip with meta.json and one .npy per array (versioned)."""
@@ -536,7 +546,8 @@ class Forest(_Outputs):
                 raise _corrupt_ir(f"n_trees={n_trees} for {len(members)} members")
             want = {"meta.json", "tree_output.npy", "base_score.npy"} | {
                 f"t{i}.{n}.npy" for i in range(n_trees) for n in _TREE_ARRAYS}
-            if set(members) != want:
+            covers = {f"t{i}.cover.npy" for i in range(n_trees)} & set(members)
+            if set(members) - covers != want:
                 odd = sorted(set(members) ^ want)
                 raise _corrupt_ir(f"members {odd[:3]}{' ...' if len(odd) > 3 else ''} missing or unexpected")
 
@@ -546,7 +557,8 @@ class Forest(_Outputs):
             trees = []
             for i in range(n_trees):
                 try:
-                    trees.append(Tree(**{n: arr(f"t{i}.{n}") for n in _TREE_ARRAYS}))
+                    cover = arr(f"t{i}.cover") if f"t{i}.cover.npy" in covers else None
+                    trees.append(Tree(**{n: arr(f"t{i}.{n}") for n in _TREE_ARRAYS}, cover=cover))
                 except InvalidModelError as exc:
                     raise _corrupt_ir(f"tree {i}: {exc}") from None
             tree_output, base_score = arr("tree_output"), arr("base_score")

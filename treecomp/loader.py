@@ -503,6 +503,21 @@ class Predictor:
             return out
         return outputs.raw_output(self.head, self.predict_raw(X, n_threads))
 
+    def contributions(self, X: Any, n_threads: int | None = None) -> np.ndarray:
+        """SHAP values as XGBoost's pred_contribs / LightGBM's pred_contrib (treecomp.shap):
+        (n_rows, n_features + 1), or (n_rows, n_outputs, n_features + 1); bias column last.
+        Needs the model's trees with their cover: a Predictor from treecomp.compile."""
+        from .shap import Explainer
+        ex = self.__dict__.get("_explainer")
+        if ex is None:
+            forest = getattr(self, "forest", None)
+            if forest is None:
+                from .errors import UnsupportedModelError
+                raise UnsupportedModelError("SHAP contributions need the model's trees: this "
+                                            "Predictor was loaded from an artifact; compile the model")
+            ex = self._explainer = Explainer(forest)
+        return ex.contributions(X, _check_threads(n_threads) or self.n_threads or CPUS, _pool().submit)
+
     # -- persistence --------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> None:
         """Write the artifact (a .so for the c/llvm backends) so `treecomp.load` reads it back."""

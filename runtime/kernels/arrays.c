@@ -362,3 +362,7 @@ TC_EXPORT int32_t tc_arrays_predict(const tc_tables *T, const void *X, int32_t x
   return 0;
 }
 #endif /* TC_PART 0 */
+
+#if TC_PART == -1 || TC_PART == 0
+#include "kernels/shap.c"  /* SHAP contributions (treecomp/shap.py) */
+#endif

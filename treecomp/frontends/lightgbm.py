@@ -532,6 +532,11 @@ def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree
     dtype = _bulk(kvs_s, names_s, "decision_type", ni_s, np.int64)
     lc = _bulk(kvs_s, names_s, "left_child", ni_s, np.int64)
     rc = _bulk(kvs_s, names_s, "right_child", ni_s, np.int64)
+    # node counts, LightGBM's own TreeSHAP cover (data_count); optional, for SHAP only
+    counted = all("leaf_count" in kv and ("internal_count" in kv or n < 2)
+                  for kv, n in zip(tree_kvs, n_leaves.tolist()))
+    icount = _bulk(kvs_s, names_s, "internal_count", ni_s, np.float64) if counted else None
+    lcount = _bulk(tree_kvs, names, "leaf_count", n_leaves, np.float64) if counted else None
 
     # per internal node: its tree, its index within the tree, the tree's sizes
     tid = np.repeat(np.arange(T), n_int)
@@ -617,6 +622,10 @@ def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree
             arrays["default_left"][inner] = default_left[a:b]
             arrays["cat_index"][inner] = cat_row
             arrays["value"][new_of[k:]] = lv
+            if counted:
+                arrays["cover"] = np.zeros(n)
+                arrays["cover"][inner] = icount[a:b]
+                arrays["cover"][new_of[k:]] = lcount[leaf_off[i]:leaf_off[i + 1]]
         try:
             trees.append(Tree(**arrays, cat_bits=cat_bits,
                               cat_other_left=np.zeros(cat_bits.shape[0], bool)))

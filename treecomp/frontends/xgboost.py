@@ -451,9 +451,10 @@ def _tree_arrays(t: Any, i: int) -> tuple[np.ndarray, ...]:
               _int_array(fields["split_indices"], f"{where}.split_indices"),
               _array(fields["split_conditions"], np.float64, f"{where}.split_conditions"),
               _default_left(fields["default_left"], f"{where}.default_left"),
-              np.zeros(n, np.int64) if stype is None else _int_array(stype, f"{where}.split_type"))
+              np.zeros(n, np.int64) if stype is None else _int_array(stype, f"{where}.split_type"),
+              _array(_tree_field(t, "sum_hessian", where, typed), np.float64, f"{where}.sum_hessian"))
     for name, a in zip(("right_children", "split_indices", "split_conditions", "default_left",
-                        "split_type"), arrays[1:]):
+                        "split_type", "sum_hessian"), arrays[1:]):
         if len(a) != n:
             raise InvalidModelError(f"XGBoost model: {where}.{name} has {len(a)} entries, expected {n}")
     for name, a in zip(("left_children", "right_children", "split_indices"), arrays[:3]):
@@ -487,7 +488,7 @@ def _convert_trees(trees: list, n_features: int, leaf_map=None) -> list[Tree]:
     cols = list(zip(*(_tree_arrays(t, i) for i, t in enumerate(trees))))
     sizes = np.array([len(a) for a in cols[0]], np.int64)
     offs = np.concatenate([[0], np.cumsum(sizes)])
-    left, right, feat, cond, dleft, stype = (np.concatenate(c) for c in cols)
+    left, right, feat, cond, dleft, stype, hess = (np.concatenate(c) for c in cols)
     tree_of = np.repeat(np.arange(len(trees)), sizes)
     local = np.arange(offs[-1]) - offs[tree_of]
     internal = left >= 0
@@ -537,8 +538,15 @@ def _convert_trees(trees: list, n_features: int, leaf_map=None) -> list[Tree]:
         idx = slice(a, b) if perm is None else perm + a
         cats = _cat_arrays(t, is_cat[a:b], perm, i) if is_cat[a:b].any() else {}
         out.append(Tree(left=l, right=r, feature=feature[idx], threshold=threshold[idx],
-                        default_left=default_left[idx], value=value[idx], **cats))
+                        default_left=default_left[idx], value=value[idx], **cats,
+                        cover=_cover(hess[idx])))
     return out
+
+
+def _cover(hess: np.ndarray) -> np.ndarray | None:
+    """sum_hessian as the tree's cover (SHAP), or None where XGBoost's is unusable."""
+    hess = hess.astype(_F32).astype(np.float64)  # the float32 values XGBoost holds
+    return hess if np.all(np.isfinite(hess) & (hess >= 0)) else None
 
 
 def _cat_arrays(t: dict, is_cat: np.ndarray, perm: np.ndarray | None, i: int) -> dict:

@@ -1,0 +1,150 @@
+/* SHAP contributions: exact path-dependent TreeSHAP (Lundberg et al. 2020, Algorithm 2) over
+ * per-leaf path tables prepared by treecomp/shap.py. Included by arrays.c (part 0); plain C99.
+ *
+ * For one leaf with d distinct features on its root path, feature k has a zero fraction z_k
+ * (the product of cover(child) / cover(parent) over the path's nodes on k) and a one fraction
+ * o_k (1 iff the row takes the path's way at every one of those nodes). The leaf's Shapley
+ * values depend on the row only through the mask of the o_k, so for leaves with d <= the
+ * table limit every mask's coefficients are computed once per model (tc_shap_tables, with
+ * the EXTEND / UNWIND recurrences of Algorithm 2) and a row costs a mask and d multiply-adds
+ * per leaf (the idea of Fast TreeSHAP v2, Yang 2021). Longer paths run the recurrences per
+ * row (O(d^2) per leaf, as the libraries do). Everything is float64.
+ */
+
+typedef struct {
+  int64_t n_trees, n_features, n_outputs, strict, cat_rule, max_nodes, max_d;
+  const int64_t *node0, *leaf0;            /* per tree: first node / first leaf (T+1 each) */
+  const int32_t *tree_out, *tree_width;    /* per tree */
+  const int32_t *feat, *left, *right, *cat; /* per node (children local to the tree) */
+  const double *thr;
+  const uint8_t *dleft;
+  const uint32_t *cat_words;               /* category sets: words, offsets, widths */
+  const int64_t *cat_off;
+  const int32_t *cat_nw;
+  const uint8_t *cat_other_left;
+  const int32_t *leaf_d, *leaf_plen;       /* per leaf: distinct features, path length */
+  const int64_t *leaf_poff, *leaf_uoff, *leaf_toff, *leaf_voff;
+  const int32_t *p_node;                   /* path entries: local node, wanted way, slot */
+  const uint8_t *p_left;
+  const int32_t *p_slot;
+  const int32_t *u_feat;                   /* per leaf slot: feature, zero fraction */
+  const double *u_z;
+  const double *values;                    /* leaf values (width per tree) */
+  const double *tables;                    /* per table leaf: 2^d x d coefficients */
+  double scale;                            /* 1 / n_trees for averaged forests, else 1 */
+} tc_shap_model;
+
+TC_EXPORT int32_t tc_shap_sizeof_model(void) { return (int32_t)sizeof(tc_shap_model); }
+
+/* coef[k] such that the leaf adds coef[k] * value to feature k's contribution; pw: d + 1 */
+static void tc_shap_leaf(int d, const double *z, const uint8_t *o, double *pw, double *coef) {
+  for (int k = 0; k < d; k++)
+    if (!o[k] && z[k] == 0.0) {  /* the leaf is never reached: every term is 0 */
+      for (int j = 0; j < d; j++) coef[j] = 0.0;
+      return;
+    }
+  pw[0] = 1.0;  /* EXTEND: the root's dummy element, then one element per feature */
+  for (int m = 1; m <= d; m++) {
+    const double pz = z[m - 1], po = o[m - 1];
+    pw[m] = 0.0;
+    for (int i = m - 1; i >= 0; i--) {
+      pw[i + 1] += po * pw[i] * (i + 1) / (double)(m + 1);
+      pw[i] = pz * pw[i] * (m - i) / (double)(m + 1);
+    }
+  }
+  for (int k = 0; k < d; k++) {  /* UNWOUND sums */
+    const double zero = z[k];
+    double total = 0.0;
+    if (o[k]) {
+      double next = pw[d];
+      for (int j = d - 1; j >= 0; j--) {
+        const double tmp = next * (d + 1) / (double)(j + 1);
+        total += tmp;
+        next = pw[j] - tmp * zero * (d - j) / (double)(d + 1);
+      }
+    } else {
+      for (int j = d - 1; j >= 0; j--) total += pw[j] / (zero * (d - j) / (double)(d + 1));
+    }
+    coef[k] = total * ((double)o[k] - zero);
+  }
+}
+
+/* every mask's coefficients of the leaves with a table (leaf_toff >= 0) */
+TC_EXPORT int32_t tc_shap_tables(int64_t n_leaves, const int32_t *leaf_d, const int64_t *leaf_uoff,
+                       const int64_t *leaf_toff, const double *u_z, double *tables) {
+  double pw[65];
+  uint8_t o[64];
+  for (int64_t l = 0; l < n_leaves; l++) {
+    const int d = leaf_d[l];
+    if (leaf_toff[l] < 0 || d == 0) continue;
+    if (d > 24) return -1;
+    for (int64_t mask = 0; mask < ((int64_t)1 << d); mask++) {
+      for (int k = 0; k < d; k++) o[k] = (uint8_t)(mask >> k & 1);
+      tc_shap_leaf(d, u_z + leaf_uoff[l], o, pw, tables + leaf_toff[l] + mask * d);
+    }
+  }
+  return 0;
+}
+
+static inline int tc_shap_go_left(const tc_shap_model *M, int64_t g, double x) {
+  if (x != x) return M->dleft[g];
+  const int32_t c = M->cat[g];
+  if (c < 0) return M->strict ? x < M->thr[g] : x <= M->thr[g];
+  const double hi = 32.0 * M->cat_nw[c];
+  int valid;
+  if (M->cat_rule == 1) valid = x > -1.0 && x < hi;                 /* trunc */
+  else if (M->cat_rule == 2) valid = x >= 0.0 && x < hi && x == (double)(int64_t)x; /* integral */
+  else valid = x >= 0.0 && x < hi;                                  /* nonneg */
+  if (!valid) return M->cat_other_left[c];
+  const int64_t b = (int64_t)x;
+  return (int)(M->cat_words[M->cat_off[c] + (b >> 5)] >> (b & 31) & 1u);
+}
+
+/* contributions of n_rows rows of X (float64, already rounded to the model's input dtype)
+ * added into out (n_rows, n_outputs, n_features + 1), the bias column left to the caller */
+TC_EXPORT int32_t tc_shap_rows(const tc_shap_model *M, const double *X, int64_t n_rows, double *out) {
+  const int64_t nf = M->n_features, stride = M->n_outputs * (nf + 1);
+  uint8_t *go = malloc((size_t)M->max_nodes + 1);
+  double *scratch = malloc(sizeof(double) * (size_t)(3 * M->max_d + 3));
+  uint8_t *o = malloc((size_t)M->max_d + 1);
+  if (!go || !scratch || !o) { free(go); free(scratch); free(o); return -2; }
+  double *pw = scratch, *coef = scratch + M->max_d + 1;
+  /* rows in blocks, trees outside rows within a block: a tree's tables stay in cache */
+  for (int64_t r0 = 0; r0 < n_rows; r0 += 32)
+  for (int64_t t = 0; t < M->n_trees; t++)
+    for (int64_t r = r0; r < n_rows && r < r0 + 32; r++) {
+      const double *x = X + r * nf;
+      double *phi_row = out + r * stride;
+      const int64_t n0 = M->node0[t], nn = M->node0[t + 1] - n0;
+      for (int64_t j = 0; j < nn; j++)
+        if (M->left[n0 + j] >= 0) go[j] = (uint8_t)tc_shap_go_left(M, n0 + j, x[M->feat[n0 + j]]);
+      const int w = M->tree_width[t];
+      double *phi_t = phi_row + (int64_t)M->tree_out[t] * (nf + 1);
+      for (int64_t l = M->leaf0[t]; l < M->leaf0[t + 1]; l++) {
+        const int d = M->leaf_d[l];
+        if (d == 0) continue;
+        const int64_t p0 = M->leaf_poff[l], p1 = p0 + M->leaf_plen[l], u0 = M->leaf_uoff[l];
+        const double *v = M->values + M->leaf_voff[l];
+        const double *c;
+        if (M->leaf_toff[l] >= 0) {
+          uint32_t mask = (d >= 32) ? 0xffffffffu : ((1u << d) - 1u);
+          for (int64_t p = p0; p < p1; p++)
+            if (go[M->p_node[p]] != M->p_left[p]) mask &= ~(1u << M->p_slot[p]);
+          c = M->tables + M->leaf_toff[l] + (int64_t)mask * d;
+        } else {
+          memset(o, 1, (size_t)d);
+          for (int64_t p = p0; p < p1; p++)
+            if (go[M->p_node[p]] != M->p_left[p]) o[M->p_slot[p]] = 0;
+          tc_shap_leaf(d, M->u_z + u0, o, pw, coef);
+          c = coef;
+        }
+        for (int q = 0; q < w; q++) {
+          const double vq = v[q] * M->scale;
+          double *phi = phi_t + q * (nf + 1);
+          for (int k = 0; k < d; k++) phi[M->u_feat[u0 + k]] += c[k] * vq;
+        }
+      }
+    }
+  free(go); free(scratch); free(o);
+  return 0;
+}
