@@ -19,14 +19,16 @@ in float64 in its own order, and this module precomputes per leaf (below). Shapl
 sums of products of cover ratios, so the results agree to rounding: within 1e-6 of each
 row's largest |contribution| against XGBoost (float32: ~1e-7 per operation, accumulated over
 the trees), within 1e-9 against LightGBM; each row sums to the raw margin to 1e-9 relative.
-A node reached with zero cover gives 0 here where XGBoost's float division gives NaN.
+A child with zero cover gives 0 here where XGBoost's float division by it gives NaN.
 
 Algorithm (runtime/kernels/shap.c): for one leaf with d distinct features on its root path,
 feature k has a zero fraction z_k (the product of cover(child) / cover(parent) over the path's
 nodes on k) and a one fraction o_k in {0, 1} (does the row take the path's way at all of them).
 The leaf's Shapley values depend on the row only through the mask of the o_k, so for paths of
-up to TABLE_MAX_D distinct features all 2^d masks' coefficients are computed once per model
-(Fast TreeSHAP v2, Yang 2021) and a row costs a mask and d multiply-adds per leaf; longer paths
+up to TABLE_MAX_D nodes the coefficients of every pattern of nodes the row does not follow are
+computed once per model (Fast TreeSHAP v2, Yang 2021: 2^path length x d float64 per leaf); a
+row's patterns come from one pass over each tree's nodes, and then a row costs d multiply-adds
+per leaf; longer paths
 run Algorithm 2's EXTEND / UNWIND recurrences per row (O(d^2) per leaf, as the libraries).
 Paths are prepared with vectorised numpy steps, one per tree level (no recursion).
 """
@@ -60,7 +62,8 @@ class _Model(ctypes.Structure):
                           "cat", "thr", "dleft", "cat_words", "cat_off", "cat_nw",
                           "cat_other_left", "leaf_d", "leaf_plen", "leaf_poff", "leaf_uoff",
                           "leaf_toff", "leaf_voff", "p_node", "p_left", "p_slot", "u_feat", "u_z",
-                          "values", "tables")] + [("scale", ctypes.c_double)]
+                          "values", "tables", "depth", "leaf_node", "p_pos")] + [
+        ("scale", ctypes.c_double)]
 
 
 def check_cover(forest: Forest) -> None:
@@ -121,8 +124,9 @@ def _paths(forest: Forest) -> dict[str, np.ndarray]:
     leaf_plen = np.bincount(e_leaf, minlength=n_leaves)
     leaf_poff = np.concatenate([[0], np.cumsum(leaf_plen)])[:-1]
     slot = group - leaf_uoff[e_leaf]
-    tsize = np.where(leaf_d <= TABLE_MAX_D, (1 << np.minimum(leaf_d, TABLE_MAX_D)) * leaf_d, 0)
-    use = (leaf_d <= TABLE_MAX_D) & (np.cumsum(tsize) * 8 <= TABLE_BUDGET)
+    # tables: per pattern of path depths where the row turns away (2^path length) x d
+    tsize = np.where(leaf_plen <= TABLE_MAX_D, (1 << np.minimum(leaf_plen, TABLE_MAX_D)) * leaf_d, 0)
+    use = (leaf_plen <= TABLE_MAX_D) & (np.cumsum(tsize) * 8 <= TABLE_BUDGET)
     tsize = np.where(use, tsize, 0)
     leaf_toff = np.where(use, np.concatenate([[0], np.cumsum(tsize)])[:-1], -1)
     leaf_tree = tree_of[leaves]
@@ -132,7 +136,9 @@ def _paths(forest: Forest) -> dict[str, np.ndarray]:
     # each leaf's expected value: value * prod of its cover ratios (z over its features)
     zprod = np.ones(n_leaves)
     np.multiply.at(zprod, u_leaf, u_z)
-    return {"node0": node0, "leaf0": np.concatenate([[0], np.cumsum(np.bincount(leaf_tree, minlength=len(sizes)))]),
+    depth = np.concatenate([t.depths() for t in forest.trees])
+    return {"node0": node0, "depth": depth.astype(np.int32), "p_pos": depth[e_node].astype(np.int32),
+            "leaf_node": (leaves - node0[leaf_tree]).astype(np.int32), "leaf0": np.concatenate([[0], np.cumsum(np.bincount(leaf_tree, minlength=len(sizes)))]),
             "leaf_d": leaf_d.astype(np.int32), "leaf_plen": leaf_plen.astype(np.int32),
             "leaf_poff": leaf_poff, "leaf_uoff": leaf_uoff, "leaf_toff": leaf_toff,
             "leaf_voff": leaf_voff, "p_node": (e_node - node0[tree_of[e_node]]).astype(np.int32),
@@ -190,9 +196,8 @@ class Explainer:
         if self.lib.tc_shap_sizeof_model() != ctypes.sizeof(_Model):
             raise RuntimeError("the SHAP kernel does not match treecomp/shap.py (struct layout)")
         fn = self.lib.tc_shap_tables
-        fn.restype, fn.argtypes = ctypes.c_int32, [ctypes.c_int64] + [_P] * 5
-        if fn(len(p["leaf_d"]), p["leaf_d"].ctypes.data, p["leaf_uoff"].ctypes.data,
-              p["leaf_toff"].ctypes.data, p["u_z"].ctypes.data, p["tables"].ctypes.data) != 0:
+        fn.restype, fn.argtypes = ctypes.c_int32, [_P, ctypes.c_int64]
+        if fn(ctypes.byref(self.model), len(p["leaf_d"])) != 0:
             raise RuntimeError("treecomp SHAP kernel: table preparation failed")
         self._rows = self.lib.tc_shap_rows
         self._rows.restype, self._rows.argtypes = ctypes.c_int32, [_P, _P, ctypes.c_int64, _P]

@@ -7,7 +7,8 @@
  * values depend on the row only through the mask of the o_k, so for leaves with d <= the
  * table limit every mask's coefficients are computed once per model (tc_shap_tables, with
  * the EXTEND / UNWIND recurrences of Algorithm 2) and a row costs a mask and d multiply-adds
- * per leaf (the idea of Fast TreeSHAP v2, Yang 2021). Longer paths run the recurrences per
+ * per leaf (the idea of Fast TreeSHAP v2, Yang 2021; the table is indexed by the depths at which
+ * the row leaves the path, computed for all nodes in one pass over the tree). Longer paths run the recurrences per
  * row (O(d^2) per leaf, as the libraries do). Everything is float64.
  */
 
@@ -30,57 +31,71 @@ typedef struct {
   const int32_t *u_feat;                   /* per leaf slot: feature, zero fraction */
   const double *u_z;
   const double *values;                    /* leaf values (width per tree) */
-  const double *tables;                    /* per table leaf: 2^d x d coefficients */
+  const double *tables;                    /* per table leaf: 2^plen x d coefficients */
+  const int32_t *depth, *leaf_node, *p_pos; /* node depth, leaf's node, path entry's depth */
   double scale;                            /* 1 / n_trees for averaged forests, else 1 */
 } tc_shap_model;
 
 TC_EXPORT int32_t tc_shap_sizeof_model(void) { return (int32_t)sizeof(tc_shap_model); }
 
-/* coef[k] such that the leaf adds coef[k] * value to feature k's contribution; pw: d + 1 */
+/* coef[k] such that the leaf adds coef[k] * value to feature k's contribution; pw: 2 (d + 1).
+ * Every feature the row does not follow (o = 0) has the same coefficient, -(d + 1) times the
+ * sum of pw[j] / (d - j): XGBoost's UnwoundPathSum times (0 - z) with z cancelled. */
 static void tc_shap_leaf(int d, const double *z, const uint8_t *o, double *pw, double *coef) {
-  for (int k = 0; k < d; k++)
-    if (!o[k] && z[k] == 0.0) {  /* the leaf is never reached: every term is 0 */
-      for (int j = 0; j < d; j++) coef[j] = 0.0;
-      return;
-    }
+  double *rc = pw + d + 1;  /* 1 / (j + 1) */
   pw[0] = 1.0;  /* EXTEND: the root's dummy element, then one element per feature */
   for (int m = 1; m <= d; m++) {
-    const double pz = z[m - 1], po = o[m - 1];
+    const double inv = 1.0 / (m + 1), pz = z[m - 1];
+    rc[m - 1] = 1.0 / m;
     pw[m] = 0.0;
-    for (int i = m - 1; i >= 0; i--) {
-      pw[i + 1] += po * pw[i] * (i + 1) / (double)(m + 1);
-      pw[i] = pz * pw[i] * (m - i) / (double)(m + 1);
-    }
-  }
-  for (int k = 0; k < d; k++) {  /* UNWOUND sums */
-    const double zero = z[k];
-    double total = 0.0;
-    if (o[k]) {
-      double next = pw[d];
-      for (int j = d - 1; j >= 0; j--) {
-        const double tmp = next * (d + 1) / (double)(j + 1);
-        total += tmp;
-        next = pw[j] - tmp * zero * (d - j) / (double)(d + 1);
+    if (o[m - 1])
+      for (int i = m - 1; i >= 0; i--) {
+        pw[i + 1] += pw[i] * (i + 1) * inv;
+        pw[i] = pz * pw[i] * (m - i) * inv;
       }
+    else
+      for (int i = m - 1; i >= 0; i--) pw[i] = pz * pw[i] * (m - i) * inv;
+  }
+  const double dp1 = d + 1, idp1 = 1.0 / (d + 1);
+  double off = 0.0;
+  int have_off = 0;
+  for (int k = 0; k < d; k++) {  /* UNWOUND sums */
+    if (o[k]) {
+      const double zero = z[k];
+      double next = pw[d], total = 0.0;
+      for (int j = d - 1; j >= 0; j--) {
+        const double tmp = next * dp1 * rc[j];
+        total += tmp;
+        next = pw[j] - tmp * zero * (d - j) * idp1;
+      }
+      coef[k] = total * (1.0 - zero);
     } else {
-      for (int j = d - 1; j >= 0; j--) total += pw[j] / (zero * (d - j) / (double)(d + 1));
+      if (!have_off) {
+        for (int j = d - 1; j >= 0; j--) off += pw[j] / (d - j);
+        off *= -dp1;
+        have_off = 1;
+      }
+      coef[k] = off;
     }
-    coef[k] = total * ((double)o[k] - zero);
   }
 }
 
-/* every mask's coefficients of the leaves with a table (leaf_toff >= 0) */
-TC_EXPORT int32_t tc_shap_tables(int64_t n_leaves, const int32_t *leaf_d, const int64_t *leaf_uoff,
-                       const int64_t *leaf_toff, const double *u_z, double *tables) {
-  double pw[65];
+/* the coefficients of the leaves with a table (leaf_toff >= 0), for every pattern of the path
+ * nodes the row does not follow (bit = the node's depth) */
+TC_EXPORT int32_t tc_shap_tables(const tc_shap_model *M, int64_t n_leaves) {
+  double pw[130];
   uint8_t o[64];
+  double *tables = (double *)M->tables;
   for (int64_t l = 0; l < n_leaves; l++) {
-    const int d = leaf_d[l];
-    if (leaf_toff[l] < 0 || d == 0) continue;
-    if (d > 24) return -1;
-    for (int64_t mask = 0; mask < ((int64_t)1 << d); mask++) {
-      for (int k = 0; k < d; k++) o[k] = (uint8_t)(mask >> k & 1);
-      tc_shap_leaf(d, u_z + leaf_uoff[l], o, pw, tables + leaf_toff[l] + mask * d);
+    const int d = M->leaf_d[l], plen = M->leaf_plen[l];
+    if (M->leaf_toff[l] < 0 || d == 0) continue;
+    if (plen > 24 || d > 64) return -1;
+    const int64_t p0 = M->leaf_poff[l];
+    for (int64_t pat = 0; pat < ((int64_t)1 << plen); pat++) {
+      memset(o, 1, (size_t)d);
+      for (int p = 0; p < plen; p++)
+        if (pat >> M->p_pos[p0 + p] & 1) o[M->p_slot[p0 + p]] = 0;
+      tc_shap_leaf(d, M->u_z + M->leaf_uoff[l], o, pw, tables + M->leaf_toff[l] + pat * d);
     }
   }
   return 0;
@@ -105,19 +120,30 @@ static inline int tc_shap_go_left(const tc_shap_model *M, int64_t g, double x) {
 TC_EXPORT int32_t tc_shap_rows(const tc_shap_model *M, const double *X, int64_t n_rows, double *out) {
   const int64_t nf = M->n_features, stride = M->n_outputs * (nf + 1);
   uint8_t *go = malloc((size_t)M->max_nodes + 1);
-  double *scratch = malloc(sizeof(double) * (size_t)(3 * M->max_d + 3));
+  uint64_t *pat = malloc(sizeof(uint64_t) * ((size_t)M->max_nodes + 1));
+  double *scratch = malloc(sizeof(double) * (size_t)(4 * M->max_d + 4));
   uint8_t *o = malloc((size_t)M->max_d + 1);
-  if (!go || !scratch || !o) { free(go); free(scratch); free(o); return -2; }
-  double *pw = scratch, *coef = scratch + M->max_d + 1;
-  /* rows in blocks, trees outside rows within a block: a tree's tables stay in cache */
-  for (int64_t r0 = 0; r0 < n_rows; r0 += 32)
+  if (!go || !pat || !scratch || !o) { free(go); free(pat); free(scratch); free(o); return -2; }
+  double *pw = scratch, *coef = scratch + 2 * M->max_d + 2;
+  /* rows in blocks, trees outside rows within a block: a tree's tables are read from memory
+   * once per block (128 rows: X, contributions and one depth-6 tree's tables fit in L2) */
+  for (int64_t r0 = 0; r0 < n_rows; r0 += 128)
   for (int64_t t = 0; t < M->n_trees; t++)
-    for (int64_t r = r0; r < n_rows && r < r0 + 32; r++) {
+    for (int64_t r = r0; r < n_rows && r < r0 + 128; r++) {
       const double *x = X + r * nf;
       double *phi_row = out + r * stride;
       const int64_t n0 = M->node0[t], nn = M->node0[t + 1] - n0;
-      for (int64_t j = 0; j < nn; j++)
-        if (M->left[n0 + j] >= 0) go[j] = (uint8_t)tc_shap_go_left(M, n0 + j, x[M->feat[n0 + j]]);
+      /* per node: the depths on its path where the row goes the other way (children > parent) */
+      pat[0] = 0;
+      for (int64_t j = 0; j < nn; j++) {
+        const int64_t g = n0 + j;
+        if (M->left[g] < 0) continue;
+        const int gl = tc_shap_go_left(M, g, x[M->feat[g]]);
+        const uint64_t bit = M->depth[g] < 64 ? (uint64_t)1 << M->depth[g] : 0;
+        go[j] = (uint8_t)gl;
+        pat[M->left[g]] = pat[j] | (gl ? 0 : bit);
+        pat[M->right[g]] = pat[j] | (gl ? bit : 0);
+      }
       const int w = M->tree_width[t];
       double *phi_t = phi_row + (int64_t)M->tree_out[t] * (nf + 1);
       for (int64_t l = M->leaf0[t]; l < M->leaf0[t + 1]; l++) {
@@ -127,10 +153,7 @@ TC_EXPORT int32_t tc_shap_rows(const tc_shap_model *M, const double *X, int64_t 
         const double *v = M->values + M->leaf_voff[l];
         const double *c;
         if (M->leaf_toff[l] >= 0) {
-          uint32_t mask = (d >= 32) ? 0xffffffffu : ((1u << d) - 1u);
-          for (int64_t p = p0; p < p1; p++)
-            if (go[M->p_node[p]] != M->p_left[p]) mask &= ~(1u << M->p_slot[p]);
-          c = M->tables + M->leaf_toff[l] + (int64_t)mask * d;
+          c = M->tables + M->leaf_toff[l] + (int64_t)pat[M->leaf_node[l]] * d;
         } else {
           memset(o, 1, (size_t)d);
           for (int64_t p = p0; p < p1; p++)
@@ -145,6 +168,6 @@ TC_EXPORT int32_t tc_shap_rows(const tc_shap_model *M, const double *X, int64_t 
         }
       }
     }
-  free(go); free(scratch); free(o);
+  free(go); free(pat); free(scratch); free(o);
   return 0;
 }

@@ -1,0 +1,168 @@
+"""SHAP contributions (treecomp.shap, Predictor.contributions) against XGBoost's pred_contribs,
+LightGBM's pred_contrib and the reference TreeSHAP; the bound is documented in treecomp/shap.py
+(XGBoost computes in float32: 1e-6 of a row's largest |contribution|; LightGBM float64)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import treecomp
+from treecomp import shap
+from treecomp.errors import InvalidModelError, UnsupportedModelError
+from treecomp.interp import predict_raw
+from treecomp.ir import Forest, Tree
+
+xgb = pytest.importorskip("xgboost")
+lgb = pytest.importorskip("lightgbm")
+
+
+def close(ours: np.ndarray, lib: np.ndarray, rel: float) -> None:
+    """Per row: |ours - lib| <= rel * the row's largest |value| (the documented bound)."""
+    ours, lib = ours.reshape(len(ours), -1), np.asarray(lib, np.float64).reshape(len(lib), -1)
+    assert ours.shape == lib.shape
+    scale = np.abs(lib).max(axis=1, keepdims=True)
+    assert np.all(np.abs(ours - lib) <= rel * scale), np.abs(ours - lib).max()
+
+
+def data(n=400, d=6, seed=0, nan=0.1):
+    rng = np.random.default_rng(seed)
+    X = rng.normal(size=(n, d)).astype(np.float32)
+    y = X[:, 0] * 2 + X[:, 1] ** 2 + X[:, 2] * X[:, 3] + rng.normal(size=n) * 0.1
+    X[rng.random(X.shape) < nan] = np.nan
+    return X, y
+
+
+def edge_rows(forest: Forest, X: np.ndarray) -> np.ndarray:
+    """Rows with values exactly on thresholds and one float32 ULP either side, plus NaN."""
+    rows = X[:30].copy()
+    t = forest.trees[0]
+    for k, node in enumerate(np.flatnonzero(t.left >= 0)[:10]):
+        thr = np.float32(t.threshold[node])
+        for j, v in enumerate((thr, np.nextafter(thr, np.float32(-np.inf)), np.nextafter(thr, np.float32(np.inf)))):
+            rows[3 * k + j, t.feature[node]] = v
+    rows[-1] = np.nan
+    return np.ascontiguousarray(np.concatenate([rows, X[30:80]]))
+
+
+def test_xgboost_regression_nan_and_thresholds():
+    X, y = data()
+    b = xgb.train({"max_depth": 5, "eta": 0.3, "base_score": 0.7}, xgb.DMatrix(X, y), 25)
+    p = treecomp.compile(b, backend="arrays")
+    R = edge_rows(p.forest, X)
+    c = p.contributions(R)
+    assert c.shape == (len(R), X.shape[1] + 1) and c.dtype == np.float64
+    dm = xgb.DMatrix(R)
+    close(c, b.predict(dm, pred_contribs=True, approx_contribs=False), 1e-6)
+    margin = b.predict(dm, output_margin=True)
+    # additivity, to XGBoost's float32 rounding of the margin's partial sums
+    assert np.all(np.abs(c.sum(axis=1) - margin) <= 1e-6 * np.abs(c).max(axis=1))
+    np.testing.assert_allclose(c, shap.reference_contributions(p.forest, R), rtol=1e-12, atol=1e-12)
+
+
+def test_xgboost_binary_and_multiclass_layout():
+    X, y = data(seed=1)
+    Xb = np.ascontiguousarray(X[:60])
+    b = xgb.train({"max_depth": 4, "objective": "binary:logistic"}, xgb.DMatrix(X, y > 0.5), 15)
+    close(treecomp.compile(b, backend="arrays").contributions(Xb),
+          b.predict(xgb.DMatrix(Xb), pred_contribs=True), 1e-6)
+    k = np.digitize(y, [0, 1.5])
+    m = xgb.train({"max_depth": 4, "objective": "multi:softprob", "num_class": 3},
+                  xgb.DMatrix(X, k), 8)
+    c = treecomp.compile(m, backend="arrays").contributions(Xb)
+    lib = m.predict(xgb.DMatrix(Xb), pred_contribs=True)
+    assert c.shape == lib.shape == (60, 3, X.shape[1] + 1)   # XGBoost's layout
+    close(c, lib, 1e-6)
+
+
+def test_lightgbm_regression_binary_multiclass():
+    X, y = data(seed=2)
+    Xt = np.ascontiguousarray(X[:80])
+    params = {"verbose": -1, "num_leaves": 15, "min_data_in_leaf": 5}
+    cases = [(lgb.train(params, lgb.Dataset(X, y), 20), 1),
+             (lgb.train({**params, "objective": "binary"}, lgb.Dataset(X, y > 0.5), 20), 1),
+             (lgb.train({**params, "objective": "multiclass", "num_class": 3},
+                        lgb.Dataset(X, np.digitize(y, [0, 1.5])), 10), 3)]
+    for booster, k in cases:
+        p = treecomp.compile(booster, backend="arrays")
+        c = p.contributions(Xt)
+        lib = booster.predict(Xt, pred_contrib=True)
+        # LightGBM's layout for k outputs: (n, k * (n_features + 1)), each output's block
+        assert c.reshape(len(Xt), -1).shape == lib.shape
+        close(c, lib, 1e-9)
+        raw = booster.predict(Xt, raw_score=True).reshape(len(Xt), k)
+        close(c.reshape(len(Xt), k, -1).sum(axis=2), raw, 1e-9)
+
+
+def test_lightgbm_categorical():
+    rng = np.random.default_rng(3)
+    X = np.column_stack([rng.integers(0, 12, 500), rng.normal(size=500)]).astype(np.float64)
+    y = (X[:, 0] % 3) + X[:, 1] + rng.normal(size=500) * 0.1
+    b = lgb.train({"verbose": -1, "num_leaves": 8, "min_data_per_group": 5, "cat_smooth": 1},
+                  lgb.Dataset(X, y, categorical_feature=[0]), 10)
+    Xt = X[:50].copy()
+    Xt[:5, 0] = [np.nan, -1, 40, 2.5, 11]
+    p = treecomp.compile(b, backend="arrays")
+    assert any(t.has_categorical for t in p.forest.trees)
+    close(p.contributions(Xt), b.predict(Xt, pred_contrib=True), 1e-9)
+
+
+def chain_forest(depth: int, n_features: int, rng) -> Forest:
+    """A chain (left child a leaf at every level) of `depth` splits, features cycling."""
+    n = 2 * depth + 1
+    left, right = np.full(n, -1), np.full(n, -1)
+    inner = np.arange(0, 2 * depth, 2)
+    left[inner], right[inner] = inner + 1, inner + 2
+    feat = np.where(left >= 0, np.arange(n) // 2 % n_features, -1)
+    cover = np.zeros(n)
+    cover[-1] = 3.0
+    for i in inner[::-1]:  # a leaf's cover, then each parent the sum of its children
+        cover[i + 1] = rng.integers(1, 5)
+        cover[i] = cover[i + 1] + cover[i + 2]
+    t = Tree(left=left, right=right, feature=feat, threshold=rng.normal(size=n).round(1),
+             default_left=rng.random(n) < 0.5, value=np.where(left >= 0, 0, rng.normal(size=n)),
+             cover=cover)
+    return Forest(trees=(t, t), n_features=n_features, n_outputs=1, tree_output=[0, 0],
+                  base_score=[0.25], input_dtype="float64", comparison="<=")
+
+
+@pytest.mark.parametrize("n_features", [30, 7])  # 30 distinct features: per-row recurrences
+def test_deep_chain_kernel_vs_reference(n_features):
+    rng = np.random.default_rng(4)
+    f = chain_forest(30, n_features, rng)
+    X = rng.normal(size=(40, n_features)) * 0.8
+    X[rng.random(X.shape) < 0.1] = np.nan
+    c = treecomp.compile(f, backend="arrays").contributions(X)
+    np.testing.assert_allclose(c, shap.reference_contributions(f, X), rtol=1e-9, atol=1e-12)
+    np.testing.assert_allclose(c.sum(axis=1), predict_raw(f, X)[:, 0], rtol=1e-9, atol=1e-12)
+
+
+def test_threads_split_rows_identically():
+    X, y = data(n=300, seed=5)
+    b = xgb.train({"max_depth": 6}, xgb.DMatrix(X, y), 10)
+    p = treecomp.compile(b, backend="arrays")
+    assert p.contributions(X, n_threads=1).tobytes() == p.contributions(X, n_threads=4).tobytes()
+
+
+def test_cover_is_optional_serialised_and_validated(tmp_path):
+    X, y = data(n=200, seed=6)
+    f = treecomp.frontends.parse(xgb.train({"max_depth": 3}, xgb.DMatrix(X, y), 3))
+    assert all(t.cover is not None for t in f.trees)
+    g = Forest.from_bytes(f.to_bytes())
+    assert all(np.array_equal(a.cover, b.cover) for a, b in zip(f.trees, g.trees))
+    assert g.digest() == f.digest()
+    bare = f.replace(trees=tuple(Tree(**{k: getattr(t, k) for k in (
+        "left", "right", "feature", "threshold", "default_left", "value")}) for t in f.trees))
+    assert bare.digest() != f.digest()
+    assert all(t.cover is None for t in Forest.from_bytes(bare.to_bytes()).trees)
+    with pytest.raises(UnsupportedModelError, match="cover"):
+        treecomp.compile(bare, backend="arrays").contributions(X[:3])
+    t = f.trees[0]
+    for bad in (-t.cover, t.cover[:-1], np.where(t.left >= 0, np.nan, t.cover)):
+        with pytest.raises(InvalidModelError, match="cover"):
+            Tree(left=t.left, right=t.right, feature=t.feature, threshold=t.threshold,
+                 default_left=t.default_left, value=t.value, cover=bad)
+    p = treecomp.compile(f, backend="arrays")
+    p.save(tmp_path / "m.tc")
+    with pytest.raises(UnsupportedModelError, match="artifact"):
+        treecomp.load(tmp_path / "m.tc").contributions(X[:3])
