@@ -126,7 +126,10 @@ def _paths(forest: Forest) -> dict[str, np.ndarray]:
     slot = group - leaf_uoff[e_leaf]
     # tables: per pattern of path depths where the row turns away (2^path length) x d
     tsize = np.where(leaf_plen <= TABLE_MAX_D, (1 << np.minimum(leaf_plen, TABLE_MAX_D)) * leaf_d, 0)
-    use = (leaf_plen <= TABLE_MAX_D) & (np.cumsum(tsize) * 8 <= TABLE_BUDGET)
+    by_size = np.argsort(tsize, kind="stable")  # the smallest first: most leaves in the budget
+    use = np.zeros(n_leaves, bool)
+    use[by_size] = np.cumsum(tsize[by_size]) * 8 <= TABLE_BUDGET
+    use &= leaf_plen <= TABLE_MAX_D
     tsize = np.where(use, tsize, 0)
     leaf_toff = np.where(use, np.concatenate([[0], np.cumsum(tsize)])[:-1], -1)
     leaf_tree = tree_of[leaves]

@@ -121,7 +121,7 @@ def _preorder(left: np.ndarray, right: np.ndarray) -> np.ndarray:
 
 
 def _make_tree(left, right, feature, threshold, default_left, value,
-               cat_index=None, cat_bits=None, cat_other_left=None) -> Tree:
+               cat_index=None, cat_bits=None, cat_other_left=None, cover=None) -> Tree:
     """Build an IR tree, renumbering nodes when some child id is not larger than its parent."""
     left = np.asarray(left, np.int64)
     right = np.asarray(right, np.int64)
@@ -139,13 +139,14 @@ def _make_tree(left, right, feature, threshold, default_left, value,
         right = np.where(ro >= 0, new[np.maximum(ro, 0)], -1)
         feature, threshold, default_left = feature[order], threshold[order], default_left[order]
         value, cat_index = value[order], cat_index[order]
+        cover = None if cover is None else np.asarray(cover)[order]
         leaf = left == _TREE_LEAF
     feature = np.where(leaf, -1, feature)
     threshold = np.where(leaf, 0.0, threshold)
     value = np.where(leaf[:, None], value, 0.0)
     return Tree(left=left, right=right, feature=feature, threshold=threshold,
                 default_left=default_left, value=value, cat_index=cat_index,
-                cat_bits=cat_bits, cat_other_left=cat_other_left)
+                cat_bits=cat_bits, cat_other_left=cat_other_left, cover=cover)
 
 
 def _sk_tree_arrays(est: Any):
@@ -171,7 +172,14 @@ def _tree_from_estimator(est: Any, n_classes: tuple[int, ...] | None) -> Tree:
                                     f"n_classes_={list(n_classes)}")
         # predict_proba returns value[:, k, :n_classes_k] as stored (fractions since sklearn 1.4)
         leafval = np.concatenate([value[:, k, :c] for k, c in enumerate(n_classes)], axis=1)
-    return _make_tree(left, right, feature, threshold, default_left, leafval)
+    return _make_tree(left, right, feature, threshold, default_left, leafval,
+                      cover=_cover(est))
+
+
+def _cover(est: Any) -> np.ndarray | None:
+    """weighted_n_node_samples (the shap package's cover for scikit-learn trees), if usable."""
+    c = np.asarray(getattr(est.tree_, "weighted_n_node_samples", np.zeros(0)), np.float64)
+    return c if len(c) == est.tree_.node_count and np.all(np.isfinite(c) & (c >= 0)) else None
 
 
 def _classes(model: Any) -> tuple[tuple[np.ndarray, ...], tuple[int, ...]]:
@@ -362,7 +370,7 @@ def parse_gradient_boosting(model: Any) -> Forest:
             left, right, feature, threshold, _, value = _sk_tree_arrays(ests[i, k])
             # the GB kernel tests `X[i, f] <= threshold` only: NaN (rejected anyway) goes right
             trees.append(_make_tree(left, right, feature, threshold, np.zeros(len(left), bool),
-                                    scale * value[:, 0, :1]))
+                                    scale * value[:, 0, :1], cover=_cover(ests[i, k])))
             outs.append(k)
     return Forest(trees=tuple(trees), n_features=model.n_features_in_, n_outputs=K,
                   tree_output=outs, base_score=_gb_base_score(model, K), input_dtype="float32",
