@@ -4,12 +4,12 @@
  * For one leaf with d distinct features on its root path, feature k has a zero fraction z_k
  * (the product of cover(child) / cover(parent) over the path's nodes on k) and a one fraction
  * o_k (1 iff the row takes the path's way at every one of those nodes). The leaf's Shapley
- * values depend on the row only through the mask of the o_k, so for leaves with d <= the
- * table limit every mask's coefficients are computed once per model (tc_shap_tables, with
- * the EXTEND / UNWIND recurrences of Algorithm 2) and a row costs a mask and d multiply-adds
- * per leaf (the idea of Fast TreeSHAP v2, Yang 2021; the table is indexed by the depths at which
- * the row leaves the path, computed for all nodes in one pass over the tree). Longer paths run the recurrences per
- * row (O(d^2) per leaf, as the libraries do). Everything is float64.
+ * values depend on the row only through which of its path's nodes the row does not follow, so
+ * for paths of up to treecomp.shap.TABLE_MAX_D nodes every such pattern's coefficients are
+ * computed once per model (tc_shap_tables) and a row costs d multiply-adds per leaf (the idea
+ * of Fast TreeSHAP v2, Yang 2021); the table is indexed by the depths at which the row turns
+ * away, computed for all leaves in one pass over the tree's nodes. Longer paths compute the
+ * coefficients per row, in closed form (tc_shap_leaf). Everything is float64.
  */
 
 typedef struct {
@@ -38,52 +38,56 @@ typedef struct {
 
 TC_EXPORT int32_t tc_shap_sizeof_model(void) { return (int32_t)sizeof(tc_shap_model); }
 
-/* coef[k] such that the leaf adds coef[k] * value to feature k's contribution; pw: 2 (d + 1).
- * Every feature the row does not follow (o = 0) has the same coefficient, -(d + 1) times the
- * sum of pw[j] / (d - j): XGBoost's UnwoundPathSum times (0 - z) with z cancelled. */
-static void tc_shap_leaf(int d, const double *z, const uint8_t *o, double *pw, double *coef) {
-  double *rc = pw + d + 1;  /* 1 / (j + 1) */
-  pw[0] = 1.0;  /* EXTEND: the root's dummy element, then one element per feature */
-  for (int m = 1; m <= d; m++) {
-    const double inv = 1.0 / (m + 1), pz = z[m - 1];
-    rc[m - 1] = 1.0 / m;
-    pw[m] = 0.0;
-    if (o[m - 1])
-      for (int i = m - 1; i >= 0; i--) {
-        pw[i + 1] += pw[i] * (i + 1) * inv;
-        pw[i] = pz * pw[i] * (m - i) * inv;
-      }
-    else
-      for (int i = m - 1; i >= 0; i--) pw[i] = pz * pw[i] * (m - i) * inv;
+/* coef[k] such that the leaf adds coef[k] * value to feature k's contribution; sc: 4 d + 4.
+ *
+ * With O the features the row follows (q of them), Zc the product of the other features' z
+ * and w(k) = k! (d - k - 1)! / d! (the Shapley weights), Algorithm 2's sums are
+ *   k not in O:  -Zc * sum_{k <= q} w(k) e_{q-k}(z_O)
+ *   k in O:      (1 - z_k) * Zc * sum_{k < q} w(k) e_{q-1-k}(z_O without z_k)
+ * (e_m: elementary symmetric polynomials; every feature not followed has the same value):
+ * O(d + q^2) per leaf instead of the recurrences' O(d^2). */
+static void tc_shap_leaf(int d, const double *z, const uint8_t *o, double *sc, double *coef) {
+  double *e = sc, *ei = sc + d + 1, *w = sc + 2 * d + 2, *zo = sc + 3 * d + 3;
+  double zc = 1.0;
+  int q = 0;
+  for (int k = 0; k < d; k++) {
+    if (o[k]) zo[q++] = z[k];
+    else zc *= z[k];
   }
-  const double dp1 = d + 1, idp1 = 1.0 / (d + 1);
+  if (zc == 0.0) {  /* a feature not followed has zero cover: the leaf is never reached */
+    for (int k = 0; k < d; k++) coef[k] = 0.0;
+    return;
+  }
+  e[0] = 1.0;
+  for (int t = 0; t < q; t++) {
+    e[t + 1] = 0.0;
+    for (int m = t + 1; m >= 1; m--) e[m] += zo[t] * e[m - 1];
+  }
+  w[0] = 1.0 / d;
+  for (int k = 0; k + 1 < d; k++) w[k + 1] = w[k] * (k + 1) / (double)(d - k - 1);
   double off = 0.0;
-  int have_off = 0;
-  for (int k = 0; k < d; k++) {  /* UNWOUND sums */
-    if (o[k]) {
-      const double zero = z[k];
-      double next = pw[d], total = 0.0;
-      for (int j = d - 1; j >= 0; j--) {
-        const double tmp = next * dp1 * rc[j];
-        total += tmp;
-        next = pw[j] - tmp * zero * (d - j) * idp1;
-      }
-      coef[k] = total * (1.0 - zero);
-    } else {
-      if (!have_off) {
-        for (int j = d - 1; j >= 0; j--) off += pw[j] / (d - j);
-        off *= -dp1;
-        have_off = 1;
-      }
+  if (q < d) {
+    for (int k = 0; k <= q; k++) off += w[k] * e[q - k];
+    off *= -zc;
+  }
+  for (int k = 0; k < d; k++) {
+    if (!o[k]) {
       coef[k] = off;
+      continue;
     }
+    const double zk = z[k];
+    double a = 0.0;
+    ei[0] = 1.0;
+    for (int m = 1; m < q; m++) ei[m] = e[m] - zk * ei[m - 1];
+    for (int j = 0; j < q; j++) a += w[j] * ei[q - 1 - j];
+    coef[k] = (1.0 - zk) * zc * a;
   }
 }
 
 /* the coefficients of the leaves with a table (leaf_toff >= 0), for every pattern of the path
  * nodes the row does not follow (bit = the node's depth) */
 TC_EXPORT int32_t tc_shap_tables(const tc_shap_model *M, int64_t n_leaves) {
-  double pw[130];
+  double pw[4 * 64 + 4];
   uint8_t o[64];
   double *tables = (double *)M->tables;
   for (int64_t l = 0; l < n_leaves; l++) {
@@ -121,10 +125,10 @@ TC_EXPORT int32_t tc_shap_rows(const tc_shap_model *M, const double *X, int64_t 
   const int64_t nf = M->n_features, stride = M->n_outputs * (nf + 1);
   uint8_t *go = malloc((size_t)M->max_nodes + 1);
   uint64_t *pat = malloc(sizeof(uint64_t) * ((size_t)M->max_nodes + 1));
-  double *scratch = malloc(sizeof(double) * (size_t)(4 * M->max_d + 4));
+  double *scratch = malloc(sizeof(double) * (size_t)(5 * M->max_d + 5));
   uint8_t *o = malloc((size_t)M->max_d + 1);
   if (!go || !pat || !scratch || !o) { free(go); free(pat); free(scratch); free(o); return -2; }
-  double *pw = scratch, *coef = scratch + 2 * M->max_d + 2;
+  double *pw = scratch, *coef = scratch + 4 * M->max_d + 4;
   /* rows in blocks, trees outside rows within a block: a tree's tables are read from memory
    * once per block (128 rows: X, contributions and one depth-6 tree's tables fit in L2) */
   for (int64_t r0 = 0; r0 < n_rows; r0 += 128)
