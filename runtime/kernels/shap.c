@@ -46,8 +46,16 @@ TC_EXPORT int32_t tc_shap_sizeof_model(void) { return (int32_t)sizeof(tc_shap_mo
  *   k in O:      (1 - z_k) * Zc * sum_{k < q} w(k) e_{q-1-k}(z_O without z_k)
  * (e_m: elementary symmetric polynomials; every feature not followed has the same value):
  * O(d + q^2) per leaf instead of the recurrences' O(d^2). */
-static void tc_shap_leaf(int d, const double *z, const uint8_t *o, double *sc, double *coef) {
-  double *e = sc, *ei = sc + d + 1, *w = sc + 2 * d + 2, *zo = sc + 3 * d + 3;
+static void tc_shap_weights(int d, double *w) {
+  w[0] = 1.0 / d;
+  for (int k = 0; k + 1 < d; k++) w[k + 1] = w[k] * (k + 1) / (double)(d - k - 1);
+}
+
+/* wd: the weights of d (tc_shap_weights), or NULL to compute them into sc */
+static void tc_shap_leaf(int d, const double *z, const uint8_t *o, double *sc, double *coef,
+                         const double *wd) {
+  double *e = sc, *ei = sc + d + 1, *zo = sc + 3 * d + 3;
+  const double *w = wd;
   double zc = 1.0;
   int q = 0;
   for (int k = 0; k < d; k++) {
@@ -63,8 +71,10 @@ static void tc_shap_leaf(int d, const double *z, const uint8_t *o, double *sc, d
     e[t + 1] = 0.0;
     for (int m = t + 1; m >= 1; m--) e[m] += zo[t] * e[m - 1];
   }
-  w[0] = 1.0 / d;
-  for (int k = 0; k + 1 < d; k++) w[k + 1] = w[k] * (k + 1) / (double)(d - k - 1);
+  if (!w) {
+    tc_shap_weights(d, sc + 2 * d + 2);
+    w = sc + 2 * d + 2;
+  }
   double off = 0.0;
   if (q < d) {
     for (int k = 0; k <= q; k++) off += w[k] * e[q - k];
@@ -99,7 +109,7 @@ TC_EXPORT int32_t tc_shap_tables(const tc_shap_model *M, int64_t n_leaves) {
       memset(o, 1, (size_t)d);
       for (int p = 0; p < plen; p++)
         if (pat >> M->p_pos[p0 + p] & 1) o[M->p_slot[p0 + p]] = 0;
-      tc_shap_leaf(d, M->u_z + M->leaf_uoff[l], o, pw, tables + M->leaf_toff[l] + pat * d);
+      tc_shap_leaf(d, M->u_z + M->leaf_uoff[l], o, pw, tables + M->leaf_toff[l] + pat * d, NULL);
     }
   }
   return 0;
@@ -129,6 +139,8 @@ TC_EXPORT int32_t tc_shap_rows(const tc_shap_model *M, const double *X, int64_t 
   uint8_t *o = malloc((size_t)M->max_d + 1);
   if (!go || !pat || !scratch || !o) { free(go); free(pat); free(scratch); free(o); return -2; }
   double *pw = scratch, *coef = scratch + 4 * M->max_d + 4;
+  double wtab[65][64];  /* the Shapley weights of d = 1..64 */
+  for (int d = 1; d <= 64; d++) tc_shap_weights(d, wtab[d]);
   /* rows in blocks, trees outside rows within a block: a tree's tables are read from memory
    * once per block (128 rows: X, contributions and one depth-6 tree's tables fit in L2) */
   for (int64_t r0 = 0; r0 < n_rows; r0 += 128)
@@ -162,7 +174,7 @@ TC_EXPORT int32_t tc_shap_rows(const tc_shap_model *M, const double *X, int64_t 
           memset(o, 1, (size_t)d);
           for (int64_t p = p0; p < p1; p++)
             if (go[M->p_node[p]] != M->p_left[p]) o[M->p_slot[p]] = 0;
-          tc_shap_leaf(d, M->u_z + u0, o, pw, coef);
+          tc_shap_leaf(d, M->u_z + u0, o, pw, coef, d <= 64 ? wtab[d] : NULL);
           c = coef;
         }
         for (int q = 0; q < w; q++) {
