@@ -169,12 +169,15 @@ def test_cover_is_optional_serialised_and_validated(tmp_path):
 
 
 def test_sklearn_random_forest_and_gradient_boosting():
-    from sklearn.ensemble import GradientBoostingClassifier, RandomForestRegressor
+    from sklearn.ensemble import GradientBoostingClassifier, RandomForestClassifier, RandomForestRegressor
     X, y = data(n=300, seed=7, nan=0)
     Xt = np.ascontiguousarray(X[:40])
     for model in (RandomForestRegressor(n_estimators=4, max_depth=7, random_state=0).fit(X, y),
-                  GradientBoostingClassifier(n_estimators=5, max_depth=3).fit(X, y > 0.5)):
+                  GradientBoostingClassifier(n_estimators=5, max_depth=3).fit(X, y > 0.5),
+                  RandomForestClassifier(n_estimators=3, max_depth=6, random_state=0).fit(
+                      X, np.digitize(y, [0, 1.5]))):  # vector leaves: 3 outputs per tree
         p = treecomp.compile(model, backend="arrays")
         c = p.contributions(Xt)
         np.testing.assert_allclose(c, shap.reference_contributions(p.forest, Xt), rtol=1e-9, atol=1e-12)
-        np.testing.assert_allclose(c.sum(axis=1), predict_raw(p.forest, Xt)[:, 0], rtol=1e-9, atol=1e-12)
+        raw = predict_raw(p.forest, Xt)
+        np.testing.assert_allclose(c.sum(axis=-1).reshape(raw.shape), raw, rtol=1e-9, atol=1e-12)
