@@ -118,4 +118,9 @@ def predict_proba(forest: Forest, X: Any):
 
 
 def decision_function(forest: Forest, X: Any) -> np.ndarray:
-    return outputs.raw_output(forest, predict_raw(forest, X))
+    return outputs.decision_values(forest, predict_raw(forest, X))
+
+
+def score_samples(forest: Forest, X: Any) -> np.ndarray:
+    """IsolationForest's score_samples (TypeError for other models)."""
+    return outputs.score_samples(forest, predict_raw(forest, X))

@@ -339,7 +339,10 @@ class Predictor:
                               # bit 0: NaN accepted; bit 1: some feature refuses +/-inf
                               allow_nan=int(h.allow_nan) | (2 if h.reject_inf else 0)))
         one = OUT_1D if h.n_outputs == 1 else OUT_2D
-        plans = {"raw": (cfg, TREECOMP_RAW, OUT_2D, None), "decision": (cfg, TREECOMP_RAW, one, None)}
+        plans = {"raw": (cfg, TREECOMP_RAW, OUT_2D, None)}
+        if h.transform in outputs.PYTHON_TRANSFORMS:  # decision_function computed from margins
+            return plans
+        plans["decision"] = (cfg, TREECOMP_RAW, one, None)
         # the flags giving transformed outputs (None: numpy applies this inverse link)
         tf = TREECOMP_RAW if h.transform == "identity" else TREECOMP_TRANSFORM if self._tf else None
         if not h.is_classifier:
@@ -400,7 +403,8 @@ class Predictor:
         return np.array(self.head.feature_names, dtype=object)
 
     def __repr__(self) -> str:
-        kind = "classifier" if self.head.is_classifier else "regressor"
+        kind = "classifier" if self.head.is_classifier else \
+            "outlier detector" if self.head.decision == "outlier" else "regressor"
         return (f"<treecomp.Predictor {kind} backend={self.backend!r} trees={self.head.n_trees} "
                 f"features={self.n_features} outputs={self.n_outputs} digest={self.digest[:12]}>")
 
@@ -495,13 +499,21 @@ class Predictor:
         return outputs.predict_proba(self.head, self.predict_raw(X, n_threads))
 
     def decision_function(self, X: Any, n_threads: int | None = None) -> np.ndarray:
-        """Raw margins shaped like the library's decision_function / output_margin=True."""
+        """What the library's decision_function returns: the raw margins shaped like it (or
+        like output_margin=True), or for AdaBoost / IsolationForest the values it computes from
+        them (treecomp.outputs.decision_values)."""
         if n_threads is not None:
             _check_threads(n_threads)
         out = self._via_entry(X, "decision")
         if out is not None:
             return out
-        return outputs.raw_output(self.head, self.predict_raw(X, n_threads))
+        return outputs.decision_values(self.head, self.predict_raw(X, n_threads))
+
+    def score_samples(self, X: Any, n_threads: int | None = None) -> np.ndarray:
+        """IsolationForest's score_samples (an AttributeError for other models)."""
+        if self.head.transform != "iforest":
+            raise AttributeError("score_samples is only available for IsolationForest models")
+        return outputs.score_samples(self.head, self.predict_raw(X, n_threads))
 
     # -- persistence --------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> None:
