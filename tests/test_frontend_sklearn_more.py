@@ -27,7 +27,9 @@ from tests.edge import edge_rows
 
 BACKENDS = ("c", "llvm", "arrays")
 # sklearn's float32 cast of the 1e39 edge rows
-pytestmark = pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning")
+pytestmark = [pytest.mark.filterwarnings("ignore:overflow encountered in cast:RuntimeWarning"),
+              # sklearn's input validation sums X, which warns on rows holding inf and -inf
+              pytest.mark.filterwarnings("ignore:invalid value encountered in reduce:RuntimeWarning")]
 
 
 def _bits(a: np.ndarray) -> np.ndarray:
@@ -294,11 +296,76 @@ def test_hgb_many_classes_single_rows():
     """sklearn's softmax sums Fortran-ordered margins class by class, except one row (contiguous
     either way), which numpy sums pairwise from 8 classes on: single-row batches must agree."""
     from sklearn.ensemble import HistGradientBoostingClassifier
+    from threadpoolctl import threadpool_limits
     X, y = _data(n=400, d=8, k=9, seed=15)
-    m = HistGradientBoostingClassifier(max_iter=3, max_leaf_nodes=6, random_state=0).fit(X, y)
+    with threadpool_limits(1, user_api="openmp"):  # tiny inputs: OpenMP threads only cost
+        m = HistGradientBoostingClassifier(max_iter=3, max_leaf_nodes=6, random_state=0).fit(X, y)
+        f = treecomp.parse(m)
+        p = treecomp.compile(f, backend="arrays")
+        differs = 0
+        for i in range(16):
+            want = m.predict_proba(X[i:i + 1])
+            _same(interp.predict_proba(f, X[i:i + 1]), want)
+            _same(p.predict_proba(X[i:i + 1]), want)
+            differs += not np.array_equal(want, np.asfortranarray(m.predict_proba(X[i:i + 2]))[:1])
+        assert differs  # the one-row sum is not the many-row sum for some of these rows
+        _same(p.predict_proba(X), m.predict_proba(X))
+
+
+# -- leaf indices ------------------------------------------------------------------------------
+def _apply_models():
+    from sklearn.ensemble import (ExtraTreesRegressor, GradientBoostingClassifier,
+                                  RandomForestClassifier)
+    from sklearn.tree import DecisionTreeRegressor
+    X, y = _data(n=300, k=3, seed=16)
+    X[::9, 2] = np.nan
+    Xf = np.nan_to_num(X)
+    return [(RandomForestClassifier(n_estimators=4, max_depth=6, random_state=0).fit(X, y), X),
+            (GradientBoostingClassifier(n_estimators=3, max_depth=3, random_state=0).fit(Xf, y), Xf),
+            (ExtraTreesRegressor(n_estimators=3, max_depth=5, random_state=0).fit(Xf, Xf[:, 0]), Xf),
+            (DecisionTreeRegressor(max_depth=7, random_state=0).fit(X, Xf[:, 1]), X)]
+
+
+@pytest.mark.parametrize("i", range(4))
+def test_apply_numbers_leaves_as_sklearn(i):
+    m, X = _apply_models()[i]
     f = treecomp.parse(m)
+    rows = np.vstack([X[:50], edge_rows(f, np.nan_to_num(X), n=100, nan=f.allow_nan)])
+    want = m.apply(rows)
+    ours = interp.apply(f, rows)
+    assert ours.shape == (len(rows), f.n_trees) and ours.dtype == np.int64
+    np.testing.assert_array_equal(ours.reshape(want.shape), want)
+    # one numpy walk for every backend (interp.apply): one compiled Predictor checks the plumbing
     p = treecomp.compile(f, backend="arrays")
-    for i in range(40):
-        _same(interp.predict_proba(f, X[i:i + 1]), m.predict_proba(X[i:i + 1]))
-        _same(p.predict_proba(X[i:i + 1]), m.predict_proba(X[i:i + 1]))
-    _same(p.predict_proba(X), m.predict_proba(X))
+    np.testing.assert_array_equal(p.apply(rows).reshape(want.shape), want)
+    g = ir.Forest.from_bytes(f.to_bytes())
+    np.testing.assert_array_equal(interp.apply(g, rows), ours)
+
+
+def test_apply_keeps_the_librarys_ids_through_a_renumbering():
+    """A tree whose ids are not parent-before-child is renumbered by the frontend: apply still
+    answers the source's ids."""
+    from treecomp.frontends import sklearn as sk_frontend
+    m, X = _apply_models()[3]
+    t = m.tree_
+    n = t.node_count
+    perm = np.r_[0, np.random.default_rng(1).permutation(np.arange(1, n))]  # old id -> new id
+    inv = np.argsort(perm)                                                   # new id -> old id
+    ch = lambda a: np.where(a[inv] >= 0, perm[np.maximum(a[inv], 0)], -1)  # noqa: E731
+    tree = sk_frontend._make_tree(ch(t.children_left), ch(t.children_right), t.feature[inv],
+                                  t.threshold[inv], t.missing_go_to_left[inv].astype(bool),
+                                  t.value[inv, 0, :])
+    assert not np.array_equal(tree.node_ids, np.arange(n))
+    f = treecomp.parse(m).replace(trees=(tree,))
+    np.testing.assert_array_equal(interp.apply(f, X)[:, 0], perm[m.apply(X)])
+
+
+def test_apply_refused_without_ids_or_ir():
+    f = _stump_forest()
+    with pytest.raises(UnsupportedModelError, match="node ids"):
+        interp.apply(f, np.zeros((2, 2)))
+    m, X = _apply_models()[0]
+    p = treecomp.compile(treecomp.parse(m), backend="arrays")
+    import pickle
+    with pytest.raises(AttributeError, match="apply needs the model's IR"):
+        pickle.loads(pickle.dumps(p)).apply(X)

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from . import outputs
+from .errors import UnsupportedModelError
 from .inputs import as_matrix
 from .ir import Forest, Tree
 
@@ -74,6 +75,24 @@ def predict_raw(forest: Forest, X: Any) -> np.ndarray:
     strict = forest.comparison == "<"
     return _accumulate(forest, X64.shape[0],
                        (t.value[leaf_indices(t, X64, strict, forest.category_rule)] for t in forest.trees))
+
+
+def apply(forest: Forest, X: Any) -> np.ndarray:
+    """Leaf ids, shape (n_rows, n_trees) int64, numbered as the source library numbers its
+    nodes (Tree.node_ids: sklearn's `apply`); trees in IR order (GradientBoosting: stage by
+    stage, class by class within a stage). UnsupportedModelError where the frontend did not
+    record the library's ids."""
+    missing = [i for i, t in enumerate(forest.trees) if t.node_ids is None]
+    if missing:
+        raise UnsupportedModelError(
+            f"leaf indices need the library's node ids, which this model's IR does not carry "
+            f"(tree {missing[0]}; recorded by the scikit-learn frontend)")
+    X64 = as_matrix(X, forest).astype(np.float64)
+    strict = forest.comparison == "<"
+    out = np.empty((X64.shape[0], forest.n_trees), np.int64)
+    for i, t in enumerate(forest.trees):
+        out[:, i] = t.node_ids[leaf_indices(t, X64, strict, forest.category_rule)]
+    return out
 
 
 def walk_raw(forest: Forest, X: Any) -> np.ndarray:

@@ -221,6 +221,8 @@ class Tree:
     cat_index       int32 (n,)  row of cat_bits for a categorical node, -1 for numeric/leaf
     cat_bits        uint32 (k, n_words) per categorical split: categories that go left
     cat_other_left  bool (k,)   where a non-NaN value that is no valid category goes
+    node_ids        int32 (n,) or None: the source library's id of each node (frontends
+                    renumber), what its `apply` / pred_leaf returns; None where not recorded
     """
 
     left: np.ndarray
@@ -232,6 +234,7 @@ class Tree:
     cat_index: np.ndarray = None  # type: ignore[assignment]
     cat_bits: np.ndarray = None  # type: ignore[assignment]
     cat_other_left: np.ndarray = None  # type: ignore[assignment]
+    node_ids: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(np.asarray(self.left))
@@ -248,6 +251,8 @@ class Tree:
                 if raw.ndim == 1:
                     raw = raw[:, None]
             object.__setattr__(self, name, _frozen(raw, _TREE_DTYPES[name], ndim, name))
+        if self.node_ids is not None:
+            object.__setattr__(self, "node_ids", _frozen(self.node_ids, np.int32, 1, "node_ids"))
         self._validate()
 
     # -- derived facts (cheap; computed on demand) ---------------------------------------------
@@ -293,7 +298,8 @@ class Tree:
         n = self.n_nodes
         if n < 1:
             raise InvalidModelError("a tree needs at least one node")
-        for name in ("right", "feature", "threshold", "default_left", "cat_index"):
+        for name in ("right", "feature", "threshold", "default_left", "cat_index") + \
+                (("node_ids",) if self.node_ids is not None else ()):
             if len(getattr(self, name)) != n:
                 raise InvalidModelError(f"tree array {name!r} has length {len(getattr(self, name))}, expected {n}")
         if self.value.shape[0] != n or self.value.shape[1] < 1:
@@ -503,6 +509,8 @@ class Forest(_Outputs):
         for i, t in enumerate(self.trees):
             for name in _TREE_ARRAYS:
                 yield f"t{i}.{name}", getattr(t, name)
+            if t.node_ids is not None:  # optional: files and digests without it are unchanged
+                yield f"t{i}.node_ids", t.node_ids
 
     def to_bytes(self) -> bytes:
         """The IR file: a zip with meta.json and one .npy per array (versioned)."""
@@ -554,6 +562,7 @@ class Forest(_Outputs):
                 raise _corrupt_ir(f"n_trees={n_trees} for {len(members)} members")
             want = {"meta.json", "tree_output.npy", "base_score.npy"} | {
                 f"t{i}.{n}.npy" for i in range(n_trees) for n in _TREE_ARRAYS}
+            want |= {f"t{i}.node_ids.npy" for i in range(n_trees)} & set(members)  # optional
             if set(members) != want:
                 odd = sorted(set(members) ^ want)
                 raise _corrupt_ir(f"members {odd[:3]}{' ...' if len(odd) > 3 else ''} missing or unexpected")
@@ -564,7 +573,8 @@ class Forest(_Outputs):
             trees = []
             for i in range(n_trees):
                 try:
-                    trees.append(Tree(**{n: arr(f"t{i}.{n}") for n in _TREE_ARRAYS}))
+                    ids = arr(f"t{i}.node_ids") if f"t{i}.node_ids.npy" in members else None
+                    trees.append(Tree(**{n: arr(f"t{i}.{n}") for n in _TREE_ARRAYS}, node_ids=ids))
                 except InvalidModelError as exc:
                     raise _corrupt_ir(f"tree {i}: {exc}") from None
             tree_output, base_score = arr("tree_output"), arr("base_score")

@@ -311,8 +311,10 @@ class Predictor:
     compiled artifact inside and unpickles in a fresh process on the same platform.
     """
 
-    def __init__(self, kernel: Any, n_threads: int | None = None):
+    def __init__(self, kernel: Any, n_threads: int | None = None, forest: Any = None):
         self._kernel = kernel
+        #: the IR the kernel was built from (treecomp.compile), for `apply`; None when loaded
+        self._forest = forest
         self.head: Head = kernel.head
         self.n_threads = n_threads  # checked by the property's setter
         self._run_ptr = getattr(kernel, "run_ptr", None)
@@ -514,6 +516,20 @@ class Predictor:
         if self.head.transform != "iforest":
             raise AttributeError("score_samples is only available for IsolationForest models")
         return outputs.score_samples(self.head, self.predict_raw(X, n_threads))
+
+    def apply(self, X: Any) -> np.ndarray:
+        """Leaf ids, shape (n_rows, n_trees) int64, numbered as the source library numbers its
+        nodes (scikit-learn's `apply`; GradientBoosting's trees stage by stage, class by class,
+        so `.reshape(n, n_stages, K)` is its layout). Computed by the reference interpreter's
+        vectorised numpy walk over the IR tables (interp.apply), the same for every backend, not
+        by the native kernel: available on a Predictor made by treecomp.compile in this process,
+        not on one loaded from an artifact file or unpickled (those carry no IR)."""
+        if self._forest is None:
+            raise AttributeError("apply needs the model's IR: use a Predictor from "
+                                 "treecomp.compile in this process (loaded or unpickled "
+                                 "artifacts carry only the native kernel)")
+        from . import interp
+        return interp.apply(self._forest, X)
 
     # -- persistence --------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> None:

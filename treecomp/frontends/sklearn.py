@@ -130,8 +130,9 @@ def _make_tree(left, right, feature, threshold, default_left, value,
     if cat_index is None:
         cat_index = np.full(n, -1, np.int64)
     idx = np.arange(n)
+    node_ids = idx  # the library's node ids (its `apply`), kept through a renumbering
     if n and not (np.all(left[~leaf] > idx[~leaf]) and np.all(right[~leaf] > idx[~leaf])):
-        order = _preorder(left, right)
+        order = node_ids = _preorder(left, right)
         new = np.full(n, -1, np.int64)
         new[order] = np.arange(len(order))
         lo, ro = left[order], right[order]
@@ -145,7 +146,7 @@ def _make_tree(left, right, feature, threshold, default_left, value,
     value = np.where(leaf[:, None], value, 0.0)
     return Tree(left=left, right=right, feature=feature, threshold=threshold,
                 default_left=default_left, value=value, cat_index=cat_index,
-                cat_bits=cat_bits, cat_other_left=cat_other_left)
+                cat_bits=cat_bits, cat_other_left=cat_other_left, node_ids=node_ids)
 
 
 def _sk_tree_arrays(est: Any):
