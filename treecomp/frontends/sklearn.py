@@ -1,8 +1,21 @@
 """The scikit-learn frontend: fitted tree estimators -> :class:`treecomp.ir.Forest`.
 
 Covers DecisionTree*/ExtraTree* (single trees), RandomForest*/ExtraTrees*, GradientBoosting*
-and HistGradientBoosting* (regressors and classifiers). Every rule below was read in the sklearn
-1.9.1 sources and is pinned by differential tests (tests/test_frontend_sklearn.py):
+and HistGradientBoosting* (regressors and classifiers), IsolationForest and AdaBoostClassifier
+(over decision trees). Every rule below was read in the sklearn 1.9.1 sources and is pinned by
+differential tests (tests/test_frontend_sklearn.py, tests/test_frontend_sklearn_more.py). Every
+tree records sklearn's node ids (Tree.node_ids: what `apply` returns).
+
+IsolationForest (ensemble/_iforest.py): rows are float32 with NaN and +/-inf accepted
+(``ensure_all_finite=False``); each tree reads ``X[:, estimators_features_[i]]`` when
+``_max_features`` differs from n_features (the IR maps the subset back to the columns); the
+margin is ``depths``: per tree ``_decision_path_lengths[leaf] + _average_path_length_per_tree
+[leaf] - 1.0`` (the values sklearn stores at fit), summed from 0 in estimator order (sklearn's
+default sequential joblib; a threading backend adds trees in completion order). score_samples,
+decision_function and predict follow with numpy (outputs.py, transform "iforest").
+AdaBoostClassifier (ensemble/_weight_boosting.py, SAMME): see parse_adaboost; its own input
+check refuses NaN and +/-inf, the trees' float32 cast refuses 1e39. AdaBoostRegressor (a weighted
+median) is refused.
 
 Trees, forests, GradientBoosting (tree/_tree.pyx, ensemble/_forest.py, ensemble/_gb.py):
 - Rows are converted to float32, then ``float64(x32) <= threshold64`` goes left; NaN follows
