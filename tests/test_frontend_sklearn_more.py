@@ -167,10 +167,12 @@ def test_adaboost_zero_decisions_keep_sklearns_sign():
 def test_adaboost_string_labels_and_early_stop():
     X, y = _data(n=300, k=3, seed=10)
     labels = np.array(["x", "y", "z"], dtype=object)[y]
-    m = AdaBoostClassifier(DecisionTreeClassifier(max_depth=6), n_estimators=50,
+    m = AdaBoostClassifier(DecisionTreeClassifier(), n_estimators=50,
                            random_state=0).fit(X, labels)
     f = treecomp.parse(m)
-    assert f.n_trees == len(m.estimators_)
+    # a perfect tree stops the boosting: estimator_weights_ keeps zeros for the unfitted rest,
+    # and sklearn divides by the sum over all of them
+    assert f.n_trees == len(m.estimators_) < len(m.estimator_weights_)
     np.testing.assert_array_equal(f.classes[0], m.classes_)
     _check_all(m, f, X[:100], ("decision_function", "predict", "predict_proba"))
 
