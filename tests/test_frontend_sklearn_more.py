@@ -364,7 +364,7 @@ def test_apply_keeps_the_librarys_ids_through_a_renumbering():
 
 def test_apply_refused_without_ids_or_ir():
     f = _stump_forest()
-    with pytest.raises(UnsupportedModelError, match="node ids"):
+    with pytest.raises(UnsupportedModelError, match="node ids"):  # e.g. an older IR file
         interp.apply(f, np.zeros((2, 2)))
     m, X = _apply_models()[0]
     p = treecomp.compile(treecomp.parse(m), backend="arrays")

@@ -79,14 +79,15 @@ def predict_raw(forest: Forest, X: Any) -> np.ndarray:
 
 def apply(forest: Forest, X: Any) -> np.ndarray:
     """Leaf ids, shape (n_rows, n_trees) int64, numbered as the source library numbers its
-    nodes (Tree.node_ids: sklearn's `apply`); trees in IR order (GradientBoosting: stage by
-    stage, class by class within a stage). UnsupportedModelError where the frontend did not
-    record the library's ids."""
+    nodes (Tree.node_ids): sklearn's `apply`, XGBoost's and LightGBM's pred_leaf=True (the
+    latter's leaf index); trees in IR order (sklearn GradientBoosting: stage by stage, class by
+    class within a stage). UnsupportedModelError where the IR does not carry the ids (IR
+    files written before they were recorded)."""
     missing = [i for i, t in enumerate(forest.trees) if t.node_ids is None]
     if missing:
         raise UnsupportedModelError(
             f"leaf indices need the library's node ids, which this model's IR does not carry "
-            f"(tree {missing[0]}; recorded by the scikit-learn frontend)")
+            f"(tree {missing[0]}; parse the model again to record them)")
     X64 = as_matrix(X, forest).astype(np.float64)
     strict = forest.comparison == "<"
     out = np.empty((X64.shape[0], forest.n_trees), np.int64)

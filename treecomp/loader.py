@@ -519,8 +519,9 @@ class Predictor:
 
     def apply(self, X: Any) -> np.ndarray:
         """Leaf ids, shape (n_rows, n_trees) int64, numbered as the source library numbers its
-        nodes (scikit-learn's `apply`; GradientBoosting's trees stage by stage, class by class,
-        so `.reshape(n, n_stages, K)` is its layout). Computed by the reference interpreter's
+        nodes: scikit-learn's `apply` (GradientBoosting's trees stage by stage, class by class,
+        so `.reshape(n, n_stages, K)` is its layout), XGBoost's and LightGBM's
+        `pred_leaf=True` (their dtypes are float32 / int32). Computed by the reference interpreter's
         vectorised numpy walk over the IR tables (interp.apply), the same for every backend, not
         by the native kernel: available on a Predictor made by treecomp.compile in this process,
         not on one loaded from an artifact file or unpickled (those carry no IR)."""
