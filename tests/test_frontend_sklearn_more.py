@@ -242,6 +242,7 @@ def test_transform_params_are_validated():
     ok = _stump_forest(transform="iforest", decision="outlier", transform_params=(2.0, -0.5))
     assert ok.meta()["transform_params"] == [2.0, -0.5]
     assert "transform_params" not in _stump_forest().meta()  # other digests are unchanged
+    assert ok.replace(transform_params=(2.0, -0.25)).digest() != ok.digest()
     for kw, match in [(dict(transform="iforest", decision="outlier", transform_params=(2.0,)), "takes 2"),
                       (dict(transform="iforest", decision="none", transform_params=(2.0, 0.0)), "outlier"),
                       (dict(transform="identity", decision="outlier"), "outlier"),
@@ -360,6 +361,8 @@ def test_apply_keeps_the_librarys_ids_through_a_renumbering():
     assert not np.array_equal(tree.node_ids, np.arange(n))
     f = treecomp.parse(m).replace(trees=(tree,))
     np.testing.assert_array_equal(interp.apply(f, X)[:, 0], perm[m.apply(X)])
+    import dataclasses
+    assert f.replace(trees=(dataclasses.replace(tree, node_ids=None),)).digest() != f.digest()
 
 
 def test_apply_refused_without_ids_or_ir():
