@@ -51,7 +51,9 @@ COMPARISONS = ("<", "<=")
 DTYPES = ("float32", "float64")
 #: Output transforms (the libraries' inverse links). Their exact arithmetic is in outputs.py.
 #: "exp64" is exp taken in float64 and rounded once to the accumulation dtype (XGBoost's
-#: survival:aft on float32 margins); for float64 margins it is "exp".
+#: survival:aft on float32 margins); for float64 margins it is "exp". "softmax" sums a row as
+#: numpy sums a C-ordered array (pairwise from 8 classes); "softmax_seq" left to right, except
+#: with exp_lib "numpy" (sklearn HGB), as numpy sums a Fortran-ordered array (one row pairwise).
 #: "samme" (AdaBoostClassifier) and "iforest" (IsolationForest) take Forest.transform_params.
 TRANSFORMS = ("identity", "sigmoid", "sigmoid2", "softmax", "softmax_seq", "exp", "exp64",
               "samme", "iforest")
