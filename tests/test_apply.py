@@ -1,4 +1,5 @@
-"""Leaf indices (interp.apply / Predictor.apply) against XGBoost's and LightGBM's pred_leaf=True.
+"""Leaf indices (interp.apply, the reference; Predictor.apply, a native kernel over
+interp.leaf_id_forest) against XGBoost's and LightGBM's pred_leaf=True.
 
 The frontends renumber nodes (pruned XGBoost trees, LightGBM's separate leaf numbering, its
 zero_as_missing expansion that copies subtrees); Tree.node_ids keeps each library's own ids.
@@ -40,6 +41,11 @@ def test_xgboost_pred_leaf(name):
     ours = interp.apply(f, rows)
     assert ours.shape == (len(rows), f.n_trees)
     np.testing.assert_array_equal(ours, want.reshape(ours.shape))
+    p = treecomp.compile(f, backend="arrays")
+    for Z, w in ((rows, ours), (rows[:1], ours[:1])):  # native kernel over the leaf-id forest
+        got = p.apply(Z)
+        assert got.dtype == np.int64
+        np.testing.assert_array_equal(got, w)
     if name == "pruned_exact":  # renumbered trees keep XGBoost's ids
         assert any(not np.array_equal(t.node_ids, np.arange(t.n_nodes)) for t in f.trees)
 
@@ -53,6 +59,7 @@ def test_lightgbm_pred_leaf(name):
     ours = interp.apply(f, rows)
     np.testing.assert_array_equal(ours, np.asarray(case.model.predict(rows, pred_leaf=True))
                                   .reshape(ours.shape))
+    np.testing.assert_array_equal(treecomp.compile(f, backend="arrays").apply(rows), ours)
 
 
 def test_lightgbm_pred_leaf_through_the_zero_as_missing_expansion():

@@ -338,9 +338,10 @@ def test_apply_numbers_leaves_as_sklearn(i):
     ours = interp.apply(f, rows)
     assert ours.shape == (len(rows), f.n_trees) and ours.dtype == np.int64
     np.testing.assert_array_equal(ours.reshape(want.shape), want)
-    # one numpy walk for every backend (interp.apply): one compiled Predictor checks the plumbing
-    p = treecomp.compile(f, backend="arrays")
+    # Predictor.apply runs an arrays kernel over interp.leaf_id_forest whatever the backend
+    p = treecomp.compile(f, backend="llvm")
     np.testing.assert_array_equal(p.apply(rows).reshape(want.shape), want)
+    np.testing.assert_array_equal(p.apply(rows[:1]).reshape(want[:1].shape), want[:1])
     g = ir.Forest.from_bytes(f.to_bytes())
     np.testing.assert_array_equal(interp.apply(g, rows), ours)
 
@@ -369,6 +370,8 @@ def test_apply_refused_without_ids_or_ir():
     f = _stump_forest()
     with pytest.raises(UnsupportedModelError, match="node ids"):  # e.g. an older IR file
         interp.apply(f, np.zeros((2, 2)))
+    with pytest.raises(UnsupportedModelError, match="node ids"):
+        treecomp.compile(f, backend="arrays").apply(np.zeros((2, 2)))
     m, X = _apply_models()[0]
     p = treecomp.compile(treecomp.parse(m), backend="arrays")
     import pickle

@@ -314,7 +314,7 @@ class Predictor:
     def __init__(self, kernel: Any, n_threads: int | None = None, forest: Any = None):
         self._kernel = kernel
         #: the IR the kernel was built from (treecomp.compile), for `apply`; None when loaded
-        self._forest = forest
+        self._forest, self._leaf_ids = forest, None
         self.head: Head = kernel.head
         self.n_threads = n_threads  # checked by the property's setter
         self._run_ptr = getattr(kernel, "run_ptr", None)
@@ -521,16 +521,22 @@ class Predictor:
         """Leaf ids, shape (n_rows, n_trees) int64, numbered as the source library numbers its
         nodes: scikit-learn's `apply` (GradientBoosting's trees stage by stage, class by class,
         so `.reshape(n, n_stages, K)` is its layout), XGBoost's and LightGBM's
-        `pred_leaf=True` (their dtypes are float32 / int32). Computed by the reference interpreter's
-        vectorised numpy walk over the IR tables (interp.apply), the same for every backend, not
-        by the native kernel: available on a Predictor made by treecomp.compile in this process,
-        not on one loaded from an artifact file or unpickled (those carry no IR)."""
+        `pred_leaf=True` (their dtypes are float32 / int32). Whatever this Predictor's backend,
+        the ids come from an arrays-backend kernel built once, on first use, over
+        interp.leaf_id_forest (the same routing, leaves holding their ids: native speed, held
+        to interp.apply by the tests): available on a Predictor made by treecomp.compile in
+        this process, not on one loaded from an artifact file or unpickled (no IR there)."""
         if self._forest is None:
             raise AttributeError("apply needs the model's IR: use a Predictor from "
                                  "treecomp.compile in this process (loaded or unpickled "
                                  "artifacts carry only the native kernel)")
-        from . import interp
-        return interp.apply(self._forest, X)
+        ids = self._leaf_ids
+        if ids is None:  # built once (the arrays backend: no compiler, instant)
+            from . import interp
+            from .backends import get
+            ids = self._leaf_ids = Predictor(get("arrays").build(interp.leaf_id_forest(self._forest)),
+                                             self.n_threads)
+        return ids.predict_raw(X).astype(np.int64)
 
     # -- persistence --------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> None:
