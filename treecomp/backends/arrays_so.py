@@ -232,7 +232,7 @@ TC_EXPORT const char *treecomp_meta_json(void) {{ return {_c_string(meta)}; }}
 
 TC_EXPORT int32_t treecomp_predict(const void *X, int32_t x_dtype, int64_t n_rows, void *out,
                                    uint32_t flags) {{
-  if ((x_dtype != 32 && x_dtype != 64) || n_rows < 0 || (n_rows > 0 && (!X || !out)) || (flags & ~1u))
+  if ((x_dtype != 32 && x_dtype != 64) || n_rows < 0 || (n_rows > 0 && (!X || !out)) || (flags & ~{outputs.accepted_flags(head)}u))
     return TREECOMP_EINVAL;
   if (n_rows == 0) return TREECOMP_OK;
   const int32_t rc = tc_arrays_predict(&tc_model, X, x_dtype, n_rows, out, tc_pick_isa(),

@@ -45,7 +45,7 @@ import numpy as np
 from .. import __version__
 from ..ir import Forest, Tree, head_of
 from ..passes import comparison_thresholds
-from .. import toolchain
+from .. import outputs, toolchain
 
 NAME = "c"
 
@@ -518,7 +518,7 @@ def _transform_code(forest: Forest) -> str:
     # exp in double then rounded: glibc's correctly rounded expf, and numpy's float64 exp
     ex = "(float)exp((double)({0}))" if acc_t == "float" else "exp({0})"
     t = forest.transform
-    if t == "identity":
+    if t == "identity" or t in outputs.PYTHON_TRANSFORMS:  # the latter: TREECOMP_TRANSFORM refused
         return ""
     if acc_t == "float" and t in ("sigmoid", "exp", "softmax"):
         # XGBoost 3.2's float32 transforms (src/common/math.h) with libm's expf, as
@@ -573,7 +573,7 @@ TC_EXPORT int32_t treecomp_n_classes(void) {{ return {n_classes}; }}
 TC_EXPORT const char *treecomp_meta_json(void) {{ return {_c_string(meta)}; }}
 
 TC_EXPORT int32_t treecomp_predict(const void *X, int32_t x_dtype, int64_t n_rows, void *out, uint32_t flags) {{
-  if ((x_dtype != 32 && x_dtype != 64) || n_rows < 0 || (n_rows > 0 && (!X || !out)) || (flags & ~1u))
+  if ((x_dtype != 32 && x_dtype != 64) || n_rows < 0 || (n_rows > 0 && (!X || !out)) || (flags & ~{outputs.accepted_flags(forest)}u))
     return TREECOMP_EINVAL;
   tc_x *buf = 0;
   if (x_dtype != {xbits}) {{

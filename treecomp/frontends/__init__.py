@@ -50,7 +50,9 @@ def _parser_for(model: Any) -> Callable[[Any], Forest] | None:
     for cls in type(model).__mro__:
         lib = (cls.__module__ or "").split(".")[0]
         if lib in _FRONTENDS:
-            fn = _frontend(lib).PARSERS.get(cls.__name__)
+            mod = _frontend(lib)
+            # REFUSED: models recognised only to say why they cannot be compiled (not listed)
+            fn = mod.PARSERS.get(cls.__name__) or getattr(mod, "REFUSED", {}).get(cls.__name__)
             if fn is not None:
                 return fn
     return None

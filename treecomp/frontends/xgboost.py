@@ -537,7 +537,9 @@ def _convert_trees(trees: list, n_features: int, leaf_map=None) -> list[Tree]:
         idx = slice(a, b) if perm is None else perm + a
         cats = _cat_arrays(t, is_cat[a:b], perm, i) if is_cat[a:b].any() else {}
         out.append(Tree(left=l, right=r, feature=feature[idx], threshold=threshold[idx],
-                        default_left=default_left[idx], value=value[idx], **cats))
+                        default_left=default_left[idx], value=value[idx], **cats,
+                        # XGBoost's node ids (what pred_leaf=True returns)
+                        node_ids=np.arange(b - a) if perm is None else perm))
     return out
 
 
