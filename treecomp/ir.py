@@ -50,7 +50,10 @@ DTYPES = ("float32", "float64")
 #: Output transforms (the libraries' inverse links). Their exact arithmetic is in outputs.py.
 #: "exp64" is exp taken in float64 and rounded once to the accumulation dtype (XGBoost's
 #: survival:aft on float32 margins); for float64 margins it is "exp".
-TRANSFORMS = ("identity", "sigmoid", "sigmoid2", "softmax", "softmax_seq", "exp", "exp64")
+#: "logistic_ort" / "softmax_ort" / "softmax_zero_ort": ONNX Runtime's post_transform LOGISTIC /
+#: SOFTMAX / SOFTMAX_ZERO (float32 formulas of its ml_common.h, libm's expf).
+TRANSFORMS = ("identity", "sigmoid", "sigmoid2", "softmax", "softmax_seq", "exp", "exp64",
+              "logistic_ort", "softmax_ort", "softmax_zero_ort")
 #: Which float64 exp the transform calls, as the library does (float32 transforms always follow
 #: XGBoost's libm expf / exp formulas). Not the same function on every host: numpy 2.x runs its
 #: own AVX-512 exp on AVX-512 CPUs, which differs from glibc's in the last bit for ~5% of inputs.

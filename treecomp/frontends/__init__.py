@@ -21,12 +21,14 @@ _FRONTENDS = {
     "sklearn": "treecomp.frontends.sklearn",
     "xgboost": "treecomp.frontends.xgboost",
     "lightgbm": "treecomp.frontends.lightgbm",
+    "onnx": "treecomp.frontends.onnx",
 }
 
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib")
 XGBOOST_SUFFIXES = (".json", ".ubj")
 LIGHTGBM_SUFFIXES = (".txt",)
 IR_SUFFIXES = (".tcir",)
+ONNX_SUFFIXES = (".onnx",)
 
 
 def _frontend(lib: str):
@@ -41,7 +43,7 @@ def supported_models() -> list[str]:
             names += [f"{lib}.{c}" for c in _frontend(lib).PARSERS]
         except ImportError:  # pragma: no cover - a frontend's own import failed
             names.append(f"{lib}.*")
-    return names + [f"files: {', '.join(PICKLE_SUFFIXES + XGBOOST_SUFFIXES + LIGHTGBM_SUFFIXES + IR_SUFFIXES)}"]
+    return names + [f"files: {', '.join(PICKLE_SUFFIXES + XGBOOST_SUFFIXES + LIGHTGBM_SUFFIXES + IR_SUFFIXES + ONNX_SUFFIXES)}"]
 
 
 def _parser_for(model: Any) -> Callable[[Any], Forest] | None:
@@ -86,6 +88,8 @@ def _sniff(head: bytes) -> str | None:
         return "ir"  # a zip archive: treecomp's IR format
     if head.lstrip(b" \t\r\n")[:1] == b"{":
         return "xgboost"  # JSON or UBJSON
+    if _frontend("onnx").sniff(head):
+        return "onnx"  # a protobuf ModelProto
     if _frontend("xgboost").legacy_binary_objective(head) is not None:
         return "xgboost"
     if len(head) > 1 and head[0] == 0x80 and 2 <= head[1] <= 5:  # pickle protocol 2-5
@@ -111,6 +115,8 @@ def parse_file(path: str | os.PathLike) -> Forest:
         return _frontend("xgboost").parse_xgboost_file(p)
     if kind == "ir":
         return Forest.load(p)
+    if kind == "onnx" or (kind is None and suffix in ONNX_SUFFIXES):
+        return _frontend("onnx").parse_onnx_file(p)
     if kind == "pickle":
         raise UnsupportedModelError(
             f"{p.name} looks like a Python pickle; treecomp unpickles only files named "

@@ -1,0 +1,594 @@
+"""The ONNX frontend: ``ai.onnx.ml`` tree ensembles (.onnx files, ``onnx.ModelProto``) -> Forest.
+
+Reads TreeEnsembleRegressor / TreeEnsembleClassifier (ai.onnx.ml opsets 1 and 3) and TreeEnsemble
+(ai.onnx.ml opset 5) and reproduces what ONNX Runtime's CPU kernels return, as checked against
+onnxruntime 1.32 (tests/test_frontend_onnx.py: SessionOptions with intra_op_num_threads=1, so
+ORT adds the trees of a row one after another; with more threads it splits the trees of small
+batches across threads and merges partial sums, which changes the float32 rounding).
+
+The graph must be the ensemble node alone, fed by the graph's one float tensor input, plus the
+nodes converters add after it: ZipMap (probabilities as a list of dicts: a Predictor returns the
+(n, n_classes) array in classlabels order instead), and Cast / Identity that change nothing
+(a Cast to the type its input already has). Any other node is refused, naming its op.
+
+ONNX Runtime's arithmetic (tree_ensemble_common.h, tree_ensemble_aggregator.h, ml_common.h):
+- Trees: a tree starts at every node whose nodes_treeids differs from the previous node's (so
+  a tree is a run of consecutive nodes, rooted at the first); children are looked up by
+  (tree id, node id). Thresholds and leaf weights are float32 (the float attributes); the row
+  stays float32 and ``x <mode> threshold`` decides the TRUE branch. NaN fails every comparison
+  but BRANCH_NEQ (NaN != t), so it takes the FALSE branch unless
+  nodes_missing_value_tracks_true is 1 (then TRUE). IR mapping, one comparison ``x <= t``
+  for the whole forest: LT / GTE use the largest float32 below t; GT / GTE swap the branches;
+  EQ / NEQ / SET_MEMBER (opset 5: BRANCH_MEMBER, exact float equality with any listed value:
+  2.5 is no member of {2, 3}, -0.0 is a member of {0}) become categorical splits over the
+  listed values (category_rule "integral": non-integral and negative values are never
+  members), so their values must be non-negative integers (else refused).
+- Scores: float32, starting at 0, every tree's leaf weights added in tree order (a leaf adds
+  each of its (target, weight) pairs); then AVERAGE divides by the number of trees; then the
+  base values are added (``base_values``; absent means no addition). The IR starts from 0 and
+  adds the base values as a last single-leaf tree, which is the same float32 sum. AVERAGE with
+  non-zero base values is refused (the IR divides after its last tree); MIN / MAX are refused.
+- post_transform (float32, glibc expf): LOGISTIC ``v = 1/(1+expf(-|x|)); x < 0 ? 1-v : v``;
+  SOFTMAX max over -FLT_MAX and the scores, expf(x - max) summed in float in order, divided;
+  SOFTMAX_ZERO the same but scores within 1e-7 of 0 become ``x * expf(-max)`` and are not
+  summed. They are applied to two or more outputs only: a one-target regressor and the
+  one-score binary classifier ignore every transform but PROBIT (refused: ORT's erfinv is
+  an approximation built on logf / sqrtf).
+- Classifiers (always summed, whatever aggregate_function says): with three or more classes
+  the label is the first class of highest score (classes that no tree scored for a row are
+  skipped, so every class must get a score on every row: from base_values or from a tree that
+  writes it at every leaf). Two classes with weights for class 0 only (what skl2onnx writes):
+  one score s = sum + base_values[0]; if no weight is negative the label is classes[s > 0.5]
+  and the probabilities [1 - s, s]; otherwise the label is classes[s > 0] and the
+  probabilities [logistic(-s), logistic(s)] (LOGISTIC) or [-s, s] -- the IR holds [-s, s] as
+  two outputs (float negation is exact). Other two-class layouts (weights for class 1 only,
+  for both classes, two base values) follow rules ORT documents as vague: refused.
+
+Refused with UnsupportedModelError: other inputs than one float tensor, double thresholds
+(``*_as_tensor``), MIN / MAX, PROBIT, the two-class layouts above, a node reachable twice,
+duplicate (leaf, target) weights. Corrupt or hostile files raise InvalidModelError.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..errors import InvalidModelError, UnsupportedModelError
+from ..ir import Forest, Tree, leaf_tree
+
+_F32 = np.float32
+_ML = "ai.onnx.ml"
+_ENSEMBLES = ("TreeEnsembleRegressor", "TreeEnsembleClassifier", "TreeEnsemble")
+#: nodes a converter puts after the ensemble that change no value
+_PASSTHROUGH = {("ZipMap", _ML), ("Cast", ""), ("Identity", "")}
+#: opset-3 node modes; opset 5 numbers them 0..6 in this order (6: BRANCH_MEMBER)
+_MODES = ("BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ",
+          "BRANCH_MEMBER")
+_LEAF = -1
+_TRANSFORMS = {"NONE": "identity", "LOGISTIC": "logistic_ort", "SOFTMAX": "softmax_ort",
+               "SOFTMAX_ZERO": "softmax_zero_ort"}
+_V5_TRANSFORMS = ("NONE", "LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO", "PROBIT")
+_V5_AGGREGATES = ("AVERAGE", "SUM", "MIN", "MAX")
+#: categorical values (EQ / NEQ / MEMBER) must be integers below this (bitset size bound)
+_MAX_CATEGORY = 1 << 16
+#: sanity bounds against corrupt files
+_MAX_OUTPUTS = 1 << 20
+#: how many bytes a .onnx file may have (protobuf's own limit is 2 GiB)
+_MAX_BYTES = 1 << 31
+
+
+def sniff(head: bytes) -> bool:
+    """Whether a file that starts with `head` looks like a serialised onnx ModelProto: field 1
+    (ir_version, a small varint) followed by another ModelProto field."""
+    return (len(head) > 2 and head[0] == 0x08 and 1 <= head[1] <= 0x7F
+            and head[2] in (0x12, 0x1A, 0x22, 0x28, 0x32, 0x3A, 0x42, 0x72))
+
+
+def _onnx():
+    try:
+        import onnx
+    except ImportError:
+        raise UnsupportedModelError("reading ONNX models needs the onnx package: "
+                                    "pip install 'treecomp[onnx]'") from None
+    return onnx
+
+
+def parse_onnx_file(path: str | os.PathLike) -> Forest:
+    p = Path(path)
+    if p.stat().st_size >= _MAX_BYTES:
+        raise InvalidModelError(f"{p.name}: an ONNX model of 2 GiB or more is not a protobuf")
+    onnx = _onnx()
+    try:
+        model = onnx.ModelProto.FromString(p.read_bytes())
+    except Exception as exc:  # noqa: BLE001 - protobuf's DecodeError and friends
+        raise InvalidModelError(f"{p.name} is not an ONNX model: {type(exc).__name__}: "
+                                f"{str(exc)[:200]}") from None
+    return parse_model(model, source=f"file {p.name}")
+
+
+def parse_model(model: Any, source: str = "ModelProto") -> Forest:
+    """An ``onnx.ModelProto`` holding one ai.onnx.ml tree ensemble."""
+    try:
+        return _parse(model, source)
+    except (InvalidModelError, UnsupportedModelError):
+        raise
+    except (TypeError, ValueError, KeyError, IndexError, AttributeError, OverflowError,
+            UnicodeDecodeError) as exc:
+        raise InvalidModelError(f"malformed ONNX tree ensemble ({type(exc).__name__}: "
+                                f"{str(exc)[:200]})") from None
+
+
+# -- the graph --------------------------------------------------------------------------------
+def _parse(model: Any, source: str) -> Forest:
+    onnx = _onnx()
+    g = model.graph
+    inits = {i.name for i in g.initializer}
+    inputs = [i for i in g.input if i.name not in inits]
+    ens = [n for n in g.node if n.op_type in _ENSEMBLES and n.domain == _ML]
+    other = sorted({f"{n.domain or 'ai.onnx'}.{n.op_type}" for n in g.node
+                    if (n.op_type, n.domain) not in _PASSTHROUGH and n not in ens})
+    if len(ens) != 1 or other:
+        raise UnsupportedModelError(
+            "treecomp reads an ONNX graph that is one ai.onnx.ml TreeEnsembleRegressor / "
+            "TreeEnsembleClassifier / TreeEnsemble node (plus ZipMap, Cast, Identity after it); "
+            f"this graph has {len(ens)} ensemble node(s)"
+            + (f" and the ops {', '.join(other[:10])}" if other else ""))
+    node = ens[0]
+    if len(inputs) != 1 or list(node.input) != [inputs[0].name]:
+        raise UnsupportedModelError("the tree ensemble must read the graph's one input directly")
+    tt = inputs[0].type.tensor_type if inputs[0].type.HasField("tensor_type") else None
+    if tt is None or tt.elem_type != onnx.TensorProto.FLOAT:
+        what = onnx.TensorProto.DataType.Name(tt.elem_type) if tt is not None and \
+            tt.elem_type in onnx.TensorProto.DataType.values() else "a non-tensor"
+        raise UnsupportedModelError(f"ONNX model input of type {what}: treecomp reads float "
+                                    "(tensor(float)) inputs only")
+    dims = list(tt.shape.dim) if tt.HasField("shape") else []
+    if len(dims) not in (0, 2):
+        raise UnsupportedModelError(f"ONNX model input of rank {len(dims)}: expected (rows, features)")
+    declared = dims[1].dim_value if len(dims) == 2 and dims[1].HasField("dim_value") else None
+    _check_after(g, node, onnx)
+
+    ml = {o.domain: o.version for o in model.opset_import}.get(_ML)
+    attrs = {}
+    for a in node.attribute:
+        if a.name in attrs:
+            raise InvalidModelError(f"ONNX {node.op_type}: attribute {a.name!r} appears twice")
+        if a.type == onnx.AttributeProto.TENSOR and a.t.data_location == onnx.TensorProto.EXTERNAL:
+            raise UnsupportedModelError(f"ONNX {node.op_type}: attribute {a.name!r} is stored in "
+                                        "an external file; load it into the model first")
+        attrs[a.name] = onnx.helper.get_attribute_value(a)
+    if node.op_type == "TreeEnsemble":
+        if ml is not None and ml < 5:
+            raise InvalidModelError(f"TreeEnsemble needs ai.onnx.ml opset 5, the model imports {ml}")
+        e = _v5(attrs, onnx)
+    else:
+        e = _v3(attrs, node.op_type == "TreeEnsembleClassifier")
+    return _forest(e, declared, f"onnx {source}: {node.op_type} (ai.onnx.ml opset {ml})")
+
+
+def _check_after(g: Any, node: Any, onnx: Any) -> None:
+    """The nodes after the ensemble only reformat its outputs (ZipMap) or copy them (Identity, a
+    Cast to the type they already have)."""
+    # element types of the ensemble's outputs: label int64 / string, scores float
+    types: dict[str, int] = {}
+    outs = list(node.output)
+    if node.op_type == "TreeEnsembleClassifier":
+        if len(outs) >= 1:
+            types[outs[0]] = -1  # int64 or string: decided by classlabels_*, checked below
+        if len(outs) >= 2:
+            types[outs[1]] = onnx.TensorProto.FLOAT
+    elif outs:
+        types[outs[0]] = onnx.TensorProto.FLOAT
+    labels_string = any(a.name == "classlabels_strings" and len(a.strings) for a in node.attribute)
+    if -1 in types.values():
+        k = next(k for k, v in types.items() if v == -1)
+        types[k] = onnx.TensorProto.STRING if labels_string else onnx.TensorProto.INT64
+    rest = [n for n in g.node if n is not node]
+    for _ in range(len(rest) + 1):  # in graph order, but tolerate any topological order
+        progressed = False
+        for n in rest:
+            if n.output and n.output[0] in types or not n.input or n.input[0] not in types:
+                continue
+            src = types[n.input[0]]
+            if n.op_type == "Cast":
+                to = next((a.i for a in n.attribute if a.name == "to"), None)
+                if to != src:
+                    name = onnx.TensorProto.DataType.Name(to) if to in onnx.TensorProto.DataType.values() else to
+                    raise UnsupportedModelError(f"ONNX Cast of the ensemble's output to {name}: "
+                                                "only casts that keep the type are read")
+            for o in n.output:
+                types[o] = src
+            progressed = True
+        if not progressed:
+            break
+    orphans = [f"{n.op_type}" for n in rest if not (n.input and n.input[0] in types)]
+    if orphans:
+        raise UnsupportedModelError(f"ONNX nodes {orphans[:5]} do not read the tree ensemble's outputs")
+
+
+def _ints(v: Any, name: str) -> np.ndarray:
+    a = np.asarray(v if v is not None else [], dtype=np.int64)
+    if a.ndim != 1:
+        raise InvalidModelError(f"ONNX attribute {name} must be a list of integers")
+    return a
+
+
+def _floats(v: Any, name: str) -> np.ndarray:
+    a = np.asarray(v if v is not None else [], dtype=np.float64).astype(_F32)
+    if a.ndim != 1:
+        raise InvalidModelError(f"ONNX attribute {name} must be a list of floats")
+    return a
+
+
+def _tensor(v: Any, name: str, onnx: Any, kind: str) -> np.ndarray:
+    """A tensor attribute (opset 5) as a flat array; `kind` "f": float32 only, "u8": uint8."""
+    if v is None:
+        return np.zeros(0, _F32 if kind == "f" else np.uint8)
+    try:
+        a = onnx.numpy_helper.to_array(v)
+    except Exception as exc:  # noqa: BLE001 - a malformed TensorProto
+        raise InvalidModelError(f"ONNX attribute {name}: {type(exc).__name__}: {str(exc)[:100]}") from None
+    if kind == "f" and a.dtype != _F32:
+        raise UnsupportedModelError(f"ONNX TreeEnsemble {name} of {a.dtype}: treecomp reads float "
+                                    "tensors (float inputs) only")
+    if kind == "u8" and a.dtype != np.uint8:
+        raise InvalidModelError(f"ONNX TreeEnsemble {name} must be a uint8 tensor, got {a.dtype}")
+    return a.reshape(-1)
+
+
+class _Ensemble:
+    """The ensemble as ORT builds it: flat node arrays (ORT's node order) plus leaf weights."""
+
+    def __init__(self, **kw: Any):
+        self.__dict__.update(kw)
+
+
+def _v3(a: dict, classifier: bool) -> _Ensemble:
+    for k in a:
+        if k.endswith("_as_tensor"):
+            raise UnsupportedModelError(f"ONNX attribute {k} (double thresholds / weights) is not "
+                                        "supported; treecomp reads the float attributes")
+    for k in ("nodes_treeids", "nodes_nodeids", "nodes_modes", "nodes_truenodeids",
+              "nodes_falsenodeids", "nodes_featureids", "nodes_values"):
+        if k not in a:
+            raise InvalidModelError(f"ONNX tree ensemble without {k}")
+    p = "class_" if classifier else "target_"
+    tree, nid = _ints(a["nodes_treeids"], "nodes_treeids"), _ints(a["nodes_nodeids"], "nodes_nodeids")
+    n = len(tree)
+    modes_s = [m.decode() if isinstance(m, bytes) else str(m) for m in a["nodes_modes"]]
+    arrays = {"nodes_nodeids": nid, "nodes_modes": modes_s,
+              "nodes_truenodeids": _ints(a["nodes_truenodeids"], "t"),
+              "nodes_falsenodeids": _ints(a["nodes_falsenodeids"], "f"),
+              "nodes_featureids": _ints(a["nodes_featureids"], "nodes_featureids"),
+              "nodes_values": _floats(a["nodes_values"], "nodes_values")}
+    bad = [k for k, v in arrays.items() if len(v) != n]
+    if bad or n == 0:
+        raise InvalidModelError(f"ONNX tree ensemble: {', '.join(bad) or 'nodes'} must have one "
+                                f"entry per node ({n})")
+    unknown = sorted({m for m in modes_s if m not in _MODES[:6] and m != "LEAF"})
+    if unknown:
+        raise InvalidModelError(f"ONNX tree ensemble: unknown node mode(s) {unknown[:5]}")
+    mode = np.array([_LEAF if m == "LEAF" else _MODES.index(m) for m in modes_s], np.int64)
+    tracks = _ints(a.get("nodes_missing_value_tracks_true"), "nodes_missing_value_tracks_true")
+    miss = np.zeros(n, bool)
+    miss[:min(n, len(tracks))] = tracks[:n] == 1  # ORT reads only the first n, as 1 or not
+    # children: (tree id, node id) -> index; ORT refuses duplicates and missing children
+    index: dict[tuple[int, int], int] = {}
+    for i, key in enumerate(zip(tree.tolist(), nid.tolist())):
+        if key in index:
+            raise InvalidModelError(f"ONNX tree ensemble: node {key[1]} of tree {key[0]} appears twice")
+        index[key] = i
+    t_ids, f_ids = arrays["nodes_truenodeids"], arrays["nodes_falsenodeids"]
+    true_c = np.full(n, -1, np.int64)
+    false_c = np.full(n, -1, np.int64)
+    for i in np.flatnonzero(mode != _LEAF).tolist():
+        for ids, out, what in ((t_ids, true_c, "true"), (f_ids, false_c, "false")):
+            j = index.get((int(tree[i]), int(ids[i])))
+            if j is None or j == i:
+                raise InvalidModelError(f"ONNX tree ensemble: the {what} child {int(ids[i])} of node "
+                                        f"{int(nid[i])} in tree {int(tree[i])} is missing or itself")
+            out[i] = j
+    # leaf weights, in ORT's order: sorted by (tree id, node id), then file order
+    w_ids = _ints(a.get(p + "ids"), p + "ids")
+    w_nodes, w_trees = _ints(a.get(p + "nodeids"), p + "nodeids"), _ints(a.get(p + "treeids"), p + "treeids")
+    w = _floats(a.get(p + "weights"), p + "weights")
+    if not (len(w_ids) == len(w_nodes) == len(w_trees) == len(w)):
+        raise InvalidModelError(f"ONNX tree ensemble: {p}ids / nodeids / treeids / weights differ in length")
+    order = np.lexsort((np.arange(len(w)), w_nodes, w_trees))
+    weights: list[list] = [[] for _ in range(n)]
+    for k in order.tolist():
+        j = index.get((int(w_trees[k]), int(w_nodes[k])))
+        if j is None:
+            raise InvalidModelError(f"ONNX tree ensemble: a weight names node {int(w_nodes[k])} of "
+                                    f"tree {int(w_trees[k])}, which does not exist")
+        if mode[j] == _LEAF:  # ORT ignores weights on internal nodes (old onnxmltools wrote some)
+            weights[j].append((int(w_ids[k]), w[k]))
+    roots = np.flatnonzero(np.r_[True, tree[1:] != tree[:-1]])
+    if classifier:
+        ls, li = a.get("classlabels_strings"), a.get("classlabels_int64s")
+        if ls:
+            labels = np.array([s.decode("utf-8") if isinstance(s, bytes) else str(s) for s in ls],
+                              dtype=object)
+        else:
+            labels = _ints(li, "classlabels_int64s")
+        n_out = len(labels)
+    else:
+        labels, n_out = None, int(a.get("n_targets", 0))
+    post = a.get("post_transform", b"NONE")
+    agg = a.get("aggregate_function", b"SUM")
+    return _Ensemble(mode=mode, feature=arrays["nodes_featureids"], threshold=arrays["nodes_values"],
+                     members=None, miss=miss, true_c=true_c, false_c=false_c, weights=weights,
+                     roots=roots, n_out=n_out, labels=labels,
+                     base=_floats(a.get("base_values"), "base_values"),
+                     post=post.decode() if isinstance(post, bytes) else str(post),
+                     agg=agg.decode() if isinstance(agg, bytes) else str(agg),
+                     ids_written={int(i) for i in w_ids.tolist()}, all_positive=not np.any(w < 0))
+
+
+def _v5(a: dict, onnx: Any) -> _Ensemble:
+    """TreeEnsemble (opset 5) in ORT's own reading (tree_ensemble_attribute.h convert_to_v3):
+    node arrays indexed by node, leaves by leaf (nodes_trueleafs / falseleafs say which a child
+    id indexes), tree_roots the root nodes; a root whose two children are the same leaf is read
+    as the leaf *at the root's index* (ORT's rule, kept)."""
+    ints = {k: _ints(a.get(k), k) for k in (
+        "leaf_targetids", "nodes_falseleafs", "nodes_falsenodeids", "nodes_featureids",
+        "nodes_missing_value_tracks_true", "nodes_trueleafs", "nodes_truenodeids", "tree_roots")}
+    splits = _tensor(a.get("nodes_splits"), "nodes_splits", onnx, "f")
+    lw = _tensor(a.get("leaf_weights"), "leaf_weights", onnx, "f")
+    mv = _tensor(a.get("membership_values"), "membership_values", onnx, "f")
+    modes = _tensor(a.get("nodes_modes"), "nodes_modes", onnx, "u8").astype(np.int64)
+    nn = len(ints["nodes_featureids"])
+    for k in ("nodes_falseleafs", "nodes_falsenodeids", "nodes_trueleafs", "nodes_truenodeids"):
+        if len(ints[k]) != nn:
+            raise InvalidModelError(f"ONNX TreeEnsemble: {k} must have one entry per node ({nn})")
+    if len(modes) != nn or len(splits) != nn:
+        raise InvalidModelError(f"ONNX TreeEnsemble: nodes_modes / nodes_splits must have one entry per node ({nn})")
+    nl = len(lw)
+    if len(ints["leaf_targetids"]) != nl:
+        raise InvalidModelError("ONNX TreeEnsemble: leaf_targetids and leaf_weights differ in length")
+    if np.any(modes > 6):
+        raise InvalidModelError(f"ONNX TreeEnsemble: unknown node mode {int(modes.max())}")
+    # MEMBER nodes' sets: membership_values, NaN-separated, in node order
+    members: dict[int, np.ndarray] = {}
+    if np.any(modes == 6):
+        cuts = np.flatnonzero(np.isnan(mv))
+        starts = np.r_[0, cuts + 1]
+        for k, i in enumerate(np.flatnonzero(modes == 6).tolist()):
+            if k >= len(starts) or starts[k] > len(mv):
+                raise InvalidModelError("ONNX TreeEnsemble: membership_values has fewer sets than "
+                                        "BRANCH_MEMBER nodes")
+            end = cuts[k] if k < len(cuts) else len(mv)
+            members[i] = mv[starts[k]:end]
+            if members[i].size == 0:
+                raise InvalidModelError(f"ONNX TreeEnsemble: BRANCH_MEMBER node {i} has an empty set")
+    # one flat array: nodes 0..nn-1, then leaves nn..nn+nl-1
+    n = nn + nl
+    mode = np.r_[modes, np.full(nl, _LEAF)]
+    tc, fc = ints["nodes_truenodeids"], ints["nodes_falsenodeids"]
+    tl, fl = ints["nodes_trueleafs"] != 0, ints["nodes_falseleafs"] != 0
+    limit_t = np.where(tl, nl, nn)
+    limit_f = np.where(fl, nl, nn)
+    if np.any((tc < 0) | (tc >= limit_t) | (fc < 0) | (fc >= limit_f)):
+        raise InvalidModelError("ONNX TreeEnsemble: a child index is out of range")
+    true_c = np.r_[np.where(tl, tc + nn, tc), np.full(nl, -1)]
+    false_c = np.r_[np.where(fl, fc + nn, fc), np.full(nl, -1)]
+    miss = np.zeros(n, bool)
+    trk = ints["nodes_missing_value_tracks_true"]
+    if len(trk):
+        if len(trk) != nn:
+            raise InvalidModelError("ONNX TreeEnsemble: nodes_missing_value_tracks_true must have one "
+                                    "entry per node")
+        miss[:nn] = trk != 0
+    roots = []
+    for r in ints["tree_roots"].tolist():
+        if not 0 <= r < nn:
+            raise InvalidModelError(f"ONNX TreeEnsemble: tree root {r} is out of range")
+        if tc[r] == fc[r] and tl[r] and fl[r]:  # ORT: a one-leaf tree, leaf index = root index
+            if r >= nl:
+                raise InvalidModelError(f"ONNX TreeEnsemble: one-leaf tree {r} has no leaf {r}")
+            roots.append(nn + r)
+        else:
+            roots.append(r)
+    tids = ints["leaf_targetids"]
+    weights = [[] for _ in range(nn)] + [[(int(t), lw[k])] for k, t in enumerate(tids.tolist())]
+    agg, post = int(a.get("aggregate_function", 1)), int(a.get("post_transform", 0))
+    if not (0 <= agg < 4 and 0 <= post < 5):
+        raise InvalidModelError(f"ONNX TreeEnsemble: aggregate_function={agg}, post_transform={post}")
+    return _Ensemble(mode=mode, feature=np.r_[ints["nodes_featureids"], np.zeros(nl, np.int64)],
+                     threshold=np.r_[splits, np.zeros(nl, _F32)], members=members, miss=miss,
+                     true_c=true_c, false_c=false_c, weights=weights, roots=np.array(roots, np.int64),
+                     n_out=int(a.get("n_targets", 0)), labels=None, base=np.zeros(0, _F32),
+                     post=_V5_TRANSFORMS[post], agg=_V5_AGGREGATES[agg],
+                     ids_written={int(t) for t in tids.tolist()}, all_positive=not np.any(lw < 0))
+
+
+# -- the forest -------------------------------------------------------------------------------
+def _below(t: np.float32) -> np.float32:
+    """The largest float32 below t (x < t  <=>  x <= _below(t) for every float32 x)."""
+    return np.nextafter(_F32(t), _F32(-np.inf))
+
+
+def _forest(e: _Ensemble, declared: int | None, prov: str) -> Forest:
+    K = e.n_out
+    if not 1 <= K <= _MAX_OUTPUTS:
+        raise InvalidModelError(f"ONNX tree ensemble with {K} targets / classes")
+    if e.ids_written and (min(e.ids_written) < 0 or max(e.ids_written) >= K):
+        raise InvalidModelError(f"ONNX tree ensemble: a target / class id is outside [0, {K})")
+    if len(e.roots) == 0:
+        raise InvalidModelError("ONNX tree ensemble without trees")
+    if e.post == "PROBIT":
+        raise UnsupportedModelError("ONNX post_transform PROBIT is not supported (ORT's erfinv "
+                                    "approximation over logf / sqrtf is not reproduced)")
+    if e.post not in _TRANSFORMS:
+        raise InvalidModelError(f"ONNX post_transform {e.post[:30]!r} is unknown")
+    classifier = e.labels is not None
+    agg = "SUM" if classifier else e.agg  # ORT's classifier kernel always sums
+    if agg in ("MIN", "MAX"):
+        raise UnsupportedModelError(f"ONNX aggregate_function {agg} is not supported")
+    if agg not in ("SUM", "AVERAGE"):
+        raise InvalidModelError(f"ONNX aggregate_function {agg[:30]!r} is unknown")
+    base = e.base
+    if len(base) not in (0, K) and not (classifier and K == 2 and len(base) <= 2):
+        raise InvalidModelError(f"ONNX base_values has {len(base)} values for {K} outputs")
+    thr = e.threshold
+    if np.any(np.isnan(thr[(e.mode >= 0) & (e.mode <= 3)])):
+        raise UnsupportedModelError("ONNX tree ensemble with a NaN threshold")
+
+    # how leaves map to IR outputs, and the labels
+    neg_pair = False  # two-class, one score s: the IR keeps [-s, s]
+    transform = _TRANSFORMS[e.post]
+    decision, classes = "none", ()
+    n_out = K
+    if classifier:
+        if K < 2:
+            raise UnsupportedModelError("ONNX classifier with fewer than two classes")
+        if K == 2:
+            if e.ids_written != {0} or len(base) == 2:
+                raise UnsupportedModelError(
+                    "ONNX two-class TreeEnsembleClassifier with weights for class ids "
+                    f"{sorted(e.ids_written)} and {len(base)} base value(s): treecomp reads the "
+                    "layout converters write (weights for class 0 only, at most one base value)")
+            base = base[:1]
+            if e.all_positive:  # label classes[s > 0.5], probabilities [1 - s, s], no transform
+                n_out, transform, decision = 1, "identity", "proba_gt_half"
+            else:  # label classes[s > 0], probabilities [T(-s), T(s)] (T: LOGISTIC or none)
+                neg_pair, n_out, decision = True, 2, "argmax_raw"
+                transform = "logistic_ort" if e.post == "LOGISTIC" else "identity"
+        else:
+            decision = "argmax_raw"
+            if len(base) == K and np.any((base == 0) & np.signbit(base)):
+                raise UnsupportedModelError("ONNX classifier base_values of -0.0")
+        classes = (e.labels,)
+    elif K == 1:
+        transform = "identity"  # ORT applies no transform (but PROBIT) to one target
+
+    feature_max = int(e.feature.max()) if len(e.feature) else 0
+    if e.feature.min() < 0:
+        raise InvalidModelError("ONNX tree ensemble: negative feature index")
+    if declared is not None and feature_max >= declared:
+        raise InvalidModelError(f"ONNX tree ensemble uses feature {feature_max}, the input has "
+                                f"{declared}")
+    n_features = declared if declared else feature_max + 1
+
+    trees, outs, scored = [], [], np.zeros(K, bool)
+    for r in e.roots.tolist():
+        t, o, always = _tree(e, r, n_out, neg_pair)
+        trees.append(t)
+        outs.append(o)
+        scored |= always
+    if classifier and K > 2 and len(base) != K and not scored.all():
+        raise UnsupportedModelError(
+            f"ONNX classifier: class {int(np.flatnonzero(~scored)[0])} gets no score on some rows "
+            "(no base_values, no tree that scores it at every leaf): ORT then leaves it out of "
+            "the argmax, which treecomp does not reproduce")
+    average = agg == "AVERAGE"
+    if len(base) and np.any(base != 0):
+        if average:
+            raise UnsupportedModelError("ONNX AVERAGE with non-zero base_values is not supported")
+        bvec = np.r_[-base, base] if neg_pair else base
+        trees.append(leaf_tree(bvec.astype(np.float64)))  # added after the trees, as ORT adds it
+        outs.append(0)
+    return Forest(trees=tuple(trees), n_features=n_features, n_outputs=n_out,
+                  tree_output=np.array(outs, np.int32), base_score=np.zeros(n_out),
+                  input_dtype="float32", comparison="<=", accumulate_dtype="float32",
+                  average=average, transform=transform, decision=decision, classes=classes,
+                  category_rule="integral", allow_nan=True, exp_lib="libm",
+                  provenance=f"{prov}, {len(e.roots)} trees, {e.post}, {agg}")
+
+
+def _tree(e: _Ensemble, root: int, n_out: int, neg_pair: bool):
+    """The IR tree rooted at flat node `root` (renumbered breadth-first), its first output,
+    and which outputs it scores at every leaf."""
+    order, seen, k = [root], {root}, 0
+    while k < len(order):
+        i = order[k]
+        k += 1
+        if e.mode[i] != _LEAF:
+            for c in (int(e.true_c[i]), int(e.false_c[i])):
+                if c in seen:
+                    raise UnsupportedModelError("ONNX tree ensemble: a node is reachable twice "
+                                                "from its root (shared subtree or cycle)")
+                seen.add(c)
+                order.append(c)
+    new = {old: j for j, old in enumerate(order)}
+    n = len(order)
+    left = np.full(n, -1, np.int64)
+    right = np.full(n, -1, np.int64)
+    feature = np.full(n, -1, np.int64)
+    threshold = np.zeros(n)
+    dleft = np.zeros(n, bool)
+    cat_index = np.full(n, -1, np.int32)
+    cat_sets: list[np.ndarray] = []
+    # leaves: targets written
+    leaves = [j for j, i in enumerate(order) if e.mode[i] == _LEAF]
+    tgt_sets = []
+    for j in leaves:
+        ws = e.weights[order[j]]
+        if not ws:
+            raise InvalidModelError("ONNX tree ensemble: a leaf has no weight (ORT: 'Target is missing')")
+        ts = [t for t, _ in ws]
+        if len(set(ts)) != len(ts):
+            raise UnsupportedModelError("ONNX tree ensemble: a leaf with two weights for one target "
+                                        "(ORT adds them one by one)")
+        tgt_sets.append(set(ts))
+    lo = min(min(s) for s in tgt_sets)
+    hi = max(max(s) for s in tgt_sets)
+    always = np.zeros(e.n_out, bool)
+    common = set.intersection(*tgt_sets)
+    always[list(common)] = True
+    if neg_pair:
+        lo, width = 0, 2
+    else:
+        width = hi - lo + 1
+    value = np.zeros((n, width))
+    for j in leaves:
+        for t, w in e.weights[order[j]]:
+            if neg_pair:
+                value[j] = (-w, w)
+            else:
+                value[j, t - lo] = w
+    for j, i in enumerate(order):
+        m = int(e.mode[i])
+        if m == _LEAF:
+            continue
+        tc, fc = new[int(e.true_c[i])], new[int(e.false_c[i])]
+        feature[j] = e.feature[i]
+        nan_true = bool(e.miss[i]) or m == 5  # NaN != t holds
+        if m <= 3:
+            t = _F32(e.threshold[i])
+            if m in (1, 2):  # LT / GTE compare with "<": the float below t, with "<="
+                if t == -np.inf:
+                    raise UnsupportedModelError("ONNX BRANCH_LT / BRANCH_GTE at -inf")
+                t = _below(t)
+            threshold[j] = float(t)
+            true_left = m in (0, 1)  # LEQ / LT: x <= t' is the TRUE branch
+        else:
+            vals = np.array([e.threshold[i]], _F32) if m in (4, 5) else e.members[i]
+            if np.any(np.isnan(vals)) or np.any(vals < 0) or np.any(vals >= _MAX_CATEGORY) \
+                    or np.any(vals != np.trunc(vals)):
+                raise UnsupportedModelError(
+                    f"ONNX {_MODES[m]} on values {vals[:5].tolist()}: treecomp reads equality and "
+                    f"membership tests of non-negative integers below {_MAX_CATEGORY} only")
+            cat_index[j] = len(cat_sets)
+            cat_sets.append(vals.astype(np.int64))
+            true_left = m != 5  # member -> left; NEQ: member (x == t) is its FALSE branch
+        left[j], right[j] = (tc, fc) if true_left else (fc, tc)
+        dleft[j] = nan_true == true_left
+    cats = {}
+    if cat_sets:
+        n_words = max(int(s.max()) // 32 + 1 for s in cat_sets)
+        bits = np.zeros((len(cat_sets), n_words), np.uint32)
+        for r, s in enumerate(cat_sets):
+            np.bitwise_or.at(bits[r], s >> 5, (np.uint32(1) << (s & 31).astype(np.uint32)))
+        cats = {"cat_index": cat_index, "cat_bits": bits,
+                "cat_other_left": np.zeros(len(cat_sets), bool)}  # invalid: not equal / no member
+    # IR needs children after parents: breadth-first order has that
+    return (Tree(left=left, right=right, feature=feature, threshold=threshold, default_left=dleft,
+                 value=value, **cats), lo, always)
+
+
+PARSERS = {"ModelProto": parse_model}
