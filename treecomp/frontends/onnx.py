@@ -19,10 +19,12 @@ ONNX Runtime's arithmetic (tree_ensemble_common.h, tree_ensemble_aggregator.h, m
   but BRANCH_NEQ (NaN != t), so it takes the FALSE branch unless
   nodes_missing_value_tracks_true is 1 (then TRUE). IR mapping, one comparison ``x <= t``
   for the whole forest: LT / GTE use the largest float32 below t; GT / GTE swap the branches;
-  EQ / NEQ / SET_MEMBER (opset 5: BRANCH_MEMBER, exact float equality with any listed value:
-  2.5 is no member of {2, 3}, -0.0 is a member of {0}) become categorical splits over the
-  listed values (category_rule "integral": non-integral and negative values are never
-  members), so their values must be non-negative integers (else refused).
+  EQ / NEQ and BRANCH_MEMBER (opset 5) become categorical splits over the listed values, which
+  must be non-negative integers (else refused). ORT unrolls a set of fewer than 31 values in
+  [0, 30] into BRANCH_EQ nodes: exact float equality (2.5 is no member of {2, 3}, -0.0 is one
+  of {0}; IR category_rule "integral"); a bigger set (a "bigset") looks up the value cast to
+  int32, toward zero (3.9 and 3.0000002 are members of {3, 38}, -0.5 of {0, 38}; category_rule
+  "trunc"). A forest with both kinds is refused.
 - Scores: float32, starting at 0, every tree's leaf weights added in tree order (a leaf adds
   each of its (target, weight) pairs); then AVERAGE divides by the number of trees; then the
   base values are added (``base_values``; absent means no addition). The IR starts from 0 and
@@ -474,12 +476,18 @@ def _forest(e: _Ensemble, declared: int | None, prov: str) -> Forest:
                                 f"{declared}")
     n_features = declared if declared else feature_max + 1
 
-    trees, outs, scored = [], [], np.zeros(K, bool)
+    trees, outs, scored, rules = [], [], np.zeros(K, bool), set()
     for r in e.roots.tolist():
-        t, o, always = _tree(e, r, n_out, neg_pair)
+        t, o, always, used = _tree(e, r, n_out, neg_pair)
         trees.append(t)
         outs.append(o)
         scored |= always
+        rules |= used
+    if len(rules) > 1:
+        raise UnsupportedModelError(
+            "ONNX TreeEnsemble mixing exact equality tests (BRANCH_EQ / NEQ, sets of < 31 values "
+            "in [0, 30]) with bigger BRANCH_MEMBER sets (ORT truncates the value to an integer "
+            "there) is not supported")
     if classifier and K > 2 and len(base) != K and not scored.all():
         raise UnsupportedModelError(
             f"ONNX classifier: class {int(np.flatnonzero(~scored)[0])} gets no score on some rows "
@@ -496,7 +504,7 @@ def _forest(e: _Ensemble, declared: int | None, prov: str) -> Forest:
                   tree_output=np.array(outs, np.int32), base_score=np.zeros(n_out),
                   input_dtype="float32", comparison="<=", accumulate_dtype="float32",
                   average=average, transform=transform, decision=decision, classes=classes,
-                  category_rule="integral", allow_nan=True, exp_lib="libm",
+                  category_rule=rules.pop() if rules else "integral", allow_nan=True, exp_lib="libm",
                   provenance=f"{prov}, {len(e.roots)} trees, {e.post}, {agg}")
 
 
@@ -523,6 +531,7 @@ def _tree(e: _Ensemble, root: int, n_out: int, neg_pair: bool):
     dleft = np.zeros(n, bool)
     cat_index = np.full(n, -1, np.int32)
     cat_sets: list[np.ndarray] = []
+    rules: set[str] = set()
     # leaves: targets written
     leaves = [j for j, i in enumerate(order) if e.mode[i] == _LEAF]
     tgt_sets = []
@@ -573,6 +582,10 @@ def _tree(e: _Ensemble, root: int, n_out: int, neg_pair: bool):
                 raise UnsupportedModelError(
                     f"ONNX {_MODES[m]} on values {vals[:5].tolist()}: treecomp reads equality and "
                     f"membership tests of non-negative integers below {_MAX_CATEGORY} only")
+            # ORT unrolls a set of < 31 values in [0, 30] into BRANCH_EQ nodes (exact equality);
+            # a bigger set is a "bigset": the value cast to int32 (toward zero) is looked up
+            big = m == 6 and not (len(vals) < 31 and vals.max() <= 30)
+            rules.add("trunc" if big else "integral")
             cat_index[j] = len(cat_sets)
             cat_sets.append(vals.astype(np.int64))
             true_left = m != 5  # member -> left; NEQ: member (x == t) is its FALSE branch
@@ -588,7 +601,7 @@ def _tree(e: _Ensemble, root: int, n_out: int, neg_pair: bool):
                 "cat_other_left": np.zeros(len(cat_sets), bool)}  # invalid: not equal / no member
     # IR needs children after parents: breadth-first order has that
     return (Tree(left=left, right=right, feature=feature, threshold=threshold, default_left=dleft,
-                 value=value, **cats), lo, always)
+                 value=value, **cats), lo, always, rules)
 
 
 PARSERS = {"ModelProto": parse_model}
