@@ -58,14 +58,25 @@ def assert_same(want, got):
     np.testing.assert_array_equal(got, want, strict=True)
 
 
-def check(model, X, backends=BACKENDS):
-    """treecomp (interpreter and backends) against ORT, bit for bit."""
+def check(model, X, backends=("arrays",)):
+    """treecomp (interpreter and backends) against ORT, bit for bit. ORT's transforms are
+    applied by treecomp.outputs in a Predictor; a c-backend artifact applies them itself under
+    TREECOMP_TRANSFORM (checked here too), an llvm one refuses that flag."""
     f = treecomp.parse(model)
     labels, scores = ort_outputs(model, X)
     preds = [("interp", interp.predict, interp.predict_proba)]
     for b in backends:
         p = treecomp.compile(f, backend=b)
         preds.append((b, p.predict, getattr(p, "predict_proba", None)))
+        if b in ("c", "llvm") and f.transform.endswith("_ort"):
+            X32 = np.ascontiguousarray(X, F32)
+            native = np.empty((len(X), f.n_outputs), F32)
+            if b == "llvm":
+                with pytest.raises(RuntimeError, match="code -1"):
+                    p._kernel.run(X32, native, 1)
+            else:
+                p._kernel.run(X32, native, 1)
+                assert_same(scores, native)
     for name, predict, proba in preds:
         if labels is None:
             want = scores[:, 0] if scores.shape[1] == 1 else scores
@@ -120,13 +131,19 @@ def sklearn_onnx():
     return X, out
 
 
+#: cases also compiled with the c and llvm backends (each compile takes a second or so)
+ALL_BACKENDS = {"tree_regressor", "forest_two_targets", "forest_classifier2", "gb_classifier2",
+                "gb_classifier3", "v3_targets_logistic", "v3_targets_softmax_zero",
+                "v5_targets_softmax", "multiclass_base", "binary_mixed_logistic"}
+
+
 @pytest.mark.parametrize("name", list(_sklearn_models()[1]))
 def test_skl2onnx_bit_exact(sklearn_onnx, name, tmp_path):
     X, models = sklearn_onnx
     model = models[name]
     f = treecomp.parse(model)
     rows = np.vstack([X[:150], edge_rows(f, X, n=150, seed=2)]).astype(F32)
-    check(model, rows)
+    check(model, rows, BACKENDS if name in ALL_BACKENDS else ("arrays",))
     # the same model from a file, by content whatever its name
     p = tmp_path / "model.bin"
     p.write_bytes(model.SerializeToString())
@@ -305,7 +322,7 @@ def test_hand_built_regressors_bit_exact(name):
     trees = random_trees(rng, 12, 4, K, enc == "v5", leaf_targets=lt,
                          big=name in ("v5_average", "v5_targets_softmax"))
     model = v3_model(trees, 4, K, post, agg, base) if enc == "v3" else v5_model(trees, 4, K, post, agg)
-    f = check(model, edge_grid(rng, 400, 4))
+    f = check(model, edge_grid(rng, 400, 4), BACKENDS if name in ALL_BACKENDS else ("arrays",))
     assert f.input_dtype == "float32" and f.accumulate_dtype == "float32"
 
 
@@ -326,7 +343,7 @@ def test_hand_built_classifiers_bit_exact(layout):
                         nd["leaf"] = {0: abs(nd["leaf"][0]) / 20}
         post = "LOGISTIC" if layout.endswith("logistic") else "NONE"
         model = v3_model(trees, 3, 1, post, base=[0.3], labels=[0, 1])
-    check(model, edge_grid(rng, 300, 3))
+    check(model, edge_grid(rng, 300, 3), BACKENDS if layout in ALL_BACKENDS else ("arrays",))
 
 
 def test_member_and_equality_edges():
