@@ -427,6 +427,25 @@ def test_corrupt_attributes_are_invalid(name, value, match):
         treecomp.parse(_attr(_stump(), name, value))
 
 
+def test_graph_level_corruption_is_invalid():
+    m = _stump()
+    m.graph.node[0].attribute.append(helper.make_attribute("nodes_valuez", [0.5, 0.0, 0.0]))
+    with pytest.raises(InvalidModelError, match="nodes_valuez"):  # ORT: unrecognized attribute
+        treecomp.parse(m)
+    m = _stump()
+    m.opset_import[1].version = 5  # TreeEnsembleRegressor is deprecated there: ORT refuses
+    with pytest.raises(InvalidModelError, match="deprecated"):
+        treecomp.parse(m)
+    m = _stump()
+    m.graph.output[0].name = "nowhere"
+    with pytest.raises(InvalidModelError, match="not computed"):
+        treecomp.parse(m)
+    m = _stump()
+    del m.opset_import[1]
+    with pytest.raises(InvalidModelError, match="ai.onnx.ml"):
+        treecomp.parse(m)
+
+
 def test_hostile_files(tmp_path):
     """Truncated, bit-flipped and random bytes: InvalidModelError (or a clear refusal), never a
     crash; the .onnx suffix gets the ONNX reader's error for content it cannot place."""

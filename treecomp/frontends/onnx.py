@@ -148,15 +148,35 @@ def _parse(model: Any, source: str) -> Forest:
             tt.elem_type in onnx.TensorProto.DataType.values() else "a non-tensor"
         raise UnsupportedModelError(f"ONNX model input of type {what}: treecomp reads float "
                                     "(tensor(float)) inputs only")
-    dims = list(tt.shape.dim) if tt.HasField("shape") else []
-    if len(dims) not in (0, 2):
+    dims = list(tt.shape.dim) if tt.HasField("shape") else None
+    if dims is not None and len(dims) != 2:
         raise UnsupportedModelError(f"ONNX model input of rank {len(dims)}: expected (rows, features)")
-    declared = dims[1].dim_value if len(dims) == 2 and dims[1].HasField("dim_value") else None
+    declared = dims[1].dim_value if dims and dims[1].HasField("dim_value") else None
     _check_after(g, node, onnx)
 
-    ml = {o.domain: o.version for o in model.opset_import}.get(_ML)
+    made = {o for n in g.node for o in n.output}
+    lost = [o.name for o in g.output if o.name not in made]
+    if lost:
+        raise InvalidModelError(f"ONNX graph output {lost[0][:40]!r} is not computed by any node")
+    domains = [o.domain for o in model.opset_import]
+    if domains.count(_ML) != 1:
+        raise InvalidModelError("the ONNX model must import the ai.onnx.ml opset exactly once")
+    ml = {o.domain: o.version for o in model.opset_import}[_ML]
+    if not 1 <= ml <= 5:
+        raise UnsupportedModelError(f"ai.onnx.ml opset {ml}: treecomp (and ONNX Runtime 1.32) "
+                                    "read opsets 1 to 5")
+    if ml == 5 and node.op_type != "TreeEnsemble":
+        raise InvalidModelError(f"{node.op_type} is deprecated at ai.onnx.ml opset 5 (ONNX Runtime "
+                                "refuses it): use opset 3, or TreeEnsemble")
+    try:  # the operator's schema at the model's ai.onnx.ml version: ORT refuses other attributes
+        schema = onnx.defs.get_schema(node.op_type, ml, _ML).attributes
+    except Exception:  # noqa: BLE001 - onnx.defs.SchemaError: no such version
+        raise InvalidModelError(f"ONNX {node.op_type} does not exist at ai.onnx.ml opset {ml}") from None
     attrs = {}
     for a in node.attribute:
+        if a.name not in schema or schema[a.name].type != a.type:
+            raise InvalidModelError(f"ONNX {node.op_type}: attribute {a.name[:40]!r} is not one of the "
+                                    "operator's (or has another type)")
         if a.name in attrs:
             raise InvalidModelError(f"ONNX {node.op_type}: attribute {a.name!r} appears twice")
         if a.type == onnx.AttributeProto.TENSOR and a.t.data_location == onnx.TensorProto.EXTERNAL:
@@ -164,7 +184,7 @@ def _parse(model: Any, source: str) -> Forest:
                                         "an external file; load it into the model first")
         attrs[a.name] = onnx.helper.get_attribute_value(a)
     if node.op_type == "TreeEnsemble":
-        if ml is not None and ml < 5:
+        if ml < 5:
             raise InvalidModelError(f"TreeEnsemble needs ai.onnx.ml opset 5, the model imports {ml}")
         e = _v5(attrs, onnx)
     else:
