@@ -61,8 +61,9 @@ def parse(model_or_path: Any) -> Forest:
 
     Files: .pkl/.pickle/.joblib (pickled estimators; loading a pickle EXECUTES CODE from the
     file, so only load files you trust), XGBoost JSON / UBJSON model files (read without
-    xgboost), LightGBM text models (read without lightgbm) and treecomp IR files; these three
-    are recognised by content whatever their name (.json/.ubj/.model/.bin, .txt/.model, .tcir).
+    xgboost), LightGBM text models (read without lightgbm), ONNX models (ai.onnx.ml tree
+    ensembles; needs the onnx package) and treecomp IR files; these four are recognised by
+    content whatever their name (.json/.ubj/.model/.bin, .txt/.model, .onnx, .tcir).
     """
     if isinstance(model_or_path, Forest):
         return model_or_path
@@ -78,7 +79,7 @@ def parse(model_or_path: Any) -> Forest:
 
 
 def _sniff(head: bytes) -> str | None:
-    """The model format of a file from its first bytes: "lightgbm", "xgboost", "ir",
+    """The model format of a file from its first bytes: "lightgbm", "xgboost", "ir", "onnx",
     "pickle" or None. Names lie (XGBoost 3.x writes UBJSON to .model / .bin, LightGBM text
     models are often called .model), content does not."""
     first_line = head.split(b"\n", 1)[0].split(b"\r", 1)[0]
@@ -132,7 +133,7 @@ def parse_file(path: str | os.PathLike) -> Forest:
     raise UnsupportedModelError(
         f"cannot tell the model format of {p.name} from its content (it starts with "
         f"{head[:16]!r}); treecomp reads XGBoost JSON / UBJSON model files, LightGBM text "
-        "models, treecomp IR files (by content, any name) and pickles named "
+        "models, ONNX models, treecomp IR files (by content, any name) and pickles named "
         + ", ".join(PICKLE_SUFFIXES))
 
 
