@@ -118,7 +118,7 @@ def _sklearn_models():
 
 @pytest.fixture(scope="module")
 def sklearn_onnx():
-    from skl2onnx import to_onnx
+    to_onnx = pytest.importorskip("skl2onnx").to_onnx
 
     X, models = _sklearn_models()
     out = {}
