@@ -307,6 +307,7 @@ CASES = {  # name: (encoding, n_targets, post_transform, aggregate, base, leaf t
     "v3_targets_softmax_zero": ("v3", 4, "SOFTMAX_ZERO", "SUM", [0.0, 0.0, 1.0, 0.0], 1),
     "v3_targets_average": ("v3", 2, "SOFTMAX", "AVERAGE", None, 2),
     "v3_one_target_logistic": ("v3", 1, "LOGISTIC", "SUM", None, 1),  # ORT ignores it
+    "v1_targets_softmax": ("v1", 2, "SOFTMAX", "SUM", [1.0, -1.0], 2),  # ai.onnx.ml opset 1
     "v5_sum": ("v5", 1, 0, 1, None, 1),
     "v5_average": ("v5", 1, 0, 0, None, 1),
     "v5_targets_logistic": ("v5", 3, 1, 1, None, 1),
@@ -321,7 +322,9 @@ def test_hand_built_regressors_bit_exact(name):
     rng = np.random.default_rng(list(CASES).index(name))
     trees = random_trees(rng, 12, 4, K, enc == "v5", leaf_targets=lt,
                          big=name in ("v5_average", "v5_targets_softmax"))
-    model = v3_model(trees, 4, K, post, agg, base) if enc == "v3" else v5_model(trees, 4, K, post, agg)
+    model = v5_model(trees, 4, K, post, agg) if enc == "v5" else v3_model(trees, 4, K, post, agg, base)
+    if enc == "v1":
+        model.opset_import[1].version = 1
     f = check(model, edge_grid(rng, 400, 4), BACKENDS if name in ALL_BACKENDS else ("arrays",))
     assert f.input_dtype == "float32" and f.accumulate_dtype == "float32"
 
