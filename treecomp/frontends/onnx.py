@@ -262,6 +262,13 @@ def _tensor(v: Any, name: str, onnx: Any, kind: str) -> np.ndarray:
     return a.reshape(-1)
 
 
+def _csr(n: int, node: np.ndarray, target: np.ndarray, weight: np.ndarray) -> dict:
+    """Leaf weights grouped by node (entries of node j: wptr[j] .. wptr[j + 1], in the order
+    ORT adds them); `node` must be sorted."""
+    return {"wptr": np.r_[0, np.cumsum(np.bincount(node, minlength=n))].astype(np.int64),
+            "w_target": target.astype(np.int64), "w_value": weight.astype(_F32)}
+
+
 class _Ensemble:
     """The ensemble as ORT builds it: flat node arrays (ORT's node order) plus leaf weights."""
 
@@ -281,8 +288,8 @@ def _v3(a: dict, classifier: bool) -> _Ensemble:
     p = "class_" if classifier else "target_"
     tree, nid = _ints(a["nodes_treeids"], "nodes_treeids"), _ints(a["nodes_nodeids"], "nodes_nodeids")
     n = len(tree)
-    modes_s = [m.decode() if isinstance(m, bytes) else str(m) for m in a["nodes_modes"]]
-    arrays = {"nodes_nodeids": nid, "nodes_modes": modes_s,
+    raw_modes = a["nodes_modes"]
+    arrays = {"nodes_nodeids": nid, "nodes_modes": raw_modes,
               "nodes_truenodeids": _ints(a["nodes_truenodeids"], "t"),
               "nodes_falsenodeids": _ints(a["nodes_falsenodeids"], "f"),
               "nodes_featureids": _ints(a["nodes_featureids"], "nodes_featureids"),
@@ -291,44 +298,62 @@ def _v3(a: dict, classifier: bool) -> _Ensemble:
     if bad or n == 0:
         raise InvalidModelError(f"ONNX tree ensemble: {', '.join(bad) or 'nodes'} must have one "
                                 f"entry per node ({n})")
-    unknown = sorted({m for m in modes_s if m not in _MODES[:6] and m != "LEAF"})
+    names, inv = np.unique(np.array(raw_modes, dtype=object), return_inverse=True)
+    names = [m.decode("utf-8", "replace") if isinstance(m, bytes) else str(m) for m in names]
+    unknown = sorted(m for m in names if m not in _MODES[:6] and m != "LEAF")
     if unknown:
         raise InvalidModelError(f"ONNX tree ensemble: unknown node mode(s) {unknown[:5]}")
-    mode = np.array([_LEAF if m == "LEAF" else _MODES.index(m) for m in modes_s], np.int64)
+    mode = np.array([_LEAF if m == "LEAF" else _MODES.index(m) for m in names], np.int64)[inv.reshape(-1)]
     tracks = _ints(a.get("nodes_missing_value_tracks_true"), "nodes_missing_value_tracks_true")
     miss = np.zeros(n, bool)
     miss[:min(n, len(tracks))] = tracks[:n] == 1  # ORT reads only the first n, as 1 or not
-    # children: (tree id, node id) -> index; ORT refuses duplicates and missing children
-    index: dict[tuple[int, int], int] = {}
-    for i, key in enumerate(zip(tree.tolist(), nid.tolist())):
-        if key in index:
-            raise InvalidModelError(f"ONNX tree ensemble: node {key[1]} of tree {key[0]} appears twice")
-        index[key] = i
-    t_ids, f_ids = arrays["nodes_truenodeids"], arrays["nodes_falsenodeids"]
+    # children: (tree id, node id) -> index, by binary search over sorted keys (ORT refuses
+    # duplicate nodes, missing children and a node that is its own child)
+    for name, v in (("nodes_treeids", tree), ("nodes_nodeids", nid)):
+        if v.min() < 0 or v.max() >= 1 << 31:
+            raise InvalidModelError(f"ONNX tree ensemble: {name} outside [0, 2^31)")
+    keys = (tree << 31) | nid
+    by_key = np.argsort(keys, kind="stable")
+    skeys = keys[by_key]
+    dup = np.flatnonzero(skeys[1:] == skeys[:-1])
+    if dup.size:
+        i = int(by_key[dup[0]])
+        raise InvalidModelError(f"ONNX tree ensemble: node {int(nid[i])} of tree {int(tree[i])} appears twice")
+
+    def lookup(t: np.ndarray, ids: np.ndarray) -> np.ndarray:
+        """Index of node (t, ids), -1 where there is none."""
+        ok = (ids >= 0) & (ids < 1 << 31)
+        k = (t << 31) | np.where(ok, ids, 0)
+        pos = np.minimum(np.searchsorted(skeys, k), n - 1)
+        return np.where(ok & (skeys[pos] == k), by_key[pos], -1)
+
+    internal = np.flatnonzero(mode != _LEAF)
     true_c = np.full(n, -1, np.int64)
     false_c = np.full(n, -1, np.int64)
-    for i in np.flatnonzero(mode != _LEAF).tolist():
-        for ids, out, what in ((t_ids, true_c, "true"), (f_ids, false_c, "false")):
-            j = index.get((int(tree[i]), int(ids[i])))
-            if j is None or j == i:
-                raise InvalidModelError(f"ONNX tree ensemble: the {what} child {int(ids[i])} of node "
-                                        f"{int(nid[i])} in tree {int(tree[i])} is missing or itself")
-            out[i] = j
+    for ids, out, what in ((arrays["nodes_truenodeids"], true_c, "true"),
+                           (arrays["nodes_falsenodeids"], false_c, "false")):
+        out[internal] = lookup(tree[internal], ids[internal])
+        bad = internal[(out[internal] < 0) | (out[internal] == internal)]
+        if bad.size:
+            i = int(bad[0])
+            raise InvalidModelError(f"ONNX tree ensemble: the {what} child {int(ids[i])} of node "
+                                    f"{int(nid[i])} in tree {int(tree[i])} is missing or itself")
     # leaf weights, in ORT's order: sorted by (tree id, node id), then file order
     w_ids = _ints(a.get(p + "ids"), p + "ids")
     w_nodes, w_trees = _ints(a.get(p + "nodeids"), p + "nodeids"), _ints(a.get(p + "treeids"), p + "treeids")
     w = _floats(a.get(p + "weights"), p + "weights")
     if not (len(w_ids) == len(w_nodes) == len(w_trees) == len(w)):
         raise InvalidModelError(f"ONNX tree ensemble: {p}ids / nodeids / treeids / weights differ in length")
-    order = np.lexsort((np.arange(len(w)), w_nodes, w_trees))
-    weights: list[list] = [[] for _ in range(n)]
-    for k in order.tolist():
-        j = index.get((int(w_trees[k]), int(w_nodes[k])))
-        if j is None:
-            raise InvalidModelError(f"ONNX tree ensemble: a weight names node {int(w_nodes[k])} of "
-                                    f"tree {int(w_trees[k])}, which does not exist")
-        if mode[j] == _LEAF:  # ORT ignores weights on internal nodes (old onnxmltools wrote some)
-            weights[j].append((int(w_ids[k]), w[k]))
+    if len(w) and (w_trees.min() < 0 or w_trees.max() >= 1 << 31):
+        raise InvalidModelError(f"ONNX tree ensemble: {p}treeids outside [0, 2^31)")
+    at = lookup(w_trees, w_nodes) if len(w) else np.zeros(0, np.int64)
+    if np.any(at < 0):
+        k = int(np.flatnonzero(at < 0)[0])
+        raise InvalidModelError(f"ONNX tree ensemble: a weight names node {int(w_nodes[k])} of "
+                                f"tree {int(w_trees[k])}, which does not exist")
+    keep = mode[at] == _LEAF  # ORT ignores weights on internal nodes (old onnxmltools wrote some)
+    order = np.lexsort((np.arange(len(w)), at))
+    order = order[keep[order]]
     roots = np.flatnonzero(np.r_[True, tree[1:] != tree[:-1]])
     if classifier:
         ls, li = a.get("classlabels_strings"), a.get("classlabels_int64s")
@@ -343,7 +368,8 @@ def _v3(a: dict, classifier: bool) -> _Ensemble:
     post = a.get("post_transform", b"NONE")
     agg = a.get("aggregate_function", b"SUM")
     return _Ensemble(mode=mode, feature=arrays["nodes_featureids"], threshold=arrays["nodes_values"],
-                     members=None, miss=miss, true_c=true_c, false_c=false_c, weights=weights,
+                     members=None, miss=miss, true_c=true_c, false_c=false_c,
+                     **_csr(n, at[order], w_ids[order], w[order]),
                      roots=roots, n_out=n_out, labels=labels,
                      base=_floats(a.get("base_values"), "base_values"),
                      post=post.decode() if isinstance(post, bytes) else str(post),
@@ -416,13 +442,13 @@ def _v5(a: dict, onnx: Any) -> _Ensemble:
         else:
             roots.append(r)
     tids = ints["leaf_targetids"]
-    weights = [[] for _ in range(nn)] + [[(int(t), lw[k])] for k, t in enumerate(tids.tolist())]
     agg, post = int(a.get("aggregate_function", 1)), int(a.get("post_transform", 0))
     if not (0 <= agg < 4 and 0 <= post < 5):
         raise InvalidModelError(f"ONNX TreeEnsemble: aggregate_function={agg}, post_transform={post}")
     return _Ensemble(mode=mode, feature=np.r_[ints["nodes_featureids"], np.zeros(nl, np.int64)],
                      threshold=np.r_[splits, np.zeros(nl, _F32)], members=members, miss=miss,
-                     true_c=true_c, false_c=false_c, weights=weights, roots=np.array(roots, np.int64),
+                     true_c=true_c, false_c=false_c, **_csr(n, nn + np.arange(nl), tids, lw),
+                     roots=np.array(roots, np.int64),
                      n_out=int(a.get("n_targets", 0)), labels=None, base=np.zeros(0, _F32),
                      post=_V5_TRANSFORMS[post], agg=_V5_AGGREGATES[agg],
                      ids_written={int(t) for t in tids.tolist()}, all_positive=not np.any(lw < 0))
@@ -497,8 +523,9 @@ def _forest(e: _Ensemble, declared: int | None, prov: str) -> Forest:
     n_features = declared if declared else feature_max + 1
 
     trees, outs, scored, rules = [], [], np.zeros(K, bool), set()
+    newid = np.full(len(e.mode), -1, np.int64)
     for r in e.roots.tolist():
-        t, o, always, used = _tree(e, r, n_out, neg_pair)
+        t, o, always, used = _tree(e, r, neg_pair, newid)
         trees.append(t)
         outs.append(o)
         scored |= always
@@ -528,98 +555,94 @@ def _forest(e: _Ensemble, declared: int | None, prov: str) -> Forest:
                   provenance=f"{prov}, {len(e.roots)} trees, {e.post}, {agg}")
 
 
-def _tree(e: _Ensemble, root: int, n_out: int, neg_pair: bool):
-    """The IR tree rooted at flat node `root` (renumbered breadth-first), its first output,
-    and which outputs it scores at every leaf."""
-    order, seen, k = [root], {root}, 0
-    while k < len(order):
-        i = order[k]
-        k += 1
-        if e.mode[i] != _LEAF:
-            for c in (int(e.true_c[i]), int(e.false_c[i])):
-                if c in seen:
-                    raise UnsupportedModelError("ONNX tree ensemble: a node is reachable twice "
-                                                "from its root (shared subtree or cycle)")
-                seen.add(c)
-                order.append(c)
-    new = {old: j for j, old in enumerate(order)}
+def _tree(e: _Ensemble, root: int, neg_pair: bool, newid: np.ndarray):
+    """The IR tree rooted at flat node `root` (renumbered breadth-first, level by level), its
+    first output, which outputs it scores at every leaf, and the category rules it needs.
+    `newid` (one entry per flat node, -1 where unvisited) is shared by all trees: a node reached
+    a second time, from this tree or an earlier one, is refused."""
+    levels, level = [], np.array([root], np.int64)
+    if newid[root] >= 0:
+        raise UnsupportedModelError("ONNX tree ensemble: a tree's root is a node of another tree")
+    newid[root] = 0
+    count = 1
+    while level.size:
+        levels.append(level)
+        inner = level[e.mode[level] != _LEAF]
+        kids = np.stack([e.true_c[inner], e.false_c[inner]], axis=1).reshape(-1)
+        fresh = count + np.arange(kids.size)
+        seen = np.any(newid[kids] >= 0)
+        newid[kids] = fresh
+        if seen or np.any(newid[kids] != fresh):  # reached before, or twice in this level
+            raise UnsupportedModelError("ONNX tree ensemble: a node is reachable twice (shared "
+                                        "subtree, cycle, or a tree id split into two runs)")
+        count += kids.size
+        level = kids
+    order = np.concatenate(levels)
     n = len(order)
-    left = np.full(n, -1, np.int64)
-    right = np.full(n, -1, np.int64)
-    feature = np.full(n, -1, np.int64)
-    threshold = np.zeros(n)
-    dleft = np.zeros(n, bool)
-    cat_index = np.full(n, -1, np.int32)
-    cat_sets: list[np.ndarray] = []
-    rules: set[str] = set()
-    # leaves: targets written
-    leaves = [j for j, i in enumerate(order) if e.mode[i] == _LEAF]
-    tgt_sets = []
-    for j in leaves:
-        ws = e.weights[order[j]]
-        if not ws:
-            raise InvalidModelError("ONNX tree ensemble: a leaf has no weight (ORT: 'Target is missing')")
-        ts = [t for t, _ in ws]
-        if len(set(ts)) != len(ts):
-            raise UnsupportedModelError("ONNX tree ensemble: a leaf with two weights for one target "
-                                        "(ORT adds them one by one)")
-        tgt_sets.append(set(ts))
-    lo = min(min(s) for s in tgt_sets)
-    hi = max(max(s) for s in tgt_sets)
-    always = np.zeros(e.n_out, bool)
-    common = set.intersection(*tgt_sets)
-    always[list(common)] = True
-    if neg_pair:
-        lo, width = 0, 2
-    else:
-        width = hi - lo + 1
-    value = np.zeros((n, width))
-    for j in leaves:
-        for t, w in e.weights[order[j]]:
-            if neg_pair:
-                value[j] = (-w, w)
-            else:
-                value[j, t - lo] = w
-    for j, i in enumerate(order):
-        m = int(e.mode[i])
-        if m == _LEAF:
-            continue
-        tc, fc = new[int(e.true_c[i])], new[int(e.false_c[i])]
-        feature[j] = e.feature[i]
-        nan_true = bool(e.miss[i]) or m == 5  # NaN != t holds
-        if m <= 3:
-            t = _F32(e.threshold[i])
-            if m in (1, 2):  # LT / GTE compare with "<": the float below t, with "<="
-                if t == -np.inf:
-                    raise UnsupportedModelError("ONNX BRANCH_LT / BRANCH_GTE at -inf")
-                t = _below(t)
-            threshold[j] = float(t)
-            true_left = m in (0, 1)  # LEQ / LT: x <= t' is the TRUE branch
-        else:
-            vals = np.array([e.threshold[i]], _F32) if m in (4, 5) else e.members[i]
+    m = e.mode[order]
+    inner = m != _LEAF
+    tc = np.where(inner, newid[np.maximum(e.true_c[order], 0)], -1)
+    fc = np.where(inner, newid[np.maximum(e.false_c[order], 0)], -1)
+    # numeric splits: LEQ / LT (x <= t' is the TRUE branch), GTE / GT (it is the FALSE branch);
+    # LT / GTE compare with the largest float32 below t
+    numeric = inner & (m <= 3)
+    thr = e.threshold[order].astype(_F32)
+    below = numeric & ((m == 1) | (m == 2))
+    if np.any(below & (thr == -np.inf)):
+        raise UnsupportedModelError("ONNX BRANCH_LT / BRANCH_GTE at -inf")
+    thr = np.where(below, np.nextafter(thr, _F32(-np.inf)), thr)
+    threshold = np.where(numeric, thr, _F32(0)).astype(np.float64)
+    # categorical splits (EQ / MEMBER: members go TRUE; NEQ: members go FALSE) go left on members
+    true_left = np.where(numeric, (m == 0) | (m == 1), m != 5)
+    left = np.where(true_left, tc, fc)
+    right = np.where(true_left, fc, tc)
+    nan_true = e.miss[order] | (m == 5)  # NaN != t holds
+    dleft = inner & (nan_true == true_left)
+    feature = np.where(inner, e.feature[order], -1)
+    cats, rules = {}, set()
+    cat_nodes = np.flatnonzero(inner & (m >= 4))
+    if cat_nodes.size:
+        sets = []
+        for j in cat_nodes.tolist():
+            mj = int(m[j])
+            vals = np.array([e.threshold[order[j]]], _F32) if mj in (4, 5) else e.members[int(order[j])]
             if np.any(np.isnan(vals)) or np.any(vals < 0) or np.any(vals >= _MAX_CATEGORY) \
                     or np.any(vals != np.trunc(vals)):
                 raise UnsupportedModelError(
-                    f"ONNX {_MODES[m]} on values {vals[:5].tolist()}: treecomp reads equality and "
+                    f"ONNX {_MODES[mj]} on values {vals[:5].tolist()}: treecomp reads equality and "
                     f"membership tests of non-negative integers below {_MAX_CATEGORY} only")
             # ORT unrolls a set of < 31 values in [0, 30] into BRANCH_EQ nodes (exact equality);
             # a bigger set is a "bigset": the value cast to int32 (toward zero) is looked up
-            big = m == 6 and not (len(vals) < 31 and vals.max() <= 30)
-            rules.add("trunc" if big else "integral")
-            cat_index[j] = len(cat_sets)
-            cat_sets.append(vals.astype(np.int64))
-            true_left = m != 5  # member -> left; NEQ: member (x == t) is its FALSE branch
-        left[j], right[j] = (tc, fc) if true_left else (fc, tc)
-        dleft[j] = nan_true == true_left
-    cats = {}
-    if cat_sets:
-        n_words = max(int(s.max()) // 32 + 1 for s in cat_sets)
-        bits = np.zeros((len(cat_sets), n_words), np.uint32)
-        for r, s in enumerate(cat_sets):
-            np.bitwise_or.at(bits[r], s >> 5, (np.uint32(1) << (s & 31).astype(np.uint32)))
+            rules.add("trunc" if mj == 6 and not (len(vals) < 31 and vals.max() <= 30) else "integral")
+            sets.append(vals.astype(np.int64))
+        n_words = max(int(v.max()) // 32 + 1 for v in sets)
+        bits = np.zeros((len(sets), n_words), np.uint32)
+        for r, v in enumerate(sets):
+            np.bitwise_or.at(bits[r], v >> 5, np.uint32(1) << (v & 31).astype(np.uint32))
+        cat_index = np.full(n, -1, np.int32)
+        cat_index[cat_nodes] = np.arange(len(sets), dtype=np.int32)
         cats = {"cat_index": cat_index, "cat_bits": bits,
-                "cat_other_left": np.zeros(len(cat_sets), bool)}  # invalid: not equal / no member
-    # IR needs children after parents: breadth-first order has that
+                "cat_other_left": np.zeros(len(sets), bool)}  # invalid: not equal / no member
+    # leaves: their (target, weight) entries, in ORT's order
+    leaf_pos = np.flatnonzero(~inner)
+    g = order[leaf_pos]
+    starts, counts = e.wptr[g], e.wptr[g + 1] - e.wptr[g]
+    if np.any(counts == 0):
+        raise InvalidModelError("ONNX tree ensemble: a leaf has no weight (ORT: 'Target is missing')")
+    ent = np.repeat(starts - np.r_[0, np.cumsum(counts)[:-1]], counts) + np.arange(counts.sum())
+    at = np.repeat(leaf_pos, counts)
+    t, w = e.w_target[ent], e.w_value[ent]
+    if np.unique(at * (int(t.max()) + 1) + t).size != t.size:
+        raise UnsupportedModelError("ONNX tree ensemble: a leaf with two weights for one target "
+                                    "(ORT adds them one by one)")
+    always = np.bincount(t, minlength=e.n_out)[:e.n_out] == len(leaf_pos)
+    if neg_pair:
+        lo, value = 0, np.zeros((n, 2))
+        value[at, 0], value[at, 1] = -w, w
+    else:
+        lo = int(t.min())
+        value = np.zeros((n, int(t.max()) - lo + 1))
+        value[at, t - lo] = w
     return (Tree(left=left, right=right, feature=feature, threshold=threshold, default_left=dleft,
                  value=value, **cats), lo, always, rules)
 
