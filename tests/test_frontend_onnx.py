@@ -63,6 +63,7 @@ def check(model, X, backends=("arrays",)):
     applied by treecomp.outputs in a Predictor; a c-backend artifact applies them itself under
     TREECOMP_TRANSFORM (checked here too), an llvm one refuses that flag."""
     f = treecomp.parse(model)
+    assert treecomp.ir.Forest.from_bytes(f.to_bytes()).digest() == f.digest()  # the IR file
     labels, scores = ort_outputs(model, X)
     preds = [("interp", interp.predict, interp.predict_proba)]
     for b in backends:
