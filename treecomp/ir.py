@@ -59,7 +59,8 @@ TRANSFORMS = ("identity", "sigmoid", "sigmoid2", "softmax", "softmax_seq", "exp"
 #: own AVX-512 exp on AVX-512 CPUs, which differs from glibc's in the last bit for ~5% of inputs.
 #:   libm   the C library's exp     LightGBM, scipy.special.expit (sklearn's sigmoid)
 #:   numpy  numpy's np.exp          sklearn's softmax and log link (np.exp in the user's process)
-EXP_LIBS = ("libm", "numpy")
+#:   fmath  herumi fmath's expd_v   CatBoost's softmax and Exponent on x86-64 (outputs.fmath_exp)
+EXP_LIBS = ("libm", "numpy", "fmath")
 #: Which non-NaN values are valid category ids at a categorical split (others go cat_other_left);
 #: a valid value's category is trunc(x).
 #:   nonneg    0 <= x < 32 * n_words                       XGBoost (negative is invalid)

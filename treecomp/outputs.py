@@ -48,6 +48,8 @@ def _exp(x: np.ndarray, lib: str = "libm") -> np.ndarray:
         return np.exp(x)
     if lib == "libm":
         return libm_exp(x)
+    if lib == "fmath":
+        return fmath_exp(x)
     raise ValueError(f"unknown exp_lib {lib!r}")
 
 
@@ -141,6 +143,37 @@ def libm_exp(x: np.ndarray) -> np.ndarray:
         except OverflowError:
             flat[i] = math.inf
     return out
+
+
+# herumi fmath's expd_v (CatBoost's FastExpWithInfInplace on x86-64, AVX2 and SSE2 alike): with
+# s = 2^11, x * s/ln2 rounded by adding 3 * 2^51, a 2^(i/s) table, and a cubic in the residue t.
+_FM_A = 2048.0 / math.log(2.0)
+_FM_RA = 1.0 / _FM_A
+_FM_B = float(3 << 51)
+_FM_ADJ = np.uint64((1 << 21) - (1 << 11))
+_FM_C2, _FM_C3 = 0.16666666685227835064, 3.0000000027955394
+_FM_TBL = np.array([np.float64(math.pow(2.0, i * (1.0 / 2048))).view(np.uint64) for i in range(2048)],
+                   np.uint64) & np.uint64((1 << 52) - 1)
+
+
+def fmath_exp(x: np.ndarray) -> np.ndarray:
+    """CatBoost's exp for softmax and Exponent outputs (library/cpp/fast_exp -> fmath::expd_v),
+    the same double operations in the same order, so the same bits (checked against CatBoost
+    1.2's own outputs, tests/test_frontend_catboost.py). The vector loop clamps x to
+    [-708.39641853226408, 709.78272569338397] first; the scalar tail of a batch (n % 4 values)
+    returns 0 / inf beyond slightly different bounds: outputs differ only for an exp argument
+    below -708.39 (a probability under 1e-307) or above 709.78 (overflow)."""
+    x = np.minimum(np.asarray(x, np.float64), 709.78272569338397)
+    x = np.maximum(x, -708.39641853226408)
+    d = x * _FM_A
+    d += _FM_B
+    di = d.view(np.uint64)
+    t = (d - _FM_B) * _FM_RA - x
+    u = (((di + _FM_ADJ) >> np.uint64(11)) << np.uint64(52)) | _FM_TBL[di & np.uint64(2047)]
+    y = (_FM_C3 - t) * (t * t)
+    y *= _FM_C2
+    y = (y - t) + 1.0
+    return y * u.view(np.float64)
 
 
 # glibc's expf (sysdeps/ieee754/flt-32/e_expf.c, from ARM's optimized-routines): with N = 32,

@@ -142,13 +142,8 @@ def _sklearn_library(model: Any) -> Library:
                    getattr(model, fn_name), threads, outputs, model=model)
 
 
-def _lightgbm_library(model: Any, model_file: str | None = None) -> Library:
-    booster = model.booster_ if hasattr(model, "booster_") else model
-    n_threads = [os.cpu_count() or 1]
-
-    def predict(X):
-        return booster.predict(X, num_threads=n_threads[0])
-
+def _thread_count_setter(n_threads: list) -> Callable[[int], Any]:
+    """threads(k) for a library that takes its thread count per call: sets n_threads[0]."""
     @contextlib.contextmanager
     def threads(k):
         old, n_threads[0] = n_threads[0], int(k)
@@ -156,12 +151,38 @@ def _lightgbm_library(model: Any, model_file: str | None = None) -> Library:
             yield
         finally:
             n_threads[0] = old
+    return threads
+
+
+def _lightgbm_library(model: Any, model_file: str | None = None) -> Library:
+    booster = model.booster_ if hasattr(model, "booster_") else model
+    n_threads = [os.cpu_count() or 1]
+
+    def predict(X):
+        return booster.predict(X, num_threads=n_threads[0])
+
+    threads = _thread_count_setter(n_threads)
 
     outputs: dict[str, Callable] = {"raw": lambda X: booster.predict(X, raw_score=True)}
     if hasattr(model, "predict_proba"):
         outputs["proba"] = model.predict_proba
     return Library(f"lightgbm {_version('lightgbm')}", "Booster.predict", predict, threads,
                    outputs, model=model, model_file=model_file)
+
+
+def _catboost_library(model: Any) -> Library:
+    n_threads = [os.cpu_count() or 1]
+    fn = "predict_proba" if hasattr(model, "predict_proba") else "predict"
+
+    def predict(X):
+        return getattr(model, fn)(X, thread_count=n_threads[0])
+
+    threads = _thread_count_setter(n_threads)
+
+    outputs: dict[str, Callable] = {"raw": lambda X: model.predict(X, prediction_type="RawFormulaVal"),
+                                    "proba" if fn == "predict_proba" else "predict": getattr(model, fn)}
+    return Library(f"catboost {_version('catboost')}", f"{type(model).__name__}.{fn}", predict,
+                   threads, outputs, model=model)
 
 
 def library_for(model: Any, model_file: str | None = None) -> Library | None:
@@ -174,6 +195,8 @@ def library_for(model: Any, model_file: str | None = None) -> Library | None:
             return _sklearn_library(model)
         if top == "lightgbm":
             return _lightgbm_library(model, model_file)
+        if top == "catboost":
+            return _catboost_library(model)
     return None
 
 
@@ -314,6 +337,16 @@ def _lgbm_binary(p):
     return lambda: model.fit(Xtr, ytr), Xte
 
 
+def _cb_binary(p):
+    import catboost
+    Xtr, ytr = make_data(p["n_train"], p["n_features"], 1, "binary")
+    Xte, _ = make_data(p["n_test"], p["n_features"], 2, "binary")
+    model = catboost.CatBoostClassifier(iterations=p["n_trees"], depth=p["depth"], verbose=0,
+                                        thread_count=os.cpu_count() or 1, random_seed=0,
+                                        allow_writing_files=False)
+    return lambda: model.fit(Xtr, ytr), Xte
+
+
 SPECS: dict[str, CaseSpec] = {
     "xgb-binary": CaseSpec(
         "XGBoost binary: {n_trees} trees, depth {depth}, {n_features} float32 features", "xgboost",
@@ -363,6 +396,11 @@ SPECS: dict[str, CaseSpec] = {
         full=dict(n_trees=500, leaves=63, n_features=50, n_train=20000, n_test=100_000),
         quick=dict(n_trees=20, leaves=63, n_features=50, n_train=3000, n_test=8000),
         train=_lgbm_binary),
+    "cb-binary": CaseSpec(
+        "CatBoost binary: {n_trees} symmetric trees, depth {depth}", "catboost",
+        full=dict(n_trees=500, depth=6, n_features=50, n_train=20000, n_test=100_000),
+        quick=dict(n_trees=50, depth=6, n_features=50, n_train=3000, n_test=8000),
+        train=_cb_binary),
 }
 
 #: a tiny case for the smoke test and for `--cases tiny`: seconds end to end

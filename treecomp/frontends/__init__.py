@@ -21,6 +21,7 @@ _FRONTENDS = {
     "sklearn": "treecomp.frontends.sklearn",
     "xgboost": "treecomp.frontends.xgboost",
     "lightgbm": "treecomp.frontends.lightgbm",
+    "catboost": "treecomp.frontends.catboost",
     "onnx": "treecomp.frontends.onnx",
 }
 
@@ -28,6 +29,7 @@ PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib")
 XGBOOST_SUFFIXES = (".json", ".ubj")
 LIGHTGBM_SUFFIXES = (".txt",)
 IR_SUFFIXES = (".tcir",)
+CATBOOST_SUFFIXES = (".cbm",)
 ONNX_SUFFIXES = (".onnx",)
 
 
@@ -43,7 +45,7 @@ def supported_models() -> list[str]:
             names += [f"{lib}.{c}" for c in _frontend(lib).PARSERS]
         except ImportError:  # pragma: no cover - a frontend's own import failed
             names.append(f"{lib}.*")
-    return names + [f"files: {', '.join(PICKLE_SUFFIXES + XGBOOST_SUFFIXES + LIGHTGBM_SUFFIXES + IR_SUFFIXES + ONNX_SUFFIXES)}"]
+    return names + [f"files: {', '.join(PICKLE_SUFFIXES + XGBOOST_SUFFIXES + LIGHTGBM_SUFFIXES + CATBOOST_SUFFIXES + IR_SUFFIXES + ONNX_SUFFIXES)}"]
 
 
 def _parser_for(model: Any) -> Callable[[Any], Forest] | None:
@@ -61,9 +63,10 @@ def parse(model_or_path: Any) -> Forest:
 
     Files: .pkl/.pickle/.joblib (pickled estimators; loading a pickle EXECUTES CODE from the
     file, so only load files you trust), XGBoost JSON / UBJSON model files (read without
-    xgboost), LightGBM text models (read without lightgbm), ONNX models (ai.onnx.ml tree
-    ensembles; needs the onnx package) and treecomp IR files; these four are recognised by
-    content whatever their name (.json/.ubj/.model/.bin, .txt/.model, .onnx, .tcir).
+    xgboost), LightGBM text models (read without lightgbm), CatBoost JSON / .cbm models (read without
+    catboost), ONNX models (ai.onnx.ml tree ensembles; needs the onnx package) and treecomp IR
+    files; these are recognised by content whatever their name (.json/.ubj/.model/.bin,
+    .txt/.model, .onnx, .tcir).
     """
     if isinstance(model_or_path, Forest):
         return model_or_path
@@ -79,14 +82,16 @@ def parse(model_or_path: Any) -> Forest:
 
 
 def _sniff(head: bytes) -> str | None:
-    """The model format of a file from its first bytes: "lightgbm", "xgboost", "ir", "onnx",
-    "pickle" or None. Names lie (XGBoost 3.x writes UBJSON to .model / .bin, LightGBM text
+    """The model format of a file from its first bytes: "lightgbm", "xgboost", "catboost",
+    "ir", "onnx", "pickle" or None. Names lie (XGBoost 3.x writes UBJSON to .model / .bin, LightGBM text
     models are often called .model), content does not."""
     first_line = head.split(b"\n", 1)[0].split(b"\r", 1)[0]
     if first_line.strip() == b"tree":
         return "lightgbm"
     if head[:4] == b"PK\x03\x04":
         return "ir"  # a zip archive: treecomp's IR format
+    if head[:4] == b"CBM1" or _frontend("catboost").is_catboost_json(head):
+        return "catboost"  # .cbm, or CatBoost's JSON export (features_info / oblivious_trees)
     if head.lstrip(b" \t\r\n")[:1] == b"{":
         return "xgboost"  # JSON or UBJSON
     if _frontend("onnx").sniff(head):
@@ -114,6 +119,8 @@ def parse_file(path: str | os.PathLike) -> Forest:
         return _frontend("lightgbm").parse_lightgbm_file(p)
     if kind == "xgboost":
         return _frontend("xgboost").parse_xgboost_file(p)
+    if kind == "catboost":
+        return _frontend("catboost").parse_catboost_file(p)
     if kind == "ir":
         return Forest.load(p)
     if kind == "onnx" or (kind is None and suffix in ONNX_SUFFIXES):
@@ -130,10 +137,12 @@ def parse_file(path: str | os.PathLike) -> Forest:
         return _frontend("lightgbm").parse_lightgbm_file(p)
     if suffix in IR_SUFFIXES:
         return Forest.load(p)
+    if suffix in CATBOOST_SUFFIXES:
+        return _frontend("catboost").parse_catboost_file(p)
     raise UnsupportedModelError(
         f"cannot tell the model format of {p.name} from its content (it starts with "
         f"{head[:16]!r}); treecomp reads XGBoost JSON / UBJSON model files, LightGBM text "
-        "models, ONNX models, treecomp IR files (by content, any name) and pickles named "
+        "models, CatBoost JSON / .cbm models, ONNX models, treecomp IR files (by content, any name) and pickles named "
         + ", ".join(PICKLE_SUFFIXES))
 
 

@@ -1,0 +1,306 @@
+"""CatBoost frontend: bit-exact differential tests against the installed catboost.
+
+Small models of every supported kind are compared on their rows, rows on the borders (+-1 ULP in
+float32), NaN / +-inf / -0.0, for every prediction type, through the interpreter and every
+backend; JSON and .cbm files with and without catboost; hand-written JSON models pin CatBoost's
+number parsing and its exp; hostile files give InvalidModelError.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+import pytest
+
+cb = pytest.importorskip("catboost")
+
+import treecomp  # noqa: E402
+from treecomp import interp, outputs  # noqa: E402
+from treecomp.errors import InvalidModelError, NotFittedError, UnsupportedModelError  # noqa: E402
+from treecomp.frontends.catboost import rapidjson_double  # noqa: E402
+from tests.edge import assert_backend_matches_interp, edge_rows  # noqa: E402
+
+BASE = dict(iterations=25, depth=4, verbose=0, thread_count=1, random_seed=0, allow_writing_files=False)
+RNG = np.random.default_rng(7)
+X = RNG.normal(size=(300, 5))
+X[RNG.random(X.shape) < 0.05] = np.nan
+X0 = np.nan_to_num(X)
+YK = np.digitize(X0[:, 0] + 0.5 * X0[:, 1], [-1.0, 0.0, 1.0])
+
+CASES = {
+    "rmse_min": lambda: cb.CatBoostRegressor(nan_mode="Min", **BASE).fit(X, X0[:, 0] * 2 + X0[:, 2]),
+    "mae_max": lambda: cb.CatBoostRegressor(nan_mode="Max", loss_function="MAE", **BASE).fit(X, X0[:, 0]),
+    "forbidden": lambda: cb.CatBoostRegressor(nan_mode="Forbidden", **BASE).fit(X0, X0[:, 1]),
+    "logloss": lambda: cb.CatBoostClassifier(**BASE).fit(X, (YK > 1).astype(int)),
+    "logloss_str": lambda: cb.CatBoostClassifier(**BASE).fit(X, np.where(YK > 1, "yes", "no")),
+    "crossentropy": lambda: cb.CatBoostClassifier(loss_function="CrossEntropy", **BASE).fit(X, RNG.random(300)),
+    "multiclass": lambda: cb.CatBoostClassifier(loss_function="MultiClass", **BASE).fit(X, YK),
+    "multiclass_str3": lambda: cb.CatBoostClassifier(loss_function="MultiClass", **BASE).fit(
+        X, np.array(["a", "b", "c"])[np.minimum(YK, 2)]),
+    "onevsall": lambda: cb.CatBoostClassifier(loss_function="MultiClassOneVsAll", **BASE).fit(X, YK),
+    "poisson": lambda: cb.CatBoostRegressor(loss_function="Poisson", **BASE).fit(X, YK),
+    "tweedie": lambda: cb.CatBoostRegressor(loss_function="Tweedie:variance_power=1.5", **BASE).fit(X, YK),
+    "multiquantile": lambda: cb.CatBoostRegressor(loss_function="MultiQuantile:alpha=0.2,0.8", **BASE).fit(X, X0[:, 0]),
+    "expectile": lambda: cb.CatBoostRegressor(loss_function="Expectile:alpha=0.3", **BASE).fit(X, X0[:, 1]),
+    "multirmse": lambda: cb.CatBoostRegressor(loss_function="MultiRMSE", **BASE).fit(X, np.c_[X0[:, 0], X0[:, 3]]),
+    "depthwise": lambda: cb.CatBoostRegressor(grow_policy="Depthwise", **BASE).fit(X, X0[:, 0] + X0[:, 4]),
+    "lossguide_multi": lambda: cb.CatBoostClassifier(grow_policy="Lossguide", max_leaves=12,
+                                                     loss_function="MultiClass", **BASE).fit(X, YK),
+    "ranker": lambda: cb.CatBoostRanker(loss_function="YetiRank", **BASE).fit(
+        X, YK, group_id=np.repeat(np.arange(30), 10)),
+    "generic_raw": lambda: cb.CatBoost(dict(loss_function="Logloss", **BASE)).fit(X, (YK > 1).astype(int)),
+}
+_MODELS: dict = {}
+
+
+def model(name):
+    if name not in _MODELS:
+        _MODELS[name] = CASES[name]()
+    return _MODELS[name]
+
+
+def rows(forest, seed=0):
+    """Training rows, border rows (+-1 ULP in float32) and NaN / +-inf / -0.0 / 1e39."""
+    T = RNG.normal(size=(150, 5)) * 1.5
+    T[:5, 0] = [np.nan, np.inf, -np.inf, -0.0, 1e39]
+    return np.vstack([X, T, edge_rows(forest, X0, n=300, seed=seed)])
+
+
+def library_outputs(m, T):
+    """CatBoost's own outputs: (predict, predict_proba or None, RawFormulaVal)."""
+    pred = m.predict(T)
+    if isinstance(m, cb.CatBoostClassifier) and pred.ndim == 2:
+        assert pred.shape == (len(T), 1)  # CatBoost's multiclass labels come as a column
+        pred = pred[:, 0]
+    proba = m.predict_proba(T) if isinstance(m, cb.CatBoostClassifier) else None
+    raw = cb.CatBoost.predict(m, T, prediction_type="RawFormulaVal")  # (CatBoostRanker hides it)
+    return pred, proba, raw
+
+
+def assert_same(want, got):
+    want, got = np.asarray(want), np.asarray(got)
+    assert (got.dtype, got.shape) == (want.dtype, want.shape)
+    np.testing.assert_array_equal(got, want, strict=True)
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_model_bit_exact(name):
+    m = model(name)
+    f = treecomp.parse(m)
+    T = rows(f)
+    pred, proba, raw = library_outputs(m, T)
+    assert_same(pred, interp.predict(f, T))
+    assert_same(raw, interp.decision_function(f, T))
+    if proba is not None:
+        assert_same(proba, interp.predict_proba(f, T))
+    if name in ("generic_raw", "ranker"):  # CatBoost.predict is RawFormulaVal
+        assert f.decision == "none" and f.transform == "identity"
+
+
+@pytest.mark.parametrize("name", ["logloss_str", "multiclass", "poisson", "multirmse", "lossguide_multi", "mae_max"])
+@pytest.mark.parametrize("backend", ["c", "llvm", "arrays"])
+def test_backends(name, backend):
+    m = model(name)
+    f = treecomp.parse(m)
+    T = rows(f, seed=1)
+    p = treecomp.compile(f, backend=backend)
+    assert_backend_matches_interp(p, f, T)
+    pred, proba, _ = library_outputs(m, T)
+    assert_same(pred, p.predict(T))
+    if proba is not None:
+        assert_same(proba, p.predict_proba(T))
+
+
+def test_semantics_pinned():
+    """Leaf-index bit order, border direction and NaN treatment as the docstring says."""
+    f = treecomp.parse(model("rmse_min"))
+    assert f.input_dtype == "float32" and f.comparison == "<=" and f.accumulate_dtype == "float64"
+    assert all(t.default_left[t.left >= 0].all() for t in f.trees)  # Min: NaN -> -inf -> left
+    f = treecomp.parse(model("mae_max"))
+    assert not any(t.default_left[t.left >= 0].any() for t in f.trees)  # Max: NaN -> +inf
+    f = treecomp.parse(model("multiclass"))
+    assert (f.transform, f.decision, f.exp_lib) == ("softmax_seq", "argmax_raw", "fmath")
+    f = treecomp.parse(model("rmse_min"))
+    assert f.trees[-1].n_nodes == 1  # boost_from_average's bias: added after the trees
+
+
+def test_scale_and_bias():
+    m = model("rmse_min").copy()
+    m.set_scale_and_bias(1.0, 0.123456789)
+    f = treecomp.parse(m)
+    T = rows(f)
+    assert_same(m.predict(T), interp.predict(f, T))
+    m.set_scale_and_bias(0.5, 0.1)
+    with pytest.raises(UnsupportedModelError, match="scale"):
+        treecomp.parse(m)
+
+
+# -- files ------------------------------------------------------------------------------------
+@pytest.mark.parametrize("name", ["logloss_str", "multiclass", "depthwise", "lossguide_multi", "poisson"])
+def test_files(name, tmp_path, monkeypatch):
+    """JSON files predict what CatBoost predicts after loading the JSON (its reader rounds
+    differently from the writer), .cbm files what the model predicts; neither needs catboost."""
+    m = model(name)
+    js, cbm = tmp_path / "m.json", tmp_path / "m.model"  # content decides, not the name
+    m.save_model(str(js), format="json")
+    m.save_model(str(cbm))
+    T = rows(treecomp.parse(m))
+    cls = type(m) if name != "generic_raw" else cb.CatBoost
+    back = cls()
+    back.load_model(str(js), format="json")
+    fj, fc = treecomp.parse(js), treecomp.parse(cbm)
+    for f, lib in ((fj, back), (fc, m)):
+        pred, proba, raw = library_outputs(lib, T)
+        assert_same(pred, interp.predict(f, T))
+        assert_same(raw, interp.decision_function(f, T))
+        if proba is not None:
+            assert_same(proba, interp.predict_proba(f, T))
+    assert fc.digest() == treecomp.parse(m).digest()  # live objects are read through a .cbm
+    monkeypatch.setitem(sys.modules, "catboost", None)  # as if catboost were not installed
+    assert treecomp.parse(js).digest() == fj.digest()
+    assert treecomp.parse(cbm).digest() == fc.digest()
+
+
+def crafted(leaf_values: str, depth: int, loss: str = "RMSE", dim: int = 1) -> str:
+    """A CatBoost JSON model with one oblivious tree over `depth` 0/1 features (leaf index = the
+    row's bits), leaf values given as literal JSON number text."""
+    ff = [{"borders": [0.5], "feature_index": i, "flat_feature_index": i, "has_nans": False,
+           "nan_value_treatment": "AsIs", "feature_id": ""} for i in range(depth)]
+    splits = [{"border": 0.5, "float_feature_index": i, "split_index": i, "split_type": "FloatFeature"}
+              for i in range(depth)]
+    doc = {"features_info": {"float_features": ff}, "scale_and_bias": [1, [0] * dim],
+           "model_info": {"params": {"loss_function": {"type": loss, "params": {}}}},
+           "oblivious_trees": [{"leaf_values": "LEAVES", "splits": splits}]}
+    return json.dumps(doc).replace('"LEAVES"', "[" + leaf_values + "]")
+
+
+def crafted_rows(depth):
+    return ((np.arange(2 ** depth)[:, None] >> np.arange(depth)) & 1).astype(np.float64)
+
+
+def load_crafted(text, tmp_path, cls=None):
+    p = tmp_path / "c.json"
+    p.write_text(text)
+    m = (cls or cb.CatBoost)()
+    m.load_model(str(p), format="json")
+    return p, m
+
+
+def test_json_numbers_as_catboost_reads_them(tmp_path):
+    rng = np.random.default_rng(3)
+    strs = []
+    for i in range(512):
+        mant = f"{int(rng.integers(10 ** 15, 10 ** 16))}{int(rng.integers(0, 10))}"
+        form = i % 6
+        s = [f"{mant}e{int(rng.integers(-40, 30))}", f"0.{mant}", f"{mant[:3]}.{mant[3:]}",
+             f"{mant}{mant}.{mant}", f"0.000{mant}{mant}E+2", f"{mant[:1]}.{mant[1:]}e-300"][form]
+        strs.append(("-" if rng.random() < 0.5 else "") + s)
+    p, m = load_crafted(crafted(", ".join(strs), 9), tmp_path)
+    want = m.predict(crafted_rows(9))
+    assert_same(want, np.array([rapidjson_double(s) for s in strs]))
+    assert np.any(want != np.array([float(s) for s in strs]))  # not correctly rounded
+    assert_same(want, interp.predict(treecomp.parse(p), crafted_rows(9)))
+
+
+def test_fast_exp_matches_catboost(tmp_path):
+    """CatBoost's Exponent (and softmax) exp, over a wide range and at the clamps, for batches
+    whose tail (n % 4 values) takes its scalar path."""
+    rng = np.random.default_rng(4)
+    vals = np.concatenate([rng.uniform(-700, 700, 200), rng.normal(size=200) * 3,
+                           rng.uniform(-1e-6, 1e-6, 50), [0.0, -0.0, 5e-324, 1e-300, 700.5, -707.9]])
+    vals = np.resize(vals, 512)
+    p, m = load_crafted(crafted(", ".join(repr(float(v)) for v in vals), 9, "Poisson"), tmp_path,
+                        cb.CatBoostRegressor)
+    Z = crafted_rows(9)
+    raw = m.predict(Z, prediction_type="RawFormulaVal")
+    f = treecomp.parse(p)
+    assert f.transform == "exp" and f.exp_lib == "fmath"
+    for n in (512, 511, 510, 509):
+        want = m.predict(Z[:n], prediction_type="Exponent")
+        assert_same(want, outputs.fmath_exp(raw[:n]))
+        assert_same(want, interp.predict(f, Z[:n]))
+    assert np.mean(outputs.libm_exp(raw) != m.predict(Z, prediction_type="Exponent")) > 0.05  # not libm
+
+
+# -- refusals and corrupt input ----------------------------------------------------------------
+def test_categorical_refused():
+    Xc = X0[:, :3].astype(object)
+    Xc[:, 2] = np.array(["red", "green", "blue"])[RNG.integers(0, 3, 300)]
+    m = cb.CatBoostRegressor(iterations=3, depth=2, verbose=0, thread_count=1, one_hot_max_size=4,
+                             allow_writing_files=False).fit(Xc, X0[:, 0], cat_features=[2])
+    with pytest.raises(UnsupportedModelError, match="categorical"):
+        treecomp.parse(m)
+
+
+def test_other_refusals():
+    m = model("logloss").copy()
+    m.set_probability_threshold(0.7)
+    with pytest.raises(UnsupportedModelError, match="probability threshold"):
+        treecomp.parse(m)
+    u = cb.CatBoostRegressor(loss_function="RMSEWithUncertainty", iterations=3, depth=2, verbose=0,
+                             thread_count=1, allow_writing_files=False).fit(X, X0[:, 0])
+    with pytest.raises(UnsupportedModelError, match="RMSEWithUncertainty"):
+        treecomp.parse(u)
+    with pytest.raises(NotFittedError):
+        treecomp.parse(cb.CatBoostClassifier())
+
+
+def test_feature_names():
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame(X, columns=list("abcde"))
+    m = cb.CatBoostRegressor(**BASE).fit(df, X0[:, 0])
+    f = treecomp.parse(m)
+    assert f.feature_names == tuple("abcde")
+    assert_same(m.predict(df), interp.predict(f, df))
+
+
+def test_corrupt_cbm(tmp_path):
+    """Truncated and byte-flipped .cbm files: a clear error (or a model), never a crash."""
+    p = tmp_path / "m.cbm"
+    model("depthwise").save_model(str(p))
+    data = p.read_bytes()
+    rng = np.random.default_rng(5)
+    for i in range(120):
+        b = bytearray(data)
+        if i < 20:
+            b = b[:int(rng.integers(0, len(data)))]
+        else:
+            for _ in range(int(rng.integers(1, 4))):
+                b[int(rng.integers(8, len(b)))] = int(rng.integers(0, 256))
+        p.write_bytes(bytes(b))
+        try:
+            treecomp.parse(p)
+        except (InvalidModelError, UnsupportedModelError):
+            pass
+
+
+def test_hostile_json(tmp_path):
+    good = crafted("1.5, 2.5, 3.5, 4.5", 2)
+    bad = {
+        "truncated": good[:-20],
+        "nan_literal": good.replace("1.5", "NaN"),
+        "too_big": good.replace("1.5", "1e999"),
+        "string_leaf": good.replace("1.5", '"x"'),
+        "leaf_count": good.replace("1.5, ", ""),
+        "split_index": good.replace('"split_index": 1', '"split_index": 7'),
+        "border_mismatch": good.replace('"border": 0.5, "float_feature_index": 1', '"border": 0.25, "float_feature_index": 1'),
+        "deep_nesting": '{"features_info": {"float_features": []}, "trees": [' + "[" * 100000 + "]" * 100000 + "]}",
+        "deep_tree": '{"features_info": {"float_features": [{"borders": [0.5], "feature_index": 0, '
+                     '"flat_feature_index": 0}]}, "trees": [' + '{"split": {"split_index": 0}, "left": ' * 40
+                     + '{"value": 1}' + ', "right": {"value": 2}}' * 40 + "]}",
+        "depth_60": good.replace('"splits": [', '"splits": [' + '{"split_index": 0}, ' * 58),
+        "no_trees": good.replace('"oblivious_trees"', '"other"'),
+        "unsorted_borders": good.replace('"borders": [0.5]', '"borders": [0.5, 0.25]'),
+        "array_root": "[1, 2]",
+    }
+    for name, text in bad.items():
+        p = tmp_path / f"{name}.json"
+        p.write_text(text if name != "array_root" else text)
+        if name == "array_root":  # not recognisably CatBoost: goes to the XGBoost reader
+            with pytest.raises((InvalidModelError, UnsupportedModelError)):
+                treecomp.parse(p)
+            continue
+        with pytest.raises(InvalidModelError):
+            treecomp.parse(p)
