@@ -437,6 +437,17 @@ def test_corrupt_attributes_are_invalid(name, value, match):
         treecomp.parse(_attr(_stump(), name, value))
 
 
+def test_passthrough_chain_is_linear():
+    """20,000 Identity nodes after the ensemble: read in one pass (not one pass per node)."""
+    m = _stump()
+    prev = "Y"
+    for i in range(20000):
+        m.graph.node.append(helper.make_node("Identity", [prev], [f"I{i}"]))
+        prev = f"I{i}"
+    m.graph.output[0].name = prev
+    assert treecomp.parse(m).n_trees == 1
+
+
 def test_graph_level_corruption_is_invalid():
     m = _stump()
     m.graph.node[0].attribute.append(helper.make_attribute("nodes_valuez", [0.5, 0.0, 0.0]))

@@ -132,7 +132,8 @@ def _parse(model: Any, source: str) -> Forest:
     inputs = [i for i in g.input if i.name not in inits]
     ens = [n for n in g.node if n.op_type in _ENSEMBLES and n.domain == _ML]
     other = sorted({f"{n.domain or 'ai.onnx'}.{n.op_type}" for n in g.node
-                    if (n.op_type, n.domain) not in _PASSTHROUGH and n not in ens})
+                    if (n.op_type, n.domain) not in _PASSTHROUGH
+                    and not (n.op_type in _ENSEMBLES and n.domain == _ML)})
     if len(ens) != 1 or other:
         raise UnsupportedModelError(
             "treecomp reads an ONNX graph that is one ai.onnx.ml TreeEnsembleRegressor / "
@@ -209,25 +210,35 @@ def _check_after(g: Any, node: Any, onnx: Any) -> None:
     if -1 in types.values():
         k = next(k for k, v in types.items() if v == -1)
         types[k] = onnx.TensorProto.STRING if labels_string else onnx.TensorProto.INT64
-    rest = [n for n in g.node if n is not node]
-    for _ in range(len(rest) + 1):  # in graph order, but tolerate any topological order
-        progressed = False
-        for n in rest:
-            if n.output and n.output[0] in types or not n.input or n.input[0] not in types:
+    # walk from the ensemble's outputs to the nodes that read them (each node read once: linear)
+    readers: dict[str, list[int]] = {}
+    others = [k for k, n in enumerate(g.node) if not (n.op_type in _ENSEMBLES and n.domain == _ML)]
+    for k in others:
+        n = g.node[k]
+        if len(n.input) != 1:
+            raise UnsupportedModelError(f"ONNX {n.op_type} node with {len(n.input)} inputs after "
+                                        "the tree ensemble")
+        readers.setdefault(n.input[0], []).append(k)
+    todo, seen = list(types), set()
+    while todo:
+        name = todo.pop()
+        for k in readers.get(name, ()):
+            if k in seen:
                 continue
-            src = types[n.input[0]]
+            seen.add(k)
+            n, src = g.node[k], types[name]
             if n.op_type == "Cast":
                 to = next((a.i for a in n.attribute if a.name == "to"), None)
                 if to != src:
-                    name = onnx.TensorProto.DataType.Name(to) if to in onnx.TensorProto.DataType.values() else to
-                    raise UnsupportedModelError(f"ONNX Cast of the ensemble's output to {name}: "
+                    what = onnx.TensorProto.DataType.Name(to) if to in onnx.TensorProto.DataType.values() else to
+                    raise UnsupportedModelError(f"ONNX Cast of the ensemble's output to {what}: "
                                                 "only casts that keep the type are read")
             for o in n.output:
+                if o in types:
+                    raise InvalidModelError(f"ONNX graph: {o[:40]!r} is computed twice")
                 types[o] = src
-            progressed = True
-        if not progressed:
-            break
-    orphans = [f"{n.op_type}" for n in rest if not (n.input and n.input[0] in types)]
+                todo.append(o)
+    orphans = [g.node[k].op_type for k in others if k not in seen]
     if orphans:
         raise UnsupportedModelError(f"ONNX nodes {orphans[:5]} do not read the tree ensemble's outputs")
 
