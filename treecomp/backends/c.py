@@ -531,6 +531,18 @@ def _transform_code(forest: Forest) -> str:
         return ("float m = a[0]; for (int k = 1; k < TC_NO; ++k) m = fmaxf(a[k], m);\n"
                 "      double s = 0; for (int k = 0; k < TC_NO; ++k) { a[k] = expf(a[k] - m); s += a[k]; }\n"
                 "      float fs = (float)s; for (int k = 0; k < TC_NO; ++k) a[k] /= fs;")
+    if t == "logistic_ort":  # ONNX Runtime's ComputeLogistic (outputs._logistic_ort)
+        return (f"for (int k = 0; k < TC_NO; ++k) {{ tc_acc x = a[k], v = {one} / ({one} + "
+                f"{'expf' if acc_t == 'float' else 'exp'}(-fabs(x))); a[k] = x < 0 ? {one} - v : v; }}")
+    if t in ("softmax_ort", "softmax_zero_ort"):  # ComputeSoftmax / ComputeSoftmaxZero
+        e = "expf" if acc_t == "float" else "exp"
+        z = t == "softmax_zero_ort"
+        body = (f"if (a[k] > (tc_acc)1e-7f || a[k] < -(tc_acc)1e-7f) {{ a[k] = {e}(a[k] - m); s += a[k]; }} "
+                f"else a[k] = a[k] * en;") if z else f"a[k] = {e}(a[k] - m); s += a[k];"
+        return ("tc_acc m = -3.40282347e+38f; for (int k = 0; k < TC_NO; ++k) if (a[k] > m) m = a[k];\n"
+                + (f"      tc_acc en = {e}(-m);\n" if z else "")
+                + f"      tc_acc s = 0; for (int k = 0; k < TC_NO; ++k) {{ {body} }}\n"
+                "      for (int k = 0; k < TC_NO; ++k) a[k] /= s;")
     if t in ("sigmoid", "sigmoid2"):
         arg = "-a[k]" if t == "sigmoid" else "-(a[k] * 2)"
         return f"for (int k = 0; k < TC_NO; ++k) a[k] = {one} / ({one} + {ex.format(arg)});"
