@@ -405,8 +405,11 @@ PYTHON_TRANSFORMS = ("samme", "iforest")
 
 def accepted_flags(forest: Forest) -> int:
     """The treecomp_predict flags an artifact accepts: TREECOMP_RAW always, TREECOMP_TRANSFORM
-    (1) unless the transform is one only Python computes (then the call returns EINVAL)."""
-    return 0 if forest.transform in PYTHON_TRANSFORMS else 1
+    (1) unless the transform is one only Python computes, or calls an exp no artifact has
+    (CatBoost's fmath exp): then the call returns EINVAL rather than another library's answer."""
+    if forest.transform in PYTHON_TRANSFORMS:
+        return 0
+    return 0 if forest.exp_lib == "fmath" and forest.transform != "identity" else 1
 
 
 # ONNX Runtime's post transforms (onnxruntime/core/providers/cpu/ml/ml_common.h), in the scores'
