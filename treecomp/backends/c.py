@@ -705,6 +705,8 @@ def build(forest: Forest, progress: Callable[[str], None] | None = None, **overr
     key = toolchain.cache_key(NAME, forest.digest(), sorted(opts.items()), flags, cc.version, host)
 
     def write(path):
+        if progress:
+            progress(f"generating C for {forest.n_trees} trees")
         sources = emit(forest, opts)
         if progress:
             progress(f"compiling {len(sources)} translation units")
