@@ -55,6 +55,21 @@ def test_native_transform_close_to_numpy(variant):
     assert np.all(np.abs(native - want) <= 2 * ulp)
 
 
+@pytest.mark.parametrize("variant", ["f32-lt-acc32", "f64-le", "vector-leaf-average", "deep"])
+def test_node_tables_walk_rows_in_lockstep(variant):
+    """TC_WALK_KERNEL walks 8 rows in lockstep (a leaf is its own two children, so a row that
+    finished stays put) and a block's last rows one by one: blocks of 8 rows exactly, 8 + 5
+    and 64, rows on thresholds, NaN both ways: the same leaves as the interpreter."""
+    f = random_forest(300 + sorted(FOREST_VARIANTS).index(variant), **FOREST_VARIANTS[variant])
+    X = random_rows(f, 203)
+    want = interp.predict_raw(f, X)
+    src = cbackend.emit(f, cbackend.options(heap_max_depth=0, goto_max_nodes=0))
+    assert "TC_WALK_KERNEL(" in src["unit0.c"] and "tree_0(" not in src["unit0.c"]
+    for block in (8, 13, 64):
+        p = treecomp.compile(f, backend="c", block_rows=block, heap_max_depth=0, goto_max_nodes=0)
+        np.testing.assert_array_equal(p.predict_raw(X), want)
+
+
 def test_depth_1000_tree():
     rng = np.random.default_rng(5)
     t = chain_tree(1000, 4, rng)
