@@ -70,6 +70,24 @@ def test_node_tables_walk_rows_in_lockstep(variant):
         np.testing.assert_array_equal(p.predict_raw(X), want)
 
 
+def test_default_shapes_numeric_tables_categorical_goto():
+    """By default a numeric tree deeper than heap_max_depth is a lockstep node table at any
+    size; a categorical one is if/goto code up to CAT_GOTO_MAX_NODES nodes; an explicit
+    goto_max_nodes applies to both."""
+    num = random_forest(11, max_depth=11, n_trees=4)
+    small = [i for i, t in enumerate(num.trees) if t.max_depth > 8 and t.n_nodes <= 1024]
+    assert small  # what goto code was by default (up to 1024 nodes)
+    src = cbackend.emit(num)["unit0.c"]
+    assert "TC_WALK_KERNEL(" in src and "static void tree_" not in src
+    src = cbackend.emit(num, cbackend.options(goto_max_nodes=1024))["unit0.c"]
+    assert all(f"static void tree_{i}(" in src for i in small)
+    cat = random_forest(12, p_cat=0.3, max_depth=10, n_trees=3)
+    deep = [i for i, t in enumerate(cat.trees) if t.has_categorical and t.max_depth > 8]
+    assert deep and all(cat.trees[i].n_nodes <= cbackend.CAT_GOTO_MAX_NODES for i in deep)
+    src = cbackend.emit(cat)["unit0.c"]
+    assert all(f"static void tree_{i}(" in src for i in deep)
+
+
 def test_depth_1000_tree():
     rng = np.random.default_rng(5)
     t = chain_tree(1000, 4, rng)
