@@ -12,7 +12,9 @@ runtime/treecomp.h and is linked against the .so.
   classifiers, predict for regressors, and the raw margins), and the C driver's raw margins
   (TREECOMP_RAW, float32 rows read from a file) against the in-process raw margins: byte equal.
 - speed, in this process: the in-process predictor and the loaded .so alternate (the runner's
-  call: predict_proba / predict, n_threads=1), `--reps` rounds, medians. The C driver is a
+  call: predict_proba / predict, n_threads=1), `--reps` rounds (the order rotating from round to
+  round), medians; each ratio is the median of the rounds' own ratios (paired, so that the
+  machine's drift between rounds cancels). The C driver is a
   separate process run once per round between them (its own clock around one treecomp_predict
   call after a warm-up call), compared with the in-process raw margins (decision_function,
   n_threads=1) timed in the same rounds. Ratios are in-process time / .so time (> 1: the .so
@@ -125,34 +127,41 @@ def bench_case(name: str, quick: bool, n_rows: int, reps: int, work: Path) -> di
     c_raw = np.fromfile(ofile, raw.dtype).reshape(raw.shape)
     exact_c = c_raw.tobytes() == raw.tobytes()
     ti, ts, tr, tc = [], [], [], []
-    for _ in range(reps):
-        for fn, acc in ((lambda: call_i(X, n_threads=1), ti), (lambda: call_s(X, n_threads=1), ts),
-                        (lambda: inproc.decision_function(X, n_threads=1), tr)):
+    steps = [(lambda: call_i(X, n_threads=1), ti), (lambda: call_s(X, n_threads=1), ts),
+             (lambda: inproc.decision_function(X, n_threads=1), tr), (None, tc)]
+    for r in range(reps):  # the order rotates from round to round: no variant always goes first
+        for fn, acc in steps[r % 4:] + steps[:r % 4]:
+            if fn is None:
+                acc.append(drive())
+                continue
             t = time.perf_counter()
             fn()
             acc.append(time.perf_counter() - t)
-        tc.append(drive())
     mi, ms, mr, mc = (statistics.median(v) for v in (ti, ts, tr, tc))
+    # the ratios: medians of each round's own ratio (paired, so the machine's drift between
+    # rounds cancels)
+    pair_so = statistics.median(a / b for a, b in zip(ti, ts))
+    pair_c = statistics.median(a / b for a, b in zip(tr, tc))
     return {"case": name, "title": case.title, "n_trees": forest.n_trees, "rows": n,
             "isa": inproc._kernel.isa, "build_s": build_s, "so_bytes": so.stat().st_size,
             "exact": exact, "exact_c": exact_c,
-            "inproc_us": mi / n * 1e6, "so_us": ms / n * 1e6, "ratio_so": mi / ms,
-            "raw_us": mr / n * 1e6, "c_us": mc / n * 1e6, "ratio_c": mr / mc}
+            "inproc_us": mi / n * 1e6, "so_us": ms / n * 1e6, "ratio_so": pair_so,
+            "raw_us": mr / n * 1e6, "c_us": mc / n * 1e6, "ratio_c": pair_c}
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="the quick bench's small models")
     ap.add_argument("--cases", default=",".join(bench_cases.case_names()))
-    ap.add_argument("--rows", type=int, default=50_000, help="test rows per case (default 50000)")
-    ap.add_argument("--reps", type=int, default=11, help="alternating rounds (default 11)")
+    ap.add_argument("--rows", type=int, default=20_000, help="test rows per case (default 20000)")
+    ap.add_argument("--reps", type=int, default=31, help="alternating rounds (default 31)")
     args = ap.parse_args(argv)
     work = Path(tempfile.mkdtemp(prefix="tc-so-"))
     arrays_native.kernel_archive()  # the archive (prebuilt, or built once) outside the timing
     print(f"# {platform.node()} {platform.processor() or platform.machine()}, "
           f"{os.cpu_count()} cores, {_dt.datetime.now(_dt.timezone.utc):%Y-%m-%d %H:%M} UTC; "
           f"kernel archive {arrays_native.ARCHIVE_ORIGIN}; one thread, medians of {args.reps} "
-          f"alternating rounds")
+          f"rounds (order rotating), paired ratios")
     print("| case | trees | isa | .so build s | in-process us/row | .so (treecomp.load) us/row "
           "| ratio | in-process raw us/row | C driver us/row | ratio | bit-exact |")
     print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---|")
