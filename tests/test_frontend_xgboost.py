@@ -178,7 +178,7 @@ def _margins(rng, n: int) -> np.ndarray:
 def test_missing_values_in_deep_trees(n_features, depth):
     """Hist trees over features with missing values: nodes send NaN both ways and features reach
     XGBoost's 256 thresholds, so the arrays backend's byte walk merges each feature's two NaN
-    columns for its column mux (arrays.merge_nan_columns); bit-exact against inplace_predict
+    columns for its column mux (arrays_derived.merge_nan_columns); bit-exact against inplace_predict
     on rows with NaN in every feature, +-inf and threshold-edge values."""
     rng = np.random.default_rng(5)
     X = rng.normal(size=(3000, n_features)).astype(F32)
