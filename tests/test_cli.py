@@ -179,6 +179,27 @@ def test_inspect_reports_classifier_or_regressor(lgbm_files, model_file):
     assert _kind_line(res).split(";")[0] == "kind:       classifier"
 
 
+def test_inspect_and_predict_isolation_forest(tmp_path):
+    """An IsolationForest is an outlier detector: predict gives sklearn's -1 / 1."""
+    from sklearn.ensemble import IsolationForest
+    X = np.random.default_rng(3).normal(size=(300, 4)).astype(np.float32)
+    m = IsolationForest(n_estimators=5, max_samples=64, random_state=0).fit(X)
+    path = tmp_path / "iforest.pkl"
+    path.write_bytes(pickle.dumps(m))
+    np.save(tmp_path / "rows.npy", X[:50])
+    r = CliRunner()
+    res = r.invoke(main, ["inspect", str(path)])
+    assert res.exit_code == 0, res.output
+    assert _kind_line(res).split(";")[0].startswith("kind:       outlier detector")
+    res = r.invoke(main, ["compile", str(path), "-o", str(tmp_path / "iforest.so")])
+    assert res.exit_code == 0, res.output
+    res = r.invoke(main, ["predict", str(tmp_path / "iforest.so"), str(tmp_path / "rows.npy"),
+                          "-o", str(tmp_path / "p.csv")])
+    assert res.exit_code == 0, res.output
+    got = np.loadtxt(tmp_path / "p.csv", delimiter=",")
+    np.testing.assert_array_equal(got, m.predict(X[:50]))
+
+
 def test_inspect_prints_plain_numbers(model_file):
     res = CliRunner().invoke(main, ["inspect", str(model_file[0])])
     assert res.exit_code == 0, res.output

@@ -273,6 +273,8 @@ def _plain(obj: Any) -> Any:
 
 
 def _kind(transform: str, is_classifier: bool) -> str:
+    if transform == "iforest":
+        return "outlier detector (predict gives -1 / 1)"
     if is_classifier:
         return "classifier"
     if transform in PROBABILITY_TRANSFORMS:
