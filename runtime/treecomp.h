@@ -20,7 +20,11 @@
  * sklearn's softmax and log link ("exp_lib": "numpy" in treecomp_meta_json()) call numpy's
  * np.exp, which on AVX-512 CPUs is numpy's own code, not libm's: there a C caller's transformed
  * outputs may differ from sklearn's in the last bit, while the Python Predictor applies numpy's
- * own exp to the raw margins, so through Python every output is exact.
+ * own exp to the raw margins, so through Python every output is exact. sklearn's
+ * AdaBoostClassifier and IsolationForest ("transform": "samme" / "iforest") take numpy's exp /
+ * power after further steps on the margins ("transform_params"): for them TREECOMP_TRANSFORM
+ * returns TREECOMP_EINVAL and TREECOMP_RAW gives the margins; so it does for CatBoost's
+ * MultiClass / Poisson / Tweedie models ("exp_lib": "fmath": CatBoost's own fast exp).
  *
  * Entry points are reentrant and thread-safe (no global mutable state): split rows across
  * threads freely.

@@ -63,7 +63,7 @@ def _assert_outputs_equal(predictor, forest: Forest, Z: np.ndarray) -> None:
     from treecomp import interp, outputs
     raw = interp.predict_raw(forest, Z)
     pairs = [(predictor.predict_raw(Z), raw), (predictor.predict(Z), interp.predict(forest, Z)),
-             (predictor.decision_function(Z), outputs.raw_output(forest, raw))]
+             (predictor.decision_function(Z), outputs.decision_values(forest, raw))]
     if forest.is_classifier:
         want, got = interp.predict_proba(forest, Z), predictor.predict_proba(Z)
         want, got = (want, got) if isinstance(want, list) else ([want], [got])

@@ -49,7 +49,7 @@ def test_xgboost_regression_nan_and_thresholds():
     X, y = data()
     b = xgb.train({"max_depth": 5, "eta": 0.3, "base_score": 0.7}, xgb.DMatrix(X, y), 25)
     p = treecomp.compile(b, backend="arrays")
-    R = edge_rows(p.forest, X)
+    R = edge_rows(p._forest, X)
     c = p.contributions(R)
     assert c.shape == (len(R), X.shape[1] + 1) and c.dtype == np.float64
     dm = xgb.DMatrix(R)
@@ -57,7 +57,7 @@ def test_xgboost_regression_nan_and_thresholds():
     margin = b.predict(dm, output_margin=True)
     # additivity, to XGBoost's float32 rounding of the margin's partial sums
     assert np.all(np.abs(c.sum(axis=1) - margin) <= 1e-6 * np.abs(c).sum(axis=1))
-    np.testing.assert_allclose(c, shap.reference_contributions(p.forest, R), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(c, shap.reference_contributions(p._forest, R), rtol=1e-12, atol=1e-12)
 
 
 def test_xgboost_binary_and_multiclass_layout():
@@ -103,7 +103,7 @@ def test_lightgbm_categorical():
     Xt = X[:50].copy()
     Xt[:5, 0] = [np.nan, -1, 40, 2.5, 11]
     p = treecomp.compile(b, backend="arrays")
-    assert any(t.has_categorical for t in p.forest.trees)
+    assert any(t.has_categorical for t in p._forest.trees)
     close(p.contributions(Xt), b.predict(Xt, pred_contrib=True), 1e-9)
 
 
@@ -178,6 +178,6 @@ def test_sklearn_random_forest_and_gradient_boosting():
                       X, np.digitize(y, [0, 1.5]))):  # vector leaves: 3 outputs per tree
         p = treecomp.compile(model, backend="arrays")
         c = p.contributions(Xt)
-        np.testing.assert_allclose(c, shap.reference_contributions(p.forest, Xt), rtol=1e-9, atol=1e-12)
-        raw = predict_raw(p.forest, Xt)
+        np.testing.assert_allclose(c, shap.reference_contributions(p._forest, Xt), rtol=1e-9, atol=1e-12)
+        raw = predict_raw(p._forest, Xt)
         np.testing.assert_allclose(c.sum(axis=-1).reshape(raw.shape), raw, rtol=1e-9, atol=1e-12)

@@ -8,7 +8,8 @@ extra trees (same variety, multi-output classifiers whose targets have different
 GradientBoosting with every loss and init kind (default Dummy, 'zero', user Dummy, early
 stopping), HistGradientBoosting with every loss, NaN, categorical features (non-contiguous raw
 categories; rows with unknown, negative, >= 256 and NaN categories), multiclass and early
-stopping.
+stopping; AdaBoostClassifier (binary, string labels, 9 classes over extra trees) and
+IsolationForest (feature and row subsampling with NaN, contamination with bootstrap).
 """
 
 from __future__ import annotations
@@ -16,10 +17,10 @@ from __future__ import annotations
 import numpy as np
 from sklearn.datasets import make_classification, make_regression
 from sklearn.dummy import DummyRegressor
-from sklearn.ensemble import (ExtraTreesClassifier, ExtraTreesRegressor,
+from sklearn.ensemble import (AdaBoostClassifier, ExtraTreesClassifier, ExtraTreesRegressor,
                               GradientBoostingClassifier, GradientBoostingRegressor,
                               HistGradientBoostingClassifier, HistGradientBoostingRegressor,
-                              RandomForestClassifier, RandomForestRegressor)
+                              IsolationForest, RandomForestClassifier, RandomForestRegressor)
 from sklearn.tree import (DecisionTreeClassifier, DecisionTreeRegressor, ExtraTreeClassifier,
                           ExtraTreeRegressor)
 from threadpoolctl import threadpool_limits
@@ -398,6 +399,41 @@ def hgb_clf_multiclass_categorical():
     return _case(m, _with_unknown_categories(X, 72))
 
 
+# -- AdaBoostClassifier (SAMME) and IsolationForest ---------------------------------------------
+def ada_clf_binary():
+    X, y = _clf(81)
+    return _case(AdaBoostClassifier(n_estimators=12, random_state=0).fit(X, y), X)
+
+
+def ada_clf_multiclass_str():
+    X, y = _clf(82, k=4)
+    m = AdaBoostClassifier(DecisionTreeClassifier(max_depth=3), n_estimators=10, learning_rate=0.7,
+                           random_state=0).fit(X, NAMES[y])
+    return _case(m, X)
+
+
+def ada_clf_many_classes_extra_trees():
+    # 9 classes: sklearn's softmax sums them pairwise for one row, left to right for more
+    X, y = _clf(83, d=8, k=9)
+    m = AdaBoostClassifier(ExtraTreeClassifier(max_depth=5, random_state=0), n_estimators=8,
+                           random_state=0).fit(X, y)
+    return _case(m, X)
+
+
+def iforest_subsampled():
+    X, _ = _clf(84)
+    X = _with_nan(X, 84, frac=0.05)
+    m = IsolationForest(n_estimators=10, max_samples=40, max_features=0.5, random_state=0).fit(X)
+    return _case(m, X)
+
+
+def iforest_contamination_bootstrap():
+    X, _ = _clf(85, d=5)
+    m = IsolationForest(n_estimators=8, max_samples=1.0, contamination=0.1, bootstrap=True,
+                        random_state=0).fit(X)
+    return _case(m, X)
+
+
 CASES = {f.__name__: f for f in [
     dt_reg, dt_clf_binary, dt_clf_multiclass_str, dt_reg_nan, dt_clf_nan, dt_single_leaf,
     dt_clf_single_class, dt_deep_chain, dt_clf_deep_alternating, dt_reg_multioutput,
@@ -410,5 +446,6 @@ CASES = {f.__name__: f for f in [
     hgb_reg_squared_error, hgb_reg_absolute_error, hgb_reg_quantile, hgb_reg_poisson,
     hgb_reg_gamma, hgb_reg_nan, hgb_reg_early_stopped, hgb_clf_binary, hgb_clf_binary_nan_str,
     hgb_clf_multiclass, hgb_reg_categorical, hgb_clf_categorical,
-    hgb_clf_multiclass_categorical,
+    hgb_clf_multiclass_categorical, ada_clf_binary, ada_clf_multiclass_str,
+    ada_clf_many_classes_extra_trees, iforest_subsampled, iforest_contamination_bootstrap,
 ]}

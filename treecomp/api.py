@@ -25,6 +25,4 @@ def compile(model: Any, backend: str = "auto", n_threads: int | None = None,
     forest = model if isinstance(model, Forest) else parse(model)
     name = backends.choose(forest) if backend == "auto" else backend
     kernel = backends.get(name).build(forest, progress=progress, **options)
-    predictor = Predictor(kernel, n_threads=n_threads)
-    predictor.forest = forest  # the IR, for contributions (SHAP)
-    return predictor
+    return Predictor(kernel, n_threads=n_threads, forest=forest)

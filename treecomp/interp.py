@@ -8,11 +8,13 @@ baseline of the benchmarks: one row, one node at a time, in pure Python.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
 
 from . import outputs
+from .errors import UnsupportedModelError
 from .inputs import as_matrix
 from .ir import Forest, Tree
 
@@ -76,6 +78,42 @@ def predict_raw(forest: Forest, X: Any) -> np.ndarray:
                        (t.value[leaf_indices(t, X64, strict, forest.category_rule)] for t in forest.trees))
 
 
+def _require_node_ids(forest: Forest) -> None:
+    missing = [i for i, t in enumerate(forest.trees) if t.node_ids is None]
+    if missing:
+        raise UnsupportedModelError(
+            f"leaf indices need the library's node ids, which this model's IR does not carry "
+            f"(tree {missing[0]}; parse the model again to record them)")
+
+
+def apply(forest: Forest, X: Any) -> np.ndarray:
+    """Leaf ids, shape (n_rows, n_trees) int64, numbered as the source library numbers its
+    nodes (Tree.node_ids): sklearn's `apply`, XGBoost's and LightGBM's pred_leaf=True (the
+    latter's leaf index); trees in IR order (sklearn GradientBoosting: stage by stage, class by
+    class within a stage). UnsupportedModelError where the IR does not carry the ids (IR
+    files written before they were recorded)."""
+    _require_node_ids(forest)
+    X64 = as_matrix(X, forest).astype(np.float64)
+    strict = forest.comparison == "<"
+    out = np.empty((X64.shape[0], forest.n_trees), np.int64)
+    for i, t in enumerate(forest.trees):
+        out[:, i] = t.node_ids[leaf_indices(t, X64, strict, forest.category_rule)]
+    return out
+
+
+def leaf_id_forest(forest: Forest) -> Forest:
+    """The forest whose raw margins are its leaf ids: tree i's leaves hold its node_ids (exact
+    small integers in float64) in output column i, from 0; routing unchanged. Any backend
+    compiles it, so leaf ids come at native speed (loader.Predictor.apply)."""
+    _require_node_ids(forest)
+    trees = tuple(dataclasses.replace(t, value=np.where(t.left[:, None] < 0, t.node_ids[:, None], 0))
+                  for t in forest.trees)
+    return forest.replace(trees=trees, n_outputs=forest.n_trees,
+                          tree_output=np.arange(forest.n_trees), base_score=np.zeros(forest.n_trees),
+                          accumulate_dtype="float64", average=False, transform="identity",
+                          decision="none", classes=(), exp_lib="libm", transform_params=())
+
+
 def walk_raw(forest: Forest, X: Any) -> np.ndarray:
     """The naive baseline: a pure-Python node walk per row and tree (same results, slowly)."""
     X64 = as_matrix(X, forest).astype(np.float64)
@@ -118,4 +156,9 @@ def predict_proba(forest: Forest, X: Any):
 
 
 def decision_function(forest: Forest, X: Any) -> np.ndarray:
-    return outputs.raw_output(forest, predict_raw(forest, X))
+    return outputs.decision_values(forest, predict_raw(forest, X))
+
+
+def score_samples(forest: Forest, X: Any) -> np.ndarray:
+    """IsolationForest's score_samples (TypeError for other models)."""
+    return outputs.score_samples(forest, predict_raw(forest, X))

@@ -13,6 +13,8 @@ consumes one. What a Forest *means* is defined by :mod:`treecomp.interp`; in sho
     acc = base_score (in accumulate_dtype); acc[o : o + w] += leaf value, tree by tree, in order
     if average: acc /= n_trees
     outputs = transform(acc) with exp_lib's exp; labels by `decision`   (see treecomp.outputs)
+              (transforms "samme" / "iforest" take transform_params: AdaBoost's weight sum,
+              IsolationForest's denominator and offset)
 
 Design notes:
 - A tree is struct-of-arrays with the root at 0 and every child index larger than its parent.
@@ -49,8 +51,18 @@ COMPARISONS = ("<", "<=")
 DTYPES = ("float32", "float64")
 #: Output transforms (the libraries' inverse links). Their exact arithmetic is in outputs.py.
 #: "exp64" is exp taken in float64 and rounded once to the accumulation dtype (XGBoost's
-#: survival:aft on float32 margins); for float64 margins it is "exp".
-TRANSFORMS = ("identity", "sigmoid", "sigmoid2", "softmax", "softmax_seq", "exp", "exp64")
+#: survival:aft on float32 margins); for float64 margins it is "exp". "softmax" sums a row as
+#: numpy sums a C-ordered array (pairwise from 8 classes); "softmax_seq" left to right, except
+#: with exp_lib "numpy" (sklearn HGB), as numpy sums a Fortran-ordered array (one row pairwise).
+#: "samme" (AdaBoostClassifier) and "iforest" (IsolationForest) take Forest.transform_params.
+#: "logistic_ort" / "softmax_ort" / "softmax_zero_ort": ONNX Runtime's post_transform LOGISTIC /
+#: SOFTMAX / SOFTMAX_ZERO (float32 formulas of its ml_common.h, libm's expf).
+TRANSFORMS = ("identity", "sigmoid", "sigmoid2", "softmax", "softmax_seq", "exp", "exp64",
+              "samme", "iforest", "logistic_ort", "softmax_ort", "softmax_zero_ort")
+#: how many Forest.transform_params each transform takes (others: none); meaning in outputs.py
+#:   samme    (weight_sum,)          AdaBoostClassifier: estimator_weights_.sum()
+#:   iforest  (denominator, offset)  IsolationForest: n_estimators * c(max_samples), offset_
+TRANSFORM_PARAMS = {"samme": 1, "iforest": 2}
 #: Which float64 exp the transform calls, as the library does (float32 transforms always follow
 #: XGBoost's libm expf / exp formulas). Not the same function on every host: numpy 2.x runs its
 #: own AVX-512 exp on AVX-512 CPUs, which differs from glibc's in the last bit for ~5% of inputs.
@@ -70,7 +82,10 @@ CATEGORY_RULES = ("nonneg", "trunc", "integral")
 #:   raw_ge_0      classes[raw >= 0]  (binary)        sklearn GradientBoostingClassifier
 #:   raw_gt_0      classes[raw > 0]   (binary)        sklearn HistGradientBoostingClassifier
 #:   proba_gt_half classes[sigmoid(raw) > 0.5]        XGBoost sklearn wrapper, binary
-DECISIONS = ("none", "argmax_raw", "argmax_proba", "raw_ge_0", "raw_gt_0", "proba_gt_half")
+#:   samme         from AdaBoost's decision_function  (transform "samme"; see outputs.py)
+#:   outlier       -1 where decision_function < 0, else 1; no classes (transform "iforest")
+DECISIONS = ("none", "argmax_raw", "argmax_proba", "raw_ge_0", "raw_gt_0", "proba_gt_half",
+             "samme", "outlier")
 
 _TREE_ARRAYS = ("left", "right", "feature", "threshold", "default_left", "value",
                 "cat_index", "cat_bits", "cat_other_left")
@@ -211,6 +226,8 @@ class Tree:
     cat_index       int32 (n,)  row of cat_bits for a categorical node, -1 for numeric/leaf
     cat_bits        uint32 (k, n_words) per categorical split: categories that go left
     cat_other_left  bool (k,)   where a non-NaN value that is no valid category goes
+    node_ids        int32 (n,) or None: the source library's id of each node (frontends
+                    renumber), what its `apply` / pred_leaf returns; None where not recorded
     cover           float64 (n,) or None: training weight through each node (SHAP; optional)
     """
 
@@ -223,6 +240,7 @@ class Tree:
     cat_index: np.ndarray = None  # type: ignore[assignment]
     cat_bits: np.ndarray = None  # type: ignore[assignment]
     cat_other_left: np.ndarray = None  # type: ignore[assignment]
+    node_ids: np.ndarray | None = None
     #: optional, for SHAP contributions (treecomp.shap): XGBoost sum_hessian, LightGBM counts
     cover: np.ndarray | None = None
 
@@ -241,6 +259,8 @@ class Tree:
                 if raw.ndim == 1:
                     raw = raw[:, None]
             object.__setattr__(self, name, _frozen(raw, _TREE_DTYPES[name], ndim, name))
+        if self.node_ids is not None:
+            object.__setattr__(self, "node_ids", _frozen(self.node_ids, np.int32, 1, "node_ids"))
         if self.cover is not None:
             object.__setattr__(self, "cover", _frozen(self.cover, np.float64, 1, "cover"))
         self._validate()
@@ -288,7 +308,8 @@ class Tree:
         n = self.n_nodes
         if n < 1:
             raise InvalidModelError("a tree needs at least one node")
-        for name in ("right", "feature", "threshold", "default_left", "cat_index"):
+        for name in ("right", "feature", "threshold", "default_left", "cat_index") + \
+                (("node_ids",) if self.node_ids is not None else ()):
             if len(getattr(self, name)) != n:
                 raise InvalidModelError(f"tree array {name!r} has length {len(getattr(self, name))}, expected {n}")
         if self.value.shape[0] != n or self.value.shape[1] < 1:
@@ -340,7 +361,7 @@ class _Outputs:
 
     @property
     def is_classifier(self) -> bool:
-        return self.decision != "none"
+        return self.decision not in ("none", "outlier")
 
     @property
     def n_classes(self) -> tuple[int, ...]:
@@ -382,6 +403,8 @@ class Forest(_Outputs):
     #: refuses it (scikit-learn's trees: every feature, 1e39 included once cast to float32;
     #: HistGradientBoosting: its categorical features): then a ValueError, as the library
     reject_inf: tuple[int, ...] = ()
+    #: the transform's parameters (TRANSFORM_PARAMS; () for the others), finite floats
+    transform_params: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         trees = tuple(self.trees)
@@ -402,6 +425,7 @@ class Forest(_Outputs):
         object.__setattr__(self, "average", bool(self.average))
         object.__setattr__(self, "allow_nan", bool(self.allow_nan))
         object.__setattr__(self, "reject_inf", _feature_set(self.reject_inf, self.n_features))
+        object.__setattr__(self, "transform_params", _params(self.transform_params))
         self._validate()
 
     @property
@@ -444,7 +468,8 @@ class Forest(_Outputs):
             if self.decision in ("raw_ge_0", "raw_gt_0", "proba_gt_half") and not binary_margin:
                 raise InvalidModelError(f"decision={self.decision!r} needs one margin and two classes")
         elif self.classes:
-            raise InvalidModelError("a regressor (decision='none') has no classes")
+            raise InvalidModelError(f"decision={self.decision!r} has no classes")
+        _check_transform(self)
 
     # -- convenience ---------------------------------------------------------------------------
     def replace(self, **changes: Any) -> "Forest":
@@ -462,6 +487,8 @@ class Forest(_Outputs):
             "allow_nan": self.allow_nan, "category_rule": self.category_rule,
             "pandas_categories": self.pandas_categories, "exp_lib": self.exp_lib,
             "reject_inf": list(self.reject_inf), "provenance": self.provenance,
+            # only where a transform takes them: the digests of other forests stay as they were
+            **({"transform_params": list(self.transform_params)} if self.transform_params else {}),
         }
 
     def stats(self) -> dict[str, Any]:
@@ -495,6 +522,8 @@ class Forest(_Outputs):
         for i, t in enumerate(self.trees):
             for name in _TREE_ARRAYS:
                 yield f"t{i}.{name}", getattr(t, name)
+            if t.node_ids is not None:  # optional: files and digests without it are unchanged
+                yield f"t{i}.node_ids", t.node_ids
             if t.cover is not None:  # optional: files and digests without it are unchanged
                 yield f"t{i}.cover", t.cover
 
@@ -536,6 +565,8 @@ class Forest(_Outputs):
                 _typed(meta, {"exp_lib": str})
             if "reject_inf" in meta:
                 _typed(meta, {"reject_inf": list})
+            if "transform_params" in meta:
+                _typed(meta, {"transform_params": list})
             names = meta["feature_names"]
             if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
                 raise TypeError("feature_names must be a list of strings")
@@ -546,8 +577,9 @@ class Forest(_Outputs):
                 raise _corrupt_ir(f"n_trees={n_trees} for {len(members)} members")
             want = {"meta.json", "tree_output.npy", "base_score.npy"} | {
                 f"t{i}.{n}.npy" for i in range(n_trees) for n in _TREE_ARRAYS}
-            covers = {f"t{i}.cover.npy" for i in range(n_trees)} & set(members)
-            if set(members) - covers != want:
+            want |= {f"t{i}.node_ids.npy" for i in range(n_trees)} & set(members)  # optional
+            want |= {f"t{i}.cover.npy" for i in range(n_trees)} & set(members)  # optional
+            if set(members) != want:
                 odd = sorted(set(members) ^ want)
                 raise _corrupt_ir(f"members {odd[:3]}{' ...' if len(odd) > 3 else ''} missing or unexpected")
 
@@ -557,8 +589,10 @@ class Forest(_Outputs):
             trees = []
             for i in range(n_trees):
                 try:
-                    cover = arr(f"t{i}.cover") if f"t{i}.cover.npy" in covers else None
-                    trees.append(Tree(**{n: arr(f"t{i}.{n}") for n in _TREE_ARRAYS}, cover=cover))
+                    ids = arr(f"t{i}.node_ids") if f"t{i}.node_ids.npy" in members else None
+                    cover = arr(f"t{i}.cover") if f"t{i}.cover.npy" in members else None
+                    trees.append(Tree(**{n: arr(f"t{i}.{n}") for n in _TREE_ARRAYS}, node_ids=ids,
+                                      cover=cover))
                 except InvalidModelError as exc:
                     raise _corrupt_ir(f"tree {i}: {exc}") from None
             tree_output, base_score = arr("tree_output"), arr("base_score")
@@ -573,7 +607,8 @@ class Forest(_Outputs):
                            category_rule=meta["category_rule"],
                            pandas_categories=meta["pandas_categories"],
                            exp_lib=meta.get("exp_lib", legacy_exp_lib(meta["transform"])),
-                           reject_inf=meta.get("reject_inf", ()), provenance=meta["provenance"])
+                           reject_inf=meta.get("reject_inf", ()), provenance=meta["provenance"],
+                           transform_params=meta.get("transform_params", ()))
             except InvalidModelError as exc:  # the forest's own checks, named as the file's
                 raise _corrupt_ir(str(exc)) from None
         except InvalidModelError:
@@ -627,6 +662,7 @@ class Head(_Outputs):
     pandas_categories: str = "reject"
     exp_lib: str = "libm"
     reject_inf: tuple[int, ...] = ()
+    transform_params: tuple[float, ...] = ()
 
     def to_json(self, **extra: Any) -> str:
         d = {k: getattr(self, k) for k in ("n_features", "n_outputs", "input_dtype",
@@ -636,6 +672,8 @@ class Head(_Outputs):
         d["classes"] = [_labels_to_json(c) for c in self.classes]
         d["feature_names"] = list(self.feature_names) if self.feature_names is not None else None
         d["reject_inf"] = list(self.reject_inf)
+        if self.transform_params:
+            d["transform_params"] = list(self.transform_params)
         d.update(extra)
         return json.dumps(d, sort_keys=True)
 
@@ -661,7 +699,8 @@ class Head(_Outputs):
                        allow_nan=d["allow_nan"], digest=d["digest"], n_trees=d["n_trees"],
                        pandas_categories=d.get("pandas_categories", "reject"),
                        exp_lib=d.get("exp_lib", legacy_exp_lib(d["transform"])),
-                       reject_inf=_feature_set(d.get("reject_inf", []), d["n_features"]))
+                       reject_inf=_feature_set(d.get("reject_inf", []), d["n_features"]),
+                       transform_params=_params(d.get("transform_params", [])))
         except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
             raise InvalidModelError(f"corrupt model metadata: {exc}") from None
         for name, allowed in (("input_dtype", DTYPES), ("accumulate_dtype", DTYPES),
@@ -682,6 +721,10 @@ class Head(_Outputs):
                 or (head.decision in ("raw_ge_0", "raw_gt_0", "proba_gt_half") and not binary_margin):
             raise InvalidModelError(f"corrupt model metadata: decision={head.decision!r} with classes "
                                     f"{widths} and n_outputs={head.n_outputs}")
+        try:
+            _check_transform(head)
+        except InvalidModelError as exc:
+            raise InvalidModelError(f"corrupt model metadata: {exc}") from None
         return head
 
 
@@ -694,6 +737,38 @@ def _feature_set(v: Any, n_features: int) -> tuple[int, ...]:
         raise InvalidModelError(f"feature index {out[0] if out[0] < 0 else out[-1]} out of range "
                                 f"(n_features={n_features})")
     return out
+
+
+def _params(v: Any) -> tuple[float, ...]:
+    """transform_params as finite floats (JSON numbers or numpy scalars; not bools, strings)."""
+    if isinstance(v, (str, bytes)) or not all(type(p) in (int, float) or isinstance(p, np.floating)
+                                              for p in v):
+        raise InvalidModelError(f"transform_params must be numbers, got {v!r}"[:200])
+    out = tuple(float(p) for p in v)
+    if not all(np.isfinite(out)):
+        raise InvalidModelError(f"transform_params must be finite, got {out!r}"[:200])
+    return out
+
+
+def _check_transform(f: Any) -> None:
+    """A Forest's / Head's transform, its parameters and its decision agree (outputs.py)."""
+    t, d, p = f.transform, f.decision, f.transform_params
+    if len(p) != TRANSFORM_PARAMS.get(t, 0):
+        raise InvalidModelError(f"transform {t!r} takes {TRANSFORM_PARAMS.get(t, 0)} "
+                                f"transform_params, got {len(p)}")
+    pairs = {"samme": "samme", "iforest": "outlier"}
+    if (pairs.get(t) or d) != d or (d in pairs.values() and pairs.get(t) != d):
+        raise InvalidModelError(f"transform {t!r} with decision {d!r}: 'samme' goes with "
+                                "'samme', 'iforest' with 'outlier'")
+    if t == "samme":
+        widths = [len(c) for c in f.classes]
+        if len(widths) != 1 or (f.n_outputs == 1) != (widths[0] == 2) or p[0] == 0:
+            raise InvalidModelError(f"transform 'samme' needs one target (one margin for 2 classes, "
+                                    f"one per class for more) and a non-zero weight sum; got "
+                                    f"classes {widths}, n_outputs={f.n_outputs}, {p}")
+    if t == "iforest" and (f.n_outputs != 1 or p[0] < 0):
+        raise InvalidModelError(f"transform 'iforest' needs one output and a denominator >= 0; "
+                                f"got n_outputs={f.n_outputs}, {p}")
 
 
 def legacy_exp_lib(transform: str) -> str:
@@ -709,4 +784,4 @@ def head_of(forest: Forest) -> Head:
                 feature_names=forest.feature_names, allow_nan=forest.allow_nan,
                 digest=forest.digest(), n_trees=forest.n_trees,
                 pandas_categories=forest.pandas_categories, exp_lib=forest.exp_lib,
-                reject_inf=forest.reject_inf)
+                reject_inf=forest.reject_inf, transform_params=forest.transform_params)

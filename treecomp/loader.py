@@ -311,8 +311,10 @@ class Predictor:
     compiled artifact inside and unpickles in a fresh process on the same platform.
     """
 
-    def __init__(self, kernel: Any, n_threads: int | None = None):
+    def __init__(self, kernel: Any, n_threads: int | None = None, forest: Any = None):
         self._kernel = kernel
+        #: the IR the kernel was built from (treecomp.compile), for `apply`; None when loaded
+        self._forest, self._leaf_ids = forest, None
         self.head: Head = kernel.head
         self.n_threads = n_threads  # checked by the property's setter
         self._run_ptr = getattr(kernel, "run_ptr", None)
@@ -339,7 +341,10 @@ class Predictor:
                               # bit 0: NaN accepted; bit 1: some feature refuses +/-inf
                               allow_nan=int(h.allow_nan) | (2 if h.reject_inf else 0)))
         one = OUT_1D if h.n_outputs == 1 else OUT_2D
-        plans = {"raw": (cfg, TREECOMP_RAW, OUT_2D, None), "decision": (cfg, TREECOMP_RAW, one, None)}
+        plans = {"raw": (cfg, TREECOMP_RAW, OUT_2D, None)}
+        if h.transform in outputs.PYTHON_TRANSFORMS:  # decision_function computed from margins
+            return plans
+        plans["decision"] = (cfg, TREECOMP_RAW, one, None)
         # the flags giving transformed outputs (None: numpy applies this inverse link)
         tf = TREECOMP_RAW if h.transform == "identity" else TREECOMP_TRANSFORM if self._tf else None
         if not h.is_classifier:
@@ -400,7 +405,8 @@ class Predictor:
         return np.array(self.head.feature_names, dtype=object)
 
     def __repr__(self) -> str:
-        kind = "classifier" if self.head.is_classifier else "regressor"
+        kind = "classifier" if self.head.is_classifier else \
+            "outlier detector" if self.head.decision == "outlier" else "regressor"
         return (f"<treecomp.Predictor {kind} backend={self.backend!r} trees={self.head.n_trees} "
                 f"features={self.n_features} outputs={self.n_outputs} digest={self.digest[:12]}>")
 
@@ -495,13 +501,42 @@ class Predictor:
         return outputs.predict_proba(self.head, self.predict_raw(X, n_threads))
 
     def decision_function(self, X: Any, n_threads: int | None = None) -> np.ndarray:
-        """Raw margins shaped like the library's decision_function / output_margin=True."""
+        """What the library's decision_function returns: the raw margins shaped like it (or
+        like output_margin=True), or for AdaBoost / IsolationForest the values it computes from
+        them (treecomp.outputs.decision_values)."""
         if n_threads is not None:
             _check_threads(n_threads)
         out = self._via_entry(X, "decision")
         if out is not None:
             return out
-        return outputs.raw_output(self.head, self.predict_raw(X, n_threads))
+        return outputs.decision_values(self.head, self.predict_raw(X, n_threads))
+
+    def score_samples(self, X: Any, n_threads: int | None = None) -> np.ndarray:
+        """IsolationForest's score_samples (an AttributeError for other models)."""
+        if self.head.transform != "iforest":
+            raise AttributeError("score_samples is only available for IsolationForest models")
+        return outputs.score_samples(self.head, self.predict_raw(X, n_threads))
+
+    def apply(self, X: Any) -> np.ndarray:
+        """Leaf ids, shape (n_rows, n_trees) int64, numbered as the source library numbers its
+        nodes: scikit-learn's `apply` (GradientBoosting's trees stage by stage, class by class,
+        so `.reshape(n, n_stages, K)` is its layout), XGBoost's and LightGBM's
+        `pred_leaf=True` (their dtypes are float32 / int32). Whatever this Predictor's backend,
+        the ids come from an arrays-backend kernel built once, on first use, over
+        interp.leaf_id_forest (the same routing, leaves holding their ids: native speed, held
+        to interp.apply by the tests): available on a Predictor made by treecomp.compile in
+        this process, not on one loaded from an artifact file or unpickled (no IR there)."""
+        if self._forest is None:
+            raise AttributeError("apply needs the model's IR: use a Predictor from "
+                                 "treecomp.compile in this process (loaded or unpickled "
+                                 "artifacts carry only the native kernel)")
+        ids = self._leaf_ids
+        if ids is None:  # built once (the arrays backend: no compiler, instant)
+            from . import interp
+            from .backends import get
+            ids = self._leaf_ids = Predictor(get("arrays").build(interp.leaf_id_forest(self._forest)),
+                                             self.n_threads)
+        return ids.predict_raw(X).astype(np.int64)
 
     def contributions(self, X: Any, n_threads: int | None = None) -> np.ndarray:
         """SHAP values as XGBoost's pred_contribs / LightGBM's pred_contrib (treecomp.shap):
@@ -510,7 +545,7 @@ class Predictor:
         from .shap import Explainer
         ex = self.__dict__.get("_explainer")
         if ex is None:
-            forest = getattr(self, "forest", None)
+            forest = self._forest
             if forest is None:
                 from .errors import UnsupportedModelError
                 raise UnsupportedModelError("SHAP contributions need the model's trees: this "

@@ -306,18 +306,136 @@ def transform(forest: Forest, raw: np.ndarray) -> np.ndarray:
     if t == "softmax":
         if raw.dtype == np.float32:
             return _softmax_f32(raw)
-        x = _exp(raw - raw.max(axis=1, keepdims=True), lib)
+        return _softmax(raw, lib, "C")
+    if t == "softmax_seq":
+        # LightGBM's Common::Softmax (libm): exp(x - max) summed left to right, then divide;
+        # sklearn HGB (numpy): its margins are Fortran-ordered, numpy sums them as such
+        return _softmax(raw, lib, "F" if lib == "numpy" else "seq")
+    if t == "samme":
+        return _samme_proba(forest, raw)
+    if t == "iforest":
+        return score_samples(forest, raw)[:, None]
+    if t in _ORT:
+        return _ORT[t](raw, lib)
+    raise AssertionError(f"unknown transform {t!r}")  # validated in Forest; unreachable
+
+
+def _softmax(raw: np.ndarray, lib: str, order: str) -> np.ndarray:
+    """max-subtract, exp, row sum, divide; the row sum in one of three orders:
+      "C"    numpy's sum over a C-ordered array (sklearn's softmax of C-ordered margins):
+             pairwise from 8 classes on
+      "F"    numpy's sum over a Fortran-ordered array (sklearn's softmax of F-ordered margins:
+             HistGradientBoosting, AdaBoost): class by class, left to right, except for a
+             single row, which is contiguous either way and summed as "C" (numpy decides: the
+             very call it makes for sklearn, on the same layout)
+      "seq"  left to right whatever the rows (LightGBM's Common::Softmax, a C loop)"""
+    x = _exp(raw - raw.max(axis=1, keepdims=True), lib)
+    if order == "C":
         x /= x.sum(axis=1, keepdims=True)
         return x
-    if t == "softmax_seq":
-        # LightGBM's Common::Softmax and sklearn HGB (whose margins are Fortran-ordered, so
-        # numpy sums class by class): exp(x - max) summed left to right, then divide.
-        x = _exp(raw - raw.max(axis=1, keepdims=True), lib)
-        s = x[:, 0].copy()
-        for k in range(1, x.shape[1]):
-            s += x[:, k]
-        return x / s[:, None]
-    raise AssertionError(f"unknown transform {t!r}")  # validated in Forest; unreachable
+    if order == "F":
+        return x / np.asfortranarray(x).sum(axis=1)[:, None]
+    s = x[:, 0].copy()
+    for k in range(1, x.shape[1]):
+        s += x[:, k]
+    return x / s[:, None]
+
+
+# -- AdaBoostClassifier (SAMME) and IsolationForest: outputs built on decision_function ---------
+# sklearn 1.9.1, ensemble/_weight_boosting.py. The raw margins are sklearn's `pred` before its
+# division: per estimator the one-hot of its predicted class times its weight w (the other
+# classes get -1 / (K - 1) * w), summed from 0 in estimator order (the leaf values; see
+# frontends/sklearn.py). transform_params = (estimator_weights_.sum(),). Then
+#   decision_function = pred / weight_sum; binary: columns (-m, m) of the one margin m, the
+#       first negated, then summed (what sklearn does to its two columns; its first column is
+#       exactly 0.0 - m, bit for bit: the frontend pins why)
+#   predict           = classes_[decision > 0] (binary), classes_[argmax(decision)] (else)
+#   predict_proba     = softmax(vstack([-d, d]).T / 2) (binary), softmax(decision / (K - 1))
+#       (else; sklearn's decision is Fortran-ordered, so numpy sums the softmax sequentially)
+# sklearn 1.9.1, ensemble/_iforest.py. The raw margin is `depths`: per tree the leaf's depth +
+# the average path length of its training samples - 1.0, summed from 0 in estimator order.
+# transform_params = (denominator, offset_), denominator = n_estimators * c(max_samples). Then
+#   score_samples     = -(2 ** -(depths / denominator))   (numpy's power; 2 ** -1 where the
+#       denominator is 0, as sklearn's np.divide(..., out=ones, where=denominator != 0))
+#   decision_function = score_samples - offset_;  predict = -1 where decision < 0, else 1
+def _samme_decision(forest: Forest, raw: np.ndarray) -> np.ndarray:
+    weight_sum = forest.transform_params[0]
+    if forest.n_outputs > 1:
+        return raw / weight_sum
+    m = raw[:, 0]
+    pred = np.empty((len(m), 2), raw.dtype)
+    pred[:, 0] = 0.0 - m
+    pred[:, 1] = m
+    pred /= weight_sum
+    pred[:, 0] *= -1
+    return pred.sum(axis=1)
+
+
+def _samme_proba(forest: Forest, raw: np.ndarray) -> np.ndarray:
+    d = _samme_decision(forest, raw)
+    if forest.n_outputs == 1:
+        return _softmax(np.vstack([-d, d]).T / 2, forest.exp_lib, "F")
+    return _softmax(d / (d.shape[1] - 1), forest.exp_lib, "F")
+
+
+def score_samples(forest: Forest, raw: np.ndarray) -> np.ndarray:
+    """IsolationForest.score_samples from the raw margins (transform "iforest")."""
+    if forest.transform != "iforest":
+        raise TypeError("score_samples is only available for IsolationForest models")
+    denominator = forest.transform_params[0]
+    depths = raw[:, 0]
+    q = depths / denominator if denominator != 0 else np.ones_like(depths)
+    return -(2 ** (-q))
+
+
+def decision_values(forest: Forest, raw: np.ndarray) -> np.ndarray:
+    """What the library's decision_function returns: the raw margins (raw_output), except
+    for AdaBoost and IsolationForest, whose decision_function is computed from them."""
+    if forest.transform == "samme":
+        return _samme_decision(forest, raw)
+    if forest.transform == "iforest":
+        return score_samples(forest, raw) - forest.transform_params[1]
+    return raw_output(forest, raw)
+
+
+#: transforms computed in Python only (numpy's power and exp in the calling process, as the
+#: library computes them): artifacts refuse TREECOMP_TRANSFORM for them (accepted_flags)
+PYTHON_TRANSFORMS = ("samme", "iforest")
+
+
+def accepted_flags(forest: Forest) -> int:
+    """The treecomp_predict flags an artifact accepts: TREECOMP_RAW always, TREECOMP_TRANSFORM
+    (1) unless the transform is one only Python computes, or calls an exp no artifact has
+    (CatBoost's fmath exp): then the call returns EINVAL rather than another library's answer."""
+    if forest.transform in PYTHON_TRANSFORMS:
+        return 0
+    return 0 if forest.exp_lib == "fmath" and forest.transform != "identity" else 1
+
+
+# ONNX Runtime's post transforms (onnxruntime/core/providers/cpu/ml/ml_common.h), in the scores'
+# own dtype (float32: std::exp is glibc's expf, reproduced by _expf): ComputeLogistic,
+# ComputeSoftmax (max over -FLT_MAX and the scores, exps summed in order), ComputeSoftmaxZero
+def _logistic_ort(raw: np.ndarray, lib: str) -> np.ndarray:
+    one = raw.dtype.type(1)
+    v = one / (one + _exp(-np.abs(raw), lib))
+    return np.where(raw < 0, one - v, v)
+
+
+def _softmax_ort(raw: np.ndarray, lib: str, zero: bool = False) -> np.ndarray:
+    t = raw.dtype.type
+    m = np.fmax.reduce(raw, axis=1, initial=t(-np.finfo(np.float32).max), keepdims=True)
+    e = _exp(raw - m, lib)
+    if zero:  # scores within 1e-7 of zero: x * exp(-max), left out of the sum
+        small = ~((raw > t(1e-7)) | (raw < t(-1e-7)))
+        e = np.where(small, raw * _exp(-m, lib), e)
+    s = np.zeros(raw.shape[0], raw.dtype)
+    for k in range(raw.shape[1]):
+        s += e[:, k] if not zero else np.where(small[:, k], t(0), e[:, k])
+    return e / s[:, None]
+
+
+_ORT = {"logistic_ort": _logistic_ort, "softmax_ort": _softmax_ort,
+        "softmax_zero_ort": lambda raw, lib: _softmax_ort(raw, lib, zero=True)}
 
 
 _F32 = struct.Struct("<f")
@@ -372,7 +490,7 @@ NATIVE_TRANSFORMS = {("sigmoid", "float32", "libm"): 1, ("exp", "float32", "libm
                      ("exp64", "float64", "libm"): 6, ("softmax_seq", "float64", "libm"): 7,
                      ("exp64", "float32", "libm"): 8}
 #: decisions that read the raw margins, not the transformed outputs
-RAW_DECISIONS = ("raw_ge_0", "raw_gt_0", "argmax_raw")
+RAW_DECISIONS = ("raw_ge_0", "raw_gt_0", "argmax_raw", "samme", "outlier")
 
 
 def native_transform(forest: Forest) -> int:
@@ -391,6 +509,13 @@ def needs_transform(forest: Forest, kind: str) -> bool:
 def predict_values(forest: Forest, raw: np.ndarray, transformed: bool = False) -> np.ndarray:
     """What the library's `predict` returns: labels for classifiers, values for regressors.
     transformed=True: `raw` already holds the transformed outputs (see needs_transform)."""
+    if forest.decision == "outlier":
+        if transformed:
+            raise ValueError("decision 'outlier' needs the raw margins, not transformed outputs")
+        decision = decision_values(forest, raw)
+        is_inlier = np.ones_like(decision, dtype=int)
+        is_inlier[decision < 0] = -1
+        return is_inlier
     if not forest.is_classifier:
         out = raw if transformed else transform(forest, raw)
         return out[:, 0] if forest.n_outputs == 1 else out
@@ -401,6 +526,10 @@ def labels(forest: Forest, raw: np.ndarray, transformed: bool = False) -> np.nda
     d = forest.decision
     if transformed and d in RAW_DECISIONS:
         raise ValueError(f"decision {d!r} needs the raw margins, not transformed outputs")
+    if d == "samme":
+        pred = _samme_decision(forest, raw)
+        c = forest.classes[0]
+        return c.take(pred > 0, axis=0) if pred.ndim == 1 else c.take(np.argmax(pred, axis=1), axis=0)
     if d in ("raw_ge_0", "raw_gt_0", "proba_gt_half"):
         m = raw[:, 0]
         if d == "raw_ge_0":
@@ -429,6 +558,8 @@ def predict_proba(forest: Forest, raw: np.ndarray, transformed: bool = False) ->
     if not forest.is_classifier:
         raise TypeError("predict_proba is only available for classifiers")
     p = raw if transformed else transform(forest, raw)
+    if forest.transform == "samme":  # (n, n_classes) already
+        return p
     if forest.n_outputs == 1 and forest.n_classes == (2,):
         out = np.empty((raw.shape[0], 2), dtype=p.dtype)
         out[:, 1] = p[:, 0]

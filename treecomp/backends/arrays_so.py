@@ -48,7 +48,7 @@ import numpy as np
 from .. import __version__, outputs, toolchain
 from ..errors import CompileError
 from . import arrays_native
-from .arrays import FF_CAT, FF_FEAT
+from .arrays_tables import FF_CAT, FF_FEAT
 from .arrays_native import KERNEL_CFLAGS, _NATIVE_ISAS, _Tables
 from .c import _c_string
 
@@ -232,7 +232,7 @@ TC_EXPORT const char *treecomp_meta_json(void) {{ return {_c_string(meta)}; }}
 
 TC_EXPORT int32_t treecomp_predict(const void *X, int32_t x_dtype, int64_t n_rows, void *out,
                                    uint32_t flags) {{
-  if ((x_dtype != 32 && x_dtype != 64) || n_rows < 0 || (n_rows > 0 && (!X || !out)) || (flags & ~1u))
+  if ((x_dtype != 32 && x_dtype != 64) || n_rows < 0 || (n_rows > 0 && (!X || !out)) || (flags & ~{outputs.accepted_flags(head)}u))
     return TREECOMP_EINVAL;
   if (n_rows == 0) return TREECOMP_OK;
   const int32_t rc = tc_arrays_predict(&tc_model, X, x_dtype, n_rows, out, tc_pick_isa(),
@@ -273,7 +273,8 @@ def save(kernel: Any, path: Any, progress: Callable[[str], None] | None = None) 
 def build(forest: Any, progress: Callable[[str], None] | None = None, **overrides: Any):
     """Compile `forest` straight to a loaded arrays .so (a loader.SharedLibrary)."""
     from ..loader import SharedLibrary
-    from .arrays import ArraysKernel, flatten, options, validate
+    from .arrays import ArraysKernel, options
+    from .arrays_tables import flatten, validate
     from ..ir import head_of
     opts = options(**overrides)
     tables = flatten(forest, opts["layout"], opts["heap_max_depth"])

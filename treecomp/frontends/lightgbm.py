@@ -45,6 +45,8 @@ by tests/test_frontend_lightgbm.py against the installed library):
 
 from __future__ import annotations
 
+import dataclasses
+
 import os
 import re
 from pathlib import Path
@@ -371,10 +373,11 @@ def _expand_tree(name: str, n_int: int, lu: np.ndarray, ru: np.ndarray, feat: np
     dl: list[bool] = []
     value: list[float] = []
     cidx: list[int] = []
+    ids: list[int] = []  # LightGBM's split index, or leaf index at leaves (pred_leaf)
 
-    def new(f: int, thr: float, d: bool, v: float = 0.0, c: int = -1) -> int:
+    def new(f: int, thr: float, d: bool, v: float = 0.0, c: int = -1, i: int = -1) -> int:
         left.append(-1); right.append(-1); feature.append(f); thresh.append(thr)  # noqa: E702
-        dl.append(d); value.append(v); cidx.append(c)  # noqa: E702
+        dl.append(d); value.append(v); cidx.append(c); ids.append(i)  # noqa: E702
         if len(left) > budget:
             raise UnsupportedModelError(
                 f"LightGBM tree {name}: missing_type=Zero (zero_as_missing=True) splits would "
@@ -390,17 +393,19 @@ def _expand_tree(name: str, n_int: int, lu: np.ndarray, ru: np.ndarray, feat: np
     while stack:
         old, parent, side = stack.pop()
         if old >= n_int:
-            node = new(-1, 0.0, False, lv_l[old - n_int])
+            node = new(-1, 0.0, False, lv_l[old - n_int], i=old - n_int)
         elif not ex_l[old]:
-            node = new(feat_l[old], t_l[old], dl_l[old], c=cat_l[old])
+            node = new(feat_l[old], t_l[old], dl_l[old], c=cat_l[old], i=old)
             stack.append((ru_l[old], node, 1))
             stack.append((lu_l[old], node, 0))
         else:
             f, thr, L, R = feat_l[old], t_l[old], lu_l[old], ru_l[old]
             if not dl_l[old]:   # default right, t > kZ
-                a, b, c = new(f, _BELOW_NEG_KZERO, False), new(f, K_ZERO, False), new(f, thr, False)
+                a, b, c = (new(f, _BELOW_NEG_KZERO, False, i=old), new(f, K_ZERO, False, i=old),
+                           new(f, thr, False, i=old))
             else:               # default left, t < -kZ
-                a, b, c = new(f, thr, True), new(f, _BELOW_NEG_KZERO, True), new(f, K_ZERO, True)
+                a, b, c = (new(f, thr, True, i=old), new(f, _BELOW_NEG_KZERO, True, i=old),
+                           new(f, K_ZERO, True, i=old))
             right[a], right[b] = b, c
             node = a
             stack += [(R, c, 1), (L, c, 0), (R, b, 0), (L, a, 0)]
@@ -409,7 +414,7 @@ def _expand_tree(name: str, n_int: int, lu: np.ndarray, ru: np.ndarray, feat: np
     return {"left": np.array(left, np.int32), "right": np.array(right, np.int32),
             "feature": np.array(feature, np.int32), "threshold": np.array(thresh),
             "default_left": np.array(dl, bool), "value": np.array(value),
-            "cat_index": np.array(cidx, np.int32)}
+            "cat_index": np.array(cidx, np.int32), "node_ids": np.array(ids, np.int32)}
 
 
 def _bfs_order(name: str, n_int: int, lu: np.ndarray, ru: np.ndarray) -> np.ndarray:
@@ -592,7 +597,7 @@ def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree
         lv = leaf_all[leaf_off[i]:leaf_off[i + 1]]
         k = int(n_int[i])
         if k == 0:
-            trees.append(leaf_tree(lv[0]))
+            trees.append(dataclasses.replace(leaf_tree(lv[0]), node_ids=[0]))
             continue
         a, b = int_off[i], int_off[i + 1]
         if has_cat[i]:
@@ -622,6 +627,8 @@ def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree
             arrays["default_left"][inner] = default_left[a:b]
             arrays["cat_index"][inner] = cat_row
             arrays["value"][new_of[k:]] = lv
+            # LightGBM's ids: split index at internal nodes, leaf index (pred_leaf) at leaves
+            arrays["node_ids"] = np.concatenate([np.arange(k), np.arange(k + 1)])[np.argsort(new_of)]
             if counted:
                 arrays["cover"] = np.zeros(n)
                 arrays["cover"][inner] = icount[a:b]

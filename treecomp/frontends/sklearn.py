@@ -1,8 +1,21 @@
 """The scikit-learn frontend: fitted tree estimators -> :class:`treecomp.ir.Forest`.
 
 Covers DecisionTree*/ExtraTree* (single trees), RandomForest*/ExtraTrees*, GradientBoosting*
-and HistGradientBoosting* (regressors and classifiers). Every rule below was read in the sklearn
-1.9.1 sources and is pinned by differential tests (tests/test_frontend_sklearn.py):
+and HistGradientBoosting* (regressors and classifiers), IsolationForest and AdaBoostClassifier
+(over decision trees). Every rule below was read in the sklearn 1.9.1 sources and is pinned by
+differential tests (tests/test_frontend_sklearn.py, tests/test_frontend_sklearn_more.py). Every
+tree records sklearn's node ids (Tree.node_ids: what `apply` returns).
+
+IsolationForest (ensemble/_iforest.py): rows are float32 with NaN and +/-inf accepted
+(``ensure_all_finite=False``); each tree reads ``X[:, estimators_features_[i]]`` when
+``_max_features`` differs from n_features (the IR maps the subset back to the columns); the
+margin is ``depths``: per tree ``_decision_path_lengths[leaf] + _average_path_length_per_tree
+[leaf] - 1.0`` (the values sklearn stores at fit), summed from 0 in estimator order (sklearn's
+default sequential joblib; a threading backend adds trees in completion order). score_samples,
+decision_function and predict follow with numpy (outputs.py, transform "iforest").
+AdaBoostClassifier (ensemble/_weight_boosting.py, SAMME): see parse_adaboost; its own input
+check refuses NaN and +/-inf, the trees' float32 cast refuses 1e39. AdaBoostRegressor (a weighted
+median) is refused.
 
 Trees, forests, GradientBoosting (tree/_tree.pyx, ensemble/_forest.py, ensemble/_gb.py):
 - Rows are converted to float32, then ``float64(x32) <= threshold64`` goes left; NaN follows
@@ -130,8 +143,9 @@ def _make_tree(left, right, feature, threshold, default_left, value,
     if cat_index is None:
         cat_index = np.full(n, -1, np.int64)
     idx = np.arange(n)
+    node_ids = idx  # the library's node ids (its `apply`), kept through a renumbering
     if n and not (np.all(left[~leaf] > idx[~leaf]) and np.all(right[~leaf] > idx[~leaf])):
-        order = _preorder(left, right)
+        order = node_ids = _preorder(left, right)
         new = np.full(n, -1, np.int64)
         new[order] = np.arange(len(order))
         lo, ro = left[order], right[order]
@@ -146,7 +160,8 @@ def _make_tree(left, right, feature, threshold, default_left, value,
     value = np.where(leaf[:, None], value, 0.0)
     return Tree(left=left, right=right, feature=feature, threshold=threshold,
                 default_left=default_left, value=value, cat_index=cat_index,
-                cat_bits=cat_bits, cat_other_left=cat_other_left, cover=cover)
+                cat_bits=cat_bits, cat_other_left=cat_other_left, node_ids=node_ids,
+                cover=cover)
 
 
 def _sk_tree_arrays(est: Any):
@@ -587,6 +602,145 @@ def parse_hist_gradient_boosting(model: Any) -> Forest:
                   exp_lib=_exp_lib(transform), provenance=_provenance(model))
 
 
+# -- IsolationForest ---------------------------------------------------------------------------
+def parse_isolation_forest(model: Any) -> Forest:
+    """IsolationForest (sklearn 1.9.1, ensemble/_iforest.py): score_samples, decision_function,
+    predict. Raw margin = sklearn's `depths`; the rest is outputs.py's transform "iforest"."""
+    _check_fitted(model, "estimators_")
+    for attr in ("estimators_features_", "offset_", "_max_features", "_max_samples",
+                 "_decision_path_lengths", "_average_path_length_per_tree"):
+        if not hasattr(model, attr):
+            raise UnsupportedModelError(
+                f"{_name(model)} without {attr!r} (fitted by another scikit-learn release?): "
+                f"treecomp reproduces scikit-learn 1.9.1's score_samples, which reads it")
+    from sklearn.ensemble._iforest import _average_path_length
+    from sklearn.tree import ExtraTreeRegressor
+
+    ests, feats = list(model.estimators_), list(model.estimators_features_)
+    dpls, apls = list(model._decision_path_lengths), list(model._average_path_length_per_tree)
+    if not ests or not (len(feats) == len(dpls) == len(apls) == len(ests)):
+        raise InvalidModelError(f"{_name(model)}: estimators_ ({len(ests)}), estimators_features_, "
+                                "_decision_path_lengths and _average_path_length_per_tree disagree")
+    n = int(model.n_features_in_)
+    # sklearn indexes X[:, features] only when _max_features differs from the width of X
+    subsample = int(model._max_features) != n
+    trees = []
+    for i, (e, fs, dpl, apl) in enumerate(zip(ests, feats, dpls, apls)):
+        where = f"{_name(model)}.estimators_[{i}]"
+        if type(e) is not ExtraTreeRegressor:
+            raise UnsupportedModelError(f"{where} is a {type(e).__name__}; IsolationForest's own "
+                                        "ExtraTreeRegressor is supported")
+        fs = np.asarray(fs)
+        width = len(fs) if subsample else n
+        if fs.ndim != 1 or fs.dtype.kind not in "iu" or (fs.size and (fs.min() < 0 or fs.max() >= n)):
+            raise InvalidModelError(f"{where}: estimators_features_ is not a list of feature indices < {n}")
+        _check_estimator(e, False, None, 1, width, where)
+        left, right, feature, threshold, default_left, _ = _sk_tree_arrays(e)
+        dpl, apl = np.asarray(dpl), np.asarray(apl)
+        if dpl.shape != left.shape or apl.shape != left.shape or dpl.dtype.kind not in "iu" \
+                or apl.dtype != np.float64:
+            raise InvalidModelError(f"{where}: _decision_path_lengths / _average_path_length_per_tree "
+                                    f"do not match its {len(left)} nodes")
+        # sklearn: depths += dpl[leaf] + apl[leaf] - 1.0, tree by tree (the same float64 ops)
+        leafval = dpl + apl - 1.0
+        if subsample:
+            inner = left != _TREE_LEAF
+            if np.any(feature[inner] >= len(fs)):
+                raise InvalidModelError(f"{where} splits on a feature beyond its {len(fs)} features")
+            feature = np.where(inner, fs[np.where(inner, feature, 0)], -1)
+        trees.append(_make_tree(left, right, feature, threshold, default_left, leafval[:, None]))
+    # sklearn: len(estimators_) * _average_path_length([_max_samples]), with its own function
+    denominator = float((len(ests) * _average_path_length([model._max_samples]))[0])
+    return Forest(trees=tuple(trees), n_features=n, n_outputs=1,
+                  tree_output=np.zeros(len(trees), np.int32), base_score=np.zeros(1),
+                  input_dtype="float32", comparison="<=", average=False, transform="iforest",
+                  decision="outlier", feature_names=_feature_names(model),
+                  # validate_data(dtype=float32, ensure_all_finite=False): NaN and +/-inf pass
+                  allow_nan=True, exp_lib="numpy",
+                  transform_params=(denominator, float(model.offset_)),
+                  provenance=_provenance(model))
+
+
+# -- AdaBoost ------------------------------------------------------------------------------------
+def parse_adaboost(model: Any) -> Forest:
+    """AdaBoostClassifier (SAMME, sklearn 1.9.1 ensemble/_weight_boosting.py) over decision trees.
+
+    sklearn's decision_function: pred = sum over (estimator, w) of np.where(predict == class,
+    w, -1 / (K - 1) * w), from 0, in estimator order; pred /= estimator_weights_.sum(). A tree's
+    prediction is constant per leaf, so the leaf holds that one-hot row (the very values sklearn
+    adds) and outputs.py's transform "samme" does the rest. Binary: the leaf holds only the
+    second column m; sklearn's first column is then exactly 0.0 - m (each tree adds -a to it when
+    it adds a to m, so the sums are each other's negation; both start at 0 and are never -0.0).
+    """
+    if not _is_classifier(model):
+        raise UnsupportedModelError(
+            f"{_name(model)} predicts the weighted median of its estimators' predictions (per "
+            "row: sort them, accumulate their weights, take the first reaching half), not a sum "
+            "of leaf values: treecomp cannot compile it")
+    _check_fitted(model, "estimators_")
+    if getattr(model, "algorithm", "SAMME") not in ("SAMME", "deprecated"):
+        raise UnsupportedModelError(f"{_name(model)} with algorithm={model.algorithm!r}; "
+                                    "supported is SAMME (scikit-learn >= 1.6)")
+    from sklearn.tree import DecisionTreeClassifier, ExtraTreeClassifier
+
+    classes = np.asarray(model.classes_)
+    K = len(classes)
+    if classes.ndim != 1 or int(model.n_classes_) != K:
+        raise InvalidModelError(f"{_name(model)}: n_classes_={model.n_classes_} for classes_ of "
+                                f"shape {classes.shape}")
+    if K < 2:
+        raise UnsupportedModelError(f"{_name(model)} fitted on a single class (its "
+                                    "decision_function has the dtype of X)")
+    ests = list(model.estimators_)
+    weights = np.asarray(model.estimator_weights_)
+    if not ests or weights.dtype != np.float64 or weights.ndim != 1 or len(weights) < len(ests) \
+            or not np.all(np.isfinite(weights)):
+        raise InvalidModelError(f"{_name(model)}: {len(ests)} estimators with weights "
+                                f"{weights.dtype} {weights.shape} (finite float64, one each)")
+    weight_sum = float(model.estimator_weights_.sum())  # sklearn's own sum, as its predict does
+    if weight_sum == 0 or not np.isfinite(weight_sum):
+        raise UnsupportedModelError(f"{_name(model)}: estimator weights sum to {weight_sum}")
+    n = int(model.n_features_in_)
+    trees = []
+    for i, (e, w) in enumerate(zip(ests, weights)):
+        where = f"{_name(model)}.estimators_[{i}]"
+        if type(e) not in (DecisionTreeClassifier, ExtraTreeClassifier):
+            raise UnsupportedModelError(
+                f"{where} is a {type(e).__module__}.{type(e).__qualname__}; treecomp compiles "
+                "AdaBoostClassifier over DecisionTreeClassifier / ExtraTreeClassifier only")
+        _check_fitted(e, "tree_")
+        own = np.asarray(e.classes_)
+        _check_estimator(e, True, (len(own),), 1, n, where)
+        left, right, feature, threshold, default_left, value = _sk_tree_arrays(e)
+        if value.shape[1:] != (1, len(own)):
+            raise InvalidModelError(f"{where}: tree_.value has shape {value.shape} for "
+                                    f"{len(own)} classes")
+        # the tree's predict: classes_.take(argmax(tree_.value[leaf])); sklearn compares it
+        # with AdaBoost's classes_ (==) and puts w where equal, -1 / (K - 1) * w elsewhere
+        label = own.take(np.argmax(value[:, 0, :], axis=1), axis=0)
+        hit = np.asarray(label[:, None] == classes[None, :])
+        if hit.shape != (len(label), K):
+            raise UnsupportedModelError(f"{where}: its labels cannot be compared with classes_")
+        rows = np.where(hit, w, -1 / (K - 1) * w)
+        leaf = left == _TREE_LEAF
+        if K == 2:
+            if np.any(hit[leaf].sum(axis=1) != 1):
+                raise UnsupportedModelError(f"{where} predicts a label that is not in classes_")
+            rows = rows[:, 1:]
+        trees.append(_make_tree(left, right, feature, threshold, default_left, rows))
+    return Forest(trees=tuple(trees), n_features=n, n_outputs=1 if K == 2 else K,
+                  tree_output=np.zeros(len(trees), np.int32),
+                  base_score=np.zeros(1 if K == 2 else K), input_dtype="float32",
+                  comparison="<=", average=False, transform="samme", decision="samme",
+                  classes=(classes,), feature_names=_feature_names(model),
+                  # _check_X refuses NaN and +/-inf; the trees' float32 cast refuses 1e39 too
+                  allow_nan=False, reject_inf=range(n), exp_lib="numpy",
+                  transform_params=(weight_sum,), provenance=_provenance(model))
+
+
+#: estimators treecomp recognises and refuses, with the reason (frontends.parse raises it)
+REFUSED = {"AdaBoostRegressor": parse_adaboost}
+
 PARSERS = {
     "DecisionTreeRegressor": parse_tree,
     "DecisionTreeClassifier": parse_tree,
@@ -600,4 +754,6 @@ PARSERS = {
     "GradientBoostingClassifier": parse_gradient_boosting,
     "HistGradientBoostingRegressor": parse_hist_gradient_boosting,
     "HistGradientBoostingClassifier": parse_hist_gradient_boosting,
+    "IsolationForest": parse_isolation_forest,
+    "AdaBoostClassifier": parse_adaboost,
 }
