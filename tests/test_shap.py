@@ -181,3 +181,18 @@ def test_sklearn_random_forest_and_gradient_boosting():
         np.testing.assert_allclose(c, shap.reference_contributions(p._forest, Xt), rtol=1e-9, atol=1e-12)
         raw = predict_raw(p._forest, Xt)
         np.testing.assert_allclose(c.sum(axis=-1).reshape(raw.shape), raw, rtol=1e-9, atol=1e-12)
+
+
+def test_refused_where_no_library_cover_exists():
+    """LightGBM zero_as_missing splits that treecomp expands into synthetic nodes, and XGBoost
+    vector-leaf trees (no SHAP in XGBoost either), carry no cover: refused, never guessed."""
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(300, 3))
+    X[rng.random(X.shape) < 0.2] = 0
+    y = X[:, 0] + (X[:, 1] == 0) * 3 + rng.normal(size=300) * 0.1
+    zam = lgb.train({"verbose": -1, "zero_as_missing": True, "num_leaves": 8}, lgb.Dataset(X, y), 3)
+    vec = xgb.XGBRegressor(n_estimators=2, max_depth=3, tree_method="hist",
+                           multi_strategy="multi_output_tree").fit(X, np.column_stack([y, -y]))
+    for model in (zam, vec):
+        with pytest.raises(UnsupportedModelError, match="cover"):
+            treecomp.compile(model, backend="arrays").contributions(X[:2])

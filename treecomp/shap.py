@@ -7,7 +7,8 @@ expectation game E[f(x) | x_S] estimated by the training cover of each node (Lun
 Algorithm 2), summed over the trees, plus a bias column = base_score + every tree's
 cover-weighted mean leaf value. The cover is each node's training weight: XGBoost's
 ``sum_hessian``, LightGBM's ``internal_count`` / ``leaf_count`` (what each library's TreeSHAP
-reads); a model whose trees carry none (Tree.cover is None) is refused.
+reads; scikit-learn's weighted_n_node_samples, as the shap package reads); a model whose
+trees carry none (Tree.cover is None) is refused.
 
 Shapes: (n_rows, n_features + 1) for one output; (n_rows, n_outputs, n_features + 1) for
 several (XGBoost's layout for multiclass; LightGBM's is this reshaped to (n_rows, -1)). The
@@ -75,9 +76,10 @@ def check_cover(forest: Forest) -> None:
         if t.n_nodes > 1 and t.cover is None:
             raise UnsupportedModelError(
                 f"SHAP contributions need each node's training cover, and tree {i} records none "
-                "(XGBoost sum_hessian / LightGBM internal_count and leaf_count; models from other "
-                "frontends, LightGBM zero_as_missing trees expanded by treecomp and IR files "
-                "written without cover have none)")
+                "(XGBoost sum_hessian, LightGBM internal_count / leaf_count, scikit-learn "
+                "weighted_n_node_samples; XGBoost vector-leaf trees, LightGBM zero_as_missing "
+                "trees expanded by treecomp, CatBoost models and IR files written without cover "
+                "have none)")
         if t.n_nodes > 1 and np.any(t.cover[t.left >= 0] <= 0):
             raise UnsupportedModelError(f"SHAP contributions: tree {i} has a split node with zero "
                                         "cover (its cover ratios are undefined)")
