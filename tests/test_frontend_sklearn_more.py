@@ -375,5 +375,5 @@ def test_apply_refused_without_ids_or_ir():
     m, X = _apply_models()[0]
     p = treecomp.compile(treecomp.parse(m), backend="arrays")
     import pickle
-    with pytest.raises(AttributeError, match="apply needs the model's IR"):
+    with pytest.raises(UnsupportedModelError, match=r"leaf indices \(apply\) need the model's trees"):
         pickle.loads(pickle.dumps(p)).apply(X)

@@ -517,6 +517,14 @@ class Predictor:
             raise AttributeError("score_samples is only available for IsolationForest models")
         return outputs.score_samples(self.head, self.predict_raw(X, n_threads))
 
+    def _needs_forest(self, what: str) -> None:
+        if self._forest is None:
+            from .errors import UnsupportedModelError
+            raise UnsupportedModelError(
+                f"{what} need the model's trees: this Predictor was loaded from an artifact "
+                "or unpickled (those carry only the native kernel); use the Predictor that "
+                "treecomp.compile(model) returns")
+
     def apply(self, X: Any) -> np.ndarray:
         """Leaf ids, shape (n_rows, n_trees) int64, numbered as the source library numbers its
         nodes: scikit-learn's `apply` (GradientBoosting's trees stage by stage, class by class,
@@ -526,10 +534,7 @@ class Predictor:
         interp.leaf_id_forest (the same routing, leaves holding their ids: native speed, held
         to interp.apply by the tests): available on a Predictor made by treecomp.compile in
         this process, not on one loaded from an artifact file or unpickled (no IR there)."""
-        if self._forest is None:
-            raise AttributeError("apply needs the model's IR: use a Predictor from "
-                                 "treecomp.compile in this process (loaded or unpickled "
-                                 "artifacts carry only the native kernel)")
+        self._needs_forest("leaf indices (apply)")
         ids = self._leaf_ids
         if ids is None:  # built once (the arrays backend: no compiler, instant)
             from . import interp
@@ -545,12 +550,8 @@ class Predictor:
         from .shap import Explainer
         ex = self.__dict__.get("_explainer")
         if ex is None:
-            forest = self._forest
-            if forest is None:
-                from .errors import UnsupportedModelError
-                raise UnsupportedModelError("SHAP contributions need the model's trees: this "
-                                            "Predictor was loaded from an artifact; compile the model")
-            ex = self._explainer = Explainer(forest)
+            self._needs_forest("SHAP contributions")
+            ex = self._explainer = Explainer(self._forest)
         return ex.contributions(X, _check_threads(n_threads) or self.n_threads or CPUS, _pool().submit)
 
     # -- persistence --------------------------------------------------------------------------
