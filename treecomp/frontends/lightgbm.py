@@ -506,11 +506,6 @@ def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree
     """All trees at once: the per-node arithmetic runs vectorised over the whole model."""
     T = len(tree_kvs)
     names = [kv.get("Tree", "?") for kv in tree_kvs]
-    for kv, name in zip(tree_kvs, names):
-        if kv.get("is_linear", "0").strip() not in ("0", ""):
-            raise UnsupportedModelError(
-                f"LightGBM tree {name} is a linear tree (linear_tree=True, is_linear=1): leaves "
-                "hold linear models; only constant-leaf trees are supported")
     n_leaves = np.array([_int_field(kv, "num_leaves", nm) for kv, nm in zip(tree_kvs, names)], np.int64)
     for kv, nm in zip(tree_kvs, names):
         # Tree::Tree(const char*) (LightGBM 4.x): num_cat is required, and num_cat > 0 needs
@@ -592,7 +587,7 @@ def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree
         lv = leaf_all[leaf_off[i]:leaf_off[i + 1]]
         k = int(n_int[i])
         if k == 0:
-            trees.append(dataclasses.replace(leaf_tree(lv[0]), node_ids=[0]))
+            trees.append(_linear(dataclasses.replace(leaf_tree(lv[0]), node_ids=[0]), tree_kvs[i], names[i]))
             continue
         a, b = int_off[i], int_off[i + 1]
         if has_cat[i]:
@@ -625,11 +620,65 @@ def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree
             # LightGBM's ids: split index at internal nodes, leaf index (pred_leaf) at leaves
             arrays["node_ids"] = np.concatenate([np.arange(k), np.arange(k + 1)])[np.argsort(new_of)]
         try:
-            trees.append(Tree(**arrays, cat_bits=cat_bits,
-                              cat_other_left=np.zeros(cat_bits.shape[0], bool)))
+            trees.append(_linear(Tree(**arrays, cat_bits=cat_bits,
+                                      cat_other_left=np.zeros(cat_bits.shape[0], bool)),
+                                 tree_kvs[i], names[i]))
         except InvalidModelError as exc:
             raise InvalidModelError(f"LightGBM tree {names[i]}: {exc}") from None
     return trees
+
+
+def _linear_numbers(kv: dict[str, str], key: str, name: str, n: int, dtype: Any) -> np.ndarray:
+    """A linear-tree line as LightGBM 4.7 reads it: leaf_const / leaf_coeff with
+    Common::StringToArray<double> (tokens split on ' ', runs of spaces skipped, exactly n of them,
+    each std::stod: correctly rounded, like leaf_value), num_features / leaf_features with Atoi.
+    LightGBM writes leaf_features and leaf_coeff with two spaces between leaves."""
+    if n == 0:
+        return np.zeros(0, dtype)
+    if key not in kv:
+        raise InvalidModelError(f"LightGBM tree {name} is linear but has no {key!r} line")
+    toks = [t for t in kv[key].split(" ") if t]
+    tok = _INT_TOKEN if np.dtype(dtype).kind == "i" else _FLOAT_TOKEN
+    if len(toks) != n or not all(re.fullmatch(tok, t) for t in toks):
+        raise InvalidModelError(f"LightGBM tree {name}: {key!r} must hold {n} numbers, got "
+                                f"{kv[key][:60]!r}")
+    try:
+        return np.array(toks, dtype=dtype)
+    except (ValueError, OverflowError):
+        raise InvalidModelError(f"LightGBM tree {name}: {key!r} holds malformed numbers") from None
+
+
+def _linear(tree: Tree, kv: dict[str, str], name: str) -> Tree:
+    """`tree` with the linear leaves of an is_linear=1 tree (Tree::Predict in LightGBM 4.7's
+    include/LightGBM/tree.h: leaf_const[leaf] + leaf_coeff * x over leaf_features in order, the
+    plain leaf_value where one of those x is NaN), moved from LightGBM's leaf indices to the IR's
+    leaf nodes (node_ids: a leaf copied by _expand_tree gets its linear model too)."""
+    if not kv.get("is_linear", "").strip() or _int_field(kv, "is_linear", name) == 0:
+        return tree  # (LightGBM's Atoi reads an empty value as 0)
+    n_leaves = _int_field(kv, "num_leaves", name)
+    const = _linear_numbers(kv, "leaf_const", name, n_leaves, np.float64)
+    counts = _linear_numbers(kv, "num_features", name, n_leaves, np.int64)
+    if np.any(counts < 0) or counts.sum() > 1 << 30:
+        raise InvalidModelError(f"LightGBM tree {name}: bad num_features")
+    total = int(counts.sum())
+    feats = _linear_numbers(kv, "leaf_features", name, total, np.int64)
+    coeffs = _linear_numbers(kv, "leaf_coeff", name, total, np.float64)
+    seg = np.concatenate([[0], np.cumsum(counts)])
+    leaves = np.flatnonzero(tree.left < 0)
+    lid = np.full(tree.n_nodes, -1, np.int64)
+    lid[leaves] = tree.node_ids[leaves]
+    n_of = np.zeros(tree.n_nodes, np.int64)
+    n_of[leaves] = counts[lid[leaves]]
+    ptr = np.concatenate([[0], np.cumsum(n_of)])
+    node = np.repeat(np.arange(tree.n_nodes), n_of)
+    src = seg[lid[node]] + np.arange(len(node)) - ptr[node]
+    lc = np.zeros(tree.n_nodes)
+    lc[leaves] = const[lid[leaves]]
+    try:
+        return dataclasses.replace(tree, leaf_const=lc, linear_ptr=ptr, linear_feature=feats[src],
+                                   linear_coeff=coeffs[src])
+    except InvalidModelError as exc:
+        raise InvalidModelError(f"LightGBM tree {name}: {exc}") from None
 
 
 # -- public entry points ----------------------------------------------------------------------
