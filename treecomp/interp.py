@@ -88,7 +88,8 @@ def _accumulate(forest: Forest, n_rows: int, leaf_value_rows) -> np.ndarray:
     acc[:] = forest.base_score.astype(acc_t)
     for i, (tree, vals) in enumerate(zip(forest.trees, leaf_value_rows)):
         o = int(forest.tree_output[i])
-        acc[:, o:o + tree.width] += vals.astype(acc_t)
+        with np.errstate(invalid="ignore"):  # inf - inf: a linear leaf's output on inf inputs
+            acc[:, o:o + tree.width] += vals.astype(acc_t)
     if forest.average:
         acc /= acc_t.type(forest.n_trees)
     return acc

@@ -633,10 +633,6 @@ def _linear_numbers(kv: dict[str, str], key: str, name: str, n: int, dtype: Any)
     Common::StringToArray<double> (tokens split on ' ', runs of spaces skipped, exactly n of them,
     each std::stod: correctly rounded, like leaf_value), num_features / leaf_features with Atoi.
     LightGBM writes leaf_features and leaf_coeff with two spaces between leaves."""
-    if n == 0:
-        return np.zeros(0, dtype)
-    if key not in kv:
-        raise InvalidModelError(f"LightGBM tree {name} is linear but has no {key!r} line")
     toks = [t for t in kv[key].split(" ") if t]
     tok = _INT_TOKEN if np.dtype(dtype).kind == "i" else _FLOAT_TOKEN
     if len(toks) != n or not all(re.fullmatch(tok, t) for t in toks):
@@ -652,17 +648,26 @@ def _linear(tree: Tree, kv: dict[str, str], name: str) -> Tree:
     """`tree` with the linear leaves of an is_linear=1 tree (Tree::Predict in LightGBM 4.7's
     include/LightGBM/tree.h: leaf_const[leaf] + leaf_coeff * x over leaf_features in order, the
     plain leaf_value where one of those x is NaN), moved from LightGBM's leaf indices to the IR's
-    leaf nodes (node_ids: a leaf copied by _expand_tree gets its linear model too)."""
+    leaf nodes (node_ids: a leaf copied by _expand_tree gets its linear model too). Lines
+    missing from an is_linear tree read as LightGBM's Tree(const char*) reads them: no
+    leaf_const is zeros, no num_features or leaf_features no features (no leaf_coeff for
+    features: LightGBM would read past its vectors, refused)."""
     if not kv.get("is_linear", "").strip() or _int_field(kv, "is_linear", name) == 0:
         return tree  # (LightGBM's Atoi reads an empty value as 0)
     n_leaves = _int_field(kv, "num_leaves", name)
-    const = _linear_numbers(kv, "leaf_const", name, n_leaves, np.float64)
-    counts = _linear_numbers(kv, "num_features", name, n_leaves, np.int64)
+    const = (_linear_numbers(kv, "leaf_const", name, n_leaves, np.float64) if "leaf_const" in kv
+             else np.zeros(n_leaves))
+    counts = np.zeros(n_leaves, np.int64)
+    if "num_features" in kv and "leaf_features" in kv:
+        counts = _linear_numbers(kv, "num_features", name, n_leaves, np.int64)
     if np.any(counts < 0) or counts.sum() > 1 << 30:
         raise InvalidModelError(f"LightGBM tree {name}: bad num_features")
     total = int(counts.sum())
-    feats = _linear_numbers(kv, "leaf_features", name, total, np.int64)
-    coeffs = _linear_numbers(kv, "leaf_coeff", name, total, np.float64)
+    if total and "leaf_coeff" not in kv:
+        raise InvalidModelError(f"LightGBM tree {name} is linear with leaf_features but no "
+                                "leaf_coeff line (LightGBM reads past its arrays)")
+    feats = _linear_numbers(kv, "leaf_features", name, total, np.int64) if total else counts[:0]
+    coeffs = _linear_numbers(kv, "leaf_coeff", name, total, np.float64) if total else const[:0]
     seg = np.concatenate([[0], np.cumsum(counts)])
     leaves = np.flatnonzero(tree.left < 0)
     lid = np.full(tree.n_nodes, -1, np.int64)
