@@ -18,7 +18,7 @@ import pytest
 lgb = pytest.importorskip("lightgbm")
 
 import treecomp  # noqa: E402
-from treecomp import backends, interp  # noqa: E402
+from treecomp import backends, interp, linear  # noqa: E402
 from treecomp.errors import InvalidModelError, UnsupportedModelError  # noqa: E402
 from treecomp.frontends.lightgbm import parse_lightgbm_string  # noqa: E402
 from treecomp.ir import Forest, Tree, leaf_tree  # noqa: E402
@@ -100,7 +100,7 @@ def test_compiled_is_bit_exact(models, name, backend):
     for one in (Z[:1], Z[-1:], Z[:3].astype(np.float32)):   # small batches; float32 input
         np.testing.assert_array_equal(p.predict(one), b.predict(one), strict=True)
     # more rows than one block of treecomp.linear, over 2 threads
-    big = np.tile(Z, (6, 1))
+    big = np.tile(Z, (linear.BLOCK_ROWS // len(Z) + 2, 1))
     np.testing.assert_array_equal(p.predict(big, n_threads=2), b.predict(big), strict=True)
 
 
@@ -261,6 +261,16 @@ def test_ir_linear_arrays_are_validated_and_optional():
     assert not any("linear" in n or "leaf_const" in n
                    for n in zipfile.ZipFile(io.BytesIO(plain.to_bytes())).namelist())
     assert plain.digest() != f.digest()
+    # every backend's predictor, and beside a vector-leaf tree (treecomp.linear's reference path)
+    wide = Tree(left=[1, -1, -1], right=[2, -1, -1], feature=[1, -1, -1], threshold=[0.5, 0, 0],
+                default_left=[False] * 3, value=[[0, 0], [0.25, -1], [4, 8]])
+    g = Forest(trees=[t, wide, t], n_features=2, n_outputs=2, tree_output=[1, 0, 0],
+               base_score=[0.5, 0.0], input_dtype="float64")
+    Z = np.vstack([X, -X, X * 1e-37])
+    for h in (f, g):
+        for name in BACKENDS:
+            np.testing.assert_array_equal(treecomp.compile(h, backend=name).predict_raw(Z),
+                                          interp.predict_raw(h, Z), strict=True)
     # a file missing one of the four members is corrupt
     buf = io.BytesIO()
     with zipfile.ZipFile(io.BytesIO(data)) as src, zipfile.ZipFile(buf, "w") as dst:

@@ -82,7 +82,9 @@ def tree_values(tree: Tree, leaves: np.ndarray, X64: np.ndarray) -> np.ndarray:
     return out[:, None]
 
 
-def _accumulate(forest: Forest, n_rows: int, leaf_value_rows) -> np.ndarray:
+def accumulate(forest: Forest, n_rows: int, leaf_value_rows) -> np.ndarray:
+    """The raw margins from what each tree adds (one (n_rows, width) array per tree, in order):
+    base_score, then tree by tree in the accumulation dtype, then the average."""
     acc_t = np.dtype(forest.accumulate_dtype)
     acc = np.empty((n_rows, forest.n_outputs), acc_t)
     acc[:] = forest.base_score.astype(acc_t)
@@ -99,7 +101,7 @@ def predict_raw(forest: Forest, X: Any) -> np.ndarray:
     """Raw margins, shape (n_rows, n_outputs), dtype = forest.accumulate_dtype."""
     X64 = as_matrix(X, forest).astype(np.float64)
     strict = forest.comparison == "<"
-    return _accumulate(forest, X64.shape[0],
+    return accumulate(forest, X64.shape[0],
                        (tree_values(t, leaf_indices(t, X64, strict, forest.category_rule), X64)
                         for t in forest.trees))
 
@@ -107,7 +109,7 @@ def predict_raw(forest: Forest, X: Any) -> np.ndarray:
 def raw_from_leaves(forest: Forest, X64: np.ndarray, leaves: np.ndarray) -> np.ndarray:
     """predict_raw's margins from the leaf (IR node index) every row reached in every tree,
     leaves (n_rows, n_trees): treecomp.linear finds them natively."""
-    return _accumulate(forest, X64.shape[0],
+    return accumulate(forest, X64.shape[0],
                        (tree_values(t, leaves[:, i], X64) for i, t in enumerate(forest.trees)))
 
 
@@ -180,7 +182,7 @@ def walk_raw(forest: Forest, X: Any) -> np.ndarray:
                 nd = left[nd] if go else right[nd]
             leaves[r] = nd
         per_tree.append(tree_values(t, leaves, X64))
-    return _accumulate(forest, X64.shape[0], per_tree)
+    return accumulate(forest, X64.shape[0], per_tree)
 
 
 # -- library-shaped outputs ---------------------------------------------------------------------
