@@ -4,7 +4,7 @@ process: `python bench/linear_speed.py [n_trees] [n_rows]`.
 Model: a regression Booster, linear_tree=True, 200 trees of up to 31 leaves over 10 features
 (10k training rows, 2% NaN). 100k fresh rows (2% NaN). Each treecomp backend (treecomp.linear:
 a native leaf kernel, the linear leaves in numpy) and lightgbm predict(num_threads=1) run
-alternately: medians of 5, outputs checked bit for bit.
+alternately: medians of 7, outputs checked bit for bit.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ def main(n_trees: int = 200, n_rows: int = 100_000) -> None:
     for be, p in preds.items():
         assert np.array_equal(p.predict(Z, n_threads=1), want), be
     times: dict[str, list[float]] = {k: [] for k in ["lightgbm", *preds]}
-    for _ in range(5):
+    for _ in range(7):
         t0 = time.perf_counter()
         b.predict(Z, num_threads=1)
         times["lightgbm"].append(time.perf_counter() - t0)

@@ -26,7 +26,7 @@ from .ir import LINEAR_NO_ARTIFACT, LINEAR_ZERO, Forest, head_of
 from .loader import Predictor
 
 #: rows per block: the (row, tree) pairs of a block stay within a few tens of MB
-BLOCK_ROWS = 4096
+BLOCK_ROWS = 2048
 
 
 class _Tables:
@@ -70,7 +70,11 @@ class _Tables:
                 if a == 0:
                     break
                 nj = nd[:a]
-                out[:a] += self.coeff[j].take(nj) * x.take(base[:a] + self.feat[j].take(nj))
+                f = self.feat[j].take(nj)
+                f += base[:a]
+                v = x.take(f)
+                v *= self.coeff[j].take(nj)
+                out[:a] += v
         # NaN inputs made their sums NaN: among those, the pairs that read a NaN take the
         # plain leaf value (the others, inf - inf, stay NaN as in LightGBM)
         cand = np.flatnonzero(np.isnan(out))

@@ -36,6 +36,17 @@ by tests/test_frontend_lightgbm.py against the installed library):
   already folded into the first trees). Tree i adds to class i % num_tree_per_iteration.
   Random-forest mode (`average_output`) divides by the number of iterations before the
   transform; LightGBM's `raw_score=True` output is the undivided sum (the IR's raw is divided).
+- Linear trees (linear_tree=True, a tree's is_linear=1; Tree::Predict): the tree adds
+  leaf_const[leaf] + leaf_coeff[i] * x[leaf_features[i]] in order in float64, x as the trees see
+  it (|x| <= kZ is 0.0), product rounded before the sum (the released wheels use no fused
+  multiply-add: tested), or the plain leaf_value where one of those x is NaN; a single-leaf
+  tree with is_linear=1 evaluates its leaf's model too (LightGBM writes single-leaf trees as
+  is_linear=0). leaf_const and leaf_coeff are read with std::stod (leaf_value with
+  fast_double_parser): both correctly rounded from %.17g, so exact. IR: Tree.leaf_const /
+  linear_ptr / linear_feature / linear_coeff on the IR's leaf nodes; predicted by
+  treecomp.linear (no standalone artifact). LightGBM's sparse-row path (> 100k features, rows
+  with < 1% non-zeros) skips absent features instead of adding coeff * 0.0: it differs only
+  in the sign of a zero sum.
 - Objectives: regression/regression_l1/huber/fair/quantile/mape/lambdarank/rank_xendcg/custom
   -> identity; poisson/gamma/tweedie -> exp; binary and cross_entropy -> sigmoid (binary
   `sigmoid:2` -> "sigmoid2", other scales refused); multiclass -> "softmax_seq" (Common::Softmax:
