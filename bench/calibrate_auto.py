@@ -21,7 +21,7 @@ import numpy as np
 
 import treecomp
 from treecomp import backends, frontends
-from treecomp.backends import arrays
+from treecomp.backends import arrays_tables
 
 TREES = (5, 20, 80)
 DEPTHS = (3, 6, 10, 14)
@@ -62,7 +62,7 @@ def run(kind: str, n_rows: int, reps: int) -> list[dict]:
                 seed += 1
                 model = _model(kind, trees, depth, nf, seed)
                 forest = frontends.parse(model)
-                if not arrays.quant_eligible(forest):
+                if not arrays_tables.quant_eligible(forest):
                     continue
                 X = np.random.default_rng(seed).normal(size=(n_rows, nf))
                 X = X.astype(np.float32 if kind == "xgboost" else np.float64)

@@ -23,7 +23,8 @@
  * own exp to the raw margins, so through Python every output is exact. sklearn's
  * AdaBoostClassifier and IsolationForest ("transform": "samme" / "iforest") take numpy's exp /
  * power after further steps on the margins ("transform_params"): for them TREECOMP_TRANSFORM
- * returns TREECOMP_EINVAL and TREECOMP_RAW gives the margins.
+ * returns TREECOMP_EINVAL and TREECOMP_RAW gives the margins; so it does for CatBoost's
+ * MultiClass / Poisson / Tweedie models ("exp_lib": "fmath": CatBoost's own fast exp).
  *
  * Entry points are reentrant and thread-safe (no global mutable state): split rows across
  * threads freely.

@@ -29,7 +29,7 @@ import numpy as np
 import pytest
 
 import treecomp
-from treecomp.backends import arrays
+from treecomp.backends import arrays, arrays_format
 from tests.randforest import random_forest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,18 +121,18 @@ def _flip(rng, data, lo=0, hi=None):
 
 
 def _tc_parts(data):
-    _, _, _, hlen = arrays._PREFIX.unpack_from(data, 0)
-    hdr = json.loads(data[arrays._PREFIX.size:arrays._PREFIX.size + hlen])
-    start = -(-(arrays._PREFIX.size + hlen) // 64) * 64
+    _, _, _, hlen = arrays_format._PREFIX.unpack_from(data, 0)
+    hdr = json.loads(data[arrays_format._PREFIX.size:arrays_format._PREFIX.size + hlen])
+    start = -(-(arrays_format._PREFIX.size + hlen) // 64) * 64
     return hdr, data[start:]
 
 
 def _tc_join(hdr, body):
     h = json.dumps(hdr, sort_keys=True).encode()
-    start = -(-(arrays._PREFIX.size + len(h)) // 64) * 64
+    start = -(-(arrays_format._PREFIX.size + len(h)) // 64) * 64
     buf = bytearray(start)
-    arrays._PREFIX.pack_into(buf, 0, arrays.MAGIC, arrays.FORMAT_VERSION, 0, len(h))
-    buf[arrays._PREFIX.size:arrays._PREFIX.size + len(h)] = h
+    arrays_format._PREFIX.pack_into(buf, 0, arrays_format.MAGIC, arrays_format.FORMAT_VERSION, 0, len(h))
+    buf[arrays_format._PREFIX.size:arrays_format._PREFIX.size + len(h)] = h
     return bytes(buf) + body
 
 

@@ -13,7 +13,7 @@ import pytest
 
 import treecomp
 from treecomp import backends, interp, outputs, toolchain
-from treecomp.backends import arrays, arrays_native
+from treecomp.backends import arrays, arrays_derived, arrays_format, arrays_native, arrays_tables
 from treecomp.errors import ArtifactError, CompileError, UnsupportedModelError
 from treecomp.ir import Forest, Tree, leaf_tree
 from tests.edge import assert_backend_matches_interp, edge_rows
@@ -227,7 +227,7 @@ def test_quant_many_thresholds(isa, comparison, n_thr):
     """Feature 0 in chunks of 254 thresholds (about 600 of them: 254 + 254 + the rest) or in
     one of 255, NaN both ways; rows on every threshold and beside it, NaN, +-inf."""
     f, pool = _many_threshold_forest(comparison, "float32" if comparison == "<" else "float64", n_thr)
-    q = arrays.quant_tables(*(arrays.flatten(f, "quant").arrays[k] for k in ("h_ff", "h_thr")))
+    q = arrays_derived.quant_tables(*(arrays_tables.flatten(f, "quant").arrays[k] for k in ("h_ff", "h_thr")))
     f0 = q["q_feat"] == 0  # NaN both ways: a column of each (NaN's bin 0 / the count), copies
     counts = sorted(q["q_count"][f0][::2])  # (the pairs' first columns)
     assert (counts[1:] == [254, 254] and counts[0] < 254) if n_thr == 600 else counts == [255]
@@ -376,7 +376,7 @@ def test_bitvec_any_shape(isa, comparison, x, acc, width):
     f = Forest(trees=tuple(trees), n_features=5, n_outputs=width, tree_output=np.zeros(len(trees)),
                base_score=np.zeros(width), comparison=comparison, input_dtype=x, accumulate_dtype=acc,
                average=width > 1)
-    assert max(t.n_leaves for t in trees) == arrays.BITVEC_MAX_LEAVES
+    assert max(t.n_leaves for t in trees) == arrays_tables.BITVEC_MAX_LEAVES
     X = random_rows(f, 200)
     for block in (0, 5, 32, 96, 100):
         p = treecomp.compile(f, backend="arrays", layout="bitvec", isa=isa, block_rows=block)
@@ -384,7 +384,7 @@ def test_bitvec_any_shape(isa, comparison, x, acc, width):
         _check(p, f, X)
     big = f.replace(trees=f.trees + (_unbalanced_tree(rng, 129, 5),), tree_output=np.zeros(len(trees) + 1))
     with pytest.raises(UnsupportedModelError, match="129 leaves"):
-        arrays.flatten(big, "bitvec")
+        arrays_tables.flatten(big, "bitvec")
 
 
 @pytest.mark.parametrize("rule", ["nonneg", "trunc", "integral"])
@@ -435,8 +435,8 @@ def test_bitvec_intervals_of_a_small_tree():
              feature=[0, 1, -1, -1, 0, -1, -1], threshold=[0, 0, 0, 0, -1, 0, 0],
              default_left=[True] * 7, value=[0, 0, 30, 10, 0, 20, 40])
     f = Forest(trees=(t,), n_features=2, n_outputs=1, tree_output=[0], base_score=[0.0])
-    A = arrays.flatten(f, "bitvec").arrays
-    bv = arrays.bitvec_tables(A)
+    A = arrays_tables.flatten(f, "bitvec").arrays
+    bv = arrays_derived.bitvec_tables(A)
     # in order: A(10) B(20) D(40) C(30); nodes by lo: node0 [0,3), node1 [0,1), node4 [1,2)
     np.testing.assert_array_equal(bv["bv_leaf"], [10, 20, 40, 30])
     got = sorted(zip((bv["bv_lo1"] + 1).tolist(), bv["bv_hi"].tolist()))
@@ -446,9 +446,9 @@ def test_bitvec_intervals_of_a_small_tree():
 
 def test_quant_tables_and_choice():
     f, _ = _many_threshold_forest("<=", "float64", n_thr=40)
-    tab = arrays.flatten(f, "auto")
-    assert tab.meta["quant"] and not arrays.flatten(f, "heap").meta["quant"]
-    q = arrays.quant_tables(tab.arrays["h_ff"], tab.arrays["h_thr"])
+    tab = arrays_tables.flatten(f, "auto")
+    assert tab.meta["quant"] and not arrays_tables.flatten(f, "heap").meta["quant"]
+    q = arrays_derived.quant_tables(tab.arrays["h_ff"], tab.arrays["h_thr"])
     # one column per (feature, NaN direction) here; each table sorted, NaN-padded to >= 16
     for c in range(len(q["q_feat"])):
         u = q["q_thr"][q["q_off"][c]:q["q_off"][c] + q["q_len"][c]]
@@ -462,11 +462,11 @@ def test_quant_tables_and_choice():
     np.testing.assert_array_equal(got, tab.arrays["h_thr"][real])
     # auto: categorical or deeper than 8 levels -> the float walks; quant refuses them by name
     with pytest.raises(UnsupportedModelError, match="categorical"):
-        arrays.flatten(random_forest(1, p_cat=0.5), "quant")
+        arrays_tables.flatten(random_forest(1, p_cat=0.5), "quant")
     deep = random_forest(2, max_depth=12, n_trees=2)
-    assert not arrays.flatten(deep, "auto").meta["quant"]
+    assert not arrays_tables.flatten(deep, "auto").meta["quant"]
     with pytest.raises(UnsupportedModelError, match="depth"):
-        arrays.flatten(deep, "quant")
+        arrays_tables.flatten(deep, "quant")
 
 
 def test_layout_choice_and_table_size():
@@ -477,15 +477,15 @@ def test_layout_choice_and_table_size():
     # a 201-leaf tree rules out the byte walks: the float layouts are then chosen per tree
     f = f.replace(trees=(complete, sparse) + f.trees[:1] + (chain_tree(200, 5, rng),),
                   tree_output=[0, 0, 0, 0])
-    tab = arrays.flatten(f, "auto")
+    tab = arrays_tables.flatten(f, "auto")
     assert not tab.meta["quant"] and not tab.meta["bitvec"]
     assert tab.arrays["tree_layout"].tolist() == [0, 1, int(f.trees[2].has_categorical), 1]
-    assert arrays.flatten(f, "heap").arrays["tree_layout"].tolist()[:2] == [0, 0]
-    assert set(arrays.flatten(f, "compact").arrays["tree_layout"].tolist()) == {1}
+    assert arrays_tables.flatten(f, "heap").arrays["tree_layout"].tolist()[:2] == [0, 0]
+    assert set(arrays_tables.flatten(f, "compact").arrays["tree_layout"].tolist()) == {1}
     # memory: auto tables stay within a small factor of the IR's own arrays
     big = random_forest(3, n_trees=50, max_depth=8)
     ir_bytes = sum(a.nbytes for _, a in big._arrays())
-    assert arrays.flatten(big).nbytes < 2 * ir_bytes
+    assert arrays_tables.flatten(big).nbytes < 2 * ir_bytes
 
 
 def test_transform_flag_and_threads():
@@ -513,7 +513,7 @@ def test_zoo_bit_exact():
         want_p = interp.predict_proba(f, X) if f.is_classifier else None
         runs = [(isa, "auto") for isa in native + [i for i in ("llvm",) if i in HAVE]]
         runs += [("numpy", "auto")] if n % 3 == 0 else []
-        meta = arrays.flatten(f).meta
+        meta = arrays_tables.flatten(f).meta
         if meta["quant"] or meta["bitvec"]:  # auto took a byte walk: the float walk too
             runs += [(native[-1], "heap" if meta["quant"] else "compact")]
         for isa, layout in runs:
@@ -547,7 +547,7 @@ def test_save_load_round_trip(tmp_path):
         path = tmp_path / f"m-{layout}.tc"
         p.save(path)
         data = path.read_bytes()
-        assert data.startswith(arrays.MAGIC)
+        assert data.startswith(arrays_format.MAGIC)
         q = treecomp.load(path)
         assert q.backend == "arrays" and q.digest == f.digest() and q.head.n_trees == f.n_trees
         assert q._kernel.tables.meta["naive"] == (layout == "naive")
@@ -577,17 +577,17 @@ def test_corrupt_and_truncated_files_raise(tmp_path):
 ])
 def test_bad_indices_raise(name, value):
     f = _model()
-    t = arrays.flatten(f)
+    t = arrays_tables.flatten(f)
     arrs = {k: v.copy() for k, v in t.arrays.items()}
     if name == "c_cat":  # only categorical nodes' set indices are followed
-        is_cat = (arrs["c_ff"].view(np.uint32) & arrays.FF_CAT) != 0
+        is_cat = (arrs["c_ff"].view(np.uint32) & arrays_tables.FF_CAT) != 0
         arrs[name][np.flatnonzero(is_cat)[0]] = value
     else:
         arrs[name][0] = value
-    bad = arrays.Tables(meta=t.meta, arrays=arrs)
+    bad = arrays_tables.Tables(meta=t.meta, arrays=arrs)
     head = treecomp.ir.head_of(f)
     with pytest.raises(ArtifactError):
-        arrays.load_bytes(arrays.tables_to_bytes(bad, head, {"isa": "auto", "block_rows": 64}))
+        arrays.load_bytes(arrays_format.tables_to_bytes(bad, head, {"isa": "auto", "block_rows": 64}))
 
 
 def test_random_byte_flips_never_crash():
@@ -609,15 +609,15 @@ def test_random_byte_flips_never_crash():
 def _rewrite_header(data: bytes, edit) -> bytes:
     """The table file with its JSON header edited (the arrays keep their place after it)."""
     import json
-    _, _, _, hlen = arrays._PREFIX.unpack_from(data, 0)
-    hdr = json.loads(data[arrays._PREFIX.size:arrays._PREFIX.size + hlen])
-    body = data[-(-(arrays._PREFIX.size + hlen) // 64) * 64:]
+    _, _, _, hlen = arrays_format._PREFIX.unpack_from(data, 0)
+    hdr = json.loads(data[arrays_format._PREFIX.size:arrays_format._PREFIX.size + hlen])
+    body = data[-(-(arrays_format._PREFIX.size + hlen) // 64) * 64:]
     edit(hdr)
     h = json.dumps(hdr).encode()
-    start = -(-(arrays._PREFIX.size + len(h)) // 64) * 64
+    start = -(-(arrays_format._PREFIX.size + len(h)) // 64) * 64
     buf = bytearray(start)
-    arrays._PREFIX.pack_into(buf, 0, arrays.MAGIC, arrays.FORMAT_VERSION, 0, len(h))
-    buf[arrays._PREFIX.size:arrays._PREFIX.size + len(h)] = h
+    arrays_format._PREFIX.pack_into(buf, 0, arrays_format.MAGIC, arrays_format.FORMAT_VERSION, 0, len(h))
+    buf[arrays_format._PREFIX.size:arrays_format._PREFIX.size + len(h)] = h
     return bytes(buf) + body
 
 
@@ -656,12 +656,12 @@ def test_inconsistent_tables_are_refused(case):
     elif case == "inf-base":
         A["base"][0] = np.inf
     elif case == "nan-split":  # NaN: padding to the byte walks, a comparison to the float walks
-        A["c_thr"][np.flatnonzero((A["c_ff"].view(np.uint32) & arrays.FF_CAT) == 0)[0]] = np.nan
+        A["c_thr"][np.flatnonzero((A["c_ff"].view(np.uint32) & arrays_tables.FF_CAT) == 0)[0]] = np.nan
     elif case == "float-n_trees":
         meta["n_trees"] = float(meta["n_trees"])
     elif case == "string-average":
         meta["average"] = "false"
-    data = arrays.tables_to_bytes(arrays.Tables(meta=meta, arrays=A), p.head, {"isa": "auto", "block_rows": 0})
+    data = arrays_format.tables_to_bytes(arrays_tables.Tables(meta=meta, arrays=A), p.head, {"isa": "auto", "block_rows": 0})
     if case == "float-length":
         data = _rewrite_header(data, lambda h: h["arrays"][0].update(length=h["arrays"][0]["length"] + 0.5))
     elif case == "trailing":
@@ -734,7 +734,7 @@ def test_auto_uses_the_prebuilt_kernel_without_a_compiler(monkeypatch):
         pytest.skip("this install has no prebuilt arrays kernel")
     monkeypatch.setattr(toolchain, "have_compiler", lambda: False)
     many = random_forest(3, n_trees=300, n_features=4, max_depth=6)
-    assert arrays.quant_eligible(many) and backends.byte_walk_pays(many)
+    assert arrays_tables.quant_eligible(many) and backends.byte_walk_pays(many)
     assert backends.choose(many) == "arrays"
     few = random_forest(3, n_trees=2, n_features=40, max_depth=6)
     assert backends.choose(few) == ("llvm" if "llvm" in backends.names() else "arrays")
@@ -742,16 +742,16 @@ def test_auto_uses_the_prebuilt_kernel_without_a_compiler(monkeypatch):
 
 def test_auto_choice():
     shallow = random_forest(1, n_trees=5)  # numeric, depth <= 6: the quantised walk
-    assert arrays.quant_eligible(shallow) and backends.choose(shallow) == "arrays"
+    assert arrays_tables.quant_eligible(shallow) and backends.choose(shallow) == "arrays"
     cat = random_forest(1, n_trees=5, p_cat=0.3)  # <= 128 leaves: the interval walk
-    assert arrays.quant_eligible(cat) and backends.choose(cat) == "arrays"
+    assert arrays_tables.quant_eligible(cat) and backends.choose(cat) == "arrays"
     rng = np.random.default_rng(0)
     big_cat = cat.replace(trees=cat.trees + (chain_tree(200, 6, rng),), tree_output=np.zeros(6))
-    assert not arrays.quant_eligible(big_cat) and backends.choose(big_cat) == "c"
+    assert not arrays_tables.quant_eligible(big_cat) and backends.choose(big_cat) == "c"
     # the cost model: two trees over ~100 used features do not pay for quantising every row
     # (generated code wins); a hundred trees over the same features do
     few = random_forest(2, n_trees=2, n_features=200)
-    assert arrays.quant_eligible(few) and not backends.byte_walk_pays(few)
+    assert arrays_tables.quant_eligible(few) and not backends.byte_walk_pays(few)
     assert backends.choose(few) == "c"
     many = random_forest(2, n_trees=100, n_features=200)
     assert backends.byte_walk_pays(many) and backends.choose(many) == "arrays"
@@ -788,9 +788,9 @@ def test_shared_children_are_rejected_before_the_interval_walk():
     p = treecomp.compile(f, backend="arrays", layout="bitvec")
     A = {k: v.copy() for k, v in p._kernel.tables.arrays.items()}
     A["c_right"][0] = A["c_left"][0]
-    bad = arrays.Tables(meta=p._kernel.tables.meta, arrays=A)
+    bad = arrays_tables.Tables(meta=p._kernel.tables.meta, arrays=A)
     with pytest.raises(ArtifactError, match="do not form a tree"):
-        arrays.validate(bad)
+        arrays_tables.validate(bad)
     with pytest.raises(ArtifactError, match="do not form a tree"):
         arrays.ArraysKernel(bad, p.head)
 
@@ -806,17 +806,17 @@ def test_orphan_leaf_is_rejected(layout):
     A = {k: v.copy() for k, v in t.arrays.items()}
     both = np.flatnonzero((A["c_left"] < 0) & (A["c_right"] < 0))[0]
     A["c_right"][both] = A["c_left"][both]
-    bad = arrays.Tables(meta=t.meta, arrays=A)
+    bad = arrays_tables.Tables(meta=t.meta, arrays=A)
     with pytest.raises(ArtifactError, match="do not form a tree"):
-        arrays.validate(bad)
+        arrays_tables.validate(bad)
     with pytest.raises(ArtifactError, match="do not form a tree"):
-        arrays.load_bytes(arrays.tables_to_bytes(bad, p.head, {"isa": "auto", "block_rows": 0}))
+        arrays.load_bytes(arrays_format.tables_to_bytes(bad, p.head, {"isa": "auto", "block_rows": 0}))
     # a compact tree claiming one leaf more than its nodes can reach (width-1 leaves here)
     A = {k: v.copy() for k, v in t.arrays.items()}
     A["tree_nleaf"][0] += 1
     A["leaf_values"] = np.concatenate([A["leaf_values"][:1], A["leaf_values"]])
     with pytest.raises(ArtifactError, match="leaf count"):
-        arrays.validate(arrays.Tables(meta=t.meta, arrays=A))
+        arrays_tables.validate(arrays_tables.Tables(meta=t.meta, arrays=A))
 
 
 # -- the deep path of compact trees (float32 input: top heap + lockstep walk over leaf records) --
@@ -871,7 +871,7 @@ def test_deep_path_bit_exact(isa, comparison):
         topd = k._keep["d_topd"]
         # the path is really taken: deep trees have top heaps, the others keep the slot walk
         assert (topd[:6] >= 1).all() and topd[6:].tolist() == [0, 0]
-        assert topd.max() == arrays.DEEP_TOP_MAX
+        assert topd.max() == arrays_derived.DEEP_TOP_MAX
         # padded tops too: a leaf above the top's depth (levels only half full)
         assert any(min_leaf_depth(f.trees[i]) < topd[i] for i in range(6))
         for Xin in (X, X.astype(np.float32)):
@@ -883,7 +883,7 @@ def test_deep_path_float_keys_order():
     rng = np.random.default_rng(8)
     v = np.concatenate([rng.normal(size=300) * 10.0 ** rng.integers(-40, 38, 300),
                         [0.0, -0.0, np.inf, -np.inf, 1e-45, -1e-45, 3.4e38, -3.4e38]]).astype(np.float32)
-    k = arrays.float_keys(v)
+    k = arrays_derived.float_keys(v)
     a, b = np.meshgrid(np.arange(len(v)), np.arange(len(v)))
     with np.errstate(invalid="ignore"):
         assert np.array_equal(v[a] > v[b], k[a] > k[b])

@@ -55,6 +55,39 @@ def test_native_transform_close_to_numpy(variant):
     assert np.all(np.abs(native - want) <= 2 * ulp)
 
 
+@pytest.mark.parametrize("variant", ["f32-lt-acc32", "f64-le", "vector-leaf-average", "deep"])
+def test_node_tables_walk_rows_in_lockstep(variant):
+    """TC_WALK_KERNEL walks 8 rows in lockstep (a leaf is its own two children, so a row that
+    finished stays put) and a block's last rows one by one: blocks of 8 rows exactly, 8 + 5
+    and 64, rows on thresholds, NaN both ways: the same leaves as the interpreter."""
+    f = random_forest(300 + sorted(FOREST_VARIANTS).index(variant), **FOREST_VARIANTS[variant])
+    X = random_rows(f, 203)
+    want = interp.predict_raw(f, X)
+    src = cbackend.emit(f, cbackend.options(heap_max_depth=0, goto_max_nodes=0))
+    assert "TC_WALK_KERNEL(" in src["unit0.c"] and "tree_0(" not in src["unit0.c"]
+    for block in (8, 13, 64):
+        p = treecomp.compile(f, backend="c", block_rows=block, heap_max_depth=0, goto_max_nodes=0)
+        np.testing.assert_array_equal(p.predict_raw(X), want)
+
+
+def test_default_shapes_numeric_tables_categorical_goto():
+    """By default a numeric tree deeper than heap_max_depth is a lockstep node table at any
+    size; a categorical one is if/goto code up to CAT_GOTO_MAX_NODES nodes; an explicit
+    goto_max_nodes applies to both."""
+    num = random_forest(11, max_depth=11, n_trees=4)
+    small = [i for i, t in enumerate(num.trees) if t.max_depth > 8 and t.n_nodes <= 1024]
+    assert small  # what goto code was by default (up to 1024 nodes)
+    src = cbackend.emit(num)["unit0.c"]
+    assert "TC_WALK_KERNEL(" in src and "static void tree_" not in src
+    src = cbackend.emit(num, cbackend.options(goto_max_nodes=1024))["unit0.c"]
+    assert all(f"static void tree_{i}(" in src for i in small)
+    cat = random_forest(12, p_cat=0.3, max_depth=10, n_trees=3)
+    deep = [i for i, t in enumerate(cat.trees) if t.has_categorical and t.max_depth > 8]
+    assert deep and all(cat.trees[i].n_nodes <= cbackend.CAT_GOTO_MAX_NODES for i in deep)
+    src = cbackend.emit(cat)["unit0.c"]
+    assert all(f"static void tree_{i}(" in src for i in deep)
+
+
 def test_depth_1000_tree():
     rng = np.random.default_rng(5)
     t = chain_tree(1000, 4, rng)

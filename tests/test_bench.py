@@ -360,3 +360,23 @@ def test_interleaved_timings(tmp_path, capsys):
     assert rows["c"]["compile_s"] > 0
     assert "skipped" in rows["lleaves"]   # not installed, or not a LightGBM model
     assert "| c |" in capsys.readouterr().out
+
+
+@needs_cc
+def test_compile_processes_forked_and_fresh(tmp_path):
+    """A cold compile runs in a process of its own: forked from the fork server (numpy and
+    treecomp imported once) or, without one, a fresh interpreter; both give the same figures,
+    and a failing build is a Skip naming the error."""
+    ir = tmp_path / "seed.tcir"
+    bench_run._seed_forest().save(ir)
+    env = dict(os.environ, TREECOMP_CACHE_DIR=str(tmp_path / "cache"))
+    spec = {"ir": str(ir), "backend": "c", "options": {}}
+    ctx = bench_run._fork_context()
+    runs = [bench_run._compile_fresh(spec, env, str(tmp_path), 120)]
+    if ctx is not None:
+        env["TREECOMP_CACHE_DIR"] = str(tmp_path / "cache2")  # cold again
+        runs.append(bench_run._compile_forked(ctx, spec, env, str(tmp_path), 120))
+    for figs in runs:
+        assert figs["compile_s"] > 0 and figs["artifact_bytes"] > 0 and figs["compile_rss_mib"] >= 0
+    with pytest.raises(bench_run.Skip, match="unknown backend|KeyError|nope"):
+        bench_run._compile_in_subprocess(ir, "nope", {}, tmp_path / "cache3", 120)

@@ -179,6 +179,27 @@ def test_inspect_reports_classifier_or_regressor(lgbm_files, model_file):
     assert _kind_line(res).split(";")[0] == "kind:       classifier"
 
 
+def test_inspect_and_predict_isolation_forest(tmp_path):
+    """An IsolationForest is an outlier detector: predict gives sklearn's -1 / 1."""
+    from sklearn.ensemble import IsolationForest
+    X = np.random.default_rng(3).normal(size=(300, 4)).astype(np.float32)
+    m = IsolationForest(n_estimators=5, max_samples=64, random_state=0).fit(X)
+    path = tmp_path / "iforest.pkl"
+    path.write_bytes(pickle.dumps(m))
+    np.save(tmp_path / "rows.npy", X[:50])
+    r = CliRunner()
+    res = r.invoke(main, ["inspect", str(path)])
+    assert res.exit_code == 0, res.output
+    assert _kind_line(res).split(";")[0].startswith("kind:       outlier detector")
+    res = r.invoke(main, ["compile", str(path), "-o", str(tmp_path / "iforest.so")])
+    assert res.exit_code == 0, res.output
+    res = r.invoke(main, ["predict", str(tmp_path / "iforest.so"), str(tmp_path / "rows.npy"),
+                          "-o", str(tmp_path / "p.csv")])
+    assert res.exit_code == 0, res.output
+    got = np.loadtxt(tmp_path / "p.csv", delimiter=",")
+    np.testing.assert_array_equal(got, m.predict(X[:50]))
+
+
 def test_inspect_prints_plain_numbers(model_file):
     res = CliRunner().invoke(main, ["inspect", str(model_file[0])])
     assert res.exit_code == 0, res.output
@@ -383,3 +404,71 @@ def test_usage_errors_are_one_line():
         res = r.invoke(main, args)
         assert res.exit_code == 2 and _one_error_line(res), (args, res.output)
         assert "--help" in res.stderr
+
+
+class _Terminal:
+    """A stderr that says it is a terminal, recording what was written."""
+
+    def __init__(self, tty: bool = True):
+        self.text, self.tty = "", tty
+
+    def write(self, s):
+        self.text += s
+
+    def flush(self):
+        pass
+
+    def isatty(self):
+        return self.tty
+
+
+def test_progress_is_a_bar_on_a_terminal_and_lines_elsewhere():
+    from treecomp.cli import ProgressPrinter
+    events = ["building the arrays kernel (once per machine, ~30 s)...",
+              "compiled tc_arrays_0.c (1/3)", "a note while it builds", "compiled tc_arrays_1.c (2/3)",
+              "compiled tc_arrays_2.c (3/3)", "built the arrays kernel in 1.0 s"]
+    term = _Terminal()
+    p = ProgressPrinter(term)
+    for e in events:
+        p(e)
+    lines = term.text.split("\n")
+    # steps redraw one line in place (\r, no newline until 3/3); other messages print above it
+    assert lines[0].endswith("  ... building the arrays kernel (once per machine, ~30 s)...")
+    assert lines[1].endswith("  ... a note while it builds")
+    bar = lines[1 + 1]
+    assert "[" + "#" * 8 + "." * 16 + "] compiled tc_arrays_0.c (1/3)" in bar  # redrawn under the note
+    assert "#" * 16 + "." * 8 + "] compiled tc_arrays_1.c (2/3)\r" in bar
+    assert bar.endswith("[" + "#" * 24 + "] compiled tc_arrays_2.c (3/3)")
+    assert lines[3].endswith("  ... built the arrays kernel in 1.0 s") and lines[4] == ""
+    # not a terminal: every message a plain line, no control characters
+    pipe = _Terminal(tty=False)
+    p = ProgressPrinter(pipe)
+    for e in events:
+        p(e)
+    assert pipe.text == "".join(f"  ... {e}\n" for e in events)
+    # a build that fails half way leaves no half line behind
+    term = _Terminal()
+    p = ProgressPrinter(term)
+    p("compiled model_0.c (1/4)")
+    assert not term.text.endswith("\n")
+    p.close()
+    assert term.text.endswith("(1/4)\n")
+    # counts in paths or version numbers are not steps
+    term = _Terminal()
+    ProgressPrinter(term)("read /tmp/1/2 and gcc 12.1/3")
+    assert term.text == "\r\x1b[K  ... read /tmp/1/2 and gcc 12.1/3\n"
+
+
+@needs_cc
+def test_compile_reports_each_step(model_file, tmp_path, monkeypatch):
+    """A compile reports its steps through the progress callback, k/n counted to the end."""
+    monkeypatch.setenv("TREECOMP_CACHE_DIR", str(tmp_path / "cache"))  # a real build, not a hit
+    path, _, _ = model_file
+    res = CliRunner().invoke(main, ["compile", str(path), "-o", str(tmp_path / "m.so"), "--backend", "c"])
+    assert res.exit_code == 0, res.output
+    err = res.stderr.splitlines()
+    assert "  ... generating C for 5 trees" in err
+    steps = [ln for ln in err if ln.startswith("  ... compiled ")]
+    n = int(steps[0].rsplit("/", 1)[1].rstrip(")"))
+    assert len(steps) == n and steps[-1].endswith(f"({n}/{n})")
+    assert [int(s.rsplit("(", 1)[1].split("/")[0]) for s in steps] == list(range(1, n + 1))

@@ -178,7 +178,7 @@ def _margins(rng, n: int) -> np.ndarray:
 def test_missing_values_in_deep_trees(n_features, depth):
     """Hist trees over features with missing values: nodes send NaN both ways and features reach
     XGBoost's 256 thresholds, so the arrays backend's byte walk merges each feature's two NaN
-    columns for its column mux (arrays.merge_nan_columns); bit-exact against inplace_predict
+    columns for its column mux (arrays_derived.merge_nan_columns); bit-exact against inplace_predict
     on rows with NaN in every feature, +-inf and threshold-edge values."""
     rng = np.random.default_rng(5)
     X = rng.normal(size=(3000, n_features)).astype(F32)
@@ -534,12 +534,109 @@ def test_gblinear_is_unsupported(tmp_path):
         treecomp.parse(m)
 
 
-def test_vector_leaf_trees_are_unsupported():
-    X = _X(61, n=80)
-    b = train({"tree_method": "hist", "multi_strategy": "multi_output_tree"}, X,
-              np.c_[X[:, 0], X[:, 2]], 2)
-    with pytest.raises(UnsupportedModelError, match="multi_output_tree"):
-        treecomp.parse(b)
+# -- vector-leaf trees (multi_strategy="multi_output_tree") ----------------------------------
+def _vector_leaf_models():
+    """name -> (model, rows, library callables): Booster and wrapper, regression and multiclass."""
+    X = _X(61, n=240)
+    Y = np.c_[np.nan_to_num(X[:, 1]) + X[:, 0], X[:, 2] * 2, np.sin(X[:, 3])]
+    y = np.digitize(X[:, 0] + np.nan_to_num(X[:, 1]), [-0.7, 0.0, 0.8])
+    vec = {"tree_method": "hist", "multi_strategy": "multi_output_tree"}
+    reg = train({**vec, "objective": "reg:squarederror"}, X, Y, 6)
+    soft = train({**vec, "objective": "multi:softprob", "num_class": 4}, X, y, 5)
+    kw = dict(n_estimators=5, max_depth=3, n_jobs=1, random_state=7, **vec)
+    wreg = xgb.XGBRegressor(**kw).fit(X, Y[:, :2])
+    wclf = xgb.XGBClassifier(**kw).fit(X, y)
+    rows = X[:120].copy()
+    fin = lambda Z: np.where(np.isinf(Z), np.sign(Z) * 3e38, Z)  # DMatrix refuses inf
+    return {
+        "booster_regression": (reg, rows, {
+            "predict": lambda Z: reg.predict(xgb.DMatrix(fin(Z), nthread=1)),
+            "raw": lambda Z: reg.predict(xgb.DMatrix(fin(Z), nthread=1), output_margin=True)}),
+        "booster_softprob": (soft, rows, {
+            "predict": lambda Z: soft.predict(xgb.DMatrix(fin(Z), nthread=1)),
+            "raw": lambda Z: soft.predict(xgb.DMatrix(fin(Z), nthread=1), output_margin=True)}),
+        "wrapper_regressor": (wreg, rows, {"predict": wreg.predict,
+                                           "raw": lambda Z: wreg.predict(Z, output_margin=True)}),
+        "wrapper_classifier": (wclf, rows, {"predict": wclf.predict, "predict_proba": wclf.predict_proba,
+                                            "raw": lambda Z: wclf.predict(Z, output_margin=True)}),
+    }
+
+
+@pytest.fixture(scope="module")
+def vector_leaf_models():
+    return _vector_leaf_models()
+
+
+@pytest.mark.parametrize("name", ["booster_regression", "booster_softprob", "wrapper_regressor",
+                                  "wrapper_classifier"])
+def test_vector_leaf_models_bit_exact(vector_leaf_models, name, tmp_path):
+    """Vector-leaf trees: every tree adds its float32 leaf vector (leaf_weights, indexed by
+    right_children at the leaf) to all outputs, from the per-target base margins. Exact from
+    the object, the .json and the .ubj file, through the interpreter and every backend."""
+    model, rows, library = vector_leaf_models[name]
+    f = treecomp.parse(model)
+    K = f.n_outputs
+    assert K > 1 and all(t.width == K for t in f.trees) and not np.any(f.tree_output)
+    assert len(set(f.base_score.tolist())) == K  # one base margin per target
+    booster = model if isinstance(model, xgb.Booster) else model.get_booster()
+    for suffix in (".json", ".ubj"):
+        booster.save_model(tmp_path / f"m{suffix}")
+        if isinstance(model, xgb.Booster):
+            assert treecomp.parse(tmp_path / f"m{suffix}").digest() == f.digest()
+    X = np.vstack([rows, edge_rows(f, rows, n=150, seed=3)])
+    got = {}
+    for key, lib in library.items():
+        want = lib(X)
+        assert_same(want, OURS[key](f, X))
+        got[key] = want
+    for backend in ("c", "llvm", "arrays"):
+        p = treecomp.compile(f, backend=backend)
+        assert_same(got["predict"], p.predict(X))
+        assert_same(got["raw"], p.decision_function(X))
+        if "predict_proba" in got:
+            assert_same(got["predict_proba"], p.predict_proba(X))
+
+
+def test_vector_leaf_layout_is_read_from_leaf_weights(vector_leaf_models):
+    """leaf_weights decides, not base_weights: a document whose leaf rows are permuted (and
+    right_children with them) predicts the same; one whose leaf_weights are changed predicts
+    the change, as XGBoost does."""
+    reg = vector_leaf_models["booster_regression"][0]
+    X = vector_leaf_models["booster_regression"][1][:40]
+    doc = doc_of(reg)
+    t = doc["learner"]["gradient_booster"]["model"]["trees"][0]
+    K = int(t["tree_param"]["size_leaf_vector"])
+    t["leaf_weights"] = [v * 2 for v in t["leaf_weights"]]
+    t["base_weights"] = [0.0] * len(t["base_weights"])
+    b = booster_from_doc(doc)
+    assert_same(b.predict(xgb.DMatrix(X, nthread=1), output_margin=True),
+                interp.decision_function(forest_from_document(doc), X))
+    # reverse the leaf rows
+    leaves = [i for i, c in enumerate(t["left_children"]) if c == -1]
+    rows = [t["leaf_weights"][K * j:K * j + K] for j in range(len(leaves))]
+    t["leaf_weights"] = [v for r in rows[::-1] for v in r]
+    for i in leaves:
+        t["right_children"][i] = len(leaves) - 1 - t["right_children"][i]
+    assert_same(b.predict(xgb.DMatrix(X, nthread=1), output_margin=True),
+                interp.decision_function(forest_from_document(doc), X))
+
+
+@pytest.mark.parametrize("mutate, error, match", [
+    (lambda t: t.pop("leaf_weights"), UnsupportedModelError, "XGBoost < 3.2"),
+    (lambda t: t["leaf_weights"].pop(), InvalidModelError, "multiple of size_leaf_vector"),
+    (lambda t: t["right_children"].__setitem__(t["left_children"].index(-1), 99), InvalidModelError,
+     "outside"),
+    (lambda t: t["right_children"].__setitem__(0, t["left_children"][0] + 2), InvalidModelError,
+     "left child \\+ 1"),
+    (lambda t: t["tree_param"].__setitem__("size_leaf_vector", "2"), InvalidModelError,
+     "size_leaf_vector"),
+    (lambda t: t["leaf_weights"].__setitem__(0, "x"), InvalidModelError, "leaf_weights"),
+])
+def test_vector_leaf_corrupt(vector_leaf_models, mutate, error, match):
+    doc = doc_of(vector_leaf_models["booster_regression"][0])
+    mutate(doc["learner"]["gradient_booster"]["model"]["trees"][1])
+    with pytest.raises(error, match=match):
+        forest_from_document(doc)
 
 
 def test_unknown_objective_is_unsupported():

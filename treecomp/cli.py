@@ -18,8 +18,10 @@ import csv
 import functools
 import math
 import os
+import re
 import shutil
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -168,8 +170,62 @@ def _error(line: str) -> None:
         pass
 
 
-def _progress(msg: str) -> None:
-    click.echo(f"  ... {msg}", err=True)
+class ProgressPrinter:
+    """The CLI's `progress` callback (toolchain.DEFAULT_PROGRESS, and api.compile's).
+
+    A message that counts steps says ``k/n`` (toolchain's "compiled x.c (3/12)", the llvm
+    backend's "compiled module 3/12", the arrays kernel's "compiled 2/3 parts"). On a terminal
+    (stderr a TTY) those redraw one bar line in place, and other messages print above it; on
+    anything else every message is a plain ``  ... msg`` line. Called from the compile threads
+    too: one lock."""
+
+    STEP = re.compile(r"(?<![\w/.])(\d+)/(\d+)(?![\w/])")
+    WIDTH = 24
+
+    def __init__(self, stream: Any = None):
+        self._stream, self._lock, self._bar = stream, threading.Lock(), ""
+
+    @property
+    def stream(self) -> Any:
+        return self._stream if self._stream is not None else sys.stderr
+
+    def _tty(self) -> bool:
+        try:
+            return bool(self.stream.isatty())
+        except (AttributeError, ValueError):  # a closed or unusual stream: plain lines
+            return False
+
+    def __call__(self, msg: str) -> None:
+        msg = str(msg)
+        with self._lock:
+            if not self._tty():
+                click.echo(f"  ... {msg}", file=self.stream)
+                return
+            step = [m for m in self.STEP.finditer(msg) if 0 < int(m.group(2))]
+            out = self.stream
+            cols = shutil.get_terminal_size((80, 20)).columns
+            if not step:  # a plain message above the bar (which is redrawn under it)
+                click.echo("\r\x1b[K" + f"  ... {msg}"[:cols - 1], file=out)
+                if self._bar:
+                    click.echo(self._bar, file=out, nl=False)
+                return
+            k, n = int(step[-1].group(1)), int(step[-1].group(2))
+            k = min(k, n)
+            fill = self.WIDTH * k // n
+            bar = f"  [{'#' * fill}{'.' * (self.WIDTH - fill)}] {msg}"[:cols - 1]
+            click.echo("\r\x1b[K" + bar, file=out, nl=k == n)
+            self._bar = "" if k == n else "\r\x1b[K" + bar
+            out.flush()
+
+    def close(self) -> None:
+        """End a bar left unfinished (a failed build), so that what follows starts a line."""
+        with self._lock:
+            if self._bar:
+                click.echo("", file=self.stream)
+                self._bar = ""
+
+
+_progress = ProgressPrinter()
 
 
 def _check_writable(path: str) -> None:
@@ -217,6 +273,8 @@ def _plain(obj: Any) -> Any:
 
 
 def _kind(transform: str, is_classifier: bool) -> str:
+    if transform == "iforest":
+        return "outlier detector (predict gives -1 / 1)"
     if is_classifier:
         return "classifier"
     if transform in PROBABILITY_TRANSFORMS:
@@ -293,8 +351,11 @@ def compile_cmd(model, output, backend, native, emit_source, header):
         Path(emit_source).mkdir(parents=True, exist_ok=True)
         for fname, text in c.emit(forest, c.options(**opts)).items():
             (Path(emit_source) / fname).write_text(text)
-    pred = api.compile(forest, backend=name, progress=_progress, **opts)
-    _write(output, lambda: pred.save(output))
+    try:
+        pred = api.compile(forest, backend=name, progress=_progress, **opts)
+        _write(output, lambda: pred.save(output))
+    finally:
+        _progress.close()
     if header:
         _write(header, lambda: write_header(header))
     click.echo(f"wrote {output} ({pred.backend} backend, {Path(output).stat().st_size} bytes) "

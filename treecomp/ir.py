@@ -58,8 +58,10 @@ DTYPES = ("float32", "float64")
 #: numpy sums a C-ordered array (pairwise from 8 classes); "softmax_seq" left to right, except
 #: with exp_lib "numpy" (sklearn HGB), as numpy sums a Fortran-ordered array (one row pairwise).
 #: "samme" (AdaBoostClassifier) and "iforest" (IsolationForest) take Forest.transform_params.
+#: "logistic_ort" / "softmax_ort" / "softmax_zero_ort": ONNX Runtime's post_transform LOGISTIC /
+#: SOFTMAX / SOFTMAX_ZERO (float32 formulas of its ml_common.h, libm's expf).
 TRANSFORMS = ("identity", "sigmoid", "sigmoid2", "softmax", "softmax_seq", "exp", "exp64",
-              "samme", "iforest")
+              "samme", "iforest", "logistic_ort", "softmax_ort", "softmax_zero_ort")
 #: how many Forest.transform_params each transform takes (others: none); meaning in outputs.py
 #:   samme    (weight_sum,)          AdaBoostClassifier: estimator_weights_.sum()
 #:   iforest  (denominator, offset)  IsolationForest: n_estimators * c(max_samples), offset_

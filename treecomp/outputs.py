@@ -315,6 +315,8 @@ def transform(forest: Forest, raw: np.ndarray) -> np.ndarray:
         return _samme_proba(forest, raw)
     if t == "iforest":
         return score_samples(forest, raw)[:, None]
+    if t in _ORT:
+        return _ORT[t](raw, lib)
     raise AssertionError(f"unknown transform {t!r}")  # validated in Forest; unreachable
 
 
@@ -403,8 +405,37 @@ PYTHON_TRANSFORMS = ("samme", "iforest")
 
 def accepted_flags(forest: Forest) -> int:
     """The treecomp_predict flags an artifact accepts: TREECOMP_RAW always, TREECOMP_TRANSFORM
-    (1) unless the transform is one only Python computes (then the call returns EINVAL)."""
-    return 0 if forest.transform in PYTHON_TRANSFORMS else 1
+    (1) unless the transform is one only Python computes, or calls an exp no artifact has
+    (CatBoost's fmath exp): then the call returns EINVAL rather than another library's answer."""
+    if forest.transform in PYTHON_TRANSFORMS:
+        return 0
+    return 0 if forest.exp_lib == "fmath" and forest.transform != "identity" else 1
+
+
+# ONNX Runtime's post transforms (onnxruntime/core/providers/cpu/ml/ml_common.h), in the scores'
+# own dtype (float32: std::exp is glibc's expf, reproduced by _expf): ComputeLogistic,
+# ComputeSoftmax (max over -FLT_MAX and the scores, exps summed in order), ComputeSoftmaxZero
+def _logistic_ort(raw: np.ndarray, lib: str) -> np.ndarray:
+    one = raw.dtype.type(1)
+    v = one / (one + _exp(-np.abs(raw), lib))
+    return np.where(raw < 0, one - v, v)
+
+
+def _softmax_ort(raw: np.ndarray, lib: str, zero: bool = False) -> np.ndarray:
+    t = raw.dtype.type
+    m = np.fmax.reduce(raw, axis=1, initial=t(-np.finfo(np.float32).max), keepdims=True)
+    e = _exp(raw - m, lib)
+    if zero:  # scores within 1e-7 of zero: x * exp(-max), left out of the sum
+        small = ~((raw > t(1e-7)) | (raw < t(-1e-7)))
+        e = np.where(small, raw * _exp(-m, lib), e)
+    s = np.zeros(raw.shape[0], raw.dtype)
+    for k in range(raw.shape[1]):
+        s += e[:, k] if not zero else np.where(small[:, k], t(0), e[:, k])
+    return e / s[:, None]
+
+
+_ORT = {"logistic_ort": _logistic_ort, "softmax_ort": _softmax_ort,
+        "softmax_zero_ort": lambda raw, lib: _softmax_ort(raw, lib, zero=True)}
 
 
 _F32 = struct.Struct("<f")

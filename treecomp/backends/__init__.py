@@ -86,9 +86,9 @@ def byte_walk_pays(forest) -> bool:
 
 def byte_walk_terms(forest) -> tuple[int, int]:
     """(cols, levels) of byte_walk_pays' estimate: the columns a row is quantised into (one per
-    feature and chunk of distinct thresholds, arrays.quant_chunk_size; 0 without splits), the
+    feature and chunk of distinct thresholds, arrays_derived.quant_chunk_size; 0 without splits), the
     trees' depths summed."""
-    from .arrays import quant_chunk_size
+    from .arrays_derived import quant_chunk_size
     import numpy as np
     feats, thrs, levels = [], [], 0
     for t in forest.trees:
@@ -115,7 +115,7 @@ def choose(forest, artifact: str | None = None) -> str:
 
     Rule (measured on the 2-core dev box with bench/, 1 thread, us/row):
     - a C compiler is available (toolchain.have_compiler()):
-        all trees of <= 128 leaves, or all numeric heaps of depth <= 8 (arrays.quant_eligible),
+        all trees of <= 128 leaves, or all numeric heaps of depth <= 8 (arrays_tables.quant_eligible),
           and the per-row cost model says quantising pays (byte_walk_pays: enough trees for
           the columns the rows must be quantised into)
           -> "arrays": its byte walks beat generated code 2-9x (500 XGBoost trees of depth 6:
@@ -146,8 +146,8 @@ def choose(forest, artifact: str | None = None) -> str:
         # generator it is weighed against is c, or llvm on a host without a compiler (its
         # code ran 0.93x-1.23x c's time on the nine bench cases of 2026-11-22)
         gen = "c" if cc else "llvm" if "llvm" in names() else "arrays"
-        from . import arrays
-        if arrays.quant_eligible(forest):
+        from .arrays_tables import quant_eligible
+        if quant_eligible(forest):
             if byte_walk_pays(forest):
                 return "arrays"
             return gen if n_nodes <= CODEGEN_MAX_NODES_F64 else "arrays"

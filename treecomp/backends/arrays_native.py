@@ -224,7 +224,7 @@ def native_library(progress: Callable[[str], None] | None = None):
 
 
 def _have_llvm() -> bool:
-    from .arrays import have_llvm  # the compiler-free walker lives with the tables
+    from .arrays_walkers import have_llvm  # the compiler-free walkers
     return have_llvm()
 
 

@@ -48,7 +48,7 @@ import numpy as np
 from .. import __version__, outputs, toolchain
 from ..errors import CompileError
 from . import arrays_native
-from .arrays import FF_CAT, FF_FEAT
+from .arrays_tables import FF_CAT, FF_FEAT
 from .arrays_native import KERNEL_CFLAGS, _NATIVE_ISAS, _Tables
 from .c import _c_string
 
@@ -273,7 +273,8 @@ def save(kernel: Any, path: Any, progress: Callable[[str], None] | None = None) 
 def build(forest: Any, progress: Callable[[str], None] | None = None, **overrides: Any):
     """Compile `forest` straight to a loaded arrays .so (a loader.SharedLibrary)."""
     from ..loader import SharedLibrary
-    from .arrays import ArraysKernel, flatten, options, validate
+    from .arrays import ArraysKernel, options
+    from .arrays_tables import flatten, validate
     from ..ir import head_of
     opts = options(**overrides)
     tables = flatten(forest, opts["layout"], opts["heap_max_depth"])

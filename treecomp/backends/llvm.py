@@ -816,8 +816,11 @@ def _main_text(forest: Forest, sym: str, n_parts: int, block: int, triple: str) 
     null = ir.Constant(ptr, None)
     some = b.icmp_signed(">", n_rows, i64(0))
     nullp = b.or_(b.icmp_unsigned("==", X, null), b.icmp_unsigned("==", out, null))
+    # ONNX Runtime's transforms are not emitted here: TREECOMP_TRANSFORM is then refused (EINVAL);
+    # the Predictor applies them in numpy (treecomp.outputs), the c backend in C
+    known = 0 if forest.transform.endswith("_ort") else outputs.accepted_flags(forest)
     bad = b.or_(b.or_(bad_dtype, b.icmp_signed("<", n_rows, i64(0))),
-                b.or_(b.and_(some, nullp), b.icmp_unsigned("!=", b.and_(flags, i32(~outputs.accepted_flags(forest) & 0xFFFFFFFF)), i32(0))))
+                b.or_(b.and_(some, nullp), b.icmp_unsigned("!=", b.and_(flags, i32(~known & 0xFFFFFFFF)), i32(0))))
     with b.if_then(bad, likely=False):
         b.ret(i32(-1))
     convert = b.icmp_signed("!=", x_dtype, i32(xbits))
@@ -876,7 +879,7 @@ def _main_text(forest: Forest, sym: str, n_parts: int, block: int, triple: str) 
                 p = b.gep(ab, [k], source_etype=acc_ty, inbounds=True)
                 b.store(b.fdiv(b.load(p, typ=acc_ty), acc_ty(forest.n_trees)), p)
             loop(b.mul(nb, i64(no)), avg_one)
-        if forest.transform != "identity" and outputs.accepted_flags(forest):
+        if known and forest.transform != "identity":
             with b.if_then(b.icmp_unsigned("!=", b.and_(flags, i32(1)), i32(0))):
                 loop(nb, lambda r: _transform_row(b, forest, acc_ty, (exp, expf), loop,
                                                   b.gep(ab, [b.mul(r, i64(no))], source_etype=acc_ty,

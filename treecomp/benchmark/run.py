@@ -17,8 +17,10 @@ Strategies (names usable with ``--strategies``):
 
 How each figure is measured:
 
-- compile: every treecomp compile runs cold in a fresh subprocess with a fresh
-  ``TREECOMP_CACHE_DIR`` holding no artifact of the model. A backend's once-per-machine work
+- compile: every treecomp compile runs cold in a process of its own with a fresh
+  ``TREECOMP_CACHE_DIR`` holding no artifact of the model (forked from a fork server that has
+  imported numpy and treecomp and done nothing else, so the imports are not paid per compile;
+  a fresh interpreter where there is no fork server). A backend's once-per-machine work
   (the arrays backend's generic kernel) is timed separately, once per run, as its "setup" (see
   Backend). The child reports the build's wall time, the peak RSS growth of the compiling Python
   process (the kernel's high-water mark is reset through /proc/self/clear_refs right before the
@@ -174,9 +176,9 @@ def peak_rss():
         box["exact"] = ok
 
 
-def compile_child() -> None:
-    """Entry point of the compile subprocess: argv[1] is a JSON spec; prints one JSON line."""
-    spec = json.loads(sys.argv[1])
+def _build_figures(spec: dict) -> dict:
+    """Build spec["ir"] with spec["backend"] (options spec["options"]) in this process, which
+    has done nothing else: its compile figures, or {"error": ...}."""
     out: dict[str, Any] = {}
     try:
         from treecomp import backends
@@ -202,30 +204,104 @@ def compile_child() -> None:
             out["artifact_bytes"] = None
     except BaseException as exc:  # noqa: BLE001 - reported to the parent, which notes a skip
         out = {"error": f"{type(exc).__name__}: {exc}".strip()[:600]}
-    print("BENCH-RESULT " + json.dumps(out), flush=True)
+    return out
+
+
+def compile_child() -> None:
+    """Entry point of the compile subprocess: argv[1] is a JSON spec; prints one JSON line."""
+    print("BENCH-RESULT " + json.dumps(_build_figures(json.loads(sys.argv[1]))), flush=True)
+
+
+def _forked_compile(spec: dict, env: dict, cwd: str, conn: Any) -> None:
+    """A compile in a process forked from the fork server (see _compile_in_subprocess)."""
+    os.environ.clear()
+    os.environ.update(env)
+    os.chdir(cwd)
+    null = os.open(os.devnull, os.O_WRONLY)  # as the subprocess's captured output: unseen
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    conn.send(_build_figures(spec))
+    conn.close()
+
+
+#: modules the fork server imports once (numpy, treecomp, the backends); a compile process
+#: forked from it starts with them imported, and nothing else done
+_PRELOAD = ["treecomp.benchmark.run", "treecomp.backends.c", "treecomp.backends.arrays",
+            "treecomp.backends.llvm"]
+_FORK_CTX: Any = None
+
+
+def _fork_context() -> Any:
+    """multiprocessing's fork server context with _PRELOAD imported, or None where the platform
+    has none (then every compile starts a fresh interpreter)."""
+    global _FORK_CTX
+    if _FORK_CTX is None:
+        import multiprocessing
+        _FORK_CTX = False
+        if "forkserver" in multiprocessing.get_all_start_methods() and \
+                os.environ.get("TREECOMP_BENCH_FORKSERVER", "1") != "0":
+            ctx = multiprocessing.get_context("forkserver")
+            ctx.set_forkserver_preload(_PRELOAD)
+            _FORK_CTX = ctx
+    return _FORK_CTX or None
 
 
 def _compile_in_subprocess(ir_path: Path, backend: str, options: dict, cache: Path,
                            timeout: float) -> dict:
+    """The compile figures of one cold build, in a process of its own with an empty cache.
+
+    The process is forked from a fork server that has imported numpy and treecomp (once per
+    benchmark run) and done nothing else: the build starts from the state a fresh interpreter
+    has after those imports, without paying them again (a fresh interpreter took ~0.6 s to get
+    there, 48 times in a quick run of the nine cases). Without a fork server (or with
+    TREECOMP_BENCH_FORKSERVER=0) a fresh interpreter runs compile_child."""
     env = dict(os.environ)
     env["TREECOMP_CACHE_DIR"] = str(cache)
-    spec = json.dumps({"ir": str(ir_path), "backend": backend, "options": options})
+    spec = {"ir": str(ir_path), "backend": backend, "options": options}
+    ctx = _fork_context()
+    if ctx is not None:
+        res = _compile_forked(ctx, spec, env, str(ir_path.parent), timeout)
+    else:
+        res = _compile_fresh(spec, env, str(ir_path.parent), timeout)
+    if "error" in res:
+        raise Skip(res["error"])
+    return res
+
+
+def _compile_forked(ctx: Any, spec: dict, env: dict, cwd: str, timeout: float) -> dict:
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_forked_compile, args=(spec, env, cwd, send))
+    proc.start()
+    send.close()
+    try:
+        if not recv.poll(timeout):
+            proc.kill()
+            proc.join()
+            raise Skip(f"compile took over {timeout:.0f} s")
+        try:
+            return recv.recv()
+        except EOFError:  # the process died without an answer (a crash, a signal)
+            proc.join()
+            raise Skip(f"compile process failed (exit {proc.exitcode})") from None
+    finally:
+        recv.close()
+        proc.join()
+
+
+def _compile_fresh(spec: dict, env: dict, cwd: str, timeout: float) -> dict:
     # The child imports the treecomp this process runs (installed, editable or a checkout on
     # sys.path): its folder goes first on the child's path unless the child finds it anyway.
     code = ("import sys; p = " + repr(str(PACKAGE_PARENT)) + "\n"
             "if p not in sys.path: sys.path.insert(0, p)\n"
             "from treecomp.benchmark.run import compile_child; compile_child()")
     try:
-        proc = subprocess.run([sys.executable, "-c", code, spec], capture_output=True, text=True,
-                              timeout=timeout, env=env, cwd=str(ir_path.parent))
+        proc = subprocess.run([sys.executable, "-c", code, json.dumps(spec)], capture_output=True,
+                              text=True, timeout=timeout, env=env, cwd=cwd)
     except subprocess.TimeoutExpired:
         raise Skip(f"compile took over {timeout:.0f} s") from None
     for line in proc.stdout.splitlines():
         if line.startswith("BENCH-RESULT "):
-            res = json.loads(line[len("BENCH-RESULT "):])
-            if "error" in res:
-                raise Skip(res["error"])
-            return res
+            return json.loads(line[len("BENCH-RESULT "):])
     tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
     raise Skip(f"compile process failed (exit {proc.returncode}): {tail}")
 

@@ -22,6 +22,7 @@ _FRONTENDS = {
     "xgboost": "treecomp.frontends.xgboost",
     "lightgbm": "treecomp.frontends.lightgbm",
     "catboost": "treecomp.frontends.catboost",
+    "onnx": "treecomp.frontends.onnx",
 }
 
 PICKLE_SUFFIXES = (".pkl", ".pickle", ".joblib")
@@ -29,6 +30,7 @@ XGBOOST_SUFFIXES = (".json", ".ubj")
 LIGHTGBM_SUFFIXES = (".txt",)
 IR_SUFFIXES = (".tcir",)
 CATBOOST_SUFFIXES = (".cbm",)
+ONNX_SUFFIXES = (".onnx",)
 
 
 def _frontend(lib: str):
@@ -43,7 +45,7 @@ def supported_models() -> list[str]:
             names += [f"{lib}.{c}" for c in _frontend(lib).PARSERS]
         except ImportError:  # pragma: no cover - a frontend's own import failed
             names.append(f"{lib}.*")
-    return names + [f"files: {', '.join(PICKLE_SUFFIXES + XGBOOST_SUFFIXES + LIGHTGBM_SUFFIXES + CATBOOST_SUFFIXES + IR_SUFFIXES)}"]
+    return names + [f"files: {', '.join(PICKLE_SUFFIXES + XGBOOST_SUFFIXES + LIGHTGBM_SUFFIXES + CATBOOST_SUFFIXES + IR_SUFFIXES + ONNX_SUFFIXES)}"]
 
 
 def _parser_for(model: Any) -> Callable[[Any], Forest] | None:
@@ -64,8 +66,9 @@ def parse(model_or_path: Any) -> Forest:
     Files: .pkl/.pickle/.joblib (pickled estimators; loading a pickle EXECUTES CODE from the
     file, so only load files you trust), XGBoost JSON / UBJSON model files (read without
     xgboost), LightGBM text models (read without lightgbm), CatBoost JSON / .cbm models (read without
-    catboost) and treecomp IR files; these are
-    recognised by content whatever their name (.json/.ubj/.model/.bin, .txt/.model, .tcir).
+    catboost), ONNX models (ai.onnx.ml tree ensembles; needs the onnx package) and treecomp IR
+    files; these are recognised by content whatever their name (.json/.ubj/.model/.bin,
+    .txt/.model, .onnx, .tcir).
     """
     if isinstance(model_or_path, Forest):
         return model_or_path
@@ -82,7 +85,7 @@ def parse(model_or_path: Any) -> Forest:
 
 def _sniff(head: bytes) -> str | None:
     """The model format of a file from its first bytes: "lightgbm", "xgboost", "catboost",
-    "ir", "pickle" or None. Names lie (XGBoost 3.x writes UBJSON to .model / .bin, LightGBM text
+    "ir", "onnx", "pickle" or None. Names lie (XGBoost 3.x writes UBJSON to .model / .bin, LightGBM text
     models are often called .model), content does not."""
     first_line = head.split(b"\n", 1)[0].split(b"\r", 1)[0]
     if first_line.strip() == b"tree":
@@ -93,6 +96,8 @@ def _sniff(head: bytes) -> str | None:
         return "catboost"  # .cbm, or CatBoost's JSON export (features_info / oblivious_trees)
     if head.lstrip(b" \t\r\n")[:1] == b"{":
         return "xgboost"  # JSON or UBJSON
+    if _frontend("onnx").sniff(head):
+        return "onnx"  # a protobuf ModelProto
     if _frontend("xgboost").legacy_binary_objective(head) is not None:
         return "xgboost"
     if len(head) > 1 and head[0] == 0x80 and 2 <= head[1] <= 5:  # pickle protocol 2-5
@@ -120,6 +125,8 @@ def parse_file(path: str | os.PathLike) -> Forest:
         return _frontend("catboost").parse_catboost_file(p)
     if kind == "ir":
         return Forest.load(p)
+    if kind == "onnx" or (kind is None and suffix in ONNX_SUFFIXES):
+        return _frontend("onnx").parse_onnx_file(p)
     if kind == "pickle":
         raise UnsupportedModelError(
             f"{p.name} looks like a Python pickle; treecomp unpickles only files named "
@@ -137,7 +144,7 @@ def parse_file(path: str | os.PathLike) -> Forest:
     raise UnsupportedModelError(
         f"cannot tell the model format of {p.name} from its content (it starts with "
         f"{head[:16]!r}); treecomp reads XGBoost JSON / UBJSON model files, LightGBM text "
-        "models, CatBoost JSON / .cbm models, treecomp IR files (by content, any name) and pickles named "
+        "models, CatBoost JSON / .cbm models, ONNX models, treecomp IR files (by content, any name) and pickles named "
         + ", ".join(PICKLE_SUFFIXES))
 
 

@@ -66,8 +66,14 @@ What the Forest reproduces (the source object decides):
 Output transforms (sigmoid / softmax / exp in float32; survival:aft's exp in double) are in
 :mod:`treecomp.outputs`.
 
-Refused with UnsupportedModelError: gblinear, vector-leaf trees
-(``multi_strategy="multi_output_tree"``), unknown objectives, custom objectives and non-NaN
+Vector-leaf trees (``multi_strategy="multi_output_tree"``, ``size_leaf_vector`` K > 1; multi-target
+regression and multiclass): a leaf's K float32 values are row ``right_children[leaf]`` of
+``leaf_weights`` (``base_weights``, n_nodes x split targets, is a training statistic); every such
+tree adds its vector to all K outputs, in tree order, from the per-target base margins
+(cpu_predictor.cc ``multi::PredValueByOneTree``). XGBoost 3.2 cannot read the layout of older
+releases (no ``leaf_weights``: it segfaults): refused.
+
+Refused with UnsupportedModelError: gblinear, unknown objectives, custom objectives and non-NaN
 ``missing`` in the sklearn wrappers, multi-label and non-probabilistic XGBClassifiers.
 """
 
@@ -268,7 +274,8 @@ def _json_ints(v: Any, where: str) -> list:
 #: the typed UBJSON array each tree field must be in a typed tree (tree_model.cc LoadModelImpl,
 #: LoadCategoricalSplit; io_utils.h): F32Array, I32Array, U8Array, I64Array
 _TYPED = {"split_conditions": ("float32",), "loss_changes": ("float32",),
-          "sum_hessian": ("float32",), "base_weights": ("float32",), "left_children": ("int32",),
+          "sum_hessian": ("float32",), "base_weights": ("float32",), "leaf_weights": ("float32",),
+          "left_children": ("int32",),
           "right_children": ("int32",), "parents": ("int32",),
           "split_indices": ("int32", "int64"), "default_left": ("uint8",),
           "split_type": ("uint8",), "categories_segments": ("int64",),
@@ -276,7 +283,7 @@ _TYPED = {"split_conditions": ("float32",), "loss_changes": ("float32",),
           "categories": ("int32",)}
 #: what an untyped (JSON) array's elements must be: Number (float), Integer, or Boolean / Integer
 _UNTYPED = {"split_conditions": (float,), "loss_changes": (float,), "sum_hessian": (float,),
-            "base_weights": (float,), "default_left": (bool, int)}
+            "base_weights": (float,), "leaf_weights": (float,), "default_left": (bool, int)}
 
 
 def _tree_field(t: dict, key: str, where: str, typed: bool) -> Any:
@@ -400,10 +407,7 @@ def _tree_arrays(t: Any, i: int) -> tuple[np.ndarray, ...]:
     _stoi(tp, "num_feature", f"{where}.tree_param")
     if "num_deleted" in tp:  # optional (1.0 files lack it), a string when present
         _stoi(tp, "num_deleted", f"{where}.tree_param")
-    if _stoi(tp, "size_leaf_vector", f"{where}.tree_param") > 1:
-        raise UnsupportedModelError(
-            "XGBoost vector-leaf trees (multi_strategy='multi_output_tree') are not supported; "
-            "treecomp supports one_output_per_tree models (the default)")
+    width = _stoi(tp, "size_leaf_vector", f"{where}.tree_param")
     parents = _get(t, "parents", where)
     typed = isinstance(parents, np.ndarray)
     fields = {k: _tree_field(t, k, where, typed) for k in (
@@ -439,7 +443,8 @@ def _tree_arrays(t: Any, i: int) -> tuple[np.ndarray, ...]:
     # the per-node statistics are never predicted with, but XGBoost checks their type (above)
     # and length, and follows `parents` of every node but the root (self[parent]: out of range
     # is an out-of-bounds read, -1 a failed check)
-    for k in ("parents", "loss_changes", "sum_hessian", "base_weights"):
+    # (a vector-leaf tree has base_weights for every node and split target: not read here)
+    for k in ("parents", "loss_changes", "sum_hessian") + (("base_weights",) if width <= 1 else ()):
         if len(_tree_field(t, k, where, typed)) != n:
             raise InvalidModelError(f"XGBoost model: {where}.{k} has {len(t[k])} entries, "
                                     f"expected {n}")
@@ -461,7 +466,45 @@ def _tree_arrays(t: Any, i: int) -> tuple[np.ndarray, ...]:
         if a.size and (a.min() < -2 ** 31 or a.max() >= 2 ** 31):
             raise InvalidModelError(f"XGBoost model: {where}.{name} holds a value that does not fit "
                                     f"int32 ({int(a.max() if a.max() >= 2 ** 31 else a.min())})")
-    return arrays
+    if width <= 1:
+        return arrays + (None,)
+    vec = _leaf_vectors(t, where, typed, width, left, arrays[1])
+    return (left, np.where(left < 0, -1, arrays[1])) + arrays[2:] + (vec,)
+
+
+def _leaf_vectors(t: dict, where: str, typed: bool, width: int, left: np.ndarray,
+                  right: np.ndarray) -> np.ndarray:
+    """(n, width) float32 leaf vectors of a vector-leaf tree (XGBoost 3.2 MultiTargetTree,
+    multi_strategy="multi_output_tree"): at a leaf, right_children holds the leaf's row of
+    `leaf_weights` (n_leaves x width, learning rate applied), which is what
+    MultiTargetTreeView::LeafValue predicts with; base_weights (every node's weight over the
+    split targets) is a training statistic. XGBoost goes right to LeftChild + 1 (predict_fn.h
+    GetNextNode) but follows right_children for missing values: files where the two differ
+    are refused."""
+    if "leaf_weights" not in t:
+        # XGBoost < 3.2 kept leaf values in base_weights; 3.2 segfaults reading such a file
+        raise UnsupportedModelError(
+            f"XGBoost model: {where} is a vector-leaf tree without leaf_weights (written by "
+            "XGBoost < 3.2, which XGBoost 3.2 cannot read either); re-train or re-save it with "
+            "XGBoost >= 3.2")
+    lw = _array(_tree_field(t, "leaf_weights", where, typed), np.float64, f"{where}.leaf_weights")
+    n_leaves = len(lw) // width
+    if len(lw) % width or n_leaves < 1:
+        raise InvalidModelError(f"XGBoost model: {where}.leaf_weights has {len(lw)} values, not "
+                                f"a positive multiple of size_leaf_vector={width}")
+    leaf = left < 0
+    idx = right[leaf]
+    if np.any(idx < 0) or np.any(idx >= n_leaves):
+        raise InvalidModelError(f"XGBoost model: {where}: a leaf's right_children (its row of "
+                                f"leaf_weights) is outside [0, {n_leaves})")
+    if np.any(right[~leaf] != left[~leaf] + 1):
+        raise InvalidModelError(f"XGBoost model: {where}: a vector-leaf tree's right child must "
+                                "be its left child + 1 (XGBoost predicts with left + 1)")
+    with np.errstate(all="ignore"):
+        rows = lw.astype(_F32).reshape(n_leaves, width)
+    vec = np.zeros((len(left), width), _F32)
+    vec[leaf] = rows[idx]
+    return vec
 
 
 def _default_left(v: Any, where: str) -> np.ndarray:
@@ -485,6 +528,7 @@ def _convert_trees(trees: list, n_features: int, leaf_map=None) -> list[Tree]:
     (per-tree numpy calls dominate otherwise). `leaf_map(values, tree_ids)` maps float32 leaf
     values (DART scaling)."""
     cols = list(zip(*(_tree_arrays(t, i) for i, t in enumerate(trees))))
+    vecs = cols.pop()  # per tree: (n, width) leaf vectors of a vector-leaf tree, else None
     sizes = np.array([len(a) for a in cols[0]], np.int64)
     offs = np.concatenate([[0], np.cumsum(sizes)])
     left, right, feat, cond, dleft, stype = (np.concatenate(c) for c in cols)
@@ -536,8 +580,9 @@ def _convert_trees(trees: list, n_features: int, leaf_map=None) -> list[Tree]:
             r = np.where(r[perm] >= 0, new_id[np.maximum(r[perm], 0)], -1)
         idx = slice(a, b) if perm is None else perm + a
         cats = _cat_arrays(t, is_cat[a:b], perm, i) if is_cat[a:b].any() else {}
+        val = value[idx] if vecs[i] is None else vecs[i] if perm is None else vecs[i][perm]
         out.append(Tree(left=l, right=r, feature=feature[idx], threshold=threshold[idx],
-                        default_left=default_left[idx], value=value[idx], **cats,
+                        default_left=default_left[idx], value=val, **cats,
                         # XGBoost's node ids (what pred_leaf=True returns)
                         node_ids=np.arange(b - a) if perm is None else perm))
     return out
@@ -704,6 +749,16 @@ def _forest(doc: Any, mode: _Mode) -> Forest:
         leaf_map = _dart_leaf_map(weights[:n_used], base, tree_info[:n_used], mode.wrapper is not None)
     ir_trees = _convert_trees(trees[:n_used], n_features, leaf_map) if n_used else []
     tree_output = tree_info[:n_used].astype(np.int32)
+    vector = np.array([t.width > 1 for t in ir_trees], bool)
+    if vector.any():
+        # a vector-leaf tree adds its leaf to every output (tree_info, 0, is not read)
+        bad = [t.width for t in ir_trees if t.width not in (1, K)]
+        if bad or not vector.all():
+            raise InvalidModelError(f"XGBoost model: vector-leaf trees of size_leaf_vector "
+                                    f"{bad[0] if bad else 1} in a model of {K} outputs")
+        if weights is not None:
+            raise UnsupportedModelError("XGBoost DART with vector-leaf trees is not supported")
+        tree_output[:] = 0
     if not ir_trees:  # no trees: adding -0.0 leaves every margin as it is
         ir_trees = [leaf_tree(-0.0)]
         tree_output = np.zeros(1, np.int32)

@@ -1,0 +1,457 @@
+"""Tables derived from the arrays backend's validated tables each time a kernel loads, never stored.
+
+Shape: the byte walks' columns (one per feature, chunk of <= 255 distinct thresholds and NaN
+direction: q_feat / q_off / q_len / q_thr ..., each heap slot's column and threshold byte
+h_qcol / h_qthr), the quantiser's level tables (64 floats per column), the heap leaves as byte
+planes, the interval walk's per-node leaf intervals (bitvec_tables) and the deep path's 16-byte
+records plus top heaps (_deep_tables). Floating point: no arithmetic on values; thresholds are
+only sorted and compared (-0.0 == 0.0 is one threshold), float64 thresholds also rounded to
+float32 as the quantiser's first guess, float32 thresholds mapped to order-preserving int32 keys.
+Everything is vectorised numpy (no per-node Python loops) over tables that validate() checked;
+see runtime/kernels/quant_impl.c and arrays_impl.c for the walks that read them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .arrays_tables import FF_CAT, FF_FEAT, FF_NANR, _bad, _excl_cumsum
+
+#: thresholds per quantisation column: bins 0..255 fit a byte
+QUANT_CHUNK = 255
+
+
+
+def quant_chunk_size(n_thresholds: np.ndarray) -> np.ndarray:
+    """Per feature of n distinct thresholds, how many a column takes: all of them up to
+    QUANT_CHUNK, else chunks of one fewer, whose bins leave byte 255 free as a NaN code should
+    the feature's nodes send NaN both ways (merge_nan_columns; XGBoost's hist method gives up to
+    256 thresholds: as 255 + 1 they took three columns of the column mux, as 254 + 2 two)."""
+    return np.where(n_thresholds > QUANT_CHUNK, QUANT_CHUNK - 1, QUANT_CHUNK)
+
+
+
+# -- the quantised walk's tables (derived from the heap tables when loading) --------------------
+def quant_tables(h_ff: np.ndarray, h_thr: np.ndarray,
+                 cat_sets: np.ndarray | None = None) -> dict[str, np.ndarray]:
+    """The column and node tables of the byte walks (runtime/kernels/quant_impl.c).
+
+    Derived from the (validated) heap tables every time a kernel is loaded (vectorised, a few ms
+    for 30k slots), never stored: they cannot disagree with the thresholds they encode.
+    A column is (feature, chunk of consecutive distinct thresholds (quant_chunk_size), NaN
+    direction); a node's byte is its threshold's index within its column; padding slots
+    (threshold NaN) get 255, which no bin exceeds. NaN's bin (q_nanc) is the column's count
+    (right of every node) or 0 (left of every node; 255 after merge_nan_columns); a column may
+    copy another's bins (q_src), only NaN's differs.
+
+    Categorical entries (the interval walk only; cat_sets: one row of 32 bytes per entry, see
+    cat_byte_sets) read a column of category codes instead (q_kind 1, one per feature: the
+    category for a valid value below 254, 254 for any other value, 255 for NaN); h_qcat is the
+    entry's row in q_cat (-1 for numeric entries).
+    """
+    ff = h_ff.view(np.uint32)
+    is_cat = (ff & FF_CAT) != 0
+    real = ~np.isnan(h_thr) & ~is_cat
+    f = (ff[real] & FF_FEAT).astype(np.int64)
+    t = h_thr[real]
+    nanr = ((ff[real] & FF_NANR) != 0).astype(np.int64)
+    H = len(h_ff)
+    if not len(t) and not is_cat.any():
+        return {}
+    order = np.lexsort((t, f))
+    fs, ts = f[order], t[order]
+    new = np.ones(len(fs), bool)
+    new[1:] = (fs[1:] != fs[:-1]) | (ts[1:] != ts[:-1])  # -0.0 == 0.0: one threshold
+    uid = np.cumsum(new) - 1
+    inv = np.empty(len(fs), np.int64)
+    inv[order] = uid
+    uf, ut = fs[new], ts[new]                       # distinct (feature, threshold), sorted
+    _, ffirst = np.unique(uf, return_index=True)
+    nthr = np.diff(np.append(ffirst, len(uf)))     # per feature
+    rank = np.arange(len(uf)) - np.repeat(ffirst, nthr)
+    size = np.repeat(quant_chunk_size(nthr), nthr)
+    chunk, j = rank // size, rank % size
+    # columns: distinct (feature, chunk, nan direction) over the real slots
+    ckey = (uf[inv] * (1 << 24) + chunk[inv]) * 2 + nanr
+    cols, slot_col = np.unique(ckey, return_inverse=True)
+    if len(cols) >= 1 << 26:  # the kernel addresses columns as int32 byte offsets (col * 32)
+        return {}
+    c_f, c_chunk, c_nanr = cols >> 25, (cols >> 1) & ((1 << 24) - 1), cols & 1
+    # each column's thresholds: the distinct thresholds of its (feature, chunk)
+    gkey = uf * (1 << 24) + chunk
+    # (no numeric split at all, only categorical ones: no group, not one at index 0)
+    gstart = np.flatnonzero(np.r_[np.ones(min(1, len(gkey)), bool), gkey[1:] != gkey[:-1]])
+    gcount = np.diff(np.append(gstart, len(gkey)))
+    g = np.searchsorted(gkey[gstart], c_f * (1 << 24) + c_chunk)
+    count = gcount[g]
+    # a power of two > count (NaN padding after the thresholds), at least 16 (the AVX2
+    # quantiser compares 16 at a time)
+    P = np.maximum(16, np.int64(1) << np.ceil(np.log2(count + 1)).astype(np.int64))
+    off = _excl_cumsum(P)
+    q_thr = np.full(int(off[-1]), np.nan, h_thr.dtype)
+    idx = np.repeat(off[:-1], count) + (np.arange(int(count.sum())) - np.repeat(_excl_cumsum(count)[:-1], count))
+    q_thr[idx] = ut[np.repeat(gstart[g], count) + (idx - np.repeat(off[:-1], count))]
+    h_qcol = np.zeros(H, np.int32)
+    h_qthr = np.full(H, 255, np.uint8)
+    h_qcol[real] = slot_col
+    h_qthr[real] = j[inv]
+    # columns are sorted by (feature, chunk, NaN direction): the two directions are neighbours,
+    # the second (NaN right) a copy of the first's bins (q_src) but for NaN's code (q_nanc)
+    same = np.zeros(len(cols), bool)
+    same[1:] = (c_f[1:] == c_f[:-1]) & (c_chunk[1:] == c_chunk[:-1])
+    src = np.where(same, np.arange(len(cols)) - 1, -1)
+    kind = np.zeros(len(cols), np.uint8)
+    h_qcat = np.full(H, -1, np.int32)
+    q_cat = np.zeros((0, 32), np.uint8)
+    if is_cat.any():  # category-code columns after the bin columns, one per feature
+        cf = (ff[is_cat] & FF_FEAT).astype(np.int64)
+        ufeat, cinv = np.unique(cf, return_inverse=True)
+        h_qcol[is_cat] = len(cols) + cinv
+        h_qthr[is_cat] = 0
+        h_qcat[is_cat] = np.arange(int(is_cat.sum()))
+        q_cat = np.ascontiguousarray(cat_sets[is_cat], np.uint8)
+        n = len(ufeat)
+        c_f = np.concatenate([c_f, ufeat])
+        c_nanr = np.concatenate([c_nanr, np.zeros(n, np.int64)])
+        src, kind = np.concatenate([src, np.full(n, -1)]), np.concatenate([kind, np.ones(n, np.uint8)])
+        count = np.concatenate([count, np.zeros(n, np.int64)])
+        P = np.concatenate([P, np.full(n, 16, np.int64)])       # an unused all-NaN table
+        off = _excl_cumsum(P)
+        q_thr = np.concatenate([q_thr, np.full(16 * n, np.nan, h_thr.dtype)])
+    return {"q_feat": c_f.astype(np.int32), "q_nanc": np.where(c_nanr == 1, count, 0).astype(np.uint8),
+            "q_src": src.astype(np.int32),
+            "q_off": off[:-1].astype(np.int64), "q_len": P.astype(np.int32),
+            "q_count": count.astype(np.int32), "q_kind": kind, "q_thr": q_thr,
+            "h_qcol": h_qcol, "h_qthr": h_qthr, "h_qcat": h_qcat, "q_cat": q_cat.reshape(-1)}
+
+
+def merge_nan_columns(q: dict[str, np.ndarray], max_cols: int) -> tuple[dict[str, np.ndarray], int, bool]:
+    """The heap byte walk's columns for the column mux (quant_impl.c, tc_qlevelc): a feature
+    whose nodes send NaN both ways has two columns (same bins, NaN's code 0 or the count); where
+    its count is below 255 they become one column whose NaN code is 255 (no bin's: right of every
+    node) and, after all such columns, a copy of its bins with NaN 0 for the node mux's NaN-left
+    nodes. The column mux then covers only the first `n_mux` columns: a NaN-left node's column
+    index byte there (h_qcix) carries bit 7, and the mux sends a row with code 255 left at it.
+
+    Returns (tables, n_mux, merged); tables unchanged (n_mux: all columns) where nothing merges
+    or the merged columns still exceed max_cols."""
+    src, count, n = q["q_src"], q["q_count"], len(q["q_src"])
+    b = np.flatnonzero((src >= 0) & (count <= 254))    # NaN-right columns that merge
+    a = src[b]                                          # their NaN-left twins
+    if not len(b) or n - len(a) > max_cols:
+        return q, n, False
+    base = np.ones(n, bool)
+    base[a] = False
+    order = np.concatenate([np.flatnonzero(base), a])  # new column i is old column order[i]
+    new = np.empty(n, np.int64)
+    new[order] = np.arange(n)
+    n_mux = n - len(a)
+    nanc = q["q_nanc"].copy()
+    nanc[b] = 255
+    srcn = np.where(src >= 0, new[np.maximum(src, 0)], -1)
+    srcn[b] = -1                                        # merged: its own bins
+    srcn[a] = new[b]                                    # the twins copy them
+    out = dict(q)
+    for k in ("q_feat", "q_off", "q_len", "q_count", "q_kind"):
+        out[k] = q[k][order]
+    out["q_nanc"], out["q_src"] = nanc[order], srcn[order].astype(np.int32)
+    out["h_qcol"] = new[q["h_qcol"]].astype(np.int32)
+    # the column mux's index: the merged column; bit 7 at the nodes that send NaN left there
+    # (padding slots, threshold byte 255: 0)
+    mux = np.arange(n)
+    mux[a] = b
+    flag = np.zeros(n, np.int64)
+    flag[a] = 0x80
+    old = q["h_qcol"]
+    out["h_qcix"] = np.where(q["h_qthr"] == 255, 0, new[mux[old]] | flag[old]).astype(np.uint8)
+    return out, n_mux, True
+
+
+#: category codes of the byte walks: a valid category below this is itself; other values 254,
+#: NaN 255 (quant_impl.c)
+CAT_CODES = 254
+
+
+def cat_byte_sets(A: dict[str, np.ndarray], nodes: np.ndarray) -> np.ndarray | None:
+    """Each compact node's 256-bit "goes left" set over category codes (32 bytes, bit c of byte
+    c >> 3): the node's own bits below its set size, cat_other_left for codes from there up to
+    254 (invalid values), default_left for 255 (NaN). None if some set is larger than the codes
+    and disagrees with cat_other_left above them (values >= 254 would then be misread)."""
+    c_ff = A["c_ff"].view(np.uint32)[nodes]
+    out = np.zeros((len(nodes), 32), np.uint8)
+    cat = np.flatnonzero((c_ff & FF_CAT) != 0)
+    if not len(cat):
+        return out
+    sets = A["c_cat"][nodes][cat].astype(np.int64)
+    nw = A["cat_nwords"].astype(np.int64)[sets]
+    woff = _excl_cumsum(A["cat_nwords"].astype(np.int64))[:-1][sets]
+    other = A["cat_other_left"][sets].astype(bool)
+
+    def words(k: int) -> np.ndarray:  # word k of every set (0 past a set's end)
+        has = nw > k
+        return np.where(has, A["cat_words"][np.where(has, woff + k, 0)], 0).astype(np.uint32)
+    W = np.stack([words(k) for k in range(8)], axis=1)                  # codes 0..255
+    bits = np.unpackbits(W.view(np.uint8), axis=1, bitorder="little").astype(bool)
+    # codes >= 254 stand for every value >= 254: a set reaching there must send them all
+    # where invalid values go
+    big = nw * 32 > CAT_CODES
+    if big.any():
+        want = np.where(other, np.uint32(0xFFFFFFFF), np.uint32(0))
+        tail = bits[big, CAT_CODES:256] != other[big, None]
+        if tail.any() or any(np.any((words(k) != want)[big & (nw > k)]) for k in range(8, int(nw.max()))):
+            return None
+    nbits = np.minimum(32 * nw, CAT_CODES)
+    bits = np.where(np.arange(256)[None, :] >= nbits[:, None], other[:, None], bits)
+    bits[:, CAT_CODES] = other
+    bits[:, 255] = (c_ff[cat] & FF_NANR) == 0
+    out[cat] = np.packbits(bits, axis=1, bitorder="little")
+    return out
+
+
+def bitvec_tables(A: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """The interval walk's tables (quant_impl.c), derived from the (validated) compact tables
+    when loading; every tree has <= 128 leaves (positions, lo - 1 and hi fit a signed byte).
+
+    Leaves are numbered left to right (in order); a node's left subtree holds the leaves
+    [lo, hi). A row that goes right at a node cannot end in [lo, hi) (QuickScorer's leaf
+    masks), and its exit leaf is the first leaf that no such interval covers: every leaf left of
+    it lies in the left subtree of the node where its path and the exit path part, where the
+    row went right; no node on the exit path covers the exit leaf. With each tree's nodes
+    sorted by lo, a single sweep (pos = max(pos, hi) where the row goes right and lo <= pos)
+    finds that first uncovered leaf.
+
+    Returns "order" (compact node index, each tree's nodes sorted by lo), "bv_lo1" (lo - 1) and
+    "bv_hi" in that order, and "bv_leaf": the leaf vectors in left-to-right order.
+    """
+    nint, nleaf = A["tree_nint"].astype(np.int64), A["tree_nleaf"].astype(np.int64)
+    T, C = len(nint), len(A["c_ff"])
+    coff = _excl_cumsum(nint)
+    base = np.repeat(coff[:-1], nint)                       # global index of each tree's node 0
+    cl, cr = A["c_left"].astype(np.int64), A["c_right"].astype(np.int64)
+    gl, gr = np.where(cl >= 0, cl + base, -1), np.where(cr >= 0, cr + base, -1)
+    # the levels top-down (children have larger indices than parents, so this terminates)
+    frontier = coff[:-1][nint > 0]
+    levels = []
+    while frontier.size:
+        levels.append(frontier)
+        kids = np.concatenate([gl[frontier], gr[frontier]])
+        frontier = kids[kids >= 0]
+    nl = np.zeros(C, np.int64)                              # leaves below each node, bottom-up
+    for fr in reversed(levels):
+        nl[fr] = np.where(gl[fr] >= 0, nl[np.maximum(gl[fr], 0)], 1) + \
+            np.where(gr[fr] >= 0, nl[np.maximum(gr[fr], 0)], 1)
+    # a corrupt file could share a child between parents (validate only bounds each index):
+    # every node reached exactly once and every leaf counted once, or the positions below
+    # could leave the tree's leaves
+    seen = np.concatenate(levels) if levels else np.zeros(0, np.int64)
+    roots = coff[:-1][nint > 0]
+    if len(seen) != C or len(np.unique(seen)) != C or np.any(nl[roots] != nleaf[nint > 0]):
+        raise _bad("a tree's nodes do not form a tree")
+    nl_left = np.where(gl >= 0, nl[np.maximum(gl, 0)], 1)
+    lo = np.zeros(C, np.int64)                              # first leaf below each node, top-down
+    for fr in levels:
+        a, b = gl[fr], gr[fr]
+        lo[a[a >= 0]] = lo[fr[a >= 0]]
+        lo[b[b >= 0]] = (lo[fr] + nl_left[fr])[b >= 0]
+    tree_of = np.repeat(np.arange(T), nint)
+    order = np.lexsort((lo, tree_of))
+    # a leaf child's position: its parent's lo, plus the parent's left leaves if it is the right one
+    loff = _excl_cumsum(nleaf)
+    leaf_pos = np.zeros(int(loff[-1]), np.int64)
+    for child, right in ((cl, False), (cr, True)):
+        is_leaf = child < 0
+        leaf_pos[loff[tree_of[is_leaf]] + ~child[is_leaf]] = lo[is_leaf] + (nl_left[is_leaf] if right else 0)
+    # leaf vectors to their positions (width w each; a one-leaf tree keeps its leaf 0)
+    w = A["tree_width"].astype(np.int64)
+    leaf_tree = np.repeat(np.arange(T), nleaf)
+    iw = w[leaf_tree]
+    voff = _excl_cumsum(nleaf * w)[leaf_tree]
+    rank = np.arange(int(loff[-1])) - loff[leaf_tree]
+    j = np.arange(int(iw.sum())) - np.repeat(_excl_cumsum(iw)[:-1], iw)
+    src = np.repeat(voff + rank * iw, iw) + j
+    dst = np.repeat(voff + leaf_pos * iw, iw) + j
+    bv_leaf = np.zeros_like(A["leaf_values"])  # every entry is written (validate): zeros anyway
+    bv_leaf[dst] = A["leaf_values"][src]
+    return {"order": order, "bv_lo1": (lo[order] - 1).astype(np.int8),
+            "bv_hi": (lo + nl_left)[order].astype(np.int8), "bv_leaf": bv_leaf}
+
+
+def quant_levels(q_thr: np.ndarray, q_off: np.ndarray, q_len: np.ndarray) -> np.ndarray:
+    """The quantiser's level tables, 64 floats per column (quant_impl.c, tc_qlanes8): of the
+    float32 thresholds, or of float64 thresholds rounded to float32 (the first guess there).
+
+    For a column of P sorted thresholds u (P a power of two >= 16, NaN padding after them),
+    g1 = P / 8 and g2 = max(g1 / 8, 1): entries 0..6 are u[g1 i + g1 - 1] (level 1; 7 is
+    unused), entry 8 + 8 j + b is u[g1 b + g2 j + g2 - 1] for j < g1 / g2 - 1 (level 2: table j,
+    permuted by each row's level-1 count b), NaN elsewhere (never compared).
+    """
+    off, P = q_off.astype(np.int64), q_len.astype(np.int64)
+    g1 = P // 8
+    g2 = np.maximum(g1 // 8, 1)
+    lv = np.full((len(off), 64), np.nan, np.float32)
+    lv[:, :7] = q_thr[off[:, None] + g1[:, None] * np.arange(1, 8) - 1]
+    j, b = np.arange(7)[None, :, None], np.arange(8)[None, None, :]
+    o, g1_, g2_ = off[:, None, None], g1[:, None, None], g2[:, None, None]
+    used = j < g1_ // g2_ - 1
+    idx = np.where(used, o + g1_ * b + g2_ * j + g2_ - 1, 0)
+    lv[:, 8:] = np.where(used, q_thr[idx], np.float32(np.nan)).reshape(len(off), 56)
+    return lv.reshape(-1)
+
+
+def leaf_planes(leaf_values: np.ndarray, depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Float32 / float64 heap leaves (one per slot) as byte planes for the AVX2 quantised walk:
+    per tree, L = max(16, 2^D) leaves (repeated below 16), plane p = byte p of every leaf, the
+    value's 4 or 8 planes in order. Returns (bytes, per-tree offset)."""
+    w = leaf_values.dtype.itemsize
+    n = np.int64(1) << depth.astype(np.int64)
+    L = np.maximum(16, n)
+    loff = _excl_cumsum(n)
+    pos = np.arange(int(L.sum())) - np.repeat(_excl_cumsum(L)[:-1], L)   # leaf slot within tree
+    src = np.repeat(loff[:-1], L) + pos % np.repeat(n, L)
+    b = leaf_values.view(np.uint8).reshape(-1, w)[src]                   # (sum L, w)
+    off = _excl_cumsum(w * L)
+    dst = np.repeat(off[:-1], L) + pos
+    out = np.empty(int(off[-1]), np.uint8)
+    Lr = np.repeat(L, L)
+    for p in range(w):
+        out[dst + p * Lr] = b[:, p]
+    return out, off[:-1].astype(np.int64)
+
+
+
+#: the heap byte walk muxes a level's bytes by column instead of by node (tc_qlevelc) where
+#: the level has more nodes than the model has columns, up to this many columns
+QCIX_MAX_COLS = 64
+
+_QUANT_ARRAYS = ("q_feat", "q_nanc", "q_off", "q_len", "q_count", "q_src", "q_thr", "h_qcol", "h_qthr")
+
+
+_HEAP_PAD = 64
+#: tc_drec (arrays.c): the deep path's records, children as byte offsets
+_DREC = np.dtype([("ff", "<i4"), ("tk", "<i4"), ("l", "<i4"), ("r", "<i4")])
+#: deepest top heap of the deep path, and how full its levels must be (padding below leaves).
+#: The AVX2 heap walk looks levels 0..5 up in registers and gathers below; on rf-deep (same
+#: process, ns/row): complete levels only (K = 4..6) 472, K = 6 with half-full levels 453,
+#: K = 7 466, K = 8 483 (the gathers cost more than the lockstep rounds they save)
+DEEP_TOP_MAX = 6
+DEEP_TOP_FULL = 0.5
+#: rows walked in lockstep by the deep path (TC_DG in arrays_impl.c)
+DEEP_GROUP = 8
+
+
+def float_keys(v: np.ndarray) -> np.ndarray:
+    """int32 keys of float32 values whose signed order is the values' order (arrays_impl.c,
+    fkey): -0.0 is read as +0.0, then negative values get their magnitude bits flipped."""
+    b = np.ascontiguousarray(v, np.float32).view(np.uint32).copy()
+    b[b == 0x80000000] = 0
+    return np.where(b >> 31 != 0, b ^ np.uint32(0x7FFFFFFF), b).astype(np.uint32).view(np.int32)
+
+
+def _deep_tables(A: dict[str, np.ndarray], c_left_g: np.ndarray, c_right_g: np.ndarray,
+                 nf: int, top_max: int) -> dict | None:
+    """The derived tables of the kernel's deep path for compact trees (arrays_impl.c, deep_s),
+    or None where it does not apply (float64 input, no eligible tree, too many records or
+    features for int32 byte offsets).
+
+    Built from validated tables at load time, vectorised (a few numpy passes per top level), and
+    never stored: the file format is unchanged. Records: the compact internal nodes in c_nodes
+    order, then from a power of two on one self-looping record per leaf of every compact tree
+    (a gap of at most as many unused records); children are byte
+    offsets, ff is the feature's byte offset in a feature-major group of DEEP_GROUP rows, the
+    threshold is its order key (float_keys; NaN-goes-right bits in a separate array). A tree
+    takes the path when it has no categorical split and no NaN threshold (a NaN has no key);
+    its top heap covers the levels that are at least DEEP_TOP_FULL full (at most DEEP_TOP_MAX),
+    padded below leaves above its depth K.
+
+    Record order matters (all records shuffled: 1.5x slower on rf-deep) but the IR's preorder,
+    left child next to its parent, is as good as a profile-guided one: hot child first by visit
+    counts of 5,000 sample rows gave 1.02x slower on rf-deep and on 20 trees of ~20k nodes.
+    """
+    if A["c_thr"].dtype != np.float32:
+        return None
+    lay, nint, nleaf = A["tree_layout"], A["tree_nint"], A["tree_nleaf"]
+    T = len(lay)
+    C = len(A["c_ff"])
+    compact = (lay == 1) & (nint > 0)
+    if not compact.any():
+        return None
+    coff = _excl_cumsum(np.where(lay == 1, nint, 0))
+    loff = _excl_cumsum(np.where(compact, nleaf, 0))
+    # leaf records start at a power of two L (in records) above the internal ones and end
+    # below 2L: a record is a leaf iff its byte offset has bit log2(16 L) set, so the lockstep
+    # walk tests "all rows finished" with one AND per row (the gap is never touched)
+    L = 1 << max(int(C), int(loff[-1]), 1).bit_length()
+    n_rec = L + int(loff[-1])
+    if 2 * L * _DREC.itemsize >= 1 << 31:  # byte offsets are int32
+        return None
+    ctrees = np.flatnonzero(lay == 1)
+    ctree = np.repeat(ctrees, nint[ctrees])                        # tree of each compact record
+    ff = A["c_ff"]
+    slow = np.zeros(T, bool)  # categorical splits or NaN thresholds: the slot walk (compact_s)
+    is_cat = (ff.view(np.uint32) & FF_CAT) != 0
+    slow[ctree[is_cat | np.isnan(A["c_thr"])]] = True
+    fast = compact & ~slow
+    if not fast.any():
+        return None
+    leaf0 = L + loff[:-1]                                          # record of leaf 0 of tree t
+
+    def rec_of(ch: np.ndarray) -> np.ndarray:                      # child code -> record index
+        return np.where(ch >= 0, ch, leaf0[ctree] + ~ch)
+    if nf * 4 * DEEP_GROUP >= 1 << 31:  # ff is a byte offset into a group of rows
+        return None
+    recs = np.zeros(n_rec, _DREC)
+    recs["ff"][:C] = (ff.view(np.uint32) & FF_FEAT).astype(np.int64) * (4 * DEEP_GROUP)
+    nanr = np.zeros(n_rec, np.uint8)
+    nanr[:C] = (ff.view(np.uint32) & FF_NANR) != 0
+    recs["tk"][:C] = float_keys(A["c_thr"])
+    recs["l"][:C] = rec_of(c_left_g.astype(np.int64)) * _DREC.itemsize
+    recs["r"][:C] = rec_of(c_right_g.astype(np.int64)) * _DREC.itemsize
+    self_off = np.arange(L, n_rec, dtype=np.int64) * _DREC.itemsize
+    recs["l"][L:] = self_off
+    recs["r"][L:] = self_off
+
+    # top levels of every fast tree at once: (tree, heap position, record) per level, leaves
+    # not expanded
+    ft = np.flatnonzero(fast)
+    tr, pos, rec = ft, np.zeros(len(ft), np.int64), coff[:-1][ft]
+    levels = []
+    n_inner = np.zeros((T, top_max + 1), np.int64)  # internal nodes per tree and level
+    for d in range(top_max + 1):
+        levels.append((tr, pos, rec))
+        inner = rec < L
+        np.add.at(n_inner[:, d], tr[inner], 1)
+        if d == top_max:
+            break
+        tr, pos, rec = tr[inner], pos[inner], rec[inner]
+        tr = np.concatenate([tr, tr])
+        rec = np.concatenate([recs["l"][rec], recs["r"][rec]]).astype(np.int64) // _DREC.itemsize
+        pos = np.concatenate([2 * pos + 1, 2 * pos + 2])
+    # K: every level above it at least DEEP_TOP_FULL full (a cheap heap step replaces a lockstep
+    # round); a leaf above K becomes padding (NaN threshold, NaN goes left: every row goes left)
+    # down to the leftmost exit below it, which holds the leaf
+    full = n_inner >= DEEP_TOP_FULL * (np.int64(1) << np.arange(top_max + 1))
+    K = np.where(fast, np.argmin(np.concatenate([full[:, :top_max], np.zeros((T, 1), bool)], 1), 1), 0)
+    K = np.maximum(np.where(fast, 1, 0), K)   # the root is internal: at least one level
+    topoff = _excl_cumsum(np.where(fast, (np.int64(1) << K) - 1, 0))
+    exitoff = _excl_cumsum(np.where(fast, np.int64(1) << K, 0))
+    top_ff = np.zeros(int(topoff[-1]) + _HEAP_PAD, np.int32)
+    # padding: feature 0, NaN goes left, key above every non-NaN key: every row goes left
+    top_tk = np.full(int(topoff[-1]) + _HEAP_PAD, np.iinfo(np.int32).max, np.int32)
+    exits = np.full(int(exitoff[-1]), -1, np.int64)
+    for d, (tr, pos, rec) in enumerate(levels):
+        Kt = K[tr]
+        inner = (d < Kt) & (rec < L)
+        top_ff[topoff[tr[inner]] + pos[inner]] = ff[rec[inner]]
+        top_tk[topoff[tr[inner]] + pos[inner]] = recs["tk"][rec[inner]]
+        # exits: a node at depth K, or a leaf above it (every exit slot below it)
+        at = (d == Kt) | ((d < Kt) & (rec >= L))
+        span = np.int64(1) << (Kt[at] - d)
+        first = ((pos[at] + 1) * span - 1) - ((np.int64(1) << Kt[at]) - 1)
+        slot = np.repeat(exitoff[tr[at]] + first, span) + (
+            np.arange(int(span.sum())) - np.repeat(_excl_cumsum(span)[:-1], span))
+        exits[slot] = np.repeat(rec[at] * _DREC.itemsize, span)
+    if np.any(exits < 0):  # every exit slot is covered: a bug, not bad input
+        raise AssertionError("deep path: incomplete top heap")
+    return {"d_recs": recs, "d_topd": K.astype(np.int32), "d_topoff": topoff[:-1],
+            "d_exitoff": exitoff[:-1], "d_leaf0": leaf0.astype(np.int64), "d_top_ff": top_ff,
+            "d_top_tk": top_tk, "d_exit": exits.astype(np.int32), "d_nint": L, "d_nanr": nanr}

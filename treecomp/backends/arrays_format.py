@@ -1,0 +1,101 @@
+"""The arrays backend's ``.tc`` file: a versioned container of the flattened tables.
+
+Shape: ``MAGIC`` (8 bytes), format version, reserved, header length (_PREFIX, little-endian),
+a JSON header (the model's Head, the tables' meta, runtime options, one descriptor per array:
+name, dtype, length, offset), then each array of arrays_tables._ARRAYS at a 64-byte boundary,
+the last one padded to 64 bytes and nothing after it. Floating point: arrays are stored as their
+raw little-endian bytes (thresholds in the input dtype, leaves in the accumulation dtype), so a
+file reads back bit for bit. Reading validates every descriptor and then the tables
+(arrays_tables.validate): a corrupt or truncated file raises ArtifactError.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+from typing import Any
+
+import numpy as np
+
+from .. import __version__
+from ..errors import ArtifactError, InvalidModelError
+from ..ir import Head
+from .arrays_tables import _ARRAYS, Tables, _bad, validate
+
+#: the backend that reads these files (arrays.NAME), written into the header
+BACKEND = "arrays"
+FORMAT_VERSION = 1
+MAGIC = b"TCARRAYS"
+_PREFIX = struct.Struct("<8sIIQ")  # magic, format version, reserved, header length
+
+
+def tables_to_bytes(tables: Tables, head: Head, runtime: dict[str, Any]) -> bytes:
+    """MAGIC, version, header length, JSON header, then each array at a 64-byte boundary."""
+    descr, off = [], 0
+    for name in _ARRAYS:
+        a = tables.arrays[name]
+        descr.append({"name": name, "dtype": a.dtype.str, "length": int(a.shape[0]), "offset": off})
+        off += -(-a.nbytes // 64) * 64
+    header = json.dumps({"format": "treecomp-arrays", "version": FORMAT_VERSION,
+                         "treecomp_version": __version__, "head": head.to_json(backend=BACKEND),
+                         "tables": tables.meta, "runtime": runtime, "arrays": descr},
+                        sort_keys=True).encode()
+    start = -(-(_PREFIX.size + len(header)) // 64) * 64
+    buf = bytearray(start + off)
+    _PREFIX.pack_into(buf, 0, MAGIC, FORMAT_VERSION, 0, len(header))
+    buf[_PREFIX.size:_PREFIX.size + len(header)] = header
+    for d in descr:
+        a = tables.arrays[d["name"]]
+        buf[start + d["offset"]:start + d["offset"] + a.nbytes] = a.tobytes()
+    return bytes(buf)
+
+
+def tables_from_bytes(data: bytes) -> tuple[Tables, Head, dict[str, Any]]:
+    """Parse and validate a table file (ArtifactError on anything malformed)."""
+    data = bytes(data)
+    if len(data) < _PREFIX.size or not data.startswith(MAGIC):
+        raise ArtifactError("not a treecomp arrays artifact (bad magic)")
+    _, version, _, hlen = _PREFIX.unpack_from(data, 0)
+    if version != FORMAT_VERSION:
+        raise ArtifactError(f"arrays artifact format {version} is not supported (this treecomp "
+                            f"reads format {FORMAT_VERSION}): recompile the model")
+    if _PREFIX.size + hlen > len(data):
+        raise _bad("truncated header")
+    try:
+        hdr = json.loads(data[_PREFIX.size:_PREFIX.size + hlen])
+        head = Head.from_json(hdr["head"])
+        meta, runtime, descr = dict(hdr["tables"]), dict(hdr["runtime"]), list(hdr["arrays"])
+        if hdr.get("format") != "treecomp-arrays":
+            raise _bad("unknown format")
+    except ArtifactError:
+        raise
+    except (ValueError, KeyError, TypeError, UnicodeDecodeError, InvalidModelError) as exc:
+        raise _bad(f"unreadable header ({exc})") from None
+    start = -(-(_PREFIX.size + hlen) // 64) * 64
+    arrays: dict[str, np.ndarray] = {}
+    end = start
+    try:
+        for d in descr:
+            name = str(d["name"])
+            if name not in _ARRAYS or name in arrays:
+                raise _bad(f"unexpected array {name!r}")
+            dt, n, off = np.dtype(str(d["dtype"])), d["length"], d["offset"]
+            if type(n) is not int or type(off) is not int:
+                raise _bad(f"array {name!r}: length and offset must be integers")
+            if dt.hasobject or n < 0 or off < 0 or off % 64 or start + off + n * dt.itemsize > len(data):
+                raise _bad(f"array {name!r} lies outside the file (truncated?)")
+            arrays[name] = np.frombuffer(data, dt, n, start + off)
+            end = max(end, start + off + -(-n * dt.itemsize // 64) * 64)
+    except ArtifactError:
+        raise
+    except (ValueError, KeyError, TypeError) as exc:
+        raise _bad(f"bad array descriptor ({exc})") from None
+    if len(data) != end:  # tables_to_bytes pads the last array to 64 bytes, no more
+        raise _bad(f"{len(data) - end} bytes after the last array (a damaged or concatenated file?)"
+                   if len(data) > end else "truncated (the last array's padding is missing)")
+    tables = Tables(meta=meta, arrays=arrays)
+    validate(tables)
+    if (head.n_features, head.n_outputs, head.n_trees, head.input_dtype, head.accumulate_dtype) != \
+            (meta["n_features"], meta["n_outputs"], meta["n_trees"], meta["x_dtype"], meta["acc_dtype"]):
+        raise _bad("header and tables disagree")
+    return tables, head, runtime

@@ -1,0 +1,420 @@
+"""The arrays backend's tables: a forest flattened into flat struct-of-arrays, and their check.
+
+Shape: per tree one entry of tree_layout / tree_depth / tree_nint / tree_nleaf / tree_out /
+tree_width; the heap trees' slots in h_ff / h_thr (complete binary trees, node i -> 2i+1, 2i+2);
+the compact trees' internal nodes in c_ff / c_thr / c_cat / c_left / c_right (children local to
+their tree, leaf = ~index); every tree's leaf vectors in leaf_values; categorical sets as words.
+Floating point: thresholds in the input dtype (passes.comparison_thresholds), leaf values
+rounded once to the accumulation dtype; nothing else is computed here.
+
+Layouts, chosen per tree (option ``layout``; see runtime/kernels/arrays.c for the exact format):
+
+- ``heap``: a complete binary tree of depth D (node i -> 2i+1, 2i+2), padded so that the walk is
+  exactly D branch-free steps ``i = 2*i + 1 + go_right``. Padding nodes have threshold NaN and
+  send NaN left, so every row goes left (``x > NaN`` is false); a leaf above depth D is copied
+  into every leaf slot below it. Used (layout="auto") for trees without categorical splits of
+  depth <= heap_max_depth whose padding costs at most 4x their leaves (or 64 slots).
+  The float32-input heap walk has explicit AVX2 (8 rows/vector) and AVX-512F (16 rows/vector)
+  paths, four vectors interleaved to hide gather latency.
+- ``quant`` (the default for numeric forests whose trees are all heaps of depth <= 8): the heap
+  tables plus, derived when loading, per-feature sorted threshold tables (arrays_derived). Each
+  block of rows is first quantised to one byte per (feature, NaN direction) column: a row's bin
+  counts the thresholds it goes right of, found exactly in the comparison precision; a node then
+  compares bytes. The AVX2 kernel evaluates every node of a level for 32 rows at once (load +
+  byte compare, no gathers), selects each row's node with byte blends, and looks leaves up with
+  byte shuffles (runtime/kernels/quant_impl.c). Same decisions, same summation order: bit-exact.
+  Measured on the 500-tree depth-6 XGBoost bench model: ~0.8 us/row vs ~2.5 for the float walk.
+- ``bitvec`` (the default for other forests of trees with <= 128 leaves, e.g. LightGBM's and
+  HistGradientBoosting's, categorical splits included): compact tables plus, derived when
+  loading, the same byte columns (category codes for categorical features, each categorical node
+  a 256-bit set over the codes: see arrays_derived.cat_byte_sets) and each node's left-subtree
+  leaf interval. A row's exit leaf is the first leaf not ruled out by a node where it goes
+  right (QuickScorer's insight); the AVX2 kernel sweeps every node of a tree, sorted by interval
+  start, for 2 x 32 rows with byte compares and byte max (quant_impl.c). The scalar path (and
+  batches under 8 rows) walks the compact float tables. 500 LightGBM trees of 63 leaves:
+  ~1.6 us/row vs 14 for generated C and 61 for LightGBM; HGB with categories 0.55 vs 5.0 (C).
+- ``compact``: one packed 16-byte (float32) / 24-byte (float64) record per internal node with
+  explicit children (leaf = negative child), 8 rows walked in flight. Deep, unbalanced and
+  categorical trees. With float32 input, trees without categorical splits take the kernel's
+  deep path instead (derived at load time by arrays_derived._deep_tables, not stored): the tree's
+  complete top levels as a heap (the vector heap walk), then 8 rows in lockstep over records
+  with a self-looping record per leaf and integer order keys as thresholds (rf-deep: 947 -> ~420
+  ns/row, about 5.4x scikit-learn single-threaded; 100 deep trees, 3.8M nodes: 3.3x -> 5.3x).
+- ``naive`` (layout="naive"): the compact tables walked one row at a time, one tree at a time,
+  with branches: "a generic interpreter in native code", the benchmarks' baseline.
+
+Validation: every index a native pointer will follow is checked (vectorised) before the tables
+reach native code; a corrupt table raises ArtifactError.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import ArtifactError, UnsupportedModelError
+from ..ir import Forest
+from ..passes import comparison_thresholds
+
+LAYOUTS = ("auto", "quant", "bitvec", "heap", "compact", "naive")
+#: most leaves per tree of the interval ("bitvec") walk: leaf positions are signed bytes
+BITVEC_MAX_LEAVES = 128
+#: deepest tree of the quantised walk (its row positions are bytes: 2^8 leaf slots)
+QUANT_MAX_DEPTH = 8
+#: layout="auto" uses the quantised walk when every tree is a heap at most this deep
+QUANT_AUTO_DEPTH = 8
+
+
+MAX_HEAP_DEPTH = 20
+#: forest.category_rule values, in the kernel's numbering (tc_tables.cat_rule)
+CATEGORY_RULES = ("nonneg", "trunc", "integral")
+
+FF_FEAT = 0x3FFFFFFF
+FF_CAT = 0x40000000
+FF_NANR = 0x80000000
+
+
+#: name -> dtype ("x": the input dtype, "acc": the accumulation dtype), in file order
+_ARRAYS = {
+    "tree_layout": "u1", "tree_depth": "<i4", "tree_nint": "<i8", "tree_nleaf": "<i8",
+    "tree_out": "<i4", "tree_width": "<i4",
+    "h_ff": "<i4", "h_thr": "x",
+    "c_ff": "<i4", "c_thr": "x", "c_cat": "<i4", "c_left": "<i4", "c_right": "<i4",
+    "leaf_values": "acc", "base": "acc",
+    "cat_words": "<u4", "cat_nwords": "<i4", "cat_other_left": "u1",
+}
+_DT = {"float32": "<f4", "float64": "<f8"}
+
+
+@dataclass(frozen=True, eq=False)
+class Tables:
+    """A flattened forest: `meta` (JSON-able) and the arrays of runtime/kernels/arrays.c.
+
+    Per tree t: layout (0 heap / 1 compact), depth, number of internal slots (heap: 2^D - 1),
+    number of leaf slots (heap: 2^D), first output column, leaf width. Compact children are
+    local to their tree: >= 0 an internal node (always > its parent), < 0 ~leaf. All offsets are
+    cumulative sums of these counts, recomputed (never trusted) when loading.
+    """
+
+    meta: dict[str, Any]
+    arrays: dict[str, np.ndarray]
+
+    @property
+    def x_dtype(self) -> np.dtype:
+        return np.dtype(self.meta["x_dtype"])
+
+    @property
+    def acc_dtype(self) -> np.dtype:
+        return np.dtype(self.meta["acc_dtype"])
+
+    @property
+    def nbytes(self) -> int:
+        return int(sum(a.nbytes for a in self.arrays.values()))
+
+    def expected_dtype(self, name: str) -> np.dtype:
+        d = _ARRAYS[name]
+        return np.dtype(_DT[self.meta["x_dtype"]] if d == "x" else _DT[self.meta["acc_dtype"]] if d == "acc" else d)
+
+
+
+def quant_eligible(forest: Forest, heap_max_depth: int = 8) -> bool:
+    """Would layout="auto" use a byte walk for `forest` (flatten's rule)? At least one split, and
+    either every tree has <= BITVEC_MAX_LEAVES leaves (the interval walk, if not the heap one;
+    categorical splits too) or every tree is a numeric heap for the quantised heap walk: depth <=
+    min(heap_max_depth, QUANT_AUTO_DEPTH), padding at most 4x its leaves or 64 slots."""
+    trees = forest.trees
+    if all(t.n_leaves == 1 for t in trees):
+        return False
+    if all(t.n_leaves <= BITVEC_MAX_LEAVES for t in trees):
+        return True
+    if any(t.has_categorical for t in trees):
+        return False
+    limit = min(heap_max_depth, QUANT_AUTO_DEPTH)
+    return all(d <= limit and (1 << d) <= max(64, 4 * t.n_leaves)
+               for t, d in ((t, t.max_depth) for t in trees))
+
+
+def _excl_cumsum(a: np.ndarray) -> np.ndarray:
+    out = np.zeros(len(a) + 1, np.int64)
+    np.cumsum(a, out=out[1:])
+    return out
+
+
+def flatten(forest: Forest, layout: str = "auto", heap_max_depth: int = 8) -> Tables:
+    """The tables of `forest` (vectorised over all nodes of all trees at once)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout={layout!r}; expected one of {LAYOUTS}")
+    if forest.n_features > FF_FEAT:
+        raise UnsupportedModelError(f"the arrays backend supports at most {FF_FEAT} features "
+                                    f"(the model has {forest.n_features})")
+    trees = forest.trees
+    T = len(trees)
+    xdt, adt = np.dtype(forest.input_dtype), np.dtype(forest.accumulate_dtype)
+    nn = np.fromiter((t.n_nodes for t in trees), np.int64, T)
+    width = np.fromiter((t.width for t in trees), np.int64, T)
+    start = _excl_cumsum(nn)
+    tree_of = np.repeat(np.arange(T), nn)
+    left = np.concatenate([t.left for t in trees]).astype(np.int64)
+    right = np.concatenate([t.right for t in trees]).astype(np.int64)
+    feature = np.concatenate([t.feature for t in trees]).astype(np.int64)
+    nan_right = ~np.concatenate([t.default_left for t in trees])
+    cidx = np.concatenate([t.cat_index for t in trees]).astype(np.int64)
+    thr = np.concatenate([comparison_thresholds(t, forest) for t in trees]).astype(xdt, copy=False)
+    internal = left >= 0
+    gl = np.where(internal, left + start[tree_of], -1)
+    gr = np.where(internal, right + start[tree_of], -1)
+
+    # depth and heap position of every node: one vectorised step per level, all trees at once
+    depth = np.zeros(len(left), np.int64)
+    pos = np.zeros(len(left), np.int64)
+    frontier = start[:-1]
+    d = 0
+    while True:
+        fr = frontier[internal[frontier]]
+        if not fr.size:
+            break
+        d += 1
+        lc, rc = gl[fr], gr[fr]
+        depth[lc] = d
+        depth[rc] = d
+        if d <= MAX_HEAP_DEPTH:  # deeper trees never use the heap layout (and 2^d overflows)
+            p = pos[fr]
+            pos[lc] = 2 * p + 1
+            pos[rc] = 2 * p + 2
+        frontier = np.concatenate([lc, rc])
+    firsts = start[:-1]
+    tdepth = np.maximum.reduceat(depth, firsts)
+    n_int_real = np.add.reduceat(internal.astype(np.int64), firsts)
+    n_leaf_real = nn - n_int_real
+    has_cat = np.add.reduceat((cidx >= 0).astype(np.int64), firsts) > 0
+
+    quant = bitvec = False
+    small = int(n_leaf_real.max()) <= BITVEC_MAX_LEAVES and bool(internal.any())
+    if layout in ("compact", "naive"):
+        heap = np.zeros(T, bool)
+    elif layout in ("bitvec", "quant"):
+        if layout == "bitvec":
+            need = f"trees of at most {BITVEC_MAX_LEAVES} leaves"
+            have, ok = f"trees of {int(n_leaf_real.max())} leaves", small
+        else:
+            need = f"numeric splits of depth <= {QUANT_MAX_DEPTH}"
+            ok = not has_cat.any() and int(tdepth.max()) <= QUANT_MAX_DEPTH
+            have = f"{int(has_cat.sum())} trees with categorical splits" if has_cat.any() \
+                else f"trees of depth {int(tdepth.max())}"
+        if not ok:
+            raise UnsupportedModelError(f"layout={layout!r} takes forests of {need}; this one "
+                                        f"has {have} (use layout='auto')")
+        heap = np.full(T, layout == "quant")
+        quant, bitvec = layout == "quant" and bool(internal.any()), layout == "bitvec"
+    else:
+        heap = ~has_cat & (tdepth <= heap_max_depth)
+        if layout == "auto":  # padding costs at most 4x the real leaves (always fine up to 64)
+            heap &= (np.int64(1) << np.minimum(tdepth, 62)) <= np.maximum(64, 4 * n_leaf_real)
+            # every tree a heap of depth <= QUANT_AUTO_DEPTH: the quantised walk (measured in
+            # bench/: faster than the float walk there, see quant_tables)
+            quant = bool(heap.all() and internal.any() and int(tdepth.max()) <= QUANT_AUTO_DEPTH)
+            if not quant and small:  # deeper trees of <= 128 leaves (LightGBM's, HGB's kind)
+                heap = np.zeros(T, bool)
+                bitvec = True
+    hd = np.where(heap, tdepth, 0)
+    tree_nint = np.where(heap, (np.int64(1) << hd) - 1, n_int_real)
+    tree_nleaf = np.where(heap, np.int64(1) << hd, n_leaf_real)
+
+    nodeheap = heap[tree_of]
+    ff = (feature & FF_FEAT) | np.where(nan_right, FF_NANR, 0) | np.where(cidx >= 0, FF_CAT, 0)
+    ff32 = ff.astype(np.uint32).view(np.int32)
+
+    # heap tables: padding = (feature 0, NaN goes left, threshold NaN) sends every row left
+    hoff = _excl_cumsum(np.where(heap, tree_nint, 0))
+    h_ff = np.zeros(int(hoff[-1]), np.int32)
+    h_thr = np.full(int(hoff[-1]), np.nan, xdt)
+    sel = internal & nodeheap
+    slot = hoff[tree_of[sel]] + pos[sel]
+    h_ff[slot] = ff32[sel]
+    h_thr[slot] = thr[sel]
+
+    # compact tables: internal nodes and leaves numbered in IR order within their tree
+    int_rank = np.cumsum(internal) - 1 - _excl_cumsum(n_int_real)[tree_of]
+    leaf_rank = np.cumsum(~internal) - 1 - _excl_cumsum(n_leaf_real)[tree_of]
+    code = np.where(internal, int_rank, ~leaf_rank)
+    csel = internal & ~nodeheap
+    ncat = np.fromiter((t.cat_bits.shape[0] for t in trees), np.int64, T)
+    set_start = _excl_cumsum(ncat)
+    c_is_cat = cidx[csel] >= 0
+    c_ff = ff32[csel]
+    c_thr = np.where(c_is_cat, xdt.type(0), thr[csel]).astype(xdt)
+    c_cat = np.where(c_is_cat, cidx[csel] + set_start[tree_of[csel]], -1).astype(np.int32)
+    if int(csel.sum()) >= 1 << 31:  # node records hold int32 global child indices
+        raise UnsupportedModelError("the arrays backend supports at most 2^31 - 1 internal nodes "
+                                    "in compact trees")
+    c_left = code[gl[csel]].astype(np.int32)
+    c_right = code[gr[csel]].astype(np.int32)
+
+    # leaves: heap leaves fill the slot range below them, compact leaves keep their rank
+    lnode = np.flatnonzero(~internal)
+    lt = tree_of[lnode]
+    lheap = heap[lt]
+    k = np.where(lheap, hd[lt] - depth[lnode], 0)
+    slot_start = np.where(lheap, ((pos[lnode] + 1) << k) - (np.int64(1) << hd[lt]), leaf_rank[lnode])
+    count = np.int64(1) << k
+    item_off = _excl_cumsum(tree_nleaf)
+    order = np.argsort(item_off[lt] + slot_start, kind="stable")
+    src = np.repeat(lnode[order], count[order])       # source node of every leaf slot
+    st = tree_of[src]
+    vflat = np.concatenate([t.value.ravel() for t in trees])
+    vstart = _excl_cumsum(nn * width)
+    first_val = vstart[st] + (src - start[st]) * width[st]
+    if np.all(width == 1):
+        vals = vflat[first_val]
+    else:
+        iw = width[st]
+        ipos = _excl_cumsum(iw)
+        j = np.arange(int(ipos[-1])) - np.repeat(ipos[:-1], iw)
+        vals = vflat[np.repeat(first_val, iw) + j]
+    leaf_values = vals.astype(adt)  # rounded once, like the interpreter's vals.astype(acc_t)
+
+    cat_words = np.concatenate([t.cat_bits.ravel() for t in trees]).astype(np.uint32)
+    cat_nwords = np.repeat(np.fromiter((t.cat_bits.shape[1] for t in trees), np.int64, T), ncat)
+    cat_other = np.concatenate([t.cat_other_left for t in trees]).astype(np.uint8)
+
+    arrays = {
+        "tree_layout": np.where(heap, 0, 1).astype(np.uint8),
+        "tree_depth": tdepth.astype(np.int32),
+        "tree_nint": tree_nint.astype(np.int64), "tree_nleaf": tree_nleaf.astype(np.int64),
+        "tree_out": np.asarray(forest.tree_output, np.int32), "tree_width": width.astype(np.int32),
+        "h_ff": h_ff, "h_thr": h_thr,
+        "c_ff": c_ff, "c_thr": c_thr, "c_cat": c_cat, "c_left": c_left, "c_right": c_right,
+        "leaf_values": leaf_values, "base": forest.base_score.astype(adt),
+        "cat_words": cat_words, "cat_nwords": cat_nwords.astype(np.int32), "cat_other_left": cat_other,
+    }
+    meta = {"x_dtype": forest.input_dtype, "acc_dtype": forest.accumulate_dtype,
+            "comparison": forest.comparison, "average": forest.average, "n_trees": T,
+            "n_features": forest.n_features, "n_outputs": forest.n_outputs,
+            "naive": layout == "naive", "layout": layout, "quant": quant, "bitvec": bitvec,
+            "category_rule": getattr(forest, "category_rule", "nonneg")}
+    tables = Tables(meta=meta, arrays={n: np.ascontiguousarray(a, Tables(meta, {}).expected_dtype(n))
+                                       for n, a in arrays.items()})
+    return tables
+
+
+
+# -- validation (every index a native pointer will follow) --------------------------------------
+def _bad(msg: str) -> ArtifactError:
+    return ArtifactError(f"corrupt arrays artifact: {msg}")
+
+
+def validate(tables: Tables) -> None:
+    """Raise ArtifactError unless every index in `tables` stays inside its array, every tree
+    is a tree (each node and leaf reached exactly once: no table derived from it keeps an
+    unwritten entry) and every path reads the same numbers (finite leaves, no NaN split)."""
+    m, A = tables.meta, tables.arrays
+    try:
+        T, nf, no = m["n_trees"], m["n_features"], m["n_outputs"]
+        # exactly JSON's ints and bools: int(2.5) or bool("false") would read another model
+        flags = (m["average"], m["naive"], m.get("quant", False), m.get("bitvec", False))
+        if not all(type(v) is int for v in (T, nf, no)) or not all(type(v) is bool for v in flags):
+            raise _bad("table description fields of the wrong type")
+        if m["x_dtype"] not in _DT or m["acc_dtype"] not in _DT or m["comparison"] not in ("<", "<="):
+            raise _bad("unknown dtype or comparison")
+        if m["category_rule"] not in CATEGORY_RULES:
+            raise _bad("unknown category rule")
+    except (KeyError, TypeError, ValueError):
+        raise _bad("incomplete table description") from None
+    if not (T >= 1 and 1 <= nf <= FF_FEAT and no >= 1):
+        raise _bad(f"n_trees={T}, n_features={nf}, n_outputs={no}")
+    for name in _ARRAYS:
+        a = A.get(name)
+        if a is None or a.ndim != 1 or a.dtype != tables.expected_dtype(name):
+            raise _bad(f"array {name!r} missing or of the wrong type")
+    for name in ("tree_layout", "tree_depth", "tree_nint", "tree_nleaf", "tree_out", "tree_width"):
+        if len(A[name]) != T:
+            raise _bad(f"{name} has {len(A[name])} entries for {T} trees")
+    lay = A["tree_layout"]
+    if np.any(lay > 1):
+        raise _bad("unknown tree layout")
+    heap = lay == 0
+    if m["naive"] and heap.any():
+        raise _bad("the naive walk needs compact trees")
+    if not isinstance(m.get("quant", False), bool):
+        raise _bad("quant flag")
+    if m.get("quant") and (m["naive"] or not heap.all() or int(A["tree_depth"].max()) > QUANT_MAX_DEPTH):
+        raise _bad(f"the quantised walk needs heap trees of depth <= {QUANT_MAX_DEPTH}")
+    if not isinstance(m.get("bitvec", False), bool):
+        raise _bad("bitvec flag")
+    if m.get("bitvec") and (m["naive"] or m.get("quant") or heap.any()
+                            or int(A["tree_nleaf"].max()) > BITVEC_MAX_LEAVES):
+        raise _bad(f"the interval walk needs compact trees of <= {BITVEC_MAX_LEAVES} leaves")
+    D = A["tree_depth"].astype(np.int64)
+    nint, nleaf = A["tree_nint"], A["tree_nleaf"]
+    w, o = A["tree_width"].astype(np.int64), A["tree_out"].astype(np.int64)
+    if np.any(heap & ((D < 0) | (D > MAX_HEAP_DEPTH))):
+        raise _bad("heap tree depth out of range")
+    Dh = np.where(heap, D, 0)
+    if np.any(heap & ((nint != (np.int64(1) << Dh) - 1) | (nleaf != np.int64(1) << Dh))):
+        raise _bad("heap tree sizes do not match their depth")
+    lim = np.int64(1) << 40  # no sums can overflow below this
+    if np.any((nint < 0) | (nint > lim) | (nleaf < 1) | (nleaf > lim) | (w < 1) | (w > 1 << 20)):
+        raise _bad("tree sizes out of range")
+    if np.any((o < 0) | (o + w > no)):
+        raise _bad("a tree writes outside the outputs")
+    if len(A["base"]) != no:
+        raise _bad("base score length")
+    H, C = int(nint[heap].sum()), int(nint[~heap].sum())
+    if C >= 1 << 31:
+        raise _bad("too many compact nodes")
+    if len(A["h_ff"]) != H or len(A["h_thr"]) != H:
+        raise _bad("heap table length")
+    for name in ("c_ff", "c_thr", "c_cat", "c_left", "c_right"):
+        if len(A[name]) != C:
+            raise _bad(f"{name} length")
+    if len(A["leaf_values"]) != int((nleaf * w).sum()):
+        raise _bad("leaf table length")
+    h_ff = A["h_ff"].view(np.uint32)
+    if np.any((h_ff & FF_FEAT) >= nf) or np.any(h_ff & FF_CAT):
+        raise _bad("heap node feature out of range")
+    c_ff = A["c_ff"].view(np.uint32)
+    if np.any((c_ff & FF_FEAT) >= nf):
+        raise _bad("node feature out of range")
+    # the walks must agree on every path: a NaN threshold is heap padding (feature 0, NaN goes
+    # left: the byte walks encode it as "left of every bin") and never a numeric split
+    if np.any(np.isnan(A["h_thr"]) & (A["h_ff"] != 0)) or \
+            np.any(np.isnan(A["c_thr"]) & ((c_ff & FF_CAT) == 0)):
+        raise _bad("NaN threshold at a split")
+    if not (np.all(np.isfinite(A["leaf_values"])) and np.all(np.isfinite(A["base"]))):
+        raise _bad("non-finite leaf value or base score")
+    ntrees_c = np.flatnonzero(~heap)
+    ctree = np.repeat(ntrees_c, nint[~heap])
+    cstart = _excl_cumsum(nint[~heap])
+    local = np.arange(C, dtype=np.int64) - np.repeat(cstart[:-1], nint[~heap])
+    for name in ("c_left", "c_right"):
+        ch = A[name].astype(np.int64)
+        is_int = ch >= 0
+        bad = np.where(is_int, (ch <= local) | (ch >= nint[ctree]), ~ch >= nleaf[ctree])
+        if bad.any():
+            raise _bad(f"child index out of range in {name}")
+    # in range is not enough: a child shared by two parents orphans another node or leaf, whose
+    # entries in the derived tables (bitvec_tables' leaf order, the deep path's records) nothing
+    # would write. So: nint + 1 leaves per compact tree, every node but the root and every leaf
+    # of a split tree the child of exactly one node (children > parents: no cycles either)
+    if np.any(nleaf[~heap] != nint[~heap] + 1):
+        raise _bad("a compact tree's leaf count is not its internal node count + 1")
+    kids = np.concatenate([A["c_left"], A["c_right"]]).astype(np.int64)
+    kid_tree = np.concatenate([ctree, ctree])
+    node_refs = np.bincount(np.concatenate([np.arange(C) - local] * 2)[kids >= 0] + kids[kids >= 0],
+                            minlength=C)
+    loff = _excl_cumsum(np.where(heap, 0, nleaf))
+    leaf_refs = np.bincount(loff[kid_tree[kids < 0]] + ~kids[kids < 0], minlength=int(loff[-1]))
+    split = np.repeat(nint > 0, np.where(heap, 0, nleaf))  # a one-leaf tree: no parent
+    if np.any(node_refs != (local > 0)) or np.any(leaf_refs != split):
+        raise _bad("a tree's nodes do not form a tree (a node or leaf without or with several parents)")
+    nw = A["cat_nwords"].astype(np.int64)
+    S = len(nw)
+    if np.any((nw < 1) | (nw > 1 << 25)) or int(nw.sum()) != len(A["cat_words"]) or len(A["cat_other_left"]) != S:
+        raise _bad("category sets")
+    is_cat = (c_ff & FF_CAT) != 0
+    cc = A["c_cat"][is_cat]
+    if np.any((cc < 0) | (cc >= S)):
+        raise _bad("category set index out of range")
+
