@@ -433,9 +433,7 @@ def _small_text(**params) -> str:
                      lgb.Dataset(X, y), 3).model_to_string()
 
 
-def test_linear_trees_are_refused():
-    with pytest.raises(UnsupportedModelError, match="linear tree"):
-        parse_lightgbm_string(_small_text(objective="regression", linear_tree=True))
+# linear trees (linear_tree=True): tests/test_frontend_lightgbm_linear.py
 
 
 @pytest.mark.parametrize("params, match", [

@@ -330,6 +330,10 @@ def compile_cmd(model, output, backend, native, emit_source, header):
         _check_writable(header)
     t0 = time.perf_counter()
     forest = parse(model)
+    if forest.is_linear:
+        from .errors import UnsupportedModelError
+        from .ir import LINEAR_NO_ARTIFACT
+        raise UnsupportedModelError(LINEAR_NO_ARTIFACT)
     if backend != "auto":
         name = backend
     elif suffix == ".tc":

@@ -16,7 +16,7 @@ import numpy as np
 from . import outputs
 from .errors import UnsupportedModelError
 from .inputs import as_matrix
-from .ir import Forest, Tree
+from .ir import LINEAR_ZERO, Forest, Tree
 
 
 def _go_left(tree: Tree, nodes: np.ndarray, x: np.ndarray, strict: bool,
@@ -58,13 +58,40 @@ def leaf_indices(tree: Tree, X64: np.ndarray, strict: bool, category_rule: str =
     return node
 
 
-def _accumulate(forest: Forest, n_rows: int, leaf_value_rows) -> np.ndarray:
+def tree_values(tree: Tree, leaves: np.ndarray, X64: np.ndarray) -> np.ndarray:
+    """What `tree` adds for rows X64 (float64) that reached `leaves`: its leaf values or, for a
+    linear tree, LightGBM's Tree::Predict: leaf_const + coeff * x feature by feature in order
+    (float64, no fused multiply-add; |x| <= LINEAR_ZERO reads as 0.0, as LightGBM's C API drops
+    it), and the plain leaf value for a row with NaN in any of the leaf's features."""
+    if not tree.is_linear:
+        return tree.value[leaves]
+    ptr = tree.linear_ptr
+    start, count = ptr[leaves].astype(np.int64), np.diff(ptr)[leaves]
+    out = tree.leaf_const[leaves]
+    nan = np.zeros(len(leaves), bool)
+    rows = np.arange(len(leaves))
+    for j in range(int(count.max(initial=0))):  # one step per feature position: sums in order
+        rows = rows[count[rows] > j]
+        pos = start[rows] + j
+        x = X64[rows, tree.linear_feature[pos]]
+        nan[rows] |= np.isnan(x)
+        x[np.abs(x) <= LINEAR_ZERO] = 0.0
+        with np.errstate(invalid="ignore", over="ignore"):
+            out[rows] += tree.linear_coeff[pos] * x
+    out[nan] = tree.value[leaves[nan], 0]
+    return out[:, None]
+
+
+def accumulate(forest: Forest, n_rows: int, leaf_value_rows) -> np.ndarray:
+    """The raw margins from what each tree adds (one (n_rows, width) array per tree, in order):
+    base_score, then tree by tree in the accumulation dtype, then the average."""
     acc_t = np.dtype(forest.accumulate_dtype)
     acc = np.empty((n_rows, forest.n_outputs), acc_t)
     acc[:] = forest.base_score.astype(acc_t)
     for i, (tree, vals) in enumerate(zip(forest.trees, leaf_value_rows)):
         o = int(forest.tree_output[i])
-        acc[:, o:o + tree.width] += vals.astype(acc_t)
+        with np.errstate(invalid="ignore"):  # inf - inf: a linear leaf's output on inf inputs
+            acc[:, o:o + tree.width] += vals.astype(acc_t)
     if forest.average:
         acc /= acc_t.type(forest.n_trees)
     return acc
@@ -74,8 +101,16 @@ def predict_raw(forest: Forest, X: Any) -> np.ndarray:
     """Raw margins, shape (n_rows, n_outputs), dtype = forest.accumulate_dtype."""
     X64 = as_matrix(X, forest).astype(np.float64)
     strict = forest.comparison == "<"
-    return _accumulate(forest, X64.shape[0],
-                       (t.value[leaf_indices(t, X64, strict, forest.category_rule)] for t in forest.trees))
+    return accumulate(forest, X64.shape[0],
+                       (tree_values(t, leaf_indices(t, X64, strict, forest.category_rule), X64)
+                        for t in forest.trees))
+
+
+def raw_from_leaves(forest: Forest, X64: np.ndarray, leaves: np.ndarray) -> np.ndarray:
+    """predict_raw's margins from the leaf (IR node index) every row reached in every tree,
+    leaves (n_rows, n_trees): treecomp.linear finds them natively."""
+    return accumulate(forest, X64.shape[0],
+                       (tree_values(t, leaves[:, i], X64) for i, t in enumerate(forest.trees)))
 
 
 def _require_node_ids(forest: Forest) -> None:
@@ -101,13 +136,17 @@ def apply(forest: Forest, X: Any) -> np.ndarray:
     return out
 
 
-def leaf_id_forest(forest: Forest) -> Forest:
+def leaf_id_forest(forest: Forest, node_index: bool = False) -> Forest:
     """The forest whose raw margins are its leaf ids: tree i's leaves hold its node_ids (exact
-    small integers in float64) in output column i, from 0; routing unchanged. Any backend
-    compiles it, so leaf ids come at native speed (loader.Predictor.apply)."""
-    _require_node_ids(forest)
-    trees = tuple(dataclasses.replace(t, value=np.where(t.left[:, None] < 0, t.node_ids[:, None], 0))
-                  for t in forest.trees)
+    small integers in float64; with node_index=True their own IR node index) in output column
+    i, from 0; routing unchanged, no linear leaves. Any backend compiles it, so leaf ids come
+    at native speed (loader.Predictor.apply, treecomp.linear)."""
+    if not node_index:
+        _require_node_ids(forest)
+    no_linear = dict.fromkeys(("leaf_const", "linear_ptr", "linear_feature", "linear_coeff"))
+    trees = tuple(dataclasses.replace(
+        t, value=np.where(t.left[:, None] < 0, np.arange(t.n_nodes)[:, None] if node_index
+                          else t.node_ids[:, None], 0), **no_linear) for t in forest.trees)
     return forest.replace(trees=trees, n_outputs=forest.n_trees,
                           tree_output=np.arange(forest.n_trees), base_score=np.zeros(forest.n_trees),
                           accumulate_dtype="float64", average=False, transform="identity",
@@ -142,8 +181,8 @@ def walk_raw(forest: Forest, X: Any) -> np.ndarray:
                     go = v < thr[nd] if strict else v <= thr[nd]
                 nd = left[nd] if go else right[nd]
             leaves[r] = nd
-        per_tree.append(t.value[leaves])
-    return _accumulate(forest, X64.shape[0], per_tree)
+        per_tree.append(tree_values(t, leaves, X64))
+    return accumulate(forest, X64.shape[0], per_tree)
 
 
 # -- library-shaped outputs ---------------------------------------------------------------------

@@ -11,6 +11,9 @@ consumes one. What a Forest *means* is defined by :mod:`treecomp.interp`; in sho
                            invalid -> cat_other_left
         NaN (either kind): go left iff default_left
     acc = base_score (in accumulate_dtype); acc[o : o + w] += leaf value, tree by tree, in order
+    (linear leaf, Tree.leaf_const set: the tree adds instead leaf_const[leaf] + the leaf's
+     coefficients times its features' values, in order, in float64; a value with
+     |x| <= LINEAR_ZERO counts as 0.0; a NaN in any of them -> the leaf's plain value)
     if average: acc /= n_trees
     outputs = transform(acc) with exp_lib's exp; labels by `decision`   (see treecomp.outputs)
               (transforms "samme" / "iforest" take transform_params: AdaBoost's weight sum,
@@ -43,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidModelError
+from .errors import InvalidModelError, UnsupportedModelError
 
 IR_FORMAT_VERSION = 1
 
@@ -89,9 +92,16 @@ DECISIONS = ("none", "argmax_raw", "argmax_proba", "raw_ge_0", "raw_gt_0", "prob
 
 _TREE_ARRAYS = ("left", "right", "feature", "threshold", "default_left", "value",
                 "cat_index", "cat_bits", "cat_other_left")
+#: optional per-tree linear leaves (LightGBM linear_tree): all four arrays or none
+_LINEAR_ARRAYS = ("leaf_const", "linear_ptr", "linear_feature", "linear_coeff")
+#: a linear leaf reads |x| <= LINEAR_ZERO as 0.0: LightGBM's kZeroThreshold (1e-35f), below
+#: which its C API drops a value as a sparse zero before any tree sees the row
+LINEAR_ZERO = float(np.float32(1e-35))
 _TREE_DTYPES = {"left": np.int32, "right": np.int32, "feature": np.int32,
                 "threshold": np.float64, "default_left": np.bool_, "value": np.float64,
-                "cat_index": np.int32, "cat_bits": np.uint32, "cat_other_left": np.bool_}
+                "cat_index": np.int32, "cat_bits": np.uint32, "cat_other_left": np.bool_,
+                "leaf_const": np.float64, "linear_ptr": np.int32, "linear_feature": np.int32,
+                "linear_coeff": np.float64}
 
 
 def _frozen(a: Any, dtype: Any, ndim: int, name: str) -> np.ndarray:
@@ -229,6 +239,12 @@ class Tree:
     node_ids        int32 (n,) or None: the source library's id of each node (frontends
                     renumber), what its `apply` / pred_leaf returns; None where not recorded
     cover           float64 (n,) or None: training weight through each node (SHAP; optional)
+    linear leaves (all four or None; scalar leaves only): leaf i's output is
+    leaf_const      float64 (n,) leaf_const[i] (0 at internal nodes)
+    linear_ptr      int32 (n+1,) plus, for j in linear_ptr[i]:linear_ptr[i+1] in order (empty
+    linear_feature  int32 (k,)   at internal nodes), linear_coeff[j] * x[linear_feature[j]]
+    linear_coeff    float64 (k,) (float64; |x| <= LINEAR_ZERO as 0.0); value[i] if any such
+                                 x is NaN (interp.tree_values is the reference)
     """
 
     left: np.ndarray
@@ -243,6 +259,10 @@ class Tree:
     node_ids: np.ndarray | None = None
     #: optional, for SHAP contributions (treecomp.shap): XGBoost sum_hessian, LightGBM counts
     cover: np.ndarray | None = None
+    leaf_const: np.ndarray | None = None
+    linear_ptr: np.ndarray | None = None
+    linear_feature: np.ndarray | None = None
+    linear_coeff: np.ndarray | None = None
 
     def __post_init__(self) -> None:
         n = len(np.asarray(self.left))
@@ -263,6 +283,9 @@ class Tree:
             object.__setattr__(self, "node_ids", _frozen(self.node_ids, np.int32, 1, "node_ids"))
         if self.cover is not None:
             object.__setattr__(self, "cover", _frozen(self.cover, np.float64, 1, "cover"))
+        for name in _LINEAR_ARRAYS:
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, _frozen(getattr(self, name), _TREE_DTYPES[name], 1, name))
         self._validate()
 
     # -- derived facts (cheap; computed on demand) ---------------------------------------------
@@ -282,6 +305,10 @@ class Tree:
     @property
     def n_leaves(self) -> int:
         return int(np.count_nonzero(self.left < 0))
+
+    @property
+    def is_linear(self) -> bool:
+        return self.leaf_const is not None
 
     @property
     def has_categorical(self) -> bool:
@@ -351,6 +378,26 @@ class Tree:
         if self.cover is not None and (len(self.cover) != n or not np.all(np.isfinite(self.cover))
                                        or np.any(self.cover < 0)):
             raise InvalidModelError(f"tree 'cover' must hold {n} finite values >= 0")
+        if any(getattr(self, a) is not None for a in _LINEAR_ARRAYS):
+            self._validate_linear()
+
+    def _validate_linear(self) -> None:
+        if any(getattr(self, a) is None for a in _LINEAR_ARRAYS):
+            raise InvalidModelError(f"linear leaves need all of {', '.join(_LINEAR_ARRAYS)}")
+        n, ptr, k = self.n_nodes, self.linear_ptr, len(self.linear_feature)
+        if self.width != 1:
+            raise InvalidModelError("linear leaves need scalar leaves (value width 1)")
+        if len(self.leaf_const) != n or len(ptr) != n + 1 or len(self.linear_coeff) != k:
+            raise InvalidModelError(f"linear leaves: leaf_const needs {n} entries, linear_ptr "
+                                    f"{n + 1}, linear_coeff as many as linear_feature ({k})")
+        if ptr[0] != 0 or ptr[-1] != k or np.any(np.diff(ptr) < 0):
+            raise InvalidModelError("linear_ptr must rise from 0 to len(linear_feature)")
+        if np.any(np.diff(ptr)[self.left >= 0] != 0) or np.any(self.leaf_const[self.left >= 0] != 0):
+            raise InvalidModelError("internal nodes cannot hold a linear model")
+        if np.any(self.linear_feature < 0):
+            raise InvalidModelError("negative linear_feature")
+        if not (np.all(np.isfinite(self.leaf_const)) and np.all(np.isfinite(self.linear_coeff))):
+            raise InvalidModelError("non-finite leaf_const or linear_coeff")
 
 
 class _Outputs:
@@ -432,6 +479,12 @@ class Forest(_Outputs):
     def n_trees(self) -> int:
         return len(self.trees)
 
+    @property
+    def is_linear(self) -> bool:
+        """Whether some tree has linear leaves (Tree.leaf_const): no native kernel computes
+        them; treecomp.linear evaluates them around one that finds the leaves."""
+        return any(t.is_linear for t in self.trees)
+
 
     def _validate(self) -> None:
         for name, allowed in (("comparison", COMPARISONS), ("input_dtype", DTYPES),
@@ -458,6 +511,10 @@ class Forest(_Outputs):
             if t.n_nodes > 1 and int(t.feature.max()) >= self.n_features:
                 raise InvalidModelError(f"tree {i} splits on feature {int(t.feature.max())}, "
                                         f"but the forest has {self.n_features} features")
+            if t.is_linear and len(t.linear_feature) and int(t.linear_feature.max()) >= self.n_features:
+                raise InvalidModelError(f"tree {i}'s linear leaves read feature "
+                                        f"{int(t.linear_feature.max())}, but the forest has "
+                                        f"{self.n_features} features")
         if self.is_classifier:
             if not self.classes:
                 raise InvalidModelError(f"decision={self.decision!r} needs class labels")
@@ -526,6 +583,9 @@ class Forest(_Outputs):
                 yield f"t{i}.node_ids", t.node_ids
             if t.cover is not None:  # optional: files and digests without it are unchanged
                 yield f"t{i}.cover", t.cover
+            if t.is_linear:  # optional, as node_ids
+                for name in _LINEAR_ARRAYS:
+                    yield f"t{i}.{name}", getattr(t, name)
 
     def to_bytes(self) -> bytes:
         """The IR file: a zip with meta.json and one .npy per array (versioned)."""
@@ -577,8 +637,8 @@ class Forest(_Outputs):
                 raise _corrupt_ir(f"n_trees={n_trees} for {len(members)} members")
             want = {"meta.json", "tree_output.npy", "base_score.npy"} | {
                 f"t{i}.{n}.npy" for i in range(n_trees) for n in _TREE_ARRAYS}
-            want |= {f"t{i}.node_ids.npy" for i in range(n_trees)} & set(members)  # optional
-            want |= {f"t{i}.cover.npy" for i in range(n_trees)} & set(members)  # optional
+            want |= {f"t{i}.{n}.npy" for i in range(n_trees)  # optional
+                     for n in ("node_ids", "cover") + _LINEAR_ARRAYS} & set(members)
             if set(members) != want:
                 odd = sorted(set(members) ^ want)
                 raise _corrupt_ir(f"members {odd[:3]}{' ...' if len(odd) > 3 else ''} missing or unexpected")
@@ -591,8 +651,9 @@ class Forest(_Outputs):
                 try:
                     ids = arr(f"t{i}.node_ids") if f"t{i}.node_ids.npy" in members else None
                     cover = arr(f"t{i}.cover") if f"t{i}.cover.npy" in members else None
+                    lin = {n: arr(f"t{i}.{n}") for n in _LINEAR_ARRAYS if f"t{i}.{n}.npy" in members}
                     trees.append(Tree(**{n: arr(f"t{i}.{n}") for n in _TREE_ARRAYS}, node_ids=ids,
-                                      cover=cover))
+                                      cover=cover, **lin))
                 except InvalidModelError as exc:
                     raise _corrupt_ir(f"tree {i}: {exc}") from None
             tree_output, base_score = arr("tree_output"), arr("base_score")
@@ -771,13 +832,23 @@ def _check_transform(f: Any) -> None:
                                 f"got n_outputs={f.n_outputs}, {p}")
 
 
+#: why a forest with linear leaves has no standalone artifact
+LINEAR_NO_ARTIFACT = ("linear_tree models (linear leaves) run in Python through treecomp.compile; "
+                      "a standalone .so / .tc artifact is not supported")
+
+
 def legacy_exp_lib(transform: str) -> str:
     """exp_lib for files written before it existed, as they were evaluated then: float64
     sigmoids natively with libm, the other float64 transforms with numpy."""
     return "libm" if transform in ("sigmoid", "sigmoid2") else "numpy"
 
 
-def head_of(forest: Forest) -> Head:
+def head_of(forest: Forest, linear_ok: bool = False) -> Head:
+    """The Head of a kernel computing `forest`. Backends call it, so a forest with linear
+    leaves, which no kernel computes, is refused here unless the caller (treecomp.linear)
+    evaluates them itself."""
+    if forest.is_linear and not linear_ok:
+        raise UnsupportedModelError(LINEAR_NO_ARTIFACT)
     return Head(n_features=forest.n_features, n_outputs=forest.n_outputs,
                 input_dtype=forest.input_dtype, accumulate_dtype=forest.accumulate_dtype,
                 transform=forest.transform, decision=forest.decision, classes=forest.classes,

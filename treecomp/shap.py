@@ -71,7 +71,11 @@ class _Model(ctypes.Structure):
 
 
 def check_cover(forest: Forest) -> None:
-    """UnsupportedModelError unless every tree that splits records its nodes' cover."""
+    """UnsupportedModelError unless every tree that splits records its nodes' cover (and no
+    leaf holds a linear model: TreeSHAP explains constant leaves)."""
+    if forest.is_linear:
+        raise UnsupportedModelError("SHAP contributions of linear-tree models (LightGBM "
+                                    "linear_tree) are not supported: TreeSHAP explains constant leaves")
     for i, t in enumerate(forest.trees):
         if t.n_nodes > 1 and t.cover is None:
             raise UnsupportedModelError(

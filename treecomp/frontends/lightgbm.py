@@ -36,6 +36,17 @@ by tests/test_frontend_lightgbm.py against the installed library):
   already folded into the first trees). Tree i adds to class i % num_tree_per_iteration.
   Random-forest mode (`average_output`) divides by the number of iterations before the
   transform; LightGBM's `raw_score=True` output is the undivided sum (the IR's raw is divided).
+- Linear trees (linear_tree=True, a tree's is_linear=1; Tree::Predict): the tree adds
+  leaf_const[leaf] + leaf_coeff[i] * x[leaf_features[i]] in order in float64, x as the trees see
+  it (|x| <= kZ is 0.0), product rounded before the sum (the released wheels use no fused
+  multiply-add: tested), or the plain leaf_value where one of those x is NaN; a single-leaf
+  tree with is_linear=1 evaluates its leaf's model too (LightGBM writes single-leaf trees as
+  is_linear=0). leaf_const and leaf_coeff are read with std::stod (leaf_value with
+  fast_double_parser): both correctly rounded from %.17g, so exact. IR: Tree.leaf_const /
+  linear_ptr / linear_feature / linear_coeff on the IR's leaf nodes; predicted by
+  treecomp.linear (no standalone artifact). LightGBM's sparse-row path (> 100k features, rows
+  with < 1% non-zeros) skips absent features instead of adding coeff * 0.0: it differs only
+  in the sign of a zero sum.
 - Objectives: regression/regression_l1/huber/fair/quantile/mape/lambdarank/rank_xendcg/custom
   -> identity; poisson/gamma/tweedie -> exp; binary and cross_entropy -> sigmoid (binary
   `sigmoid:2` -> "sigmoid2", other scales refused); multiclass -> "softmax_seq" (Common::Softmax:
@@ -506,11 +517,6 @@ def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree
     """All trees at once: the per-node arithmetic runs vectorised over the whole model."""
     T = len(tree_kvs)
     names = [kv.get("Tree", "?") for kv in tree_kvs]
-    for kv, name in zip(tree_kvs, names):
-        if kv.get("is_linear", "0").strip() not in ("0", ""):
-            raise UnsupportedModelError(
-                f"LightGBM tree {name} is a linear tree (linear_tree=True, is_linear=1): leaves "
-                "hold linear models; only constant-leaf trees are supported")
     n_leaves = np.array([_int_field(kv, "num_leaves", nm) for kv, nm in zip(tree_kvs, names)], np.int64)
     for kv, nm in zip(tree_kvs, names):
         # Tree::Tree(const char*) (LightGBM 4.x): num_cat is required, and num_cat > 0 needs
@@ -597,7 +603,7 @@ def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree
         lv = leaf_all[leaf_off[i]:leaf_off[i + 1]]
         k = int(n_int[i])
         if k == 0:
-            trees.append(dataclasses.replace(leaf_tree(lv[0]), node_ids=[0]))
+            trees.append(_linear(dataclasses.replace(leaf_tree(lv[0]), node_ids=[0]), tree_kvs[i], names[i]))
             continue
         a, b = int_off[i], int_off[i + 1]
         if has_cat[i]:
@@ -634,11 +640,70 @@ def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree
                 arrays["cover"][inner] = icount[a:b]
                 arrays["cover"][new_of[k:]] = lcount[leaf_off[i]:leaf_off[i + 1]]
         try:
-            trees.append(Tree(**arrays, cat_bits=cat_bits,
-                              cat_other_left=np.zeros(cat_bits.shape[0], bool)))
+            trees.append(_linear(Tree(**arrays, cat_bits=cat_bits,
+                                      cat_other_left=np.zeros(cat_bits.shape[0], bool)),
+                                 tree_kvs[i], names[i]))
         except InvalidModelError as exc:
             raise InvalidModelError(f"LightGBM tree {names[i]}: {exc}") from None
     return trees
+
+
+def _linear_numbers(kv: dict[str, str], key: str, name: str, n: int, dtype: Any) -> np.ndarray:
+    """A linear-tree line as LightGBM 4.7 reads it: leaf_const / leaf_coeff with
+    Common::StringToArray<double> (tokens split on ' ', runs of spaces skipped, exactly n of them,
+    each std::stod: correctly rounded, like leaf_value), num_features / leaf_features with Atoi.
+    LightGBM writes leaf_features and leaf_coeff with two spaces between leaves."""
+    toks = [t for t in kv[key].split(" ") if t]
+    tok = _INT_TOKEN if np.dtype(dtype).kind == "i" else _FLOAT_TOKEN
+    if len(toks) != n or not all(re.fullmatch(tok, t) for t in toks):
+        raise InvalidModelError(f"LightGBM tree {name}: {key!r} must hold {n} numbers, got "
+                                f"{kv[key][:60]!r}")
+    try:
+        return np.array(toks, dtype=dtype)
+    except (ValueError, OverflowError):
+        raise InvalidModelError(f"LightGBM tree {name}: {key!r} holds malformed numbers") from None
+
+
+def _linear(tree: Tree, kv: dict[str, str], name: str) -> Tree:
+    """`tree` with the linear leaves of an is_linear=1 tree (Tree::Predict in LightGBM 4.7's
+    include/LightGBM/tree.h: leaf_const[leaf] + leaf_coeff * x over leaf_features in order, the
+    plain leaf_value where one of those x is NaN), moved from LightGBM's leaf indices to the IR's
+    leaf nodes (node_ids: a leaf copied by _expand_tree gets its linear model too). Lines
+    missing from an is_linear tree read as LightGBM's Tree(const char*) reads them: no
+    leaf_const is zeros, no num_features or leaf_features no features (no leaf_coeff for
+    features: LightGBM would read past its vectors, refused)."""
+    if not kv.get("is_linear", "").strip() or _int_field(kv, "is_linear", name) == 0:
+        return tree  # (LightGBM's Atoi reads an empty value as 0)
+    n_leaves = _int_field(kv, "num_leaves", name)
+    const = (_linear_numbers(kv, "leaf_const", name, n_leaves, np.float64) if "leaf_const" in kv
+             else np.zeros(n_leaves))
+    counts = np.zeros(n_leaves, np.int64)
+    if "num_features" in kv and "leaf_features" in kv:
+        counts = _linear_numbers(kv, "num_features", name, n_leaves, np.int64)
+    if np.any(counts < 0) or counts.sum() > 1 << 30:
+        raise InvalidModelError(f"LightGBM tree {name}: bad num_features")
+    total = int(counts.sum())
+    if total and "leaf_coeff" not in kv:
+        raise InvalidModelError(f"LightGBM tree {name} is linear with leaf_features but no "
+                                "leaf_coeff line (LightGBM reads past its arrays)")
+    feats = _linear_numbers(kv, "leaf_features", name, total, np.int64) if total else counts[:0]
+    coeffs = _linear_numbers(kv, "leaf_coeff", name, total, np.float64) if total else const[:0]
+    seg = np.concatenate([[0], np.cumsum(counts)])
+    leaves = np.flatnonzero(tree.left < 0)
+    lid = np.full(tree.n_nodes, -1, np.int64)
+    lid[leaves] = tree.node_ids[leaves]
+    n_of = np.zeros(tree.n_nodes, np.int64)
+    n_of[leaves] = counts[lid[leaves]]
+    ptr = np.concatenate([[0], np.cumsum(n_of)])
+    node = np.repeat(np.arange(tree.n_nodes), n_of)
+    src = seg[lid[node]] + np.arange(len(node)) - ptr[node]
+    lc = np.zeros(tree.n_nodes)
+    lc[leaves] = const[lid[leaves]]
+    try:
+        return dataclasses.replace(tree, leaf_const=lc, linear_ptr=ptr, linear_feature=feats[src],
+                                   linear_coeff=coeffs[src])
+    except InvalidModelError as exc:
+        raise InvalidModelError(f"LightGBM tree {name}: {exc}") from None
 
 
 # -- public entry points ----------------------------------------------------------------------
