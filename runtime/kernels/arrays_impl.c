@@ -667,7 +667,7 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
   if ((T->quant || use_bv) && !T->naive) {
     /* a multiple of 32 (aligned_alloc's rule); plus 64 columns: the column mux (tc_qlevelc)
      * loads all of a power of two of columns, past the last group's own */
-    const size_t qn = (size_t)(B32 / 32 * gs) + 64 * 32;
+    const size_t qn = (size_t)((TC_QVEC == 2 ? (B + 63) / 64 * 2 : B32 / 32) * gs) + 64 * 32;
     qb = (uint8_t *)aligned_alloc(32, qn);
     if (!qb) { free(buf); free(xt); free(lidx); return -2; }
     memset(qb, 0x80, qn);  /* rows past the end of a short block read bin 0 */

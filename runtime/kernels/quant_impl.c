@@ -687,6 +687,119 @@ static __attribute__((noinline)) TC_ATTR void tc_bvsweep(
 }
 #endif
 
+#if TC_QVEC == 2 && !defined(TC_Q512_ONCE)
+#define TC_Q512_ONCE
+/* ---- AVX-512 (F, BW, VL, VBMI) byte kernels: 64 rows a vector -------------------------------
+ * The same walks as the AVX2 kernels above, on 64 rows (two of the block's 32-row groups, gs
+ * apart: one 256-bit load and one 256-bit insert from memory per node, so the block layout and
+ * the quantiser are shared with the AVX2 path). What changes besides the width: a compare
+ * writes a mask register (no blend masks made by shifts: the mux's blends take their
+ * selector from vptestmb of the row's position bits); a level's <= 64 threshold bytes and a
+ * tree's <= 64 leaf planes are looked up by one vpermb each (no 16-entry vpshufb and blends);
+ * going right is a masked add. Same bytes, same compares, same leaves, same adds in the same
+ * order as the AVX2 and scalar walks. */
+static inline __attribute__((always_inline)) TC_ATTR __m512i tc_z64(const uint8_t *qg, int64_t gs, uint32_t off) {
+  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256((const __m256i *)(qg + off))),
+                            _mm256_load_si256((const __m256i *)(qg + gs + off)), 1);
+}
+/* two sibling nodes' bytes muxed by bit 0 of the position (their offsets by one 64-bit load) */
+static inline __attribute__((always_inline)) TC_ATTR __m512i tc_z2(const uint8_t *qg, int64_t gs,
+                                                                    const int32_t *c, __mmask64 m0) {
+  uint64_t w;
+  memcpy(&w, c, 8);
+  return _mm512_mask_blend_epi8(m0, tc_z64(qg, gs, (uint32_t)w), tc_z64(qg, gs, (uint32_t)(w >> 32)));
+}
+/* the first n (<= 64) bytes of p, zeros after: a masked load (never reads past them) */
+static inline __attribute__((always_inline)) TC_ATTR __m512i tc_zfirst(const void *p, int n) {
+  return _mm512_maskz_loadu_epi8(n >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << n) - 1), p);
+}
+#define TC_ZX1(i) tc_z64(qg, gs, (uint32_t)co[i])
+#define TC_ZX2(i) tc_z2(qg, gs, co + (i), m0)
+#define TC_ZX4(i) _mm512_mask_blend_epi8(m1, TC_ZX2(i), TC_ZX2((i) + 2))
+#define TC_ZX8(i) _mm512_mask_blend_epi8(m2, TC_ZX4(i), TC_ZX4((i) + 4))
+#define TC_ZX16(i) _mm512_mask_blend_epi8(m3, TC_ZX8(i), TC_ZX8((i) + 8))
+#define TC_ZX32(i) _mm512_mask_blend_epi8(m4, TC_ZX16(i), TC_ZX16((i) + 16))
+/* level l (<= 5) of a heap for 64 rows at positions k: the rows going right. thr: the level's
+ * threshold bytes (tc_zfirst), each row's own by vpermb (index bits 0-5: k < 2^l <= 32) */
+static inline __attribute__((always_inline)) TC_ATTR __mmask64 tc_zlevel(
+    const uint8_t *qg, int64_t gs, const int32_t *co, __m512i thr, const int l, __m512i k) {
+  const __mmask64 m0 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(1));
+  const __mmask64 m1 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(2));
+  const __mmask64 m2 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(4));
+  const __mmask64 m3 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(8));
+  const __mmask64 m4 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(16));
+  const __m512i t = l ? _mm512_permutexvar_epi8(k, thr) : thr;
+  switch (l) {
+    case 0: return _mm512_cmpgt_epi8_mask(TC_ZX1(0), t);
+    case 1: return _mm512_cmpgt_epi8_mask(TC_ZX2(0), t);
+    case 2: return _mm512_cmpgt_epi8_mask(TC_ZX4(0), t);
+    case 3: return _mm512_cmpgt_epi8_mask(TC_ZX8(0), t);
+    case 4: return _mm512_cmpgt_epi8_mask(TC_ZX16(0), t);
+    default: return _mm512_cmpgt_epi8_mask(TC_ZX32(0), t);
+  }
+}
+#undef TC_ZX1
+#undef TC_ZX2
+#undef TC_ZX4
+#undef TC_ZX8
+#undef TC_ZX16
+#undef TC_ZX32
+
+/* 64 rows' float32 leaves from the tree's 4 byte planes (L bytes each, L <= 64): a vpermb per
+ * plane, then byte and word unpacks (within 128-bit lanes) make the floats; k is first put in
+ * the order those unpacks undo (output vector q, lane j: rows 16q + 4j ..) */
+static inline __attribute__((always_inline)) TC_ATTR void tc_zleaf32(const uint8_t *lb, int L, __m512i k,
+                                                                       float *a) {
+  const __m512i perm = _mm512_set_epi8(
+      63, 62, 61, 60, 47, 46, 45, 44, 31, 30, 29, 28, 15, 14, 13, 12,
+      59, 58, 57, 56, 43, 42, 41, 40, 27, 26, 25, 24, 11, 10, 9, 8,
+      55, 54, 53, 52, 39, 38, 37, 36, 23, 22, 21, 20, 7, 6, 5, 4,
+      51, 50, 49, 48, 35, 34, 33, 32, 19, 18, 17, 16, 3, 2, 1, 0);
+  const __m512i kp = _mm512_permutexvar_epi8(perm, k);
+  const __m512i p0 = _mm512_permutexvar_epi8(kp, tc_zfirst(lb, L));
+  const __m512i p1 = _mm512_permutexvar_epi8(kp, tc_zfirst(lb + L, L));
+  const __m512i p2 = _mm512_permutexvar_epi8(kp, tc_zfirst(lb + 2 * L, L));
+  const __m512i p3 = _mm512_permutexvar_epi8(kp, tc_zfirst(lb + 3 * L, L));
+  const __m512i lo01 = _mm512_unpacklo_epi8(p0, p1), hi01 = _mm512_unpackhi_epi8(p0, p1);
+  const __m512i lo23 = _mm512_unpacklo_epi8(p2, p3), hi23 = _mm512_unpackhi_epi8(p2, p3);
+  const __m512 v[4] = {_mm512_castsi512_ps(_mm512_unpacklo_epi16(lo01, lo23)),
+                       _mm512_castsi512_ps(_mm512_unpackhi_epi16(lo01, lo23)),
+                       _mm512_castsi512_ps(_mm512_unpacklo_epi16(hi01, hi23)),
+                       _mm512_castsi512_ps(_mm512_unpackhi_epi16(hi01, hi23))};
+  for (int q = 0; q < 4; ++q)
+    _mm512_storeu_ps(a + 16 * q, _mm512_add_ps(_mm512_loadu_ps(a + 16 * q), v[q]));
+}
+
+/* the same for float64 leaves: 8 planes, unpacks of bytes, words, dwords (output vector
+ * 2s + h, lane j: rows 16s + 8h + 2j, + 1) */
+static inline __attribute__((always_inline)) TC_ATTR void tc_zleaf64(const uint8_t *lb, int L, __m512i k,
+                                                                       double *a) {
+  const __m512i perm = _mm512_set_epi8(
+      63, 62, 55, 54, 47, 46, 39, 38, 31, 30, 23, 22, 15, 14, 7, 6,
+      61, 60, 53, 52, 45, 44, 37, 36, 29, 28, 21, 20, 13, 12, 5, 4,
+      59, 58, 51, 50, 43, 42, 35, 34, 27, 26, 19, 18, 11, 10, 3, 2,
+      57, 56, 49, 48, 41, 40, 33, 32, 25, 24, 17, 16, 9, 8, 1, 0);
+  const __m512i kp = _mm512_permutexvar_epi8(perm, k);
+  __m512i p[8], w[8], d[8];
+  for (int b = 0; b < 8; ++b) p[b] = _mm512_permutexvar_epi8(kp, tc_zfirst(lb + b * L, L));
+  for (int b = 0; b < 4; ++b) {
+    w[2 * b] = _mm512_unpacklo_epi8(p[2 * b], p[2 * b + 1]);
+    w[2 * b + 1] = _mm512_unpackhi_epi8(p[2 * b], p[2 * b + 1]);
+  }
+  /* d[2s]: bytes 0-3 of lane positions 4s .. 4s + 3, d[2s + 1]: bytes 4-7 */
+  d[0] = _mm512_unpacklo_epi16(w[0], w[2]); d[1] = _mm512_unpacklo_epi16(w[4], w[6]);
+  d[2] = _mm512_unpackhi_epi16(w[0], w[2]); d[3] = _mm512_unpackhi_epi16(w[4], w[6]);
+  d[4] = _mm512_unpacklo_epi16(w[1], w[3]); d[5] = _mm512_unpacklo_epi16(w[5], w[7]);
+  d[6] = _mm512_unpackhi_epi16(w[1], w[3]); d[7] = _mm512_unpackhi_epi16(w[5], w[7]);
+  for (int s = 0; s < 4; ++s) {
+    const __m512d lo = _mm512_castsi512_pd(_mm512_unpacklo_epi32(d[2 * s], d[2 * s + 1]));
+    const __m512d hi = _mm512_castsi512_pd(_mm512_unpackhi_epi32(d[2 * s], d[2 * s + 1]));
+    _mm512_storeu_pd(a + 16 * s, _mm512_add_pd(_mm512_loadu_pd(a + 16 * s), lo));
+    _mm512_storeu_pd(a + 16 * s + 8, _mm512_add_pd(_mm512_loadu_pd(a + 16 * s + 8), hi));
+  }
+}
+#endif
+
 #if TC_QVEC
 /* The heap walk and the leaf adds depend on the accumulation dtype only: defined once per
  * translation unit and TC_AT (AFN: named by TC_AN and the ISA), not again for each input
@@ -765,9 +878,62 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(qheap_d)(
   }
 }
 
+#if TC_QVEC == 2
+/* 64 rows' leaf slots k (bytes) -> their leaf values added into acc, or stored into lidx (acc
+ * NULL); rows at or past nb dropped */
+static inline __attribute__((always_inline)) TC_ATTR void AFN(zleaves)(
+    __m512i k, int64_t r, int64_t nb, int32_t *lidx, const TC_AT *lv, TC_AT *acc) {
+  uint8_t tmp[64];
+  _mm512_storeu_si512((void *)tmp, k);
+  const int64_t m = nb - r < 64 ? nb - r : 64;
+  if (acc) for (int64_t i = 0; i < m; ++i) acc[r + i] += lv[tmp[i]];
+  else for (int64_t i = 0; i < m; ++i) lidx[r + i] = tmp[i];
+}
+
+/* one heap tree of depth D <= 6 over a block's rows, 64 at a time (qb holds whole 64-row
+ * groups: run rounds the block up). The level's thresholds are loaded once per tree. */
+static inline __attribute__((always_inline)) TC_ATTR void AFN(zheap_d)(
+    const int32_t *co, const int8_t *tb, const int D, const uint8_t *qb, int64_t gs, int64_t nb,
+    int32_t *lidx, const TC_AT *lv, TC_AT *acc, const uint8_t *lb) {
+  __m512i thr[6];
+#pragma GCC unroll 6
+  for (int l = 0; l < D; ++l)
+    thr[l] = l ? tc_zfirst(tb + (1 << l) - 1, 1 << l) : _mm512_set1_epi8(tb[0]);
+  const int L = D > 4 ? 1 << D : 16;
+  const __m512i one = _mm512_set1_epi8(1);
+  for (int64_t r = 0; r < nb; r += 64) {
+    const uint8_t *qg = qb + (r >> 5) * gs;
+    __m512i k = _mm512_setzero_si512();
+#pragma GCC unroll 6
+    for (int l = 0; l < D; ++l) {
+      const __mmask64 g = tc_zlevel(qg, gs, co + (1 << l) - 1, thr[l], l, k);
+      k = _mm512_add_epi8(k, k);
+      k = _mm512_mask_add_epi8(k, g, k, one);
+    }
+    if (lb && nb - r >= 64) {  /* the planes hold TC_AT's bytes (arrays.py leaf_planes) */
+      if (sizeof(TC_AT) == 4) tc_zleaf32(lb, L, k, (float *)(acc + r));
+      else tc_zleaf64(lb, L, k, (double *)(acc + r));
+      continue;
+    }
+    AFN(zleaves)(k, r, nb, lidx, lv, acc);
+  }
+}
+#endif
+
 static TC_ATTR void AFN(qheap_vec)(const int32_t *co, const int8_t *tb, int D, const uint8_t *qb,
                                   int64_t gs, int64_t nb, int32_t *lidx, const TC_AT *lv, TC_AT *acc,
                                   const uint8_t *lb, const uint8_t *cx, int C) {
+#if TC_QVEC == 2
+  switch (D) {  /* 64 rows a vector (deeper trees: the AVX2 walk below, 32 rows) */
+    case 1: AFN(zheap_d)(co, tb, 1, qb, gs, nb, lidx, lv, acc, lb); return;
+    case 2: AFN(zheap_d)(co, tb, 2, qb, gs, nb, lidx, lv, acc, lb); return;
+    case 3: AFN(zheap_d)(co, tb, 3, qb, gs, nb, lidx, lv, acc, lb); return;
+    case 4: AFN(zheap_d)(co, tb, 4, qb, gs, nb, lidx, lv, acc, lb); return;
+    case 5: AFN(zheap_d)(co, tb, 5, qb, gs, nb, lidx, lv, acc, lb); return;
+    case 6: AFN(zheap_d)(co, tb, 6, qb, gs, nb, lidx, lv, acc, lb); return;
+    default: break;
+  }
+#endif
   if (cx && (C & ~1) == 16 && (D == 5 || D == 6)) {  /* level 5 by column: the call costs less */
     AFN(qheap_d)(co, tb, D, qb, gs, nb, lidx, lv, acc, lb, 0, cx, C);
     return;
