@@ -745,6 +745,60 @@ static inline __attribute__((always_inline)) TC_ATTR __mmask64 tc_zlevel(
 #undef TC_ZX16
 #undef TC_ZX32
 
+/* two 64-row groups at once (128 rows: the groups at qg and qg + 2 gs): each node's offsets
+ * read once for both, and two independent chains */
+typedef struct { __m512i a, b; } tc_zz;
+typedef struct { __mmask64 a, b; } tc_zm;
+static inline __attribute__((always_inline)) TC_ATTR tc_zz tc_zzb(tc_zm m, tc_zz x, tc_zz y) {
+  tc_zz r = {_mm512_mask_blend_epi8(m.a, x.a, y.a), _mm512_mask_blend_epi8(m.b, x.b, y.b)};
+  return r;
+}
+static inline __attribute__((always_inline)) TC_ATTR tc_zz tc_zz1(const uint8_t *qg, int64_t gs, uint32_t off) {
+  tc_zz r = {tc_z64(qg, gs, off), tc_z64(qg + 2 * gs, gs, off)};
+  return r;
+}
+static inline __attribute__((always_inline)) TC_ATTR tc_zz tc_zz2(const uint8_t *qg, int64_t gs,
+                                                                   const int32_t *c, tc_zm m0) {
+  uint64_t w;
+  memcpy(&w, c, 8);
+  return tc_zzb(m0, tc_zz1(qg, gs, (uint32_t)w), tc_zz1(qg, gs, (uint32_t)(w >> 32)));
+}
+static inline __attribute__((always_inline)) TC_ATTR tc_zm tc_zmb(__m512i ka, __m512i kb, int b) {
+  tc_zm r = {_mm512_test_epi8_mask(ka, _mm512_set1_epi8((char)(1 << b))),
+             _mm512_test_epi8_mask(kb, _mm512_set1_epi8((char)(1 << b)))};
+  return r;
+}
+#define TC_ZX1(i) tc_zz1(qg, gs, (uint32_t)co[i])
+#define TC_ZX2(i) tc_zz2(qg, gs, co + (i), m0)
+#define TC_ZX4(i) tc_zzb(m1, TC_ZX2(i), TC_ZX2((i) + 2))
+#define TC_ZX8(i) tc_zzb(m2, TC_ZX4(i), TC_ZX4((i) + 4))
+#define TC_ZX16(i) tc_zzb(m3, TC_ZX8(i), TC_ZX8((i) + 8))
+#define TC_ZX32(i) tc_zzb(m4, TC_ZX16(i), TC_ZX16((i) + 16))
+static inline __attribute__((always_inline)) TC_ATTR tc_zm tc_zlevel2(
+    const uint8_t *qg, int64_t gs, const int32_t *co, __m512i thr, const int l, __m512i ka, __m512i kb) {
+  const tc_zm m0 = tc_zmb(ka, kb, 0), m1 = tc_zmb(ka, kb, 1), m2 = tc_zmb(ka, kb, 2);
+  const tc_zm m3 = tc_zmb(ka, kb, 3), m4 = tc_zmb(ka, kb, 4);
+  const __m512i ta = l ? _mm512_permutexvar_epi8(ka, thr) : thr;
+  const __m512i tb = l ? _mm512_permutexvar_epi8(kb, thr) : thr;
+  tc_zz x;
+  switch (l) {
+    case 0: x = TC_ZX1(0); break;
+    case 1: x = TC_ZX2(0); break;
+    case 2: x = TC_ZX4(0); break;
+    case 3: x = TC_ZX8(0); break;
+    case 4: x = TC_ZX16(0); break;
+    default: x = TC_ZX32(0); break;
+  }
+  tc_zm r = {_mm512_cmpgt_epi8_mask(x.a, ta), _mm512_cmpgt_epi8_mask(x.b, tb)};
+  return r;
+}
+#undef TC_ZX1
+#undef TC_ZX2
+#undef TC_ZX4
+#undef TC_ZX8
+#undef TC_ZX16
+#undef TC_ZX32
+
 /* 64 rows' float32 leaves from the tree's 4 byte planes (L bytes each, L <= 64): a vpermb per
  * plane, then byte and word unpacks (within 128-bit lanes) make the floats; k is first put in
  * the order those unpacks undo (output vector q, lane j: rows 16q + 4j ..) */
@@ -796,6 +850,57 @@ static inline __attribute__((always_inline)) TC_ATTR void tc_zleaf64(const uint8
     const __m512d hi = _mm512_castsi512_pd(_mm512_unpackhi_epi32(d[2 * s], d[2 * s + 1]));
     _mm512_storeu_pd(a + 16 * s, _mm512_add_pd(_mm512_loadu_pd(a + 16 * s), lo));
     _mm512_storeu_pd(a + 16 * s + 8, _mm512_add_pd(_mm512_loadu_pd(a + 16 * s + 8), hi));
+  }
+}
+#endif
+
+#if TC_QVEC == 2 && !defined(TC_ZSWEEP_ONCE)
+#define TC_ZSWEEP_ONCE
+/* go right at a categorical node for 64 category codes (see tc_cat_right): the set's byte
+ * c >> 3 by one vpermb, its bit c & 7 by a vpshufb, tested into a mask */
+static inline __attribute__((always_inline)) TC_ATTR __mmask64 tc_zcat_right(__m512i c, __m512i set) {
+  const __m512i idx = _mm512_and_si512(_mm512_srli_epi16(c, 3), _mm512_set1_epi8(31));
+  const __m512i pow2 = _mm512_broadcast_i32x4(_mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128,
+                                                            1, 2, 4, 8, 16, 32, 64, -128));
+  const __m512i bit = _mm512_shuffle_epi8(pow2, _mm512_and_si512(c, _mm512_set1_epi8(7)));
+  return _mm512_testn_epi8_mask(_mm512_permutexvar_epi8(idx, set), bit);
+}
+/* the interval sweep (see bvtree) over G = 1, 2 or 4 64-row groups at once (q0, q0 + 2 gs, ..):
+ * per node a compare into a mask, a masked compare of the positions with lo - 1 and a masked
+ * byte max (the AVX2 sweep's compare, and, compare, and, max) */
+static inline __attribute__((always_inline)) TC_ATTR void tc_zsweep_g(
+    const uint8_t *q0, int64_t gs, const int32_t *co, const int8_t *tb, const int8_t *lo1,
+    const int8_t *hi, const int32_t *cat, const uint8_t *sets, int64_t nn, __m512i *out, const int G) {
+  __m512i p[4];
+  __mmask64 r[4];
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g) p[g] = _mm512_setzero_si512();
+  for (int64_t i = 0; i < nn; ++i) {
+    if (cat[i] < 0) {
+      const __m512i t = _mm512_set1_epi8(tb[i]);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) r[g] = _mm512_cmpgt_epi8_mask(tc_z64(q0 + 2 * g * gs, gs, (uint32_t)co[i]), t);
+    } else {
+      const __m512i st = tc_zfirst(sets + 32 * (int64_t)cat[i], 32);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) r[g] = tc_zcat_right(tc_z64(q0 + 2 * g * gs, gs, (uint32_t)co[i]), st);
+    }
+    /* lo <= pos  <=>  pos > lo - 1 (all values < 128: the signed compare is right) */
+    const __m512i l = _mm512_set1_epi8(lo1[i]), h = _mm512_set1_epi8(hi[i]);
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g)
+      p[g] = _mm512_mask_max_epu8(p[g], _mm512_mask_cmpgt_epi8_mask(r[g], p[g], l), p[g], h);
+  }
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g) out[g] = p[g];
+}
+static __attribute__((noinline)) TC_ATTR void tc_zsweep(
+    const uint8_t *q0, int64_t gs, const int32_t *co, const int8_t *tb, const int8_t *lo1,
+    const int8_t *hi, const int32_t *cat, const uint8_t *sets, int64_t nn, __m512i *out, int G) {
+  switch (G) {
+    case 4: tc_zsweep_g(q0, gs, co, tb, lo1, hi, cat, sets, nn, out, 4); break;
+    case 2: tc_zsweep_g(q0, gs, co, tb, lo1, hi, cat, sets, nn, out, 2); break;
+    default: tc_zsweep_g(q0, gs, co, tb, lo1, hi, cat, sets, nn, out, 1); break;
   }
 }
 #endif
@@ -890,6 +995,31 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(zleaves)(
   else for (int64_t i = 0; i < m; ++i) lidx[r + i] = tmp[i];
 }
 
+/* the same, by gathers (16 rows a float32 gather, 8 a float64 one) when all 64 rows count and
+ * acc is given; leaves added one per row, as above */
+static inline __attribute__((always_inline)) TC_ATTR void AFN(zleavesg)(
+    __m512i k, int64_t r, int64_t nb, int32_t *lidx, const TC_AT *lv, TC_AT *acc) {
+  if (!acc || nb - r < 64) {
+    AFN(zleaves)(k, r, nb, lidx, lv, acc);
+    return;
+  }
+  const __m128i kq[4] = {_mm512_extracti32x4_epi32(k, 0), _mm512_extracti32x4_epi32(k, 1),
+                         _mm512_extracti32x4_epi32(k, 2), _mm512_extracti32x4_epi32(k, 3)};
+  for (int q = 0; q < 4; ++q) {
+    const __m512i j = _mm512_cvtepu8_epi32(kq[q]);
+    TC_AT *a = acc + r + 16 * q;
+    if (sizeof(TC_AT) == 4) {
+      _mm512_storeu_ps((float *)a, _mm512_add_ps(_mm512_loadu_ps((const float *)a),
+                                                 _mm512_i32gather_ps(j, (const float *)lv, 4)));
+    } else {
+      _mm512_storeu_pd((double *)a, _mm512_add_pd(_mm512_loadu_pd((const double *)a),
+          _mm512_i32gather_pd(_mm512_castsi512_si256(j), (const double *)lv, 8)));
+      _mm512_storeu_pd((double *)a + 8, _mm512_add_pd(_mm512_loadu_pd((const double *)a + 8),
+          _mm512_i32gather_pd(_mm512_extracti64x4_epi64(j, 1), (const double *)lv, 8)));
+    }
+  }
+}
+
 /* one heap tree of depth D <= 6 over a block's rows, 64 at a time (qb holds whole 64-row
  * groups: run rounds the block up). The level's thresholds are loaded once per tree. */
 static inline __attribute__((always_inline)) TC_ATTR void AFN(zheap_d)(
@@ -901,7 +1031,32 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(zheap_d)(
     thr[l] = l ? tc_zfirst(tb + (1 << l) - 1, 1 << l) : _mm512_set1_epi8(tb[0]);
   const int L = D > 4 ? 1 << D : 16;
   const __m512i one = _mm512_set1_epi8(1);
-  for (int64_t r = 0; r < nb; r += 64) {
+  int64_t r = 0;
+  for (; r + 128 <= nb; r += 128) {
+    const uint8_t *qg = qb + (r >> 5) * gs;
+    __m512i ka = _mm512_setzero_si512(), kb = ka;
+#pragma GCC unroll 6
+    for (int l = 0; l < D; ++l) {
+      const tc_zm g = tc_zlevel2(qg, gs, co + (1 << l) - 1, thr[l], l, ka, kb);
+      ka = _mm512_add_epi8(ka, ka);
+      ka = _mm512_mask_add_epi8(ka, g.a, ka, one);
+      kb = _mm512_add_epi8(kb, kb);
+      kb = _mm512_mask_add_epi8(kb, g.b, kb, one);
+    }
+    if (lb) {
+      if (sizeof(TC_AT) == 4) {
+        tc_zleaf32(lb, L, ka, (float *)(acc + r));
+        tc_zleaf32(lb, L, kb, (float *)(acc + r + 64));
+      } else {
+        tc_zleaf64(lb, L, ka, (double *)(acc + r));
+        tc_zleaf64(lb, L, kb, (double *)(acc + r + 64));
+      }
+      continue;
+    }
+    AFN(zleavesg)(ka, r, nb, lidx, lv, acc);
+    AFN(zleavesg)(kb, r + 64, nb, lidx, lv, acc);
+  }
+  for (; r < nb; r += 64) {
     const uint8_t *qg = qb + (r >> 5) * gs;
     __m512i k = _mm512_setzero_si512();
 #pragma GCC unroll 6
@@ -915,7 +1070,7 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(zheap_d)(
       else tc_zleaf64(lb, L, k, (double *)(acc + r));
       continue;
     }
-    AFN(zleaves)(k, r, nb, lidx, lv, acc);
+    AFN(zleavesg)(k, r, nb, lidx, lv, acc);
   }
 }
 #endif
@@ -970,6 +1125,16 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(bvtree)(
    * through pos (compare, and, max per node): independent chains keep the vector units busy.
    * One process, four against two at once: LightGBM 0.92x-0.98x the time, HGB 0.97x (the
    * per-node broadcasts shared by more rows; still no spills) */
+#if TC_QVEC == 2
+  /* 64-row groups (qb holds whole ones: run rounds the block up), 4, 2 or 1 at once */
+  for (int64_t r = 0; r < nb;) {
+    const int G = nb - r > 192 ? 4 : nb - r > 64 ? 2 : 1;
+    __m512i p[4];
+    tc_zsweep(qb + (r >> 5) * gs, gs, co, tb, lo1, hi, cat, sets, nn, p, G);
+    for (int k = 0; k < G; ++k, r += 64) AFN(zleavesg)(p[k], r, nb, lidx, lv, acc);
+  }
+  return;
+#endif
   for (int64_t r = 0; r < nb;) {
     const int G = nb - r > 96 ? 4 : nb - r > 32 ? 2 : 1;  /* groups holding a row: qb has them */
     __m256i p[4];
