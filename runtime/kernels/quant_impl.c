@@ -32,8 +32,22 @@
  * walk: one add per row and tree, trees in order, in TC_AT.
  */
 
-/* quantise nb rows of xb (already cast to TC_XT) into qb. Layout: groups of 32 rows, gs bytes
- * apart; within a group, column c's 32 bytes at c * 32 (one aligned vector per column). */
+/* quantise nb rows of xb (already cast to TC_XT) into qb. Layout: groups of TC_QR rows (32; 64
+ * in the AVX-512 unit, whose walks load a 64-row vector per column), gs bytes apart; within a
+ * group, column c's TC_QR bytes at c * TC_QR (one aligned vector per column). The tables' column
+ * offsets (h_qcol) are column * 32: scaled by TC_QCS here. TC_QOFF(r): the byte offset of row r
+ * in column 0 (r a multiple of 32: its 32-row half). */
+#ifndef TC_QR
+#if TC_QVEC == 2
+#define TC_QR 64
+#define TC_QSH 6
+#else
+#define TC_QR 32
+#define TC_QSH 5
+#endif
+#define TC_QCS (TC_QR / 32)
+#define TC_QOFF(r) (((r) >> TC_QSH) * gs + ((r) & (TC_QR - 1)))
+#endif
 #if TC_QVEC
 /* how many of u[0..15] send x right (u <= x for "<", u < x for "<="; NaN u: none): the bits of
  * an ordered compare, counted. float32 only (see quantise). */
@@ -140,7 +154,7 @@ static inline __attribute__((always_inline)) TC_ATTR void tc_qlanes(
     /* dwords (all <= 255) to bytes: the packs interleave 128-bit lanes, a permute undoes it */
     const __m256i w = _mm256_packus_epi16(_mm256_packus_epi32(p0, p1), _mm256_packus_epi32(p2, p3));
     const __m256i b = _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_store_si256((__m256i *)(q + (r >> 5) * gs), _mm256_xor_si256(b, _mm256_set1_epi8((char)0x80)));
+    _mm256_store_si256((__m256i *)(q + TC_QOFF(r)), _mm256_xor_si256(b, _mm256_set1_epi8((char)0x80)));
   }
 }
 #undef TC_QLCMP
@@ -174,7 +188,7 @@ static TC_ATTR void tc_qsame(const float *x, int64_t xs, int64_t nr, const uint8
                              int64_t gs, uint8_t nan_code) {
   const __m256i nc = _mm256_set1_epi8((char)nan_code);
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  for (int64_t g = 0; g < nr; g += 32, x += xs, p += gs, q += gs) {
+  for (int64_t g = 0; g < nr; g += 32, x += xs) {
     __m256i m[4];  /* -1 where NaN */
     for (int i = 0; i < 4; ++i) {
       const __m256 v = _mm256_load_ps(x + 8 * i);
@@ -184,7 +198,8 @@ static TC_ATTR void tc_qsame(const float *x, int64_t xs, int64_t nr, const uint8
      * 16-19 24-27 | 4-7 12-15 20-23 28-31 a dword each: a dword permute puts them in order */
     const __m256i mb = _mm256_permutevar8x32_epi32(
         _mm256_packs_epi16(_mm256_packs_epi32(m[0], m[1]), _mm256_packs_epi32(m[2], m[3])), order);
-    _mm256_store_si256((__m256i *)q, _mm256_blendv_epi8(_mm256_load_si256((const __m256i *)p), nc, mb));
+    _mm256_store_si256((__m256i *)(q + TC_QOFF(g)),
+                       _mm256_blendv_epi8(_mm256_load_si256((const __m256i *)(p + TC_QOFF(g))), nc, mb));
   }
 }
 
@@ -273,8 +288,8 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
     const uint32_t P = (uint32_t)T->q_len[c];
     const uint8_t nan_code = (uint8_t)(T->q_nanc[c] ^ 0x80);
     const TC_XT *x = xb + T->q_feat[c];
-    uint8_t *q = qb + (int64_t)c * 32;
-#define TC_QAT(r) q[((r) >> 5) * gs + ((r) & 31)]
+    uint8_t *q = qb + (int64_t)c * TC_QR;
+#define TC_QAT(r) q[TC_QOFF(r)]
     int64_t r = 0;
     if (T->q_kind[c]) {
       /* category codes: a valid value below 254 is its category (trunc, like the float walk's
@@ -291,7 +306,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
     if (T->q_src[c] >= 0) {
       /* an earlier column has the same feature and thresholds (the other NaN direction):
        * copy its bins, only NaN's code differs */
-      const uint8_t *p = qb + (int64_t)T->q_src[c] * 32;
+      const uint8_t *p = qb + (int64_t)T->q_src[c] * TC_QR;
 #if TC_QVEC
       if (xq && nb >= 32) {  /* whole 32-row groups from the transposed block (a float64 NaN
                               * rounds to a float32 NaN, anything else to a non-NaN) */
@@ -301,7 +316,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
 #endif
       for (; r < nb; ++r) {
         const TC_XT v = x[r * nf];
-        TC_QAT(r) = v != v ? nan_code : p[(r >> 5) * gs + (r & 31)];
+        TC_QAT(r) = v != v ? nan_code : p[TC_QOFF(r)];
       }
       continue;
     }
@@ -428,7 +443,7 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qplane(const uin
  * the last blend waits for the previous level's compare: 1.01x the time on XGBoost binary, 1.03x
  * on GB regressor (one process): the mux is bound by its loads and blends, not by that chain. */
 
-#define TC_QX1(i) _mm256_load_si256((const __m256i *)(qg + co[i]))
+#define TC_QX1(i) _mm256_load_si256((const __m256i *)(qg + TC_QCS * co[i]))
 #define TC_QX2(i) tc_qx2(qg, co + (i), m0)
 #define TC_QX4(i) tc_blendv(TC_QX2(i), TC_QX2((i) + 2), m1)
 #define TC_QX8(i) tc_blendv(TC_QX4(i), TC_QX4((i) + 4), m2)
@@ -448,8 +463,8 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qx2(const uint8_
                                                                      const __m256i m0) {
   uint64_t w;
   memcpy(&w, c, 8);
-  return tc_blendv(_mm256_load_si256((const __m256i *)(qg + (uint32_t)w)),
-                   _mm256_load_si256((const __m256i *)(qg + (w >> 32))), m0);
+  return tc_blendv(_mm256_load_si256((const __m256i *)(qg + TC_QCS * (uint64_t)(uint32_t)w)),
+                   _mm256_load_si256((const __m256i *)(qg + TC_QCS * (w >> 32))), m0);
 }
 
 static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qlevel(
@@ -497,7 +512,7 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qlevel(
  * A cmpeq, an and and a blend per level: on the bench's depth-8 XGBoost case (30 features, 66
  * columns: the node mux before) 0.84x the time, on 300 depth-8 trees over 40 / 30 / 12
  * features 0.84x / 0.87x / 0.98x (one process, against the two columns and the node mux). */
-#define TC_QC1(i) _mm256_load_si256((const __m256i *)(qg + 32 * (i)))
+#define TC_QC1(i) _mm256_load_si256((const __m256i *)(qg + TC_QR * (i)))
 #define TC_QC2(i) tc_blendv(TC_QC1(i), TC_QC1((i) + 1), c0)
 #define TC_QC4(i) tc_blendv(TC_QC2(i), TC_QC2((i) + 2), c1)
 #define TC_QC8(i) tc_blendv(TC_QC4(i), TC_QC4((i) + 4), c2)
@@ -699,8 +714,8 @@ static __attribute__((noinline)) TC_ATTR void tc_bvsweep(
  * going right is a masked add. Same bytes, same compares, same leaves, same adds in the same
  * order as the AVX2 and scalar walks. */
 static inline __attribute__((always_inline)) TC_ATTR __m512i tc_z64(const uint8_t *qg, int64_t gs, uint32_t off) {
-  return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_load_si256((const __m256i *)(qg + off))),
-                            _mm256_load_si256((const __m256i *)(qg + gs + off)), 1);
+  (void)gs;
+  return _mm512_load_si512((const void *)(qg + 2 * (uint64_t)off));  /* column * 64 */
 }
 /* two sibling nodes' bytes muxed by bit 0 of the position (their offsets by one 64-bit load) */
 static inline __attribute__((always_inline)) TC_ATTR __m512i tc_z2(const uint8_t *qg, int64_t gs,
@@ -754,7 +769,7 @@ static inline __attribute__((always_inline)) TC_ATTR tc_zz tc_zzb(tc_zm m, tc_zz
   return r;
 }
 static inline __attribute__((always_inline)) TC_ATTR tc_zz tc_zz1(const uint8_t *qg, int64_t gs, uint32_t off) {
-  tc_zz r = {tc_z64(qg, gs, off), tc_z64(qg + 2 * gs, gs, off)};
+  tc_zz r = {tc_z64(qg, gs, off), tc_z64(qg + gs, gs, off)};
   return r;
 }
 static inline __attribute__((always_inline)) TC_ATTR tc_zz tc_zz2(const uint8_t *qg, int64_t gs,
@@ -879,11 +894,11 @@ static inline __attribute__((always_inline)) TC_ATTR void tc_zsweep_g(
     if (cat[i] < 0) {
       const __m512i t = _mm512_set1_epi8(tb[i]);
 #pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) r[g] = _mm512_cmpgt_epi8_mask(tc_z64(q0 + 2 * g * gs, gs, (uint32_t)co[i]), t);
+      for (int g = 0; g < G; ++g) r[g] = _mm512_cmpgt_epi8_mask(tc_z64(q0 + g * gs, gs, (uint32_t)co[i]), t);
     } else {
       const __m512i st = tc_zfirst(sets + 32 * (int64_t)cat[i], 32);
 #pragma GCC unroll 4
-      for (int g = 0; g < G; ++g) r[g] = tc_zcat_right(tc_z64(q0 + 2 * g * gs, gs, (uint32_t)co[i]), st);
+      for (int g = 0; g < G; ++g) r[g] = tc_zcat_right(tc_z64(q0 + g * gs, gs, (uint32_t)co[i]), st);
     }
     /* lo <= pos  <=>  pos > lo - 1 (all values < 128: the signed compare is right) */
     const __m512i l = _mm512_set1_epi8(lo1[i]), h = _mm512_set1_epi8(hi[i]);
@@ -964,7 +979,7 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(qheap_d)(
   for (int64_t r = 0; r < nb; r += 32) {
     __m256i k;
     if (inl) {
-      const uint8_t *qg = qb + (r >> 5) * gs;
+      const uint8_t *qg = qb + TC_QOFF(r);
       k = _mm256_setzero_si256();
 #pragma GCC unroll 8
       for (int l = 0; l < D; ++l) {
@@ -972,7 +987,7 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(qheap_d)(
         k = _mm256_sub_epi8(_mm256_add_epi8(k, k), tc_qlevel(qg, co + o, tb + o, l, k));
       }
     } else {
-      k = cx ? tc_qkeysc(qb + (r >> 5) * gs, co, tb, cx, D, C) : tc_qkeys(qb + (r >> 5) * gs, co, tb, D);
+      k = cx ? tc_qkeysc(qb + TC_QOFF(r), co, tb, cx, D, C) : tc_qkeys(qb + TC_QOFF(r), co, tb, D);
     }
     if (lb && nb - r >= 32) {  /* the planes hold TC_AT's bytes (arrays.py leaf_planes) */
       if (sizeof(TC_AT) == 4) tc_qleaf32(lb, D > 4 ? (int64_t)1 << D : 16, k, (float *)(acc + r), D);
@@ -1033,7 +1048,7 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(zheap_d)(
   const __m512i one = _mm512_set1_epi8(1);
   int64_t r = 0;
   for (; r + 128 <= nb; r += 128) {
-    const uint8_t *qg = qb + (r >> 5) * gs;
+    const uint8_t *qg = qb + (r >> 6) * gs;
     __m512i ka = _mm512_setzero_si512(), kb = ka;
 #pragma GCC unroll 6
     for (int l = 0; l < D; ++l) {
@@ -1057,7 +1072,7 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(zheap_d)(
     AFN(zleavesg)(kb, r + 64, nb, lidx, lv, acc);
   }
   for (; r < nb; r += 64) {
-    const uint8_t *qg = qb + (r >> 5) * gs;
+    const uint8_t *qg = qb + (r >> 6) * gs;
     __m512i k = _mm512_setzero_si512();
 #pragma GCC unroll 6
     for (int l = 0; l < D; ++l) {
@@ -1130,7 +1145,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(bvtree)(
   for (int64_t r = 0; r < nb;) {
     const int G = nb - r > 192 ? 4 : nb - r > 64 ? 2 : 1;
     __m512i p[4];
-    tc_zsweep(qb + (r >> 5) * gs, gs, co, tb, lo1, hi, cat, sets, nn, p, G);
+    tc_zsweep(qb + (r >> 6) * gs, gs, co, tb, lo1, hi, cat, sets, nn, p, G);
     for (int k = 0; k < G; ++k, r += 64) AFN(zleavesg)(p[k], r, nb, lidx, lv, acc);
   }
   return;
@@ -1180,7 +1195,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(qrows_w1)(
   const int64_t no = T->n_outputs, nt = T->n_trees;
   const int32_t *dep = T->tree_depth;
   for (int64_t r = 0; r < nb; ++r) {
-    const uint8_t *qg = qb + (r >> 5) * gs + (r & 31);
+    const uint8_t *qg = qb + TC_QOFF(r);
     TC_AT *a = ab + r * no;
     int64_t t = 0;
     for (; t + 4 <= nt; t += 4) {
@@ -1192,10 +1207,10 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(qrows_w1)(
       const int8_t *b2 = T->h_qthr + T->tree_node[t + 2], *b3 = T->h_qthr + T->tree_node[t + 3];
       uint32_t i0 = 0, i1 = 0, i2 = 0, i3 = 0;
       for (int l = 0; l < D; ++l) {
-        i0 = 2u * i0 + 1u + ((int8_t)qg[c0[i0]] > b0[i0]);
-        i1 = 2u * i1 + 1u + ((int8_t)qg[c1[i1]] > b1[i1]);
-        i2 = 2u * i2 + 1u + ((int8_t)qg[c2[i2]] > b2[i2]);
-        i3 = 2u * i3 + 1u + ((int8_t)qg[c3[i3]] > b3[i3]);
+        i0 = 2u * i0 + 1u + ((int8_t)qg[TC_QCS * c0[i0]] > b0[i0]);
+        i1 = 2u * i1 + 1u + ((int8_t)qg[TC_QCS * c1[i1]] > b1[i1]);
+        i2 = 2u * i2 + 1u + ((int8_t)qg[TC_QCS * c2[i2]] > b2[i2]);
+        i3 = 2u * i3 + 1u + ((int8_t)qg[TC_QCS * c3[i3]] > b3[i3]);
       }
       const uint32_t first = (1u << D) - 1u;
       const TC_AT *lv = (const TC_AT *)T->leaf_values;
@@ -1208,7 +1223,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(qrows_w1)(
       const int32_t *co = T->h_qcol + T->tree_node[t];
       const int8_t *tb = T->h_qthr + T->tree_node[t];
       uint32_t i = 0;
-      for (int l = 0; l < dep[t]; ++l) i = 2u * i + 1u + ((int8_t)qg[co[i]] > tb[i]);
+      for (int l = 0; l < dep[t]; ++l) i = 2u * i + 1u + ((int8_t)qg[TC_QCS * co[i]] > tb[i]);
       a[T->tree_out[t]] += ((const TC_AT *)T->leaf_values)[T->tree_leaf[t] + (i - ((1u << dep[t]) - 1u))];
     }
   }
@@ -1249,21 +1264,21 @@ static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs
     (void)fuse;
     const uint32_t first = (1u << D) - 1u;
     for (; r + 4 <= nb; r += 4) {  /* r is a multiple of 4: the 4 rows share a 32-row group */
-      const uint8_t *qg = qb + (r >> 5) * gs + (r & 31);
+      const uint8_t *qg = qb + TC_QOFF(r);
       uint32_t i0 = 0, i1 = 0, i2 = 0, i3 = 0;
       for (int l = 0; l < D; ++l) {
-        i0 = 2u * i0 + 1u + ((int8_t)qg[co[i0] + 0] > tb[i0]);
-        i1 = 2u * i1 + 1u + ((int8_t)qg[co[i1] + 1] > tb[i1]);
-        i2 = 2u * i2 + 1u + ((int8_t)qg[co[i2] + 2] > tb[i2]);
-        i3 = 2u * i3 + 1u + ((int8_t)qg[co[i3] + 3] > tb[i3]);
+        i0 = 2u * i0 + 1u + ((int8_t)qg[TC_QCS * co[i0] + 0] > tb[i0]);
+        i1 = 2u * i1 + 1u + ((int8_t)qg[TC_QCS * co[i1] + 1] > tb[i1]);
+        i2 = 2u * i2 + 1u + ((int8_t)qg[TC_QCS * co[i2] + 2] > tb[i2]);
+        i3 = 2u * i3 + 1u + ((int8_t)qg[TC_QCS * co[i3] + 3] > tb[i3]);
       }
       lidx[r] = (int32_t)(i0 - first); lidx[r + 1] = (int32_t)(i1 - first);
       lidx[r + 2] = (int32_t)(i2 - first); lidx[r + 3] = (int32_t)(i3 - first);
     }
     for (; r < nb; ++r) {
       uint32_t i = 0;
-      const uint8_t *qg = qb + (r >> 5) * gs + (r & 31);
-      for (int l = 0; l < D; ++l) i = 2u * i + 1u + ((int8_t)qg[co[i]] > tb[i]);
+      const uint8_t *qg = qb + TC_QOFF(r);
+      for (int l = 0; l < D; ++l) i = 2u * i + 1u + ((int8_t)qg[TC_QCS * co[i]] > tb[i]);
       lidx[r] = (int32_t)(i - first);
     }
     FN(add_leaves)(lv, lidx, 0, nb, a, no, o, w);
