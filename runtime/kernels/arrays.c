@@ -196,7 +196,7 @@ typedef struct {
 #endif
 
 #if TC_WITH512 && TC_PART == 2
-#define TC_ATTR __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx2")))
+#define TC_ATTR __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx2,popcnt")))
 #define TC_ISA avx512
 #define TC_VEC_F32 16
 #define TC_QVEC 2
@@ -262,7 +262,7 @@ TC_EXPORT int32_t tc_arrays_isa_mask(void) {
   if (__builtin_cpu_supports("avx2")) m |= 1 << TC_ISA_AVX2;
   if (TC_WITH512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
       && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi")
-      && __builtin_cpu_supports("avx2"))
+      && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt"))
     m |= 1 << TC_ISA_AVX512;
 #endif
   return m;

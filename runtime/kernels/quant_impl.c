@@ -1229,12 +1229,112 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(qrows_w1)(
   }
 }
 
+#if TC_QVEC == 2
+/* few rows, AVX-512: a row's bytes of the column mux's columns (q_cmux <= 64, see tc_qlevelc) in
+ * one vector; per tree of depth <= 6 one vpermb by the slots' column indices (h_qcix) picks
+ * the row's byte at each of the tree's <= 63 slots and one compare with the slots' thresholds
+ * gives every slot's decision as a mask, from which the D steps of the walk are bit tests
+ * (no loads left on the walk's chain). Merged NaN columns (q_cnan): a row with code 255 goes
+ * left at slots whose index byte carries bit 7, as in the column mux. Deeper trees walk as in
+ * qrows_w1. Leaves added in tree order. */
+static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
+    const tc_tables *T, const uint8_t *qb, int64_t gs, int64_t nb, TC_AT *ab) {
+  const int64_t no = T->n_outputs, nt = T->n_trees;
+  const int C = T->q_cmux;
+  const TC_AT *lv = (const TC_AT *)T->leaf_values;
+  for (int64_t r = 0; r < nb; ++r) {
+    const uint8_t *qg = qb + TC_QOFF(r);
+    uint8_t row[64];
+    for (int c = 0; c < 64; ++c) row[c] = c < C ? qg[(int64_t)c * TC_QR] : 0;
+    const __m512i q = _mm512_loadu_si512((const void *)row);
+    TC_AT *a = ab + r * no;
+    /* one output: the margin in a register (through memory, each add would wait for the
+     * previous one's store to forward) */
+    TC_AT one = a[0];
+    int64_t t = 0;
+    /* eight trees of depth <= 6 at a time: their decision masks as the qwords of a vector, the
+     * six steps and the leaf offsets for all eight at once, one gather of their leaf values;
+     * the values then added one by one in tree order */
+    for (; t + 8 <= nt; t += 8) {
+      const __m256i dep = _mm256_loadu_si256((const __m256i *)(T->tree_depth + t));
+      if (_mm256_movemask_epi8(_mm256_cmpgt_epi32(dep, _mm256_set1_epi32(6)))) break;
+      uint64_t gw[8];
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        const int64_t n0 = T->tree_node[t + j];
+        const __mmask64 kn = ((__mmask64)1 << ((1 << T->tree_depth[t + j]) - 1)) - 1;
+        const __m512i cx = _mm512_maskz_loadu_epi8(kn, T->h_qcix + n0);
+        const __m512i x = _mm512_permutexvar_epi8(cx, q);
+        __mmask64 g = _mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_maskz_loadu_epi8(kn, T->h_qthr + n0));
+        if (T->q_cnan)
+          g &= ~(_mm512_cmpeq_epi8_mask(x, _mm512_set1_epi8(0x7F)) & _mm512_movepi8_mask(cx));
+        gw[j] = (uint64_t)g;
+      }
+      const __m512i G = _mm512_loadu_si512((const void *)gw), one64 = _mm512_set1_epi64(1);
+      __m512i iv = _mm512_setzero_si512();
+#pragma GCC unroll 6
+      for (int l = 0; l < 6; ++l)  /* as below: steps past a tree's depth double i + 1 */
+        iv = _mm512_add_epi64(_mm512_add_epi64(_mm512_add_epi64(iv, iv), one64),
+                              _mm512_and_si512(_mm512_srlv_epi64(G, iv), one64));
+      const __m512i d64 = _mm512_cvtepi32_epi64(dep);
+      /* leaf = ((i + 1) >> (6 - D)) - 2^D, at tree_leaf[t] in the leaf values */
+      const __m512i leaf = _mm512_sub_epi64(
+          _mm512_add_epi64(_mm512_srlv_epi64(_mm512_add_epi64(iv, one64), _mm512_sub_epi64(_mm512_set1_epi64(6), d64)),
+                           _mm512_loadu_si512((const void *)(T->tree_leaf + t))),
+          _mm512_sllv_epi64(one64, d64));
+      TC_AT v[8];
+      if (sizeof(TC_AT) == 4) _mm256_storeu_ps((float *)v, _mm512_i64gather_ps(leaf, (const float *)lv, 4));
+      else _mm512_storeu_pd((double *)v, _mm512_i64gather_pd(leaf, (const double *)lv, 8));
+      if (no == 1) {
+        for (int j = 0; j < 8; ++j) one += v[j];
+      } else {
+        for (int j = 0; j < 8; ++j) a[T->tree_out[t + j]] += v[j];
+      }
+    }
+    for (; t < nt; ++t) {
+      const int D = T->tree_depth[t];
+      const int64_t n0 = T->tree_node[t];
+      uint32_t i = 0;
+      if (D <= 6) {
+        const int n = (1 << D) - 1;
+        const __mmask64 kn = ((__mmask64)1 << n) - 1;
+        const __m512i cx = _mm512_maskz_loadu_epi8(kn, T->h_qcix + n0);
+        const __m512i x = _mm512_permutexvar_epi8(cx, q);
+        __mmask64 g = _mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_maskz_loadu_epi8(kn, T->h_qthr + n0));
+        if (T->q_cnan)
+          g &= ~(_mm512_cmpeq_epi8_mask(x, _mm512_set1_epi8(0x7F)) & _mm512_movepi8_mask(cx));
+        /* six steps whatever D, no branch on a tree's depth: below the tree's slots (n and
+         * up) every bit of g is 0, so each step past D maps i to 2i + 1 (i + 1 doubles) */
+        const uint64_t G = (uint64_t)g;
+#pragma GCC unroll 6
+        for (int l = 0; l < 6; ++l) i = 2u * i + 1u + (uint32_t)((G >> i) & 1u);
+        i = ((i + 1u) >> (6 - D)) - 1u;
+      } else {
+        const int32_t *co = T->h_qcol + n0;
+        const int8_t *tb = T->h_qthr + n0;
+        for (int l = 0; l < D; ++l) i = 2u * i + 1u + ((int8_t)qg[TC_QCS * co[i]] > tb[i]);
+      }
+      const TC_AT v = lv[T->tree_leaf[t] + (i - ((1u << D) - 1u))];
+      if (no == 1) one += v;
+      else a[T->tree_out[t]] += v;
+    }
+    if (no == 1) a[0] = one;
+  }
+}
+#endif
+
 /* the trees over one quantised block: leaves added per row in tree order, like block_s
  * (cs: class-major margins, as bvblock) */
 static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs, int64_t nb,
                                TC_AT *ab, int32_t *lidx, int64_t cs) {
   const int64_t no = cs ? 1 : T->n_outputs;
   if (nb < TC_QVEC_MIN && T->q_w1 && !cs) {
+#if TC_QVEC == 2
+    if (T->h_qcix && T->q_cmux > 0 && T->q_cmux <= 64) {
+      FN(zrows_w1)(T, qb, gs, nb, ab);
+      return;
+    }
+#endif
     FN(qrows_w1)(T, qb, gs, nb, ab);
     return;
   }
