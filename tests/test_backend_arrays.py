@@ -266,8 +266,11 @@ def test_byte_walks_every_row_group(isa, layout):
     interpreter."""
     rng = np.random.default_rng(64)
     for acc in ("float32", "float64"):
-        if layout == "quant":  # heaps of depth 1..8: the 64-row walk (<= 6), the 32-row one (7, 8)
-            trees = [_complete_tree(rng, d, 9, p_leaf=0.2 * (d % 2)) for d in range(1, 9)] * 2
+        if layout == "quant":  # heaps of depth 0..8: the 64-row walk (<= 6), the 32-row one (7,
+            # 8); few rows: eight trees of depth <= 6 at once, then a group with deeper ones
+            depths = [0, 1, 2, 3, 4, 5, 6, 6, 5, 3, 6, 1, 2, 4, 6, 6, 7, 2, 8, 1, 3]
+            trees = [leaf_tree(0.75) if d == 0 else _complete_tree(rng, d, 9, p_leaf=0.2 * (d % 2))
+                     for d in depths]
             if acc == "float32":
                 trees = [dataclasses.replace(t, value=t.value.astype(np.float32).astype(np.float64))
                          for t in trees]
@@ -283,8 +286,13 @@ def test_byte_walks_every_row_group(isa, layout):
             p = treecomp.compile(f, backend="arrays", layout=layout, isa=isa, block_rows=block)
             assert p._kernel.isa == isa and p._kernel.tables.meta[layout]
             assert layout == "quant" or p._kernel._bitvec  # the byte walk, not the float one
+            if layout == "quant" and isa != "scalar":  # the few-row walk's column indices, and
+                # merged NaN columns (nodes of a feature send NaN both ways)
+                assert p._kernel._struct.h_qcix and p._kernel._struct.q_cnan
             for n in (1, 63, 64, 65, 127, 128, 130, 257):
                 _check(p, f, X[:n])
+        for i in range(0, 200, 5):  # the few-row walks, over rows with NaN, edges, categories
+            _check(p, f, X[i:i + 5])
 
 
 @pytest.mark.parametrize("isa", ISAS)
