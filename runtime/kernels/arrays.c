@@ -178,7 +178,7 @@ typedef struct {
 
 /* one instruction set's four (input dtype, accumulation dtype) instantiations: see
  * kernels/arrays_isa.c (TC_ATTR, TC_ISA: the name suffix, TC_VEC_F32: the float heap walk's
- * vector width, TC_QVEC: the byte walks' AVX2 kernels) */
+ * vector width, TC_QVEC: the byte walks' AVX2 kernels, 2: and the AVX-512 ones) */
 #if TC_PART == -1 || TC_PART == 0
 #define TC_ATTR
 #define TC_ISA scalar

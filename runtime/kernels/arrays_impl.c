@@ -8,7 +8,8 @@
  *   TC_SFX   name suffix        e.g. f32_f64_avx2
  *   TC_ATTR  function attributes (target("avx2") ...)
  *   TC_VEC   0, 8 (AVX2) or 16 (AVX-512): explicit-intrinsics heap walk (float input only)
- *   TC_QVEC  0 or 1: the AVX2 byte kernel of the quantised walk (any input dtype)
+ *   TC_QVEC  0, 1: the AVX2 byte kernels of the quantised walks (any input dtype), 2: also
+ *            the AVX-512 ones (64-row groups: quant_impl.c, TC_QR)
  *
  * Floating point: go_right = (x > t) for "<=" and (x >= t) for "<" (both false on NaN), OR
  * (x is NaN AND the node sends NaN right): exactly the interpreter's rule. Margins start at

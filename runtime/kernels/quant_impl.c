@@ -1,6 +1,7 @@
 /*
  * quant_impl.c -- the quantised heap walk (a fragment included by arrays_impl.c, inside its
- * FN() namespace; parameters TC_XT, TC_AT, TC_ATTR and TC_QVEC: 1 = the AVX2 byte kernel).
+ * FN() namespace; parameters TC_XT, TC_AT, TC_ATTR and TC_QVEC: 1 = the AVX2 byte kernels,
+ * 2 = also the AVX-512 ones, 64 rows a vector: the tc_z* kernels below the AVX2 ones).
  *
  * Idea: a forest compares each feature against few distinct thresholds (XGBoost's hist method:
  * at most max_bin = 256). Rows are quantised once per block: per *column* (a feature's sorted
