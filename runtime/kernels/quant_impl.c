@@ -815,6 +815,85 @@ static inline __attribute__((always_inline)) TC_ATTR tc_zm tc_zlevel2(
 #undef TC_ZX16
 #undef TC_ZX32
 
+/* each row's entry of a table of n = 2^l (<= 256) bytes at p, the row's index in k: one vpermb
+ * (<= 64), one vpermi2b (128: index bit 6 picks the half), two and a blend by bit 7 (256) */
+static inline __attribute__((always_inline)) TC_ATTR __m512i tc_zlut(const uint8_t *p, __m512i k, const int n) {
+  if (n <= 64) return _mm512_permutexvar_epi8(k, tc_zfirst(p, n));
+  const __m512i lo = _mm512_permutex2var_epi8(_mm512_loadu_si512((const void *)p), k,
+                                              _mm512_loadu_si512((const void *)(p + 64)));
+  if (n == 128) return lo;
+  const __m512i hi = _mm512_permutex2var_epi8(_mm512_loadu_si512((const void *)(p + 128)), k,
+                                              _mm512_loadu_si512((const void *)(p + 192)));
+  return _mm512_mask_blend_epi8(_mm512_movepi8_mask(k), lo, hi);
+}
+/* a level of a deeper heap (7 or 8 levels) for 64 rows, as tc_zlevel: levels of <= C nodes by
+ * the node mux (offsets co), wider ones by the column mux over the first C columns (the row's
+ * node's column index from cx, see tc_qlevelc; C odd: merged NaN columns) */
+#define TC_ZN1(i) tc_z64(qg, 0, (uint32_t)co[i])
+#define TC_ZN2(i) _mm512_mask_blend_epi8(m0, TC_ZN1(i), TC_ZN1((i) + 1))
+#define TC_ZN4(i) _mm512_mask_blend_epi8(m1, TC_ZN2(i), TC_ZN2((i) + 2))
+#define TC_ZN8(i) _mm512_mask_blend_epi8(m2, TC_ZN4(i), TC_ZN4((i) + 4))
+#define TC_ZN16(i) _mm512_mask_blend_epi8(m3, TC_ZN8(i), TC_ZN8((i) + 8))
+#define TC_ZN32(i) _mm512_mask_blend_epi8(m4, TC_ZN16(i), TC_ZN16((i) + 16))
+#define TC_ZN64(i) _mm512_mask_blend_epi8(m5, TC_ZN32(i), TC_ZN32((i) + 32))
+#define TC_ZC1(i) _mm512_load_si512((const void *)(qg + 64 * (i)))
+#define TC_ZC2(i) _mm512_mask_blend_epi8(m0, TC_ZC1(i), TC_ZC1((i) + 1))
+#define TC_ZC4(i) _mm512_mask_blend_epi8(m1, TC_ZC2(i), TC_ZC2((i) + 2))
+#define TC_ZC8(i) _mm512_mask_blend_epi8(m2, TC_ZC4(i), TC_ZC4((i) + 4))
+#define TC_ZC16(i) _mm512_mask_blend_epi8(m3, TC_ZC8(i), TC_ZC8((i) + 8))
+#define TC_ZC32(i) _mm512_mask_blend_epi8(m4, TC_ZC16(i), TC_ZC16((i) + 16))
+#define TC_ZC64(i) _mm512_mask_blend_epi8(m5, TC_ZC32(i), TC_ZC32((i) + 32))
+static inline __attribute__((always_inline)) TC_ATTR __mmask64 tc_zleveld(
+    const uint8_t *qg, const int32_t *co, const int8_t *tb, const uint8_t *cx, const int l,
+    __m512i k, const int C) {
+  const __m512i t = l ? tc_zlut((const uint8_t *)tb, k, 1 << l) : _mm512_set1_epi8(tb[0]);
+  if ((1 << l) <= (C & ~1)) {
+    const __mmask64 m0 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(1));
+    const __mmask64 m1 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(2));
+    const __mmask64 m2 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(4));
+    const __mmask64 m3 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(8));
+    const __mmask64 m4 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(16));
+    const __mmask64 m5 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(32));
+    __m512i x;
+    switch (l) {
+      case 0: x = TC_ZN1(0); break;
+      case 1: x = TC_ZN2(0); break;
+      case 2: x = TC_ZN4(0); break;
+      case 3: x = TC_ZN8(0); break;
+      case 4: x = TC_ZN16(0); break;
+      case 5: x = TC_ZN32(0); break;
+      default: x = TC_ZN64(0); break;
+    }
+    return _mm512_cmpgt_epi8_mask(x, t);
+  }
+  const __m512i c = tc_zlut(cx, k, 1 << l);
+  const __mmask64 m0 = _mm512_test_epi8_mask(c, _mm512_set1_epi8(1));
+  const __mmask64 m1 = _mm512_test_epi8_mask(c, _mm512_set1_epi8(2));
+  const __mmask64 m2 = _mm512_test_epi8_mask(c, _mm512_set1_epi8(4));
+  const __mmask64 m3 = _mm512_test_epi8_mask(c, _mm512_set1_epi8(8));
+  const __mmask64 m4 = _mm512_test_epi8_mask(c, _mm512_set1_epi8(16));
+  const __mmask64 m5 = _mm512_test_epi8_mask(c, _mm512_set1_epi8(32));
+  const __m512i x = (C & ~1) == 16 ? TC_ZC16(0) : (C & ~1) == 32 ? TC_ZC32(0) : TC_ZC64(0);
+  __mmask64 r = _mm512_cmpgt_epi8_mask(x, t);
+  if (C & 1)  /* merged NaN columns: code 255 goes left where the index byte has bit 7 */
+    r &= ~(_mm512_cmpeq_epi8_mask(x, _mm512_set1_epi8(0x7F)) & _mm512_movepi8_mask(c));
+  return r;
+}
+#undef TC_ZN1
+#undef TC_ZN2
+#undef TC_ZN4
+#undef TC_ZN8
+#undef TC_ZN16
+#undef TC_ZN32
+#undef TC_ZN64
+#undef TC_ZC1
+#undef TC_ZC2
+#undef TC_ZC4
+#undef TC_ZC8
+#undef TC_ZC16
+#undef TC_ZC32
+#undef TC_ZC64
+
 /* 64 rows' float32 leaves from the tree's 4 byte planes (L bytes each, L <= 64): a vpermb per
  * plane, then byte and word unpacks (within 128-bit lanes) make the floats; k is first put in
  * the order those unpacks undo (output vector q, lane j: rows 16q + 4j ..) */
@@ -826,10 +905,8 @@ static inline __attribute__((always_inline)) TC_ATTR void tc_zleaf32(const uint8
       55, 54, 53, 52, 39, 38, 37, 36, 23, 22, 21, 20, 7, 6, 5, 4,
       51, 50, 49, 48, 35, 34, 33, 32, 19, 18, 17, 16, 3, 2, 1, 0);
   const __m512i kp = _mm512_permutexvar_epi8(perm, k);
-  const __m512i p0 = _mm512_permutexvar_epi8(kp, tc_zfirst(lb, L));
-  const __m512i p1 = _mm512_permutexvar_epi8(kp, tc_zfirst(lb + L, L));
-  const __m512i p2 = _mm512_permutexvar_epi8(kp, tc_zfirst(lb + 2 * L, L));
-  const __m512i p3 = _mm512_permutexvar_epi8(kp, tc_zfirst(lb + 3 * L, L));
+  const __m512i p0 = tc_zlut(lb, kp, L), p1 = tc_zlut(lb + L, kp, L);
+  const __m512i p2 = tc_zlut(lb + 2 * L, kp, L), p3 = tc_zlut(lb + 3 * L, kp, L);
   const __m512i lo01 = _mm512_unpacklo_epi8(p0, p1), hi01 = _mm512_unpackhi_epi8(p0, p1);
   const __m512i lo23 = _mm512_unpacklo_epi8(p2, p3), hi23 = _mm512_unpackhi_epi8(p2, p3);
   const __m512 v[4] = {_mm512_castsi512_ps(_mm512_unpacklo_epi16(lo01, lo23)),
@@ -851,7 +928,7 @@ static inline __attribute__((always_inline)) TC_ATTR void tc_zleaf64(const uint8
       57, 56, 49, 48, 41, 40, 33, 32, 25, 24, 17, 16, 9, 8, 1, 0);
   const __m512i kp = _mm512_permutexvar_epi8(perm, k);
   __m512i p[8], w[8], d[8];
-  for (int b = 0; b < 8; ++b) p[b] = _mm512_permutexvar_epi8(kp, tc_zfirst(lb + b * L, L));
+  for (int b = 0; b < 8; ++b) p[b] = tc_zlut(lb + b * L, kp, L);
   for (int b = 0; b < 4; ++b) {
     w[2 * b] = _mm512_unpacklo_epi8(p[2 * b], p[2 * b + 1]);
     w[2 * b + 1] = _mm512_unpackhi_epi8(p[2 * b], p[2 * b + 1]);
@@ -1091,6 +1168,33 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(zheap_d)(
 }
 #endif
 
+#if TC_QVEC == 2
+/* a heap of depth 7 or 8 over a block's rows, 64 at a time, with the column mux (cx, C) */
+static inline __attribute__((always_inline)) TC_ATTR void AFN(zheap_deep)(
+    const int32_t *co, const int8_t *tb, const uint8_t *cx, const int C, const int D,
+    const uint8_t *qb, int64_t gs, int64_t nb, int32_t *lidx, const TC_AT *lv, TC_AT *acc,
+    const uint8_t *lb) {
+  const __m512i one = _mm512_set1_epi8(1);
+  for (int64_t r = 0; r < nb; r += 64) {
+    const uint8_t *qg = qb + (r >> 6) * gs;
+    __m512i k = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int l = 0; l < D; ++l) {
+      const int o = (1 << l) - 1;
+      const __mmask64 g = tc_zleveld(qg, co + o, tb + o, cx + o, l, k, C);
+      k = _mm512_add_epi8(k, k);
+      k = _mm512_mask_add_epi8(k, g, k, one);
+    }
+    if (lb && nb - r >= 64) {
+      if (sizeof(TC_AT) == 4) tc_zleaf32(lb, 1 << D, k, (float *)(acc + r));
+      else tc_zleaf64(lb, 1 << D, k, (double *)(acc + r));
+      continue;
+    }
+    AFN(zleavesg)(k, r, nb, lidx, lv, acc);
+  }
+}
+#endif
+
 static TC_ATTR void AFN(qheap_vec)(const int32_t *co, const int8_t *tb, int D, const uint8_t *qb,
                                   int64_t gs, int64_t nb, int32_t *lidx, const TC_AT *lv, TC_AT *acc,
                                   const uint8_t *lb, const uint8_t *cx, int C) {
@@ -1103,6 +1207,13 @@ static TC_ATTR void AFN(qheap_vec)(const int32_t *co, const int8_t *tb, int D, c
     case 5: AFN(zheap_d)(co, tb, 5, qb, gs, nb, lidx, lv, acc, lb); return;
     case 6: AFN(zheap_d)(co, tb, 6, qb, gs, nb, lidx, lv, acc, lb); return;
     default: break;
+  }
+  if (cx && (D == 7 || D == 8)) {  /* deeper: 64 rows too where the column mux applies */
+#define TC_ZDEEP(DD, CC) \
+    if (D == DD && C == CC) { AFN(zheap_deep)(co, tb, cx, CC, DD, qb, gs, nb, lidx, lv, acc, lb); return; }
+    TC_ZDEEP(7, 16) TC_ZDEEP(7, 17) TC_ZDEEP(7, 32) TC_ZDEEP(7, 33) TC_ZDEEP(7, 64) TC_ZDEEP(7, 65)
+    TC_ZDEEP(8, 16) TC_ZDEEP(8, 17) TC_ZDEEP(8, 32) TC_ZDEEP(8, 33) TC_ZDEEP(8, 64) TC_ZDEEP(8, 65)
+#undef TC_ZDEEP
   }
 #endif
   if (cx && (C & ~1) == 16 && (D == 5 || D == 6)) {  /* level 5 by column: the call costs less */
