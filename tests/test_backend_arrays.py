@@ -255,6 +255,46 @@ def test_quant_many_thresholds(isa, comparison, n_thr):
     _check(pb, f, X)
 
 
+@pytest.mark.parametrize("isa", ISAS[:3])
+@pytest.mark.parametrize("layout", ["quant", "bitvec"])
+def test_byte_walks_every_row_group(isa, layout):
+    """The byte walks' row groups: 32 rows a vector on AVX2; 64 on AVX-512 (its blocks laid out
+    in 64-row groups, two at once in the heap walk, up to four in the interval sweep). Batches
+    of 1, 63, 64, 65, 127, 128, 130 and 257 rows (whole groups, short last groups, the few-row
+    scalar walk), one block or several, float32 and float64 rows with NaN, exact thresholds
+    and categories (interval walk), both accumulation dtypes: bit-exact against the
+    interpreter."""
+    rng = np.random.default_rng(64)
+    for acc in ("float32", "float64"):
+        if layout == "quant":  # heaps of depth 0..8: the 64-row walk (<= 6), the 32-row one (7,
+            # 8); few rows: eight trees of depth <= 6 at once, then a group with deeper ones
+            depths = [0, 1, 2, 3, 4, 5, 6, 6, 5, 3, 6, 1, 2, 4, 6, 6, 7, 2, 8, 1, 3]
+            trees = [leaf_tree(0.75) if d == 0 else _complete_tree(rng, d, 9, p_leaf=0.2 * (d % 2))
+                     for d in depths]
+            if acc == "float32":
+                trees = [dataclasses.replace(t, value=t.value.astype(np.float32).astype(np.float64))
+                         for t in trees]
+            f = Forest(trees=tuple(trees), n_features=9, n_outputs=1, tree_output=np.zeros(len(trees)),
+                       base_score=[0.25], comparison="<" if acc == "float32" else "<=",
+                       accumulate_dtype=acc)
+        else:
+            f = random_forest(7, n_trees=12, n_features=9, p_cat=0.3, accumulate_dtype=acc,
+                              comparison="<" if acc == "float32" else "<=")
+        X = random_rows(f, 200, seed=3)
+        X = X[np.random.default_rng(5).permutation(len(X))]  # edge rows among the first ones
+        for block in (0, 96, 320):
+            p = treecomp.compile(f, backend="arrays", layout=layout, isa=isa, block_rows=block)
+            assert p._kernel.isa == isa and p._kernel.tables.meta[layout]
+            assert layout == "quant" or p._kernel._bitvec  # the byte walk, not the float one
+            if layout == "quant" and isa != "scalar":  # the few-row walk's column indices, and
+                # merged NaN columns (nodes of a feature send NaN both ways)
+                assert p._kernel._struct.h_qcix and p._kernel._struct.q_cnan
+            for n in (1, 63, 64, 65, 127, 128, 130, 257):
+                _check(p, f, X[:n])
+        for i in range(0, 200, 5):  # the few-row walks, over rows with NaN, edges, categories
+            _check(p, f, X[i:i + 5])
+
+
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("comparison", ["<", "<="])
 @pytest.mark.parametrize("layout", ["quant", "bitvec"])

@@ -6,7 +6,7 @@
  * (input dtype, accumulation dtype) pair and, on x86-64, for three instruction sets through
  * function target attributes (so one translation unit built with the portable default flags
  * holds all of them): the x86-64 baseline, AVX2 and
- * AVX-512F. The path is chosen per call: TC_ISA_* forced by the caller, or the best one
+ * AVX-512 (F, BW, VL and VBMI: tc_arrays_isa_mask requires all four). The path is chosen per call: TC_ISA_* forced by the caller, or the best one
  * __builtin_cpu_supports reports (tc_arrays_isa_mask). No FMA target is enabled and the build
  * uses -ffp-contract=off: the kernel only compares and adds, and every add must round alone.
  */
@@ -162,18 +162,23 @@ typedef struct {
 
 /* TC_PART selects what a translation unit holds; arrays.py compiles the three parts in parallel
  * (one object each) and links them: 0 = baseline instantiations + the exported entry points,
- * 1 = AVX2, 2 = AVX-512F. Without TC_PART (a plain `cc -shared arrays.c`) one unit holds all.
+ * 1 = AVX2, 2 = AVX-512 (F, BW, VL, VBMI). Without TC_PART (a plain `cc -shared arrays.c`)
+ * one unit holds the baseline and AVX2 paths (see TC_WITH512).
  * The float heap walk is vectorised for float input only; the quantised walk (quant_impl.c)
  * works on bytes, so its AVX2 kernel serves float64 input too. */
 #ifndef TC_PART
 #define TC_PART -1
 #endif
+/* The AVX-512 unit's byte walks use their own block layout (quant_impl.c, TC_QR: 64-row
+ * groups), so its byte kernels cannot share a unit with the AVX2 ones (they are defined once
+ * per unit): a single-unit build holds the baseline and AVX2 paths only. */
+#define TC_WITH512 (TC_X86 && TC_PART != -1)
 #define TC_RUN_PROTO(sfx) \
   int32_t run_##sfx(const tc_tables *T, const void *X, int32_t x_bits, int64_t n, void *out);
 
 /* one instruction set's four (input dtype, accumulation dtype) instantiations: see
  * kernels/arrays_isa.c (TC_ATTR, TC_ISA: the name suffix, TC_VEC_F32: the float heap walk's
- * vector width, TC_QVEC: the byte walks' AVX2 kernels) */
+ * vector width, TC_QVEC: the byte walks' AVX2 kernels, 2: and the AVX-512 ones) */
 #if TC_PART == -1 || TC_PART == 0
 #define TC_ATTR
 #define TC_ISA scalar
@@ -190,11 +195,11 @@ typedef struct {
 #include "kernels/arrays_isa.c"
 #endif
 
-#if TC_X86 && (TC_PART == -1 || TC_PART == 2)
-#define TC_ATTR __attribute__((target("avx512f,avx2")))
+#if TC_WITH512 && TC_PART == 2
+#define TC_ATTR __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx2,popcnt")))
 #define TC_ISA avx512
 #define TC_VEC_F32 16
-#define TC_QVEC 1
+#define TC_QVEC 2
 #include "kernels/arrays_isa.c"
 #endif
 
@@ -204,6 +209,8 @@ TC_RUN_PROTO(f32_f32_avx2)
 TC_RUN_PROTO(f32_f64_avx2)
 TC_RUN_PROTO(f64_f32_avx2)
 TC_RUN_PROTO(f64_f64_avx2)
+#endif
+#if TC_WITH512
 TC_RUN_PROTO(f32_f32_avx512)
 TC_RUN_PROTO(f32_f64_avx512)
 TC_RUN_PROTO(f64_f32_avx512)
@@ -217,9 +224,12 @@ static const tc_run_fn tc_table[3][2][2] = {
   {{run_f32_f32_scalar, run_f32_f64_scalar}, {run_f64_f32_scalar, run_f64_f64_scalar}},
 #if TC_X86
   {{run_f32_f32_avx2, run_f32_f64_avx2}, {run_f64_f32_avx2, run_f64_f64_avx2}},
-  {{run_f32_f32_avx512, run_f32_f64_avx512}, {run_f64_f32_avx512, run_f64_f64_avx512}},
 #else
   {{0, 0}, {0, 0}},
+#endif
+#if TC_WITH512
+  {{run_f32_f32_avx512, run_f32_f64_avx512}, {run_f64_f32_avx512, run_f64_f64_avx512}},
+#else
   {{0, 0}, {0, 0}},
 #endif
 };
@@ -250,7 +260,10 @@ TC_EXPORT int32_t tc_arrays_isa_mask(void) {
 #if TC_X86
   __builtin_cpu_init();
   if (__builtin_cpu_supports("avx2")) m |= 1 << TC_ISA_AVX2;
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx2")) m |= 1 << TC_ISA_AVX512;
+  if (TC_WITH512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
+      && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi")
+      && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt"))
+    m |= 1 << TC_ISA_AVX512;
 #endif
   return m;
 }

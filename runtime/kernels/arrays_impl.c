@@ -8,7 +8,8 @@
  *   TC_SFX   name suffix        e.g. f32_f64_avx2
  *   TC_ATTR  function attributes (target("avx2") ...)
  *   TC_VEC   0, 8 (AVX2) or 16 (AVX-512): explicit-intrinsics heap walk (float input only)
- *   TC_QVEC  0 or 1: the AVX2 byte kernel of the quantised walk (any input dtype)
+ *   TC_QVEC  0, 1: the AVX2 byte kernels of the quantised walks (any input dtype), 2: also
+ *            the AVX-512 ones (64-row groups: quant_impl.c, TC_QR)
  *
  * Floating point: go_right = (x > t) for "<=" and (x >= t) for "<" (both false on NaN), OR
  * (x is NaN AND the node sends NaN right): exactly the interpreter's rule. Margins start at
@@ -650,7 +651,8 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
   TC_XT *buf = 0;
   uint8_t *qb = 0;
   const int64_t B32 = (B + 31) / 32 * 32;              /* whole 32-row groups */
-  const int64_t gs = 32 * (int64_t)(T->q_ncols > 0 ? T->q_ncols : 1);  /* bytes per group */
+  /* bytes per group of TC_QR rows (quant_impl.c: 32, or 64 in the AVX-512 unit) */
+  const int64_t gs = (TC_QVEC == 2 ? 64 : 32) * (int64_t)(T->q_ncols > 0 ? T->q_ncols : 1);
   int32_t *lidx = (int32_t *)malloc(sizeof(int32_t) * (size_t)B32);
   if (!lidx) return -2;
   int32_t *xt = 0;  /* the deep path's feature-major keys of a block (float input only) */
@@ -667,8 +669,9 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
   if ((T->quant || use_bv) && !T->naive) {
     /* a multiple of 32 (aligned_alloc's rule); plus 64 columns: the column mux (tc_qlevelc)
      * loads all of a power of two of columns, past the last group's own */
-    const size_t qn = (size_t)(B32 / 32 * gs) + 64 * 32;
-    qb = (uint8_t *)aligned_alloc(32, qn);
+    const size_t qn = (size_t)((TC_QVEC == 2 ? (B + 63) / 64 : B32 / 32) * gs)
+                      + 64 * (TC_QVEC == 2 ? 64 : 32);
+    qb = (uint8_t *)aligned_alloc(TC_QVEC == 2 ? 64 : 32, qn);  /* 64: qn a multiple of 64 */
     if (!qb) { free(buf); free(xt); free(lidx); return -2; }
     memset(qb, 0x80, qn);  /* rows past the end of a short block read bin 0 */
   }

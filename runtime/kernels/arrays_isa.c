@@ -3,7 +3,7 @@
  * instantiated for the four (input dtype, accumulation dtype) pairs as run_<x>_<acc>_<TC_ISA>.
  * Parameters: TC_ATTR (function attributes), TC_ISA (name suffix), TC_VEC_F32 (the float heap
  * walk's vector width for float input: 0, 8 or 16; float64 input always walks scalar floats),
- * TC_QVEC (the byte walks' AVX2 kernels). Undefines them all at the end.
+ * TC_QVEC (the byte walks' AVX2 kernels; 2: and the AVX-512 ones). Undefines them all at the end.
  */
 #define TC_CAT3_(a, b, c) a##_##b##_##c
 #define TC_CAT3(a, b, c) TC_CAT3_(a, b, c)

@@ -1,6 +1,7 @@
 /*
  * quant_impl.c -- the quantised heap walk (a fragment included by arrays_impl.c, inside its
- * FN() namespace; parameters TC_XT, TC_AT, TC_ATTR and TC_QVEC: 1 = the AVX2 byte kernel).
+ * FN() namespace; parameters TC_XT, TC_AT, TC_ATTR and TC_QVEC: 1 = the AVX2 byte kernels,
+ * 2 = also the AVX-512 ones, 64 rows a vector: the tc_z* kernels below the AVX2 ones).
  *
  * Idea: a forest compares each feature against few distinct thresholds (XGBoost's hist method:
  * at most max_bin = 256). Rows are quantised once per block: per *column* (a feature's sorted
@@ -32,8 +33,22 @@
  * walk: one add per row and tree, trees in order, in TC_AT.
  */
 
-/* quantise nb rows of xb (already cast to TC_XT) into qb. Layout: groups of 32 rows, gs bytes
- * apart; within a group, column c's 32 bytes at c * 32 (one aligned vector per column). */
+/* quantise nb rows of xb (already cast to TC_XT) into qb. Layout: groups of TC_QR rows (32; 64
+ * in the AVX-512 unit, whose walks load a 64-row vector per column), gs bytes apart; within a
+ * group, column c's TC_QR bytes at c * TC_QR (one aligned vector per column). The tables' column
+ * offsets (h_qcol) are column * 32: scaled by TC_QCS here. TC_QOFF(r): the byte offset of row r
+ * in column 0 (r a multiple of 32: its 32-row half). */
+#ifndef TC_QR
+#if TC_QVEC == 2
+#define TC_QR 64
+#define TC_QSH 6
+#else
+#define TC_QR 32
+#define TC_QSH 5
+#endif
+#define TC_QCS (TC_QR / 32)
+#define TC_QOFF(r) (((r) >> TC_QSH) * gs + ((r) & (TC_QR - 1)))
+#endif
 #if TC_QVEC
 /* how many of u[0..15] send x right (u <= x for "<", u < x for "<="; NaN u: none): the bits of
  * an ordered compare, counted. float32 only (see quantise). */
@@ -140,7 +155,7 @@ static inline __attribute__((always_inline)) TC_ATTR void tc_qlanes(
     /* dwords (all <= 255) to bytes: the packs interleave 128-bit lanes, a permute undoes it */
     const __m256i w = _mm256_packus_epi16(_mm256_packus_epi32(p0, p1), _mm256_packus_epi32(p2, p3));
     const __m256i b = _mm256_permutevar8x32_epi32(w, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_store_si256((__m256i *)(q + (r >> 5) * gs), _mm256_xor_si256(b, _mm256_set1_epi8((char)0x80)));
+    _mm256_store_si256((__m256i *)(q + TC_QOFF(r)), _mm256_xor_si256(b, _mm256_set1_epi8((char)0x80)));
   }
 }
 #undef TC_QLCMP
@@ -174,7 +189,7 @@ static TC_ATTR void tc_qsame(const float *x, int64_t xs, int64_t nr, const uint8
                              int64_t gs, uint8_t nan_code) {
   const __m256i nc = _mm256_set1_epi8((char)nan_code);
   const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
-  for (int64_t g = 0; g < nr; g += 32, x += xs, p += gs, q += gs) {
+  for (int64_t g = 0; g < nr; g += 32, x += xs) {
     __m256i m[4];  /* -1 where NaN */
     for (int i = 0; i < 4; ++i) {
       const __m256 v = _mm256_load_ps(x + 8 * i);
@@ -184,7 +199,8 @@ static TC_ATTR void tc_qsame(const float *x, int64_t xs, int64_t nr, const uint8
      * 16-19 24-27 | 4-7 12-15 20-23 28-31 a dword each: a dword permute puts them in order */
     const __m256i mb = _mm256_permutevar8x32_epi32(
         _mm256_packs_epi16(_mm256_packs_epi32(m[0], m[1]), _mm256_packs_epi32(m[2], m[3])), order);
-    _mm256_store_si256((__m256i *)q, _mm256_blendv_epi8(_mm256_load_si256((const __m256i *)p), nc, mb));
+    _mm256_store_si256((__m256i *)(q + TC_QOFF(g)),
+                       _mm256_blendv_epi8(_mm256_load_si256((const __m256i *)(p + TC_QOFF(g))), nc, mb));
   }
 }
 
@@ -273,8 +289,8 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
     const uint32_t P = (uint32_t)T->q_len[c];
     const uint8_t nan_code = (uint8_t)(T->q_nanc[c] ^ 0x80);
     const TC_XT *x = xb + T->q_feat[c];
-    uint8_t *q = qb + (int64_t)c * 32;
-#define TC_QAT(r) q[((r) >> 5) * gs + ((r) & 31)]
+    uint8_t *q = qb + (int64_t)c * TC_QR;
+#define TC_QAT(r) q[TC_QOFF(r)]
     int64_t r = 0;
     if (T->q_kind[c]) {
       /* category codes: a valid value below 254 is its category (trunc, like the float walk's
@@ -291,7 +307,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
     if (T->q_src[c] >= 0) {
       /* an earlier column has the same feature and thresholds (the other NaN direction):
        * copy its bins, only NaN's code differs */
-      const uint8_t *p = qb + (int64_t)T->q_src[c] * 32;
+      const uint8_t *p = qb + (int64_t)T->q_src[c] * TC_QR;
 #if TC_QVEC
       if (xq && nb >= 32) {  /* whole 32-row groups from the transposed block (a float64 NaN
                               * rounds to a float32 NaN, anything else to a non-NaN) */
@@ -301,7 +317,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
 #endif
       for (; r < nb; ++r) {
         const TC_XT v = x[r * nf];
-        TC_QAT(r) = v != v ? nan_code : p[(r >> 5) * gs + (r & 31)];
+        TC_QAT(r) = v != v ? nan_code : p[TC_QOFF(r)];
       }
       continue;
     }
@@ -428,7 +444,7 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qplane(const uin
  * the last blend waits for the previous level's compare: 1.01x the time on XGBoost binary, 1.03x
  * on GB regressor (one process): the mux is bound by its loads and blends, not by that chain. */
 
-#define TC_QX1(i) _mm256_load_si256((const __m256i *)(qg + co[i]))
+#define TC_QX1(i) _mm256_load_si256((const __m256i *)(qg + TC_QCS * co[i]))
 #define TC_QX2(i) tc_qx2(qg, co + (i), m0)
 #define TC_QX4(i) tc_blendv(TC_QX2(i), TC_QX2((i) + 2), m1)
 #define TC_QX8(i) tc_blendv(TC_QX4(i), TC_QX4((i) + 4), m2)
@@ -448,8 +464,8 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qx2(const uint8_
                                                                      const __m256i m0) {
   uint64_t w;
   memcpy(&w, c, 8);
-  return tc_blendv(_mm256_load_si256((const __m256i *)(qg + (uint32_t)w)),
-                   _mm256_load_si256((const __m256i *)(qg + (w >> 32))), m0);
+  return tc_blendv(_mm256_load_si256((const __m256i *)(qg + TC_QCS * (uint64_t)(uint32_t)w)),
+                   _mm256_load_si256((const __m256i *)(qg + TC_QCS * (w >> 32))), m0);
 }
 
 static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qlevel(
@@ -497,7 +513,7 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qlevel(
  * A cmpeq, an and and a blend per level: on the bench's depth-8 XGBoost case (30 features, 66
  * columns: the node mux before) 0.84x the time, on 300 depth-8 trees over 40 / 30 / 12
  * features 0.84x / 0.87x / 0.98x (one process, against the two columns and the node mux). */
-#define TC_QC1(i) _mm256_load_si256((const __m256i *)(qg + 32 * (i)))
+#define TC_QC1(i) _mm256_load_si256((const __m256i *)(qg + TC_QR * (i)))
 #define TC_QC2(i) tc_blendv(TC_QC1(i), TC_QC1((i) + 1), c0)
 #define TC_QC4(i) tc_blendv(TC_QC2(i), TC_QC2((i) + 2), c1)
 #define TC_QC8(i) tc_blendv(TC_QC4(i), TC_QC4((i) + 4), c2)
@@ -687,6 +703,263 @@ static __attribute__((noinline)) TC_ATTR void tc_bvsweep(
 }
 #endif
 
+#if TC_QVEC == 2 && !defined(TC_Q512_ONCE)
+#define TC_Q512_ONCE
+/* ---- AVX-512 (F, BW, VL, VBMI) byte kernels: 64 rows a vector -------------------------------
+ * The same walks as the AVX2 kernels above, on 64 rows (the AVX-512 unit's blocks hold 64-row
+ * groups, TC_QR: one aligned 512-bit load per node; measured in one process against two 256-bit
+ * halves of 32-row groups, XGBoost depth 6 0.86x the time). What changes besides the width:
+ * a compare writes a mask register (no blend masks made by shifts: the mux's blends take their
+ * selector from vptestmb of the row's position bits); a level's <= 64 threshold bytes and a
+ * tree's <= 64 leaf planes are looked up by one vpermb each (no 16-entry vpshufb and blends);
+ * going right is a masked add. Same bytes, same compares, same leaves, same adds in the same
+ * order as the AVX2 and scalar walks. */
+static inline __attribute__((always_inline)) TC_ATTR __m512i tc_z64(const uint8_t *qg, int64_t gs, uint32_t off) {
+  (void)gs;
+  return _mm512_load_si512((const void *)(qg + 2 * (uint64_t)off));  /* column * 64 */
+}
+/* the first n (<= 64) bytes of p, zeros after: a masked load (never reads past them) */
+static inline __attribute__((always_inline)) TC_ATTR __m512i tc_zfirst(const void *p, int n) {
+  return _mm512_maskz_loadu_epi8(n >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << n) - 1), p);
+}
+
+/* two 64-row groups at once (128 rows: the groups at qg and qg + gs): each node's offsets
+ * read once for both, and two independent chains */
+typedef struct { __m512i a, b; } tc_zz;
+typedef struct { __mmask64 a, b; } tc_zm;
+static inline __attribute__((always_inline)) TC_ATTR tc_zz tc_zzb(tc_zm m, tc_zz x, tc_zz y) {
+  tc_zz r = {_mm512_mask_blend_epi8(m.a, x.a, y.a), _mm512_mask_blend_epi8(m.b, x.b, y.b)};
+  return r;
+}
+static inline __attribute__((always_inline)) TC_ATTR tc_zz tc_zz1(const uint8_t *qg, int64_t gs, uint32_t off) {
+  tc_zz r = {tc_z64(qg, gs, off), tc_z64(qg + gs, gs, off)};
+  return r;
+}
+static inline __attribute__((always_inline)) TC_ATTR tc_zz tc_zz2(const uint8_t *qg, int64_t gs,
+                                                                   const int32_t *c, tc_zm m0) {
+  uint64_t w;
+  memcpy(&w, c, 8);
+  return tc_zzb(m0, tc_zz1(qg, gs, (uint32_t)w), tc_zz1(qg, gs, (uint32_t)(w >> 32)));
+}
+static inline __attribute__((always_inline)) TC_ATTR tc_zm tc_zmb(__m512i ka, __m512i kb, int b) {
+  tc_zm r = {_mm512_test_epi8_mask(ka, _mm512_set1_epi8((char)(1 << b))),
+             _mm512_test_epi8_mask(kb, _mm512_set1_epi8((char)(1 << b)))};
+  return r;
+}
+#define TC_ZX1(i) tc_zz1(qg, gs, (uint32_t)co[i])
+#define TC_ZX2(i) tc_zz2(qg, gs, co + (i), m0)
+#define TC_ZX4(i) tc_zzb(m1, TC_ZX2(i), TC_ZX2((i) + 2))
+#define TC_ZX8(i) tc_zzb(m2, TC_ZX4(i), TC_ZX4((i) + 4))
+#define TC_ZX16(i) tc_zzb(m3, TC_ZX8(i), TC_ZX8((i) + 8))
+#define TC_ZX32(i) tc_zzb(m4, TC_ZX16(i), TC_ZX16((i) + 16))
+static inline __attribute__((always_inline)) TC_ATTR tc_zm tc_zlevel2(
+    const uint8_t *qg, int64_t gs, const int32_t *co, __m512i thr, const int l, __m512i ka, __m512i kb) {
+  const tc_zm m0 = tc_zmb(ka, kb, 0), m1 = tc_zmb(ka, kb, 1), m2 = tc_zmb(ka, kb, 2);
+  const tc_zm m3 = tc_zmb(ka, kb, 3), m4 = tc_zmb(ka, kb, 4);
+  const __m512i ta = l ? _mm512_permutexvar_epi8(ka, thr) : thr;
+  const __m512i tb = l ? _mm512_permutexvar_epi8(kb, thr) : thr;
+  tc_zz x;
+  switch (l) {
+    case 0: x = TC_ZX1(0); break;
+    case 1: x = TC_ZX2(0); break;
+    case 2: x = TC_ZX4(0); break;
+    case 3: x = TC_ZX8(0); break;
+    case 4: x = TC_ZX16(0); break;
+    default: x = TC_ZX32(0); break;
+  }
+  tc_zm r = {_mm512_cmpgt_epi8_mask(x.a, ta), _mm512_cmpgt_epi8_mask(x.b, tb)};
+  return r;
+}
+#undef TC_ZX1
+#undef TC_ZX2
+#undef TC_ZX4
+#undef TC_ZX8
+#undef TC_ZX16
+#undef TC_ZX32
+
+/* each row's entry of a table of n = 2^l (<= 256) bytes at p, the row's index in k: one vpermb
+ * (<= 64), one vpermi2b (128: index bit 6 picks the half), two and a blend by bit 7 (256) */
+static inline __attribute__((always_inline)) TC_ATTR __m512i tc_zlut(const uint8_t *p, __m512i k, const int n) {
+  if (n <= 64) return _mm512_permutexvar_epi8(k, tc_zfirst(p, n));
+  const __m512i lo = _mm512_permutex2var_epi8(_mm512_loadu_si512((const void *)p), k,
+                                              _mm512_loadu_si512((const void *)(p + 64)));
+  if (n == 128) return lo;
+  const __m512i hi = _mm512_permutex2var_epi8(_mm512_loadu_si512((const void *)(p + 128)), k,
+                                              _mm512_loadu_si512((const void *)(p + 192)));
+  return _mm512_mask_blend_epi8(_mm512_movepi8_mask(k), lo, hi);
+}
+/* a level of a deeper heap (7 or 8 levels) for 64 rows, as tc_zlevel: levels of <= C nodes by
+ * the node mux (offsets co), wider ones by the column mux over the first C columns (the row's
+ * node's column index from cx, see tc_qlevelc; C odd: merged NaN columns) */
+#define TC_ZN1(i) tc_z64(qg, 0, (uint32_t)co[i])
+#define TC_ZN2(i) _mm512_mask_blend_epi8(m0, TC_ZN1(i), TC_ZN1((i) + 1))
+#define TC_ZN4(i) _mm512_mask_blend_epi8(m1, TC_ZN2(i), TC_ZN2((i) + 2))
+#define TC_ZN8(i) _mm512_mask_blend_epi8(m2, TC_ZN4(i), TC_ZN4((i) + 4))
+#define TC_ZN16(i) _mm512_mask_blend_epi8(m3, TC_ZN8(i), TC_ZN8((i) + 8))
+#define TC_ZN32(i) _mm512_mask_blend_epi8(m4, TC_ZN16(i), TC_ZN16((i) + 16))
+#define TC_ZN64(i) _mm512_mask_blend_epi8(m5, TC_ZN32(i), TC_ZN32((i) + 32))
+#define TC_ZC1(i) _mm512_load_si512((const void *)(qg + 64 * (i)))
+#define TC_ZC2(i) _mm512_mask_blend_epi8(m0, TC_ZC1(i), TC_ZC1((i) + 1))
+#define TC_ZC4(i) _mm512_mask_blend_epi8(m1, TC_ZC2(i), TC_ZC2((i) + 2))
+#define TC_ZC8(i) _mm512_mask_blend_epi8(m2, TC_ZC4(i), TC_ZC4((i) + 4))
+#define TC_ZC16(i) _mm512_mask_blend_epi8(m3, TC_ZC8(i), TC_ZC8((i) + 8))
+#define TC_ZC32(i) _mm512_mask_blend_epi8(m4, TC_ZC16(i), TC_ZC16((i) + 16))
+#define TC_ZC64(i) _mm512_mask_blend_epi8(m5, TC_ZC32(i), TC_ZC32((i) + 32))
+static inline __attribute__((always_inline)) TC_ATTR __mmask64 tc_zleveld(
+    const uint8_t *qg, const int32_t *co, const int8_t *tb, const uint8_t *cx, const int l,
+    __m512i k, const int C) {
+  const __m512i t = l ? tc_zlut((const uint8_t *)tb, k, 1 << l) : _mm512_set1_epi8(tb[0]);
+  if ((1 << l) <= (C & ~1)) {
+    const __mmask64 m0 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(1));
+    const __mmask64 m1 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(2));
+    const __mmask64 m2 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(4));
+    const __mmask64 m3 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(8));
+    const __mmask64 m4 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(16));
+    const __mmask64 m5 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(32));
+    __m512i x;
+    switch (l) {
+      case 0: x = TC_ZN1(0); break;
+      case 1: x = TC_ZN2(0); break;
+      case 2: x = TC_ZN4(0); break;
+      case 3: x = TC_ZN8(0); break;
+      case 4: x = TC_ZN16(0); break;
+      case 5: x = TC_ZN32(0); break;
+      default: x = TC_ZN64(0); break;
+    }
+    return _mm512_cmpgt_epi8_mask(x, t);
+  }
+  const __m512i c = tc_zlut(cx, k, 1 << l);
+  const __mmask64 m0 = _mm512_test_epi8_mask(c, _mm512_set1_epi8(1));
+  const __mmask64 m1 = _mm512_test_epi8_mask(c, _mm512_set1_epi8(2));
+  const __mmask64 m2 = _mm512_test_epi8_mask(c, _mm512_set1_epi8(4));
+  const __mmask64 m3 = _mm512_test_epi8_mask(c, _mm512_set1_epi8(8));
+  const __mmask64 m4 = _mm512_test_epi8_mask(c, _mm512_set1_epi8(16));
+  const __mmask64 m5 = _mm512_test_epi8_mask(c, _mm512_set1_epi8(32));
+  const __m512i x = (C & ~1) == 16 ? TC_ZC16(0) : (C & ~1) == 32 ? TC_ZC32(0) : TC_ZC64(0);
+  __mmask64 r = _mm512_cmpgt_epi8_mask(x, t);
+  if (C & 1)  /* merged NaN columns: code 255 goes left where the index byte has bit 7 */
+    r &= ~(_mm512_cmpeq_epi8_mask(x, _mm512_set1_epi8(0x7F)) & _mm512_movepi8_mask(c));
+  return r;
+}
+#undef TC_ZN1
+#undef TC_ZN2
+#undef TC_ZN4
+#undef TC_ZN8
+#undef TC_ZN16
+#undef TC_ZN32
+#undef TC_ZN64
+#undef TC_ZC1
+#undef TC_ZC2
+#undef TC_ZC4
+#undef TC_ZC8
+#undef TC_ZC16
+#undef TC_ZC32
+#undef TC_ZC64
+
+/* 64 rows' float32 leaves from the tree's 4 byte planes (L bytes each, L <= 64): a vpermb per
+ * plane, then byte and word unpacks (within 128-bit lanes) make the floats; k is first put in
+ * the order those unpacks undo (output vector q, lane j: rows 16q + 4j ..) */
+static inline __attribute__((always_inline)) TC_ATTR void tc_zleaf32(const uint8_t *lb, int L, __m512i k,
+                                                                       float *a) {
+  const __m512i perm = _mm512_set_epi8(
+      63, 62, 61, 60, 47, 46, 45, 44, 31, 30, 29, 28, 15, 14, 13, 12,
+      59, 58, 57, 56, 43, 42, 41, 40, 27, 26, 25, 24, 11, 10, 9, 8,
+      55, 54, 53, 52, 39, 38, 37, 36, 23, 22, 21, 20, 7, 6, 5, 4,
+      51, 50, 49, 48, 35, 34, 33, 32, 19, 18, 17, 16, 3, 2, 1, 0);
+  const __m512i kp = _mm512_permutexvar_epi8(perm, k);
+  const __m512i p0 = tc_zlut(lb, kp, L), p1 = tc_zlut(lb + L, kp, L);
+  const __m512i p2 = tc_zlut(lb + 2 * L, kp, L), p3 = tc_zlut(lb + 3 * L, kp, L);
+  const __m512i lo01 = _mm512_unpacklo_epi8(p0, p1), hi01 = _mm512_unpackhi_epi8(p0, p1);
+  const __m512i lo23 = _mm512_unpacklo_epi8(p2, p3), hi23 = _mm512_unpackhi_epi8(p2, p3);
+  const __m512 v[4] = {_mm512_castsi512_ps(_mm512_unpacklo_epi16(lo01, lo23)),
+                       _mm512_castsi512_ps(_mm512_unpackhi_epi16(lo01, lo23)),
+                       _mm512_castsi512_ps(_mm512_unpacklo_epi16(hi01, hi23)),
+                       _mm512_castsi512_ps(_mm512_unpackhi_epi16(hi01, hi23))};
+  for (int q = 0; q < 4; ++q)
+    _mm512_storeu_ps(a + 16 * q, _mm512_add_ps(_mm512_loadu_ps(a + 16 * q), v[q]));
+}
+
+/* the same for float64 leaves: 8 planes, unpacks of bytes, words, dwords (output vector
+ * 2s + h, lane j: rows 16s + 8h + 2j, + 1) */
+static inline __attribute__((always_inline)) TC_ATTR void tc_zleaf64(const uint8_t *lb, int L, __m512i k,
+                                                                       double *a) {
+  const __m512i perm = _mm512_set_epi8(
+      63, 62, 55, 54, 47, 46, 39, 38, 31, 30, 23, 22, 15, 14, 7, 6,
+      61, 60, 53, 52, 45, 44, 37, 36, 29, 28, 21, 20, 13, 12, 5, 4,
+      59, 58, 51, 50, 43, 42, 35, 34, 27, 26, 19, 18, 11, 10, 3, 2,
+      57, 56, 49, 48, 41, 40, 33, 32, 25, 24, 17, 16, 9, 8, 1, 0);
+  const __m512i kp = _mm512_permutexvar_epi8(perm, k);
+  __m512i p[8], w[8], d[8];
+  for (int b = 0; b < 8; ++b) p[b] = tc_zlut(lb + b * L, kp, L);
+  for (int b = 0; b < 4; ++b) {
+    w[2 * b] = _mm512_unpacklo_epi8(p[2 * b], p[2 * b + 1]);
+    w[2 * b + 1] = _mm512_unpackhi_epi8(p[2 * b], p[2 * b + 1]);
+  }
+  /* d[2s]: bytes 0-3 of lane positions 4s .. 4s + 3, d[2s + 1]: bytes 4-7 */
+  d[0] = _mm512_unpacklo_epi16(w[0], w[2]); d[1] = _mm512_unpacklo_epi16(w[4], w[6]);
+  d[2] = _mm512_unpackhi_epi16(w[0], w[2]); d[3] = _mm512_unpackhi_epi16(w[4], w[6]);
+  d[4] = _mm512_unpacklo_epi16(w[1], w[3]); d[5] = _mm512_unpacklo_epi16(w[5], w[7]);
+  d[6] = _mm512_unpackhi_epi16(w[1], w[3]); d[7] = _mm512_unpackhi_epi16(w[5], w[7]);
+  for (int s = 0; s < 4; ++s) {
+    const __m512d lo = _mm512_castsi512_pd(_mm512_unpacklo_epi32(d[2 * s], d[2 * s + 1]));
+    const __m512d hi = _mm512_castsi512_pd(_mm512_unpackhi_epi32(d[2 * s], d[2 * s + 1]));
+    _mm512_storeu_pd(a + 16 * s, _mm512_add_pd(_mm512_loadu_pd(a + 16 * s), lo));
+    _mm512_storeu_pd(a + 16 * s + 8, _mm512_add_pd(_mm512_loadu_pd(a + 16 * s + 8), hi));
+  }
+}
+#endif
+
+#if TC_QVEC == 2 && !defined(TC_ZSWEEP_ONCE)
+#define TC_ZSWEEP_ONCE
+/* go right at a categorical node for 64 category codes (see tc_cat_right): the set's byte
+ * c >> 3 by one vpermb, its bit c & 7 by a vpshufb, tested into a mask */
+static inline __attribute__((always_inline)) TC_ATTR __mmask64 tc_zcat_right(__m512i c, __m512i set) {
+  const __m512i idx = _mm512_and_si512(_mm512_srli_epi16(c, 3), _mm512_set1_epi8(31));
+  const __m512i pow2 = _mm512_broadcast_i32x4(_mm_setr_epi8(1, 2, 4, 8, 16, 32, 64, -128,
+                                                            1, 2, 4, 8, 16, 32, 64, -128));
+  const __m512i bit = _mm512_shuffle_epi8(pow2, _mm512_and_si512(c, _mm512_set1_epi8(7)));
+  return _mm512_testn_epi8_mask(_mm512_permutexvar_epi8(idx, set), bit);
+}
+/* the interval sweep (see bvtree) over G = 1, 2 or 4 64-row groups at once (q0, q0 + 2 gs, ..):
+ * per node a compare into a mask, a masked compare of the positions with lo - 1 and a masked
+ * byte max (the AVX2 sweep's compare, and, compare, and, max) */
+static inline __attribute__((always_inline)) TC_ATTR void tc_zsweep_g(
+    const uint8_t *q0, int64_t gs, const int32_t *co, const int8_t *tb, const int8_t *lo1,
+    const int8_t *hi, const int32_t *cat, const uint8_t *sets, int64_t nn, __m512i *out, const int G) {
+  __m512i p[4];
+  __mmask64 r[4];
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g) p[g] = _mm512_setzero_si512();
+  for (int64_t i = 0; i < nn; ++i) {
+    if (cat[i] < 0) {
+      const __m512i t = _mm512_set1_epi8(tb[i]);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) r[g] = _mm512_cmpgt_epi8_mask(tc_z64(q0 + g * gs, gs, (uint32_t)co[i]), t);
+    } else {
+      const __m512i st = tc_zfirst(sets + 32 * (int64_t)cat[i], 32);
+#pragma GCC unroll 4
+      for (int g = 0; g < G; ++g) r[g] = tc_zcat_right(tc_z64(q0 + g * gs, gs, (uint32_t)co[i]), st);
+    }
+    /* lo <= pos  <=>  pos > lo - 1 (all values < 128: the signed compare is right) */
+    const __m512i l = _mm512_set1_epi8(lo1[i]), h = _mm512_set1_epi8(hi[i]);
+#pragma GCC unroll 4
+    for (int g = 0; g < G; ++g)
+      p[g] = _mm512_mask_max_epu8(p[g], _mm512_mask_cmpgt_epi8_mask(r[g], p[g], l), p[g], h);
+  }
+#pragma GCC unroll 4
+  for (int g = 0; g < G; ++g) out[g] = p[g];
+}
+static __attribute__((noinline)) TC_ATTR void tc_zsweep(
+    const uint8_t *q0, int64_t gs, const int32_t *co, const int8_t *tb, const int8_t *lo1,
+    const int8_t *hi, const int32_t *cat, const uint8_t *sets, int64_t nn, __m512i *out, int G) {
+  switch (G) {
+    case 4: tc_zsweep_g(q0, gs, co, tb, lo1, hi, cat, sets, nn, out, 4); break;
+    case 2: tc_zsweep_g(q0, gs, co, tb, lo1, hi, cat, sets, nn, out, 2); break;
+    default: tc_zsweep_g(q0, gs, co, tb, lo1, hi, cat, sets, nn, out, 1); break;
+  }
+}
+#endif
+
 #if TC_QVEC
 /* The heap walk and the leaf adds depend on the accumulation dtype only: defined once per
  * translation unit and TC_AT (AFN: named by TC_AN and the ISA), not again for each input
@@ -746,7 +1019,7 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(qheap_d)(
   for (int64_t r = 0; r < nb; r += 32) {
     __m256i k;
     if (inl) {
-      const uint8_t *qg = qb + (r >> 5) * gs;
+      const uint8_t *qg = qb + TC_QOFF(r);
       k = _mm256_setzero_si256();
 #pragma GCC unroll 8
       for (int l = 0; l < D; ++l) {
@@ -754,7 +1027,7 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(qheap_d)(
         k = _mm256_sub_epi8(_mm256_add_epi8(k, k), tc_qlevel(qg, co + o, tb + o, l, k));
       }
     } else {
-      k = cx ? tc_qkeysc(qb + (r >> 5) * gs, co, tb, cx, D, C) : tc_qkeys(qb + (r >> 5) * gs, co, tb, D);
+      k = cx ? tc_qkeysc(qb + TC_QOFF(r), co, tb, cx, D, C) : tc_qkeys(qb + TC_QOFF(r), co, tb, D);
     }
     if (lb && nb - r >= 32) {  /* the planes hold TC_AT's bytes (arrays.py leaf_planes) */
       if (sizeof(TC_AT) == 4) tc_qleaf32(lb, D > 4 ? (int64_t)1 << D : 16, k, (float *)(acc + r), D);
@@ -765,9 +1038,146 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(qheap_d)(
   }
 }
 
+#if TC_QVEC == 2
+/* 64 rows' leaf slots k (bytes) -> their leaf values added into acc, or stored into lidx (acc
+ * NULL); rows at or past nb dropped */
+static inline __attribute__((always_inline)) TC_ATTR void AFN(zleaves)(
+    __m512i k, int64_t r, int64_t nb, int32_t *lidx, const TC_AT *lv, TC_AT *acc) {
+  uint8_t tmp[64];
+  _mm512_storeu_si512((void *)tmp, k);
+  const int64_t m = nb - r < 64 ? nb - r : 64;
+  if (acc) for (int64_t i = 0; i < m; ++i) acc[r + i] += lv[tmp[i]];
+  else for (int64_t i = 0; i < m; ++i) lidx[r + i] = tmp[i];
+}
+
+/* the same, by gathers (16 rows a float32 gather, 8 a float64 one) when all 64 rows count and
+ * acc is given; leaves added one per row, as above */
+static inline __attribute__((always_inline)) TC_ATTR void AFN(zleavesg)(
+    __m512i k, int64_t r, int64_t nb, int32_t *lidx, const TC_AT *lv, TC_AT *acc) {
+  if (!acc || nb - r < 64) {
+    AFN(zleaves)(k, r, nb, lidx, lv, acc);
+    return;
+  }
+  const __m128i kq[4] = {_mm512_extracti32x4_epi32(k, 0), _mm512_extracti32x4_epi32(k, 1),
+                         _mm512_extracti32x4_epi32(k, 2), _mm512_extracti32x4_epi32(k, 3)};
+  for (int q = 0; q < 4; ++q) {
+    const __m512i j = _mm512_cvtepu8_epi32(kq[q]);
+    TC_AT *a = acc + r + 16 * q;
+    if (sizeof(TC_AT) == 4) {
+      _mm512_storeu_ps((float *)a, _mm512_add_ps(_mm512_loadu_ps((const float *)a),
+                                                 _mm512_i32gather_ps(j, (const float *)lv, 4)));
+    } else {
+      _mm512_storeu_pd((double *)a, _mm512_add_pd(_mm512_loadu_pd((const double *)a),
+          _mm512_i32gather_pd(_mm512_castsi512_si256(j), (const double *)lv, 8)));
+      _mm512_storeu_pd((double *)a + 8, _mm512_add_pd(_mm512_loadu_pd((const double *)a + 8),
+          _mm512_i32gather_pd(_mm512_extracti64x4_epi64(j, 1), (const double *)lv, 8)));
+    }
+  }
+}
+
+/* one heap tree of depth D <= 6 over a block's rows, 64 at a time (qb holds whole 64-row
+ * groups: run rounds the block up). The level's thresholds are loaded once per tree. */
+static inline __attribute__((always_inline)) TC_ATTR void AFN(zheap_d)(
+    const int32_t *co, const int8_t *tb, const int D, const uint8_t *qb, int64_t gs, int64_t nb,
+    int32_t *lidx, const TC_AT *lv, TC_AT *acc, const uint8_t *lb) {
+  __m512i thr[6];
+#pragma GCC unroll 6
+  for (int l = 0; l < D; ++l)
+    thr[l] = l ? tc_zfirst(tb + (1 << l) - 1, 1 << l) : _mm512_set1_epi8(tb[0]);
+  const int L = D > 4 ? 1 << D : 16;
+  const __m512i one = _mm512_set1_epi8(1);
+  int64_t r = 0;
+  for (; r + 128 <= nb; r += 128) {
+    const uint8_t *qg = qb + (r >> 6) * gs;
+    __m512i ka = _mm512_setzero_si512(), kb = ka;
+#pragma GCC unroll 6
+    for (int l = 0; l < D; ++l) {
+      const tc_zm g = tc_zlevel2(qg, gs, co + (1 << l) - 1, thr[l], l, ka, kb);
+      ka = _mm512_add_epi8(ka, ka);
+      ka = _mm512_mask_add_epi8(ka, g.a, ka, one);
+      kb = _mm512_add_epi8(kb, kb);
+      kb = _mm512_mask_add_epi8(kb, g.b, kb, one);
+    }
+    if (lb) {
+      if (sizeof(TC_AT) == 4) {
+        tc_zleaf32(lb, L, ka, (float *)(acc + r));
+        tc_zleaf32(lb, L, kb, (float *)(acc + r + 64));
+      } else {
+        tc_zleaf64(lb, L, ka, (double *)(acc + r));
+        tc_zleaf64(lb, L, kb, (double *)(acc + r + 64));
+      }
+      continue;
+    }
+    AFN(zleavesg)(ka, r, nb, lidx, lv, acc);
+    AFN(zleavesg)(kb, r + 64, nb, lidx, lv, acc);
+  }
+  for (; r < nb; r += 64) {
+    const uint8_t *qg = qb + (r >> 6) * gs;
+    __m512i k = _mm512_setzero_si512();
+#pragma GCC unroll 6
+    for (int l = 0; l < D; ++l) {
+      const __mmask64 g = tc_zleveld(qg, co + (1 << l) - 1, tb + (1 << l) - 1, 0, l, k, 128);
+      k = _mm512_add_epi8(k, k);
+      k = _mm512_mask_add_epi8(k, g, k, one);
+    }
+    if (lb && nb - r >= 64) {  /* the planes hold TC_AT's bytes (arrays.py leaf_planes) */
+      if (sizeof(TC_AT) == 4) tc_zleaf32(lb, L, k, (float *)(acc + r));
+      else tc_zleaf64(lb, L, k, (double *)(acc + r));
+      continue;
+    }
+    AFN(zleavesg)(k, r, nb, lidx, lv, acc);
+  }
+}
+#endif
+
+#if TC_QVEC == 2
+/* a heap of depth 7 or 8 over a block's rows, 64 at a time, with the column mux (cx, C) */
+static inline __attribute__((always_inline)) TC_ATTR void AFN(zheap_deep)(
+    const int32_t *co, const int8_t *tb, const uint8_t *cx, const int C, const int D,
+    const uint8_t *qb, int64_t gs, int64_t nb, int32_t *lidx, const TC_AT *lv, TC_AT *acc,
+    const uint8_t *lb) {
+  const __m512i one = _mm512_set1_epi8(1);
+  for (int64_t r = 0; r < nb; r += 64) {
+    const uint8_t *qg = qb + (r >> 6) * gs;
+    __m512i k = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int l = 0; l < D; ++l) {
+      const int o = (1 << l) - 1;
+      const __mmask64 g = tc_zleveld(qg, co + o, tb + o, cx + o, l, k, C);
+      k = _mm512_add_epi8(k, k);
+      k = _mm512_mask_add_epi8(k, g, k, one);
+    }
+    if (lb && nb - r >= 64) {
+      if (sizeof(TC_AT) == 4) tc_zleaf32(lb, 1 << D, k, (float *)(acc + r));
+      else tc_zleaf64(lb, 1 << D, k, (double *)(acc + r));
+      continue;
+    }
+    AFN(zleavesg)(k, r, nb, lidx, lv, acc);
+  }
+}
+#endif
+
 static TC_ATTR void AFN(qheap_vec)(const int32_t *co, const int8_t *tb, int D, const uint8_t *qb,
                                   int64_t gs, int64_t nb, int32_t *lidx, const TC_AT *lv, TC_AT *acc,
                                   const uint8_t *lb, const uint8_t *cx, int C) {
+#if TC_QVEC == 2
+  switch (D) {  /* 64 rows a vector (deeper trees: the AVX2 walk below, 32 rows) */
+    case 1: AFN(zheap_d)(co, tb, 1, qb, gs, nb, lidx, lv, acc, lb); return;
+    case 2: AFN(zheap_d)(co, tb, 2, qb, gs, nb, lidx, lv, acc, lb); return;
+    case 3: AFN(zheap_d)(co, tb, 3, qb, gs, nb, lidx, lv, acc, lb); return;
+    case 4: AFN(zheap_d)(co, tb, 4, qb, gs, nb, lidx, lv, acc, lb); return;
+    case 5: AFN(zheap_d)(co, tb, 5, qb, gs, nb, lidx, lv, acc, lb); return;
+    case 6: AFN(zheap_d)(co, tb, 6, qb, gs, nb, lidx, lv, acc, lb); return;
+    default: break;
+  }
+  if (cx && (D == 7 || D == 8)) {  /* deeper: 64 rows too where the column mux applies */
+#define TC_ZDEEP(DD, CC) \
+    if (D == DD && C == CC) { AFN(zheap_deep)(co, tb, cx, CC, DD, qb, gs, nb, lidx, lv, acc, lb); return; }
+    TC_ZDEEP(7, 16) TC_ZDEEP(7, 17) TC_ZDEEP(7, 32) TC_ZDEEP(7, 33) TC_ZDEEP(7, 64) TC_ZDEEP(7, 65)
+    TC_ZDEEP(8, 16) TC_ZDEEP(8, 17) TC_ZDEEP(8, 32) TC_ZDEEP(8, 33) TC_ZDEEP(8, 64) TC_ZDEEP(8, 65)
+#undef TC_ZDEEP
+  }
+#endif
   if (cx && (C & ~1) == 16 && (D == 5 || D == 6)) {  /* level 5 by column: the call costs less */
     AFN(qheap_d)(co, tb, D, qb, gs, nb, lidx, lv, acc, lb, 0, cx, C);
     return;
@@ -804,6 +1214,16 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(bvtree)(
    * through pos (compare, and, max per node): independent chains keep the vector units busy.
    * One process, four against two at once: LightGBM 0.92x-0.98x the time, HGB 0.97x (the
    * per-node broadcasts shared by more rows; still no spills) */
+#if TC_QVEC == 2
+  /* 64-row groups (qb holds whole ones: run rounds the block up), 4, 2 or 1 at once */
+  for (int64_t r = 0; r < nb;) {
+    const int G = nb - r > 192 ? 4 : nb - r > 64 ? 2 : 1;
+    __m512i p[4];
+    tc_zsweep(qb + (r >> 6) * gs, gs, co, tb, lo1, hi, cat, sets, nn, p, G);
+    for (int k = 0; k < G; ++k, r += 64) AFN(zleavesg)(p[k], r, nb, lidx, lv, acc);
+  }
+  return;
+#endif
   for (int64_t r = 0; r < nb;) {
     const int G = nb - r > 96 ? 4 : nb - r > 32 ? 2 : 1;  /* groups holding a row: qb has them */
     __m256i p[4];
@@ -849,7 +1269,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(qrows_w1)(
   const int64_t no = T->n_outputs, nt = T->n_trees;
   const int32_t *dep = T->tree_depth;
   for (int64_t r = 0; r < nb; ++r) {
-    const uint8_t *qg = qb + (r >> 5) * gs + (r & 31);
+    const uint8_t *qg = qb + TC_QOFF(r);
     TC_AT *a = ab + r * no;
     int64_t t = 0;
     for (; t + 4 <= nt; t += 4) {
@@ -861,10 +1281,10 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(qrows_w1)(
       const int8_t *b2 = T->h_qthr + T->tree_node[t + 2], *b3 = T->h_qthr + T->tree_node[t + 3];
       uint32_t i0 = 0, i1 = 0, i2 = 0, i3 = 0;
       for (int l = 0; l < D; ++l) {
-        i0 = 2u * i0 + 1u + ((int8_t)qg[c0[i0]] > b0[i0]);
-        i1 = 2u * i1 + 1u + ((int8_t)qg[c1[i1]] > b1[i1]);
-        i2 = 2u * i2 + 1u + ((int8_t)qg[c2[i2]] > b2[i2]);
-        i3 = 2u * i3 + 1u + ((int8_t)qg[c3[i3]] > b3[i3]);
+        i0 = 2u * i0 + 1u + ((int8_t)qg[TC_QCS * c0[i0]] > b0[i0]);
+        i1 = 2u * i1 + 1u + ((int8_t)qg[TC_QCS * c1[i1]] > b1[i1]);
+        i2 = 2u * i2 + 1u + ((int8_t)qg[TC_QCS * c2[i2]] > b2[i2]);
+        i3 = 2u * i3 + 1u + ((int8_t)qg[TC_QCS * c3[i3]] > b3[i3]);
       }
       const uint32_t first = (1u << D) - 1u;
       const TC_AT *lv = (const TC_AT *)T->leaf_values;
@@ -877,11 +1297,105 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(qrows_w1)(
       const int32_t *co = T->h_qcol + T->tree_node[t];
       const int8_t *tb = T->h_qthr + T->tree_node[t];
       uint32_t i = 0;
-      for (int l = 0; l < dep[t]; ++l) i = 2u * i + 1u + ((int8_t)qg[co[i]] > tb[i]);
+      for (int l = 0; l < dep[t]; ++l) i = 2u * i + 1u + ((int8_t)qg[TC_QCS * co[i]] > tb[i]);
       a[T->tree_out[t]] += ((const TC_AT *)T->leaf_values)[T->tree_leaf[t] + (i - ((1u << dep[t]) - 1u))];
     }
   }
 }
+
+#if TC_QVEC == 2
+/* few rows, AVX-512: a row's bytes of the column mux's columns (q_cmux <= 64, see tc_qlevelc) in
+ * one vector; per tree of depth <= 6 one vpermb by the slots' column indices (h_qcix) picks
+ * the row's byte at each of the tree's <= 63 slots and one compare with the slots' thresholds
+ * gives every slot's decision as a mask, from which the D steps of the walk are bit tests
+ * (no loads left on the walk's chain). Merged NaN columns (q_cnan): a row with code 255 goes
+ * left at slots whose index byte carries bit 7, as in the column mux. Deeper trees walk as in
+ * qrows_w1. Leaves added in tree order. */
+static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
+    const tc_tables *T, const uint8_t *qb, int64_t gs, int64_t nb, TC_AT *ab) {
+  const int64_t no = T->n_outputs, nt = T->n_trees;
+  const int C = T->q_cmux;
+  const TC_AT *lv = (const TC_AT *)T->leaf_values;
+  for (int64_t r = 0; r < nb; ++r) {
+    const uint8_t *qg = qb + TC_QOFF(r);
+    uint8_t row[64];
+    for (int c = 0; c < 64; ++c) row[c] = c < C ? qg[(int64_t)c * TC_QR] : 0;
+    const __m512i q = _mm512_loadu_si512((const void *)row);
+    TC_AT *a = ab + r * no;
+    /* one output: the margin in a register (through memory, each add would wait for the
+     * previous one's store to forward) */
+    TC_AT one = a[0];
+    int64_t t = 0;
+    /* eight trees of depth <= 6 at a time: their decision masks as the qwords of a vector, the
+     * six steps and the leaf offsets for all eight at once, one gather of their leaf values;
+     * the values then added one by one in tree order */
+    for (; t + 8 <= nt; t += 8) {
+      const __m256i dep = _mm256_loadu_si256((const __m256i *)(T->tree_depth + t));
+      if (_mm256_movemask_epi8(_mm256_cmpgt_epi32(dep, _mm256_set1_epi32(6)))) break;
+      uint64_t gw[8];
+#pragma GCC unroll 8
+      for (int j = 0; j < 8; ++j) {
+        const int64_t n0 = T->tree_node[t + j];
+        const __mmask64 kn = ((__mmask64)1 << ((1 << T->tree_depth[t + j]) - 1)) - 1;
+        const __m512i cx = _mm512_maskz_loadu_epi8(kn, T->h_qcix + n0);
+        const __m512i x = _mm512_permutexvar_epi8(cx, q);
+        __mmask64 g = _mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_maskz_loadu_epi8(kn, T->h_qthr + n0));
+        if (T->q_cnan)
+          g &= ~(_mm512_cmpeq_epi8_mask(x, _mm512_set1_epi8(0x7F)) & _mm512_movepi8_mask(cx));
+        gw[j] = (uint64_t)g;
+      }
+      const __m512i G = _mm512_loadu_si512((const void *)gw), one64 = _mm512_set1_epi64(1);
+      __m512i iv = _mm512_setzero_si512();
+#pragma GCC unroll 6
+      for (int l = 0; l < 6; ++l)  /* as below: steps past a tree's depth double i + 1 */
+        iv = _mm512_add_epi64(_mm512_add_epi64(_mm512_add_epi64(iv, iv), one64),
+                              _mm512_and_si512(_mm512_srlv_epi64(G, iv), one64));
+      const __m512i d64 = _mm512_cvtepi32_epi64(dep);
+      /* leaf = ((i + 1) >> (6 - D)) - 2^D, at tree_leaf[t] in the leaf values */
+      const __m512i leaf = _mm512_sub_epi64(
+          _mm512_add_epi64(_mm512_srlv_epi64(_mm512_add_epi64(iv, one64), _mm512_sub_epi64(_mm512_set1_epi64(6), d64)),
+                           _mm512_loadu_si512((const void *)(T->tree_leaf + t))),
+          _mm512_sllv_epi64(one64, d64));
+      TC_AT v[8];
+      if (sizeof(TC_AT) == 4) _mm256_storeu_ps((float *)v, _mm512_i64gather_ps(leaf, (const float *)lv, 4));
+      else _mm512_storeu_pd((double *)v, _mm512_i64gather_pd(leaf, (const double *)lv, 8));
+      if (no == 1) {
+        for (int j = 0; j < 8; ++j) one += v[j];
+      } else {
+        for (int j = 0; j < 8; ++j) a[T->tree_out[t + j]] += v[j];
+      }
+    }
+    for (; t < nt; ++t) {
+      const int D = T->tree_depth[t];
+      const int64_t n0 = T->tree_node[t];
+      uint32_t i = 0;
+      if (D <= 6) {
+        const int n = (1 << D) - 1;
+        const __mmask64 kn = ((__mmask64)1 << n) - 1;
+        const __m512i cx = _mm512_maskz_loadu_epi8(kn, T->h_qcix + n0);
+        const __m512i x = _mm512_permutexvar_epi8(cx, q);
+        __mmask64 g = _mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_maskz_loadu_epi8(kn, T->h_qthr + n0));
+        if (T->q_cnan)
+          g &= ~(_mm512_cmpeq_epi8_mask(x, _mm512_set1_epi8(0x7F)) & _mm512_movepi8_mask(cx));
+        /* six steps whatever D, no branch on a tree's depth: below the tree's slots (n and
+         * up) every bit of g is 0, so each step past D maps i to 2i + 1 (i + 1 doubles) */
+        const uint64_t G = (uint64_t)g;
+#pragma GCC unroll 6
+        for (int l = 0; l < 6; ++l) i = 2u * i + 1u + (uint32_t)((G >> i) & 1u);
+        i = ((i + 1u) >> (6 - D)) - 1u;
+      } else {
+        const int32_t *co = T->h_qcol + n0;
+        const int8_t *tb = T->h_qthr + n0;
+        for (int l = 0; l < D; ++l) i = 2u * i + 1u + ((int8_t)qg[TC_QCS * co[i]] > tb[i]);
+      }
+      const TC_AT v = lv[T->tree_leaf[t] + (i - ((1u << D) - 1u))];
+      if (no == 1) one += v;
+      else a[T->tree_out[t]] += v;
+    }
+    if (no == 1) a[0] = one;
+  }
+}
+#endif
 
 /* the trees over one quantised block: leaves added per row in tree order, like block_s
  * (cs: class-major margins, as bvblock) */
@@ -889,6 +1403,12 @@ static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs
                                TC_AT *ab, int32_t *lidx, int64_t cs) {
   const int64_t no = cs ? 1 : T->n_outputs;
   if (nb < TC_QVEC_MIN && T->q_w1 && !cs) {
+#if TC_QVEC == 2
+    if (T->h_qcix && T->q_cmux > 0 && T->q_cmux <= 64) {
+      FN(zrows_w1)(T, qb, gs, nb, ab);
+      return;
+    }
+#endif
     FN(qrows_w1)(T, qb, gs, nb, ab);
     return;
   }
@@ -918,21 +1438,21 @@ static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs
     (void)fuse;
     const uint32_t first = (1u << D) - 1u;
     for (; r + 4 <= nb; r += 4) {  /* r is a multiple of 4: the 4 rows share a 32-row group */
-      const uint8_t *qg = qb + (r >> 5) * gs + (r & 31);
+      const uint8_t *qg = qb + TC_QOFF(r);
       uint32_t i0 = 0, i1 = 0, i2 = 0, i3 = 0;
       for (int l = 0; l < D; ++l) {
-        i0 = 2u * i0 + 1u + ((int8_t)qg[co[i0] + 0] > tb[i0]);
-        i1 = 2u * i1 + 1u + ((int8_t)qg[co[i1] + 1] > tb[i1]);
-        i2 = 2u * i2 + 1u + ((int8_t)qg[co[i2] + 2] > tb[i2]);
-        i3 = 2u * i3 + 1u + ((int8_t)qg[co[i3] + 3] > tb[i3]);
+        i0 = 2u * i0 + 1u + ((int8_t)qg[TC_QCS * co[i0] + 0] > tb[i0]);
+        i1 = 2u * i1 + 1u + ((int8_t)qg[TC_QCS * co[i1] + 1] > tb[i1]);
+        i2 = 2u * i2 + 1u + ((int8_t)qg[TC_QCS * co[i2] + 2] > tb[i2]);
+        i3 = 2u * i3 + 1u + ((int8_t)qg[TC_QCS * co[i3] + 3] > tb[i3]);
       }
       lidx[r] = (int32_t)(i0 - first); lidx[r + 1] = (int32_t)(i1 - first);
       lidx[r + 2] = (int32_t)(i2 - first); lidx[r + 3] = (int32_t)(i3 - first);
     }
     for (; r < nb; ++r) {
       uint32_t i = 0;
-      const uint8_t *qg = qb + (r >> 5) * gs + (r & 31);
-      for (int l = 0; l < D; ++l) i = 2u * i + 1u + ((int8_t)qg[co[i]] > tb[i]);
+      const uint8_t *qg = qb + TC_QOFF(r);
+      for (int l = 0; l < D; ++l) i = 2u * i + 1u + ((int8_t)qg[TC_QCS * co[i]] > tb[i]);
       lidx[r] = (int32_t)(i - first);
     }
     FN(add_leaves)(lv, lidx, 0, nb, a, no, o, w);

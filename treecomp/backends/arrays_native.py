@@ -16,8 +16,9 @@ Where the kernel comes from (KERNEL_ORIGIN):
 - None: not loaded yet, or no kernel at all (then CompileError, and the backend runs the same
   tables through the llvmlite or numpy walkers of treecomp.backends.arrays).
 
-Either way the kernel is one library for any x86-64 (baseline, AVX2 and AVX-512F paths in three
-translation units, TC_PART 0/1/2) chosen per call at run time (tc_arrays_isa_mask), each vector
+Either way the kernel is one library for any x86-64 (baseline, AVX2 and AVX-512 paths in three
+translation units, TC_PART 0/1/2) chosen per call at run time (tc_arrays_isa_mask; "avx512"
+needs AVX-512 F, BW, VL and VBMI, else the CPU gets the AVX2 path), each vector
 path self-tested against the baseline before backend="auto" uses it; on other architectures
 (aarch64) parts 1 and 2 compile to nothing and the baseline path runs.
 """
@@ -44,7 +45,8 @@ KERNEL_DIR = toolchain.RUNTIME_DIR / "kernels"
 KERNEL_FILES = ("arrays.c", "arrays_isa.c", "arrays_acc.c", "arrays_impl.c", "quant_impl.c",
                 "shap.c")
 KERNEL_CFLAGS = tuple(toolchain.DEFAULT_CFLAGS)  # -O2: -O3 doubled the build for no measured gain
-#: the kernel's translation units: TC_PART 0 (baseline + entry points), 1 (AVX2), 2 (AVX-512F)
+#: the kernel's translation units: TC_PART 0 (baseline + entry points), 1 (AVX2), 2 (AVX-512:
+#: F, BW, VL, VBMI)
 KERNEL_PARTS = 3
 #: the prebuilt kernel's module name in the package (setup.py's extension)
 PREBUILT_NAME = "_arrays_kernel"
@@ -281,7 +283,8 @@ def _self_test(isa: str) -> bool:
     Run once per process before backend="auto" picks a vector path: a safety net against a
     miscompiled or CPU-specific vector path ever answering wrongly (the AVX-512 build could not
     be run on the machine it was developed on). Every layout with a vector kernel is checked:
-    the float heap walk, the quantised heap walk and the interval walk.
+    the float heap walk, the quantised heap walk and the interval walk, in blocks of 96 and 256
+    rows (short and whole 32- and 64-row groups; the AVX-512 sweep's four groups at once).
     """
     ok = _SELF_TEST.get(isa)
     if ok is None:
@@ -296,13 +299,14 @@ def _self_test(isa: str) -> bool:
             for layout, depth in (("heap", 9), ("quant", 8), ("bitvec", 7)):
                 g = f.replace(trees=f.trees[:depth + 1], tree_output=f.tree_output[:depth + 1])
                 tables = arrays.flatten(g, layout, 9)
-                outs = []
-                for which in (isa, "scalar"):
-                    k = arrays.ArraysKernel(tables, head_of(g), isa=which, block_rows=128)
-                    out = np.empty((len(X), 1), np.dtype(acc))
-                    k.run(X, out)
-                    outs.append(out)
-                ok &= bool(np.array_equal(outs[0], outs[1]))
+                for block in (96, 256):  # whole and short row groups (32 or 64 rows)
+                    outs = []
+                    for which in (isa, "scalar"):
+                        k = arrays.ArraysKernel(tables, head_of(g), isa=which, block_rows=block)
+                        out = np.empty((len(X), 1), np.dtype(acc))
+                        k.run(X, out)
+                        outs.append(out)
+                    ok &= bool(np.array_equal(outs[0], outs[1]))
         if not ok:
             import warnings
             warnings.warn(f"treecomp arrays kernel: the {isa} path disagrees with the baseline "
