@@ -16,7 +16,7 @@
 #include <string.h>
 
 /*
- * The table format. treecomp/backends/arrays.py flattens a forest into these struct-of-arrays
+ * The table format. treecomp/backends/arrays_tables.py flattens a forest into these struct-of-arrays
  * tables (and mirrors tc_tables and the node records with ctypes / numpy). Every index in the
  * tables is validated in Python before a pointer reaches this code (a corrupt artifact raises ArtifactError, never crashes).
  *
@@ -106,7 +106,7 @@ typedef struct {
   const int32_t *h_qcat;        /* per node: its row of q_cat, or -1 (a numeric node) */
   const uint8_t *q_cat;         /* 32 bytes per categorical node: the codes that go left */
   /* appended: the deep-tree path of compact trees (arrays_impl.c, deep_s). Float32 input only;
-   * d_topd == NULL turns it off. Derived at load time (arrays.py, _deep_tables), never stored. */
+   * d_topd == NULL turns it off. Derived at load time (arrays_derived.py, _deep_tables), never stored. */
   const void *d_recs;           /* tc_drec: the internal records (c_nodes order), then one
                                  * self-looping record per leaf */
   const int32_t *d_topd;        /* per tree: depth K of its top heap, 0: the tree takes compact_s */
@@ -123,7 +123,7 @@ typedef struct {
    * the quantiser's first guess (quant_impl.c). Derived at load time, never stored. */
   const float *q_thr32;
   /* appended: the bin tables' level tables, 64 floats a column (quant_impl.c, tc_qlanes8;
-   * arrays.py, quant_levels): of q_thr, or of q_thr32 for float64 thresholds; or NULL.
+   * arrays_derived.py, quant_levels): of q_thr, or of q_thr32 for float64 thresholds; or NULL.
    * Derived at load time, never stored. */
   const float *q_lvl;
   /* appended: per heap slot its column's index as a byte (padded by 32), or NULL: the deep
@@ -131,7 +131,7 @@ typedef struct {
   const uint8_t *h_qcix;
   /* appended: the column mux's width (16, 32, 64: the first q_cmux columns hold every column
    * index of h_qcix), or 0; q_cnan: some columns there send NaN (bin 255) right at some nodes
-   * and left at others (h_qcix bit 7: left). Derived (arrays.py, merge_nan_columns). */
+   * and left at others (h_qcix bit 7: left). Derived (arrays_derived.py, merge_nan_columns). */
   int32_t q_cmux;
   int32_t q_cnan;
 } tc_tables;
@@ -160,7 +160,7 @@ typedef struct {
 #define TC_NTHR64(p) ((p)->t)
 #define TC_NCAT64(p) ((p)->cat)
 
-/* TC_PART selects what a translation unit holds; arrays.py compiles the three parts in parallel
+/* TC_PART selects what a translation unit holds; arrays_native.py compiles the three parts in parallel
  * (one object each) and links them: 0 = baseline instantiations + the exported entry points,
  * 1 = AVX2, 2 = AVX-512 (F, BW, VL, VBMI). Without TC_PART (a plain `cc -shared arrays.c`)
  * one unit holds the baseline and AVX2 paths (see TC_WITH512).
@@ -272,7 +272,7 @@ TC_EXPORT int32_t tc_arrays_isa_mask(void) {
  * The libraries' inverse links, in place on n rows of `no` margins, computed as the library
  * computes them and with this process's libm (the one the library itself calls: XGBoost's expf,
  * scipy.special.expit's and LightGBM's exp), so the outputs are the library's bit for bit.
- * kind (arrays.py NATIVE_TRANSFORMS; 0: leave the margins):
+ * kind (treecomp/outputs.py NATIVE_TRANSFORMS; 0: leave the margins):
  *   1 float sigmoid, XGBoost's src/common/math.h:  1.0f / ((expf(min(-x, 88.7f)) + 1.0f) + 1e-16f)
  *   2 float exp (XGBoost count:poisson, reg:gamma, ...):  expf(x)
  *   3 float softmax, XGBoost's:  fmaxf row max, e = expf(x - max), the e summed in DOUBLE in class

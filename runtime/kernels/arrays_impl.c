@@ -24,7 +24,7 @@
 #define TC_CGROUP 8   /* rows in flight in the compact walk (memory-level parallelism) */
 #define TC_FEW 4      /* below this many rows a block walks several trees per row at once */
 #define TC_FEWTREES 8  /* ... that many trees (walks in flight) */
-#define TC_DG 8       /* rows walked in lockstep by the deep path (arrays.py DEEP_GROUP) */
+#define TC_DG 8       /* rows walked in lockstep by the deep path (arrays_derived.py DEEP_GROUP) */
 
 /* categorical split: 1 = go right. Valid values (ir.py CATEGORY_RULES, T->cat_rule):
  * 0 nonneg 0 <= x < nbits; 1 trunc -1 < x < nbits; 2 integral 0 <= x < nbits and x integral.
@@ -77,7 +77,7 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i tc_lut8(const int32
  * tracked within its level (j; child = 2j + go_right). The level's node words and thresholds
  * are looked up with in-register permutes while the level has <= 32 nodes (depth <= 5), which
  * avoids two of the three gathers per step (gathers are slow on many x86 cores); deeper
- * levels gather. Tables are padded (arrays.py) so the 8-wide loads never leave them. */
+ * levels gather. Tables are padded (arrays_tables.py / arrays_derived.py) so the 8-wide loads never leave them. */
 
 #define TC_V8_STEP(j, rowoff)                                                                   \
   do {                                                                                          \
@@ -317,10 +317,10 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(compact_s)(
 }
 
 /* ---- compact trees, deep path (float input): top heap + lockstep walk over leaf records ----
- * Used for compact trees without categorical splits (or NaN thresholds) when arrays.py derived
+ * Used for compact trees without categorical splits (or NaN thresholds) when arrays_derived.py derived
  * the d_* tables (_deep_tables). Measured on rf-deep (20 sklearn trees of ~3.8k nodes, depth
  * ~29, 13.3 steps per row and tree; AMD EPYC, AVX2): compact_s 947 ns/row -> this path ~420.
- * 1. The tree's top K levels (each at least half internal, K <= arrays.py's DEEP_TOP_MAX) are
+ * 1. The tree's top K levels (each at least half internal, K <= arrays_derived.py's DEEP_TOP_MAX) are
  *    a heap walked branch-free like the heap layout, on order keys (top_vec where the ISA has
  *    vectors: ~6% faster than the heap layout's float walk here, as its level 0 needs no
  *    gather; a row at a time otherwise, much slower: isa="scalar" ~750 ns/row on rf-deep).
@@ -340,7 +340,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(compact_s)(
  * children (much slower). */
 
 /* float32 bits -> an int32 whose signed order is the floats' order, for every non-NaN value
- * once -0.0 is read as +0.0 (so that equal floats have equal keys); arrays.py computes the
+ * once -0.0 is read as +0.0 (so that equal floats have equal keys); arrays_derived.py computes the
  * thresholds' keys the same way. A NaN's key lies above +inf's or below -inf's. */
 static inline __attribute__((always_inline)) TC_ATTR int32_t FN(fkey)(float v) {
   uint32_t b;

@@ -80,7 +80,7 @@ static inline __attribute__((always_inline)) TC_ATTR uint32_t tc_count16f(const 
 #define TC_QLANES_ONCE
 /* float32 bins of 32 rows of one column, 8 rows a vector (the rows in lanes; see quantise).
  * u: the column's P sorted thresholds (NaN padding after them, at least one); lv: its level
- * tables (arrays.py, quant_levels): lv[0..6] every g1-th threshold u[g1 i + g1 - 1] (g1 = P / 8),
+ * tables (arrays_derived.py, quant_levels): lv[0..6] every g1-th threshold u[g1 i + g1 - 1] (g1 = P / 8),
  * lv[8 + 8 j + b] = u[g1 b + g2 j + g2 - 1] (g2 = max(g1 / 8, 1), j < g1 / g2 - 1).
  *   level 1: b1 = how many of lv[0..6] send x right (7 broadcast compares; lv[7] would be
  *            u[P - 1], padding): every threshold of the first b1 g1-groups does, so
@@ -508,7 +508,7 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qlevel(
  * over 8 / 12 0.95x. (Muxing level 7 over 128 columns measured 1.03x the time.)
  * XGBoost's nodes send NaN either way, so a feature with missing values has two columns (NaN's
  * bin 0 or the count): with q_cnan the mux reads one of them per feature, whose NaN bin is 255
- * (arrays.py, merge_nan_columns: its count is below 255), and a row with bin 255 is sent left
+ * (arrays_derived.py, merge_nan_columns: its count is below 255), and a row with bin 255 is sent left
  * where the node's column index byte has bit 7 set; the node mux reads either, as before.
  * A cmpeq, an and and a blend per level: on the bench's depth-8 XGBoost case (30 features, 66
  * columns: the node mux before) 0.84x the time, on 300 depth-8 trees over 40 / 30 / 12
@@ -532,7 +532,7 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qlevelc(
   const __m256i x = (C & ~1) == 16 ? TC_QC16(0) : (C & ~1) == 32 ? TC_QC32(0) : TC_QC64(0);
   const __m256i r = _mm256_cmpgt_epi8(x, t);
   if (!(C & 1)) return r;
-  /* merged NaN columns (arrays.py, merge_nan_columns): bin 255 (0x7F biased) is NaN and goes
+  /* merged NaN columns (arrays_derived.py, merge_nan_columns): bin 255 (0x7F biased) is NaN and goes
    * right, except at nodes whose column index carries bit 7 */
   return tc_blendv(r, _mm256_setzero_si256(), _mm256_and_si256(_mm256_cmpeq_epi8(x, _mm256_set1_epi8(0x7F)), c));
 }
@@ -1029,7 +1029,7 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(qheap_d)(
     } else {
       k = cx ? tc_qkeysc(qb + TC_QOFF(r), co, tb, cx, D, C) : tc_qkeys(qb + TC_QOFF(r), co, tb, D);
     }
-    if (lb && nb - r >= 32) {  /* the planes hold TC_AT's bytes (arrays.py leaf_planes) */
+    if (lb && nb - r >= 32) {  /* the planes hold TC_AT's bytes (arrays_derived.py leaf_planes) */
       if (sizeof(TC_AT) == 4) tc_qleaf32(lb, D > 4 ? (int64_t)1 << D : 16, k, (float *)(acc + r), D);
       else tc_qleaf64(lb, D > 4 ? (int64_t)1 << D : 16, k, (double *)(acc + r), D);
       continue;
@@ -1120,7 +1120,7 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(zheap_d)(
       k = _mm512_add_epi8(k, k);
       k = _mm512_mask_add_epi8(k, g, k, one);
     }
-    if (lb && nb - r >= 64) {  /* the planes hold TC_AT's bytes (arrays.py leaf_planes) */
+    if (lb && nb - r >= 64) {  /* the planes hold TC_AT's bytes (arrays_derived.py leaf_planes) */
       if (sizeof(TC_AT) == 4) tc_zleaf32(lb, L, k, (float *)(acc + r));
       else tc_zleaf64(lb, L, k, (double *)(acc + r));
       continue;
@@ -1195,7 +1195,7 @@ static TC_ATTR void AFN(qheap_vec)(const int32_t *co, const int8_t *tb, int D, c
 #undef TC_QHEAP_DEFINE
 #endif
 
-/* ---- the interval walk (trees of <= 128 leaves, any shape; see arrays.py bitvec_tables) ----
+/* ---- the interval walk (trees of <= 128 leaves, any shape; see arrays_derived.py bitvec_tables) ----
  * Leaves are numbered left to right; a row going right at a node rules out the leaves of the
  * node's left subtree, an interval [lo, hi). The exit leaf is the first leaf no such interval
  * covers (QuickScorer's observation), so with the tree's nodes sorted by lo, one sweep finds it
@@ -1413,7 +1413,7 @@ static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs
     return;
   }
   /* the column mux's width (tc_qlevelc), + 1 with merged NaN columns; 0: none (at most 64:
-   * arrays.py's QCIX_MAX_COLS, and the 64 columns of padding after qb in run) */
+   * arrays_derived.py's QCIX_MAX_COLS, and the 64 columns of padding after qb in run) */
   const int cmux = T->h_qcix && T->q_cmux > 0 && T->q_cmux <= 64 ? T->q_cmux | (T->q_cnan ? 1 : 0) : 0;
   (void)cmux;
   for (int64_t t = 0; t < T->n_trees; ++t) {
