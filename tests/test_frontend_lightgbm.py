@@ -715,3 +715,22 @@ def test_objective_line_is_split_on_spaces_only(tmp_path):
     p.write_text(text.replace("objective=binary sigmoid:1\n", "objective=binary\tsigmoid:1\n"))
     with pytest.raises(UnsupportedModelError, match="objective"):
         treecomp.parse(p)
+
+
+def test_node_counts_are_cover_only():
+    """leaf_count / internal_count only feed SHAP's cover: a single-leaf tree's empty
+    leaf_count line (what LightGBM writes for a constant tree) is not read, and counts that
+    cannot be parsed leave the model without cover (contributions refused), never unparsable."""
+    split = tree_text([0], [0.5], [2], [-1], [-2], [1.0, 2.0])
+    const = tree_text([], [], [], [], [], [0.25]).replace("leaf_count=1", "leaf_count=")
+    f = parse_lightgbm_string(lib_model_text([split, const]))
+    assert f.trees[0].cover is not None
+    X = np.array([[0.0], [1.0], [np.nan]])
+    np.testing.assert_array_equal(interp.predict_raw(f, X)[:, 0], [1.25, 2.25, 1.25])
+    c = treecomp.compile(f, backend="arrays").contributions(X)
+    np.testing.assert_array_equal(c.sum(axis=1), [1.25, 2.25, 1.25])
+    bad = parse_lightgbm_string(lib_model_text([split.replace("leaf_count=1 1", "leaf_count=1 x"), const]))
+    assert all(t.cover is None for t in bad.trees)
+    np.testing.assert_array_equal(interp.predict_raw(bad, X), interp.predict_raw(f, X))
+    with pytest.raises(UnsupportedModelError, match="cover"):
+        treecomp.compile(bad, backend="arrays").contributions(X)

@@ -546,8 +546,16 @@ def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree
     # node counts, LightGBM's own TreeSHAP cover (data_count); optional, for SHAP only
     counted = all("leaf_count" in kv and ("internal_count" in kv or n < 2)
                   for kv, n in zip(tree_kvs, n_leaves.tolist()))
-    icount = _bulk(kvs_s, names_s, "internal_count", ni_s, np.float64) if counted else None
-    lcount = _bulk(tree_kvs, names, "leaf_count", n_leaves, np.float64) if counted else None
+    # (single-leaf trees' counts are not read: LightGBM writes an empty leaf_count there, and a
+    # constant tree needs no cover); counts LightGBM could not parse mean no cover, not no model
+    lc_off = np.concatenate([[0], np.cumsum(np.where(n_int > 0, n_leaves, 0))])
+    icount = lcount = None
+    if counted:
+        try:
+            icount = _bulk(kvs_s, names_s, "internal_count", ni_s, np.float64)
+            lcount = _bulk(kvs_s, names_s, "leaf_count", n_leaves[sp], np.float64)
+        except InvalidModelError:
+            counted = False
 
     # per internal node: its tree, its index within the tree, the tree's sizes
     tid = np.repeat(np.arange(T), n_int)
@@ -638,7 +646,7 @@ def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree
             if counted:
                 arrays["cover"] = np.zeros(n)
                 arrays["cover"][inner] = icount[a:b]
-                arrays["cover"][new_of[k:]] = lcount[leaf_off[i]:leaf_off[i + 1]]
+                arrays["cover"][new_of[k:]] = lcount[lc_off[i]:lc_off[i + 1]]
         try:
             trees.append(_linear(Tree(**arrays, cat_bits=cat_bits,
                                       cat_other_left=np.zeros(cat_bits.shape[0], bool)),
