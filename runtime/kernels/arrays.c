@@ -134,6 +134,9 @@ typedef struct {
    * and left at others (h_qcix bit 7: left). Derived (arrays_derived.py, merge_nan_columns). */
   int32_t q_cmux;
   int32_t q_cnan;
+  /* appended: per tree 1 where the heap's every level reads one column and one threshold byte
+   * (symmetric trees: the AVX-512 walk zobl), or NULL. Derived (arrays_derived.oblivious_heaps). */
+  const uint8_t *h_qobl;
 } tc_tables;
 
 /* a deep-path record: 16 bytes, children as byte offsets into d_recs (no scaling in the walk);
