@@ -33,7 +33,7 @@
  *            every walk terminates.
  * ff (feature word): bits 0..29 feature index, bit 30 categorical split, bit 31 NaN goes right.
  */
-#define TC_ARRAYS_ABI 3
+#define TC_ARRAYS_ABI 4
 #define TC_FF_FEAT 0x3fffffffu
 #define TC_FF_CAT 0x40000000u
 #define TC_FF_NANR 0x80000000u

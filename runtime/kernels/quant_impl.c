@@ -1075,6 +1075,19 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(zleavesg)(
   }
 }
 
+/* 64 rows' leaf slots k -> their leaves: from the tree's L byte planes lb (acc given) when all
+ * 64 rows count, else as zleavesg */
+static inline __attribute__((always_inline)) TC_ATTR void AFN(zleafk)(
+    __m512i k, int64_t r, int64_t nb, int32_t *lidx, const TC_AT *lv, TC_AT *acc,
+    const uint8_t *lb, const int L) {
+  if (lb && nb - r >= 64) {  /* the planes hold TC_AT's bytes (arrays_derived.py leaf_planes) */
+    if (sizeof(TC_AT) == 4) tc_zleaf32(lb, L, k, (float *)(acc + r));
+    else tc_zleaf64(lb, L, k, (double *)(acc + r));
+    return;
+  }
+  AFN(zleavesg)(k, r, nb, lidx, lv, acc);
+}
+
 /* one heap tree of depth D <= 6 over a block's rows, 64 at a time (qb holds whole 64-row
  * groups: run rounds the block up). The level's thresholds are loaded once per tree. */
 static inline __attribute__((always_inline)) TC_ATTR void AFN(zheap_d)(
@@ -1120,12 +1133,7 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(zheap_d)(
       k = _mm512_add_epi8(k, k);
       k = _mm512_mask_add_epi8(k, g, k, one);
     }
-    if (lb && nb - r >= 64) {  /* the planes hold TC_AT's bytes (arrays_derived.py leaf_planes) */
-      if (sizeof(TC_AT) == 4) tc_zleaf32(lb, L, k, (float *)(acc + r));
-      else tc_zleaf64(lb, L, k, (double *)(acc + r));
-      continue;
-    }
-    AFN(zleavesg)(k, r, nb, lidx, lv, acc);
+    AFN(zleafk)(k, r, nb, lidx, lv, acc, lb, L);
   }
 }
 #endif
@@ -1147,12 +1155,7 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(zheap_deep)(
       k = _mm512_add_epi8(k, k);
       k = _mm512_mask_add_epi8(k, g, k, one);
     }
-    if (lb && nb - r >= 64) {
-      if (sizeof(TC_AT) == 4) tc_zleaf32(lb, 1 << D, k, (float *)(acc + r));
-      else tc_zleaf64(lb, 1 << D, k, (double *)(acc + r));
-      continue;
-    }
-    AFN(zleavesg)(k, r, nb, lidx, lv, acc);
+    AFN(zleafk)(k, r, nb, lidx, lv, acc, lb, 1 << D);
   }
 }
 #endif
@@ -1184,12 +1187,7 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(zobl)(
       k = _mm512_add_epi8(k, k);
       k = _mm512_mask_add_epi8(k, g, k, one);
     }
-    if (lb && nb - r >= 64) {  /* the planes hold TC_AT's bytes (arrays_derived.py leaf_planes) */
-      if (sizeof(TC_AT) == 4) tc_zleaf32(lb, L, k, (float *)(acc + r));
-      else tc_zleaf64(lb, L, k, (double *)(acc + r));
-      continue;
-    }
-    AFN(zleavesg)(k, r, nb, lidx, lv, acc);
+    AFN(zleafk)(k, r, nb, lidx, lv, acc, lb, L);
   }
 }
 #endif

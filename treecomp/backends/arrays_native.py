@@ -50,7 +50,7 @@ KERNEL_CFLAGS = tuple(toolchain.DEFAULT_CFLAGS)  # -O2: -O3 doubled the build fo
 KERNEL_PARTS = 3
 #: the prebuilt kernel's module name in the package (setup.py's extension)
 PREBUILT_NAME = "_arrays_kernel"
-ABI = 3
+ABI = 4
 
 _NATIVE_ISAS = ("scalar", "avx2", "avx512")   # index = TC_ISA_* in arrays.c
 _NODE32 = np.dtype([("ff", "<i4"), ("u", "<i4"), ("l", "<i4"), ("r", "<i4")])
