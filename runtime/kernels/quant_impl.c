@@ -1016,9 +1016,28 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(qheap_d)(
     const int32_t *co, const int8_t *tb, const int D, const uint8_t *qb, int64_t gs, int64_t nb,
     int32_t *lidx, const TC_AT *lv, TC_AT *acc, const uint8_t *lb, const int inl, const uint8_t *cx,
     const int C) {
+  /* inl 2: a symmetric heap (arrays_derived.oblivious_heaps): every slot of level l reads the
+   * column and byte of the level's first slot, so one load and one compare a level give the
+   * slot the mux would (as zobl) */
+  __m256i ot[8];
+  int64_t oo[8];
+  if (inl == 2) {
+#pragma GCC unroll 8
+    for (int l = 0; l < D; ++l) {
+      ot[l] = _mm256_set1_epi8(tb[(1 << l) - 1]);
+      oo[l] = TC_QCS * (int64_t)co[(1 << l) - 1];
+    }
+  }
   for (int64_t r = 0; r < nb; r += 32) {
     __m256i k;
-    if (inl) {
+    if (inl == 2) {
+      const uint8_t *qg = qb + TC_QOFF(r);
+      k = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int l = 0; l < D; ++l)
+        k = _mm256_sub_epi8(_mm256_add_epi8(k, k),
+                            _mm256_cmpgt_epi8(_mm256_load_si256((const __m256i *)(qg + oo[l])), ot[l]));
+    } else if (inl) {
       const uint8_t *qg = qb + TC_QOFF(r);
       k = _mm256_setzero_si256();
 #pragma GCC unroll 8
@@ -1225,6 +1244,17 @@ static TC_ATTR void AFN(qheap_vec)(const int32_t *co, const int8_t *tb, int D, c
 #undef TC_ZDEEP
   }
 #endif
+  switch (obl ? D : 0) {  /* symmetric trees: one column a level */
+    case 1: AFN(qheap_d)(co, tb, 1, qb, gs, nb, lidx, lv, acc, lb, 2, 0, 0); return;
+    case 2: AFN(qheap_d)(co, tb, 2, qb, gs, nb, lidx, lv, acc, lb, 2, 0, 0); return;
+    case 3: AFN(qheap_d)(co, tb, 3, qb, gs, nb, lidx, lv, acc, lb, 2, 0, 0); return;
+    case 4: AFN(qheap_d)(co, tb, 4, qb, gs, nb, lidx, lv, acc, lb, 2, 0, 0); return;
+    case 5: AFN(qheap_d)(co, tb, 5, qb, gs, nb, lidx, lv, acc, lb, 2, 0, 0); return;
+    case 6: AFN(qheap_d)(co, tb, 6, qb, gs, nb, lidx, lv, acc, lb, 2, 0, 0); return;
+    case 7: AFN(qheap_d)(co, tb, 7, qb, gs, nb, lidx, lv, acc, lb, 2, 0, 0); return;
+    case 8: AFN(qheap_d)(co, tb, 8, qb, gs, nb, lidx, lv, acc, lb, 2, 0, 0); return;
+    default: break;
+  }
   if (cx && (C & ~1) == 16 && (D == 5 || D == 6)) {  /* level 5 by column: the call costs less */
     AFN(qheap_d)(co, tb, D, qb, gs, nb, lidx, lv, acc, lb, 0, cx, C);
     return;
