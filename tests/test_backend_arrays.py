@@ -87,6 +87,56 @@ def _complete_tree(rng, depth, nf, p_leaf=0.0):
     return _random_leaves(rng, left, right, feat, thr)
 
 
+def _symmetric_tree(rng, depth, nf, flaw=""):
+    """A complete tree whose every level splits on one feature and threshold and sends NaN one
+    way (CatBoost's symmetric trees); flaw "thr" / "nan": the last level's last node splits at
+    another threshold / sends NaN the other way."""
+    t = _complete_tree(rng, depth, nf)
+    feat, thr, dl = t.feature.copy(), t.threshold.copy(), t.default_left.copy()
+    for l in range(depth):  # BFS numbering of a complete tree: level l is nodes 2^l - 1 ..
+        lo, hi = (1 << l) - 1, (2 << l) - 1
+        feat[lo:hi], thr[lo:hi], dl[lo:hi] = feat[lo], thr[lo], dl[lo]
+    last = (1 << depth) - 2
+    if flaw == "thr":
+        thr[last] = thr[last] + 0.25
+    elif flaw == "nan":
+        dl[last] = not dl[last]
+    return dataclasses.replace(t, feature=feat, threshold=thr, default_left=dl)
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_symmetric_heaps(isa):
+    """Symmetric (oblivious) heaps of depth 1..8 are flagged at load (oblivious_heaps) and, on
+    AVX-512, walked one column a level (quant_impl.c, zobl); a tree with one node off its
+    level's threshold or NaN direction, and a one-leaf tree, are not. Bit-exact against the
+    interpreter: both accumulation dtypes, one and several outputs (the fused leaf planes and
+    the leaf-index path), whole and short 64-row groups, blocks of 96 rows and auto."""
+    rng = np.random.default_rng(77)
+    for acc, n_out in (("float32", 1), ("float64", 1), ("float64", 2)):
+        trees = [_symmetric_tree(rng, d, 6) for d in (1, 2, 3, 4, 5, 6, 6, 7, 8)]
+        trees += [_symmetric_tree(rng, 6, 6, "thr"), _symmetric_tree(rng, 5, 6, "nan"), leaf_tree(0.5)]
+        if acc == "float32":
+            trees = [dataclasses.replace(t, value=t.value.astype(np.float32).astype(np.float64))
+                     for t in trees]
+        f = Forest(trees=tuple(trees), n_features=6, n_outputs=n_out,
+                   tree_output=np.arange(len(trees)) % n_out, base_score=[0.25] * n_out,
+                   comparison="<=" if acc == "float64" else "<", accumulate_dtype=acc)
+        tab = arrays_tables.flatten(f, layout="quant")
+        q = arrays_derived.quant_tables(tab.arrays["h_ff"], tab.arrays["h_thr"])
+        flags = arrays_derived.oblivious_heaps(q["h_qcol"], q["h_qthr"], tab.arrays["tree_layout"] == 0,
+                                               tab.arrays["tree_nint"])
+        assert flags.tolist() == [1] * 9 + [0, 0, 0]
+        X = random_rows(f, 150, seed=4)
+        X = X[np.random.default_rng(6).permutation(len(X))]
+        for block in (0, 96):
+            p = treecomp.compile(f, backend="arrays", layout="auto", isa=isa, block_rows=block)
+            assert p._kernel.tables.meta["quant"]
+            if isa in NATIVE:
+                assert p._kernel._keep["h_qobl"].tolist() == flags.tolist()
+            for n in (1, 63, 64, 65, 130, 257, len(X)):
+                _check(p, f, X[:n])
+
+
 @pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("comparison", ["<", "<="])
 def test_heap_every_depth(isa, comparison):

@@ -113,6 +113,35 @@ def test_backends(name, backend):
         assert_same(proba, p.predict_proba(T))
 
 
+@pytest.mark.parametrize("isa", ["scalar", "avx2", "avx512"])
+@pytest.mark.parametrize("name", ["logloss", "rmse_min", "multiclass", "depthwise"])
+def test_symmetric_walk_every_isa(name, isa):
+    """The arrays backend flags CatBoost's symmetric trees (arrays_derived.oblivious_heaps: every
+    tree but the trailing bias tree; Depthwise trees are not symmetric) and walks them one column
+    a level on AVX-512 (quant_impl.c, zobl): bit-exact against catboost on every ISA, batches of
+    whole and short 64-row groups."""
+    from treecomp.backends import arrays
+    if isa not in arrays.supported_isas():
+        pytest.skip(f"CPU/host lacks {isa}")
+    m = model(name)
+    f = treecomp.parse(m)
+    T = rows(f, seed=2)
+    pred, proba, raw = library_outputs(m, T)
+    p = treecomp.compile(f, backend="arrays", isa=isa)
+    flags = p._kernel._keep["h_qobl"].astype(bool)
+    single = np.array([t.n_leaves == 1 for t in f.trees])
+    if name == "depthwise":
+        assert not flags.all()
+    else:
+        np.testing.assert_array_equal(flags, ~single)
+        assert single.sum() == (name == "rmse_min")  # RMSE's bias: a one-leaf tree
+    for n in (1, 64, 65, 130, len(T)):
+        assert_same(pred[:n], p.predict(T[:n]))
+        assert_same(raw[:n].reshape(p.predict_raw(T[:n]).shape), p.predict_raw(T[:n]))
+        if proba is not None:
+            assert_same(proba[:n], p.predict_proba(T[:n]))
+
+
 def test_semantics_pinned():
     """Leaf-index bit order, border direction and NaN treatment as the docstring says."""
     f = treecomp.parse(model("rmse_min"))

@@ -33,7 +33,7 @@
  *            every walk terminates.
  * ff (feature word): bits 0..29 feature index, bit 30 categorical split, bit 31 NaN goes right.
  */
-#define TC_ARRAYS_ABI 3
+#define TC_ARRAYS_ABI 4
 #define TC_FF_FEAT 0x3fffffffu
 #define TC_FF_CAT 0x40000000u
 #define TC_FF_NANR 0x80000000u
@@ -134,6 +134,9 @@ typedef struct {
    * and left at others (h_qcix bit 7: left). Derived (arrays_derived.py, merge_nan_columns). */
   int32_t q_cmux;
   int32_t q_cnan;
+  /* appended: per tree 1 where the heap's every level reads one column and one threshold byte
+   * (symmetric trees: the AVX-512 walk zobl), or NULL. Derived (arrays_derived.oblivious_heaps). */
+  const uint8_t *h_qobl;
 } tc_tables;
 
 /* a deep-path record: 16 bytes, children as byte offsets into d_recs (no scaling in the walk);

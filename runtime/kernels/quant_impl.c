@@ -1016,9 +1016,28 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(qheap_d)(
     const int32_t *co, const int8_t *tb, const int D, const uint8_t *qb, int64_t gs, int64_t nb,
     int32_t *lidx, const TC_AT *lv, TC_AT *acc, const uint8_t *lb, const int inl, const uint8_t *cx,
     const int C) {
+  /* inl 2: a symmetric heap (arrays_derived.oblivious_heaps): every slot of level l reads the
+   * column and byte of the level's first slot, so one load and one compare a level give the
+   * slot the mux would (as zobl) */
+  __m256i ot[8];
+  int64_t oo[8];
+  if (inl == 2) {
+#pragma GCC unroll 8
+    for (int l = 0; l < D; ++l) {
+      ot[l] = _mm256_set1_epi8(tb[(1 << l) - 1]);
+      oo[l] = TC_QCS * (int64_t)co[(1 << l) - 1];
+    }
+  }
   for (int64_t r = 0; r < nb; r += 32) {
     __m256i k;
-    if (inl) {
+    if (inl == 2) {
+      const uint8_t *qg = qb + TC_QOFF(r);
+      k = _mm256_setzero_si256();
+#pragma GCC unroll 8
+      for (int l = 0; l < D; ++l)
+        k = _mm256_sub_epi8(_mm256_add_epi8(k, k),
+                            _mm256_cmpgt_epi8(_mm256_load_si256((const __m256i *)(qg + oo[l])), ot[l]));
+    } else if (inl) {
       const uint8_t *qg = qb + TC_QOFF(r);
       k = _mm256_setzero_si256();
 #pragma GCC unroll 8
@@ -1075,6 +1094,19 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(zleavesg)(
   }
 }
 
+/* 64 rows' leaf slots k -> their leaves: from the tree's L byte planes lb (acc given) when all
+ * 64 rows count, else as zleavesg */
+static inline __attribute__((always_inline)) TC_ATTR void AFN(zleafk)(
+    __m512i k, int64_t r, int64_t nb, int32_t *lidx, const TC_AT *lv, TC_AT *acc,
+    const uint8_t *lb, const int L) {
+  if (lb && nb - r >= 64) {  /* the planes hold TC_AT's bytes (arrays_derived.py leaf_planes) */
+    if (sizeof(TC_AT) == 4) tc_zleaf32(lb, L, k, (float *)(acc + r));
+    else tc_zleaf64(lb, L, k, (double *)(acc + r));
+    return;
+  }
+  AFN(zleavesg)(k, r, nb, lidx, lv, acc);
+}
+
 /* one heap tree of depth D <= 6 over a block's rows, 64 at a time (qb holds whole 64-row
  * groups: run rounds the block up). The level's thresholds are loaded once per tree. */
 static inline __attribute__((always_inline)) TC_ATTR void AFN(zheap_d)(
@@ -1120,12 +1152,7 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(zheap_d)(
       k = _mm512_add_epi8(k, k);
       k = _mm512_mask_add_epi8(k, g, k, one);
     }
-    if (lb && nb - r >= 64) {  /* the planes hold TC_AT's bytes (arrays_derived.py leaf_planes) */
-      if (sizeof(TC_AT) == 4) tc_zleaf32(lb, L, k, (float *)(acc + r));
-      else tc_zleaf64(lb, L, k, (double *)(acc + r));
-      continue;
-    }
-    AFN(zleavesg)(k, r, nb, lidx, lv, acc);
+    AFN(zleafk)(k, r, nb, lidx, lv, acc, lb, L);
   }
 }
 #endif
@@ -1147,20 +1174,59 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(zheap_deep)(
       k = _mm512_add_epi8(k, k);
       k = _mm512_mask_add_epi8(k, g, k, one);
     }
-    if (lb && nb - r >= 64) {
-      if (sizeof(TC_AT) == 4) tc_zleaf32(lb, 1 << D, k, (float *)(acc + r));
-      else tc_zleaf64(lb, 1 << D, k, (double *)(acc + r));
-      continue;
+    AFN(zleafk)(k, r, nb, lidx, lv, acc, lb, 1 << D);
+  }
+}
+#endif
+
+#if TC_QVEC == 2
+/* a symmetric (oblivious) heap of depth D <= 8 (arrays_derived.oblivious_heaps: every slot of
+ * level l reads the column and threshold byte of the level's first slot o = 2^l - 1): per level
+ * one load of the column's 64 row bytes, one compare with the broadcast byte, k = 2k + bit. The
+ * slot zheap_d / zheap_deep would select holds the same column and byte: the same leaf slot k,
+ * the same leaves added in the same order. */
+static inline __attribute__((always_inline)) TC_ATTR void AFN(zobl)(
+    const int32_t *co, const int8_t *tb, const int D, const uint8_t *qb, int64_t gs, int64_t nb,
+    int32_t *lidx, const TC_AT *lv, TC_AT *acc, const uint8_t *lb) {
+  __m512i thr[8];
+  uint32_t off[8];
+#pragma GCC unroll 8
+  for (int l = 0; l < D; ++l) {
+    thr[l] = _mm512_set1_epi8(tb[(1 << l) - 1]);
+    off[l] = (uint32_t)co[(1 << l) - 1];
+  }
+  const int L = D > 4 ? 1 << D : 16;
+  const __m512i one = _mm512_set1_epi8(1);
+  for (int64_t r = 0; r < nb; r += 64) {
+    const uint8_t *qg = qb + (r >> 6) * gs;
+    __m512i k = _mm512_setzero_si512();
+#pragma GCC unroll 8
+    for (int l = 0; l < D; ++l) {
+      const __mmask64 g = _mm512_cmpgt_epi8_mask(tc_z64(qg, gs, off[l]), thr[l]);
+      k = _mm512_add_epi8(k, k);
+      k = _mm512_mask_add_epi8(k, g, k, one);
     }
-    AFN(zleavesg)(k, r, nb, lidx, lv, acc);
+    AFN(zleafk)(k, r, nb, lidx, lv, acc, lb, L);
   }
 }
 #endif
 
 static TC_ATTR void AFN(qheap_vec)(const int32_t *co, const int8_t *tb, int D, const uint8_t *qb,
                                   int64_t gs, int64_t nb, int32_t *lidx, const TC_AT *lv, TC_AT *acc,
-                                  const uint8_t *lb, const uint8_t *cx, int C) {
+                                  const uint8_t *lb, const uint8_t *cx, int C, int obl) {
+  (void)obl;
 #if TC_QVEC == 2
+  switch (obl ? D : 0) {  /* symmetric trees: one column a level */
+    case 1: AFN(zobl)(co, tb, 1, qb, gs, nb, lidx, lv, acc, lb); return;
+    case 2: AFN(zobl)(co, tb, 2, qb, gs, nb, lidx, lv, acc, lb); return;
+    case 3: AFN(zobl)(co, tb, 3, qb, gs, nb, lidx, lv, acc, lb); return;
+    case 4: AFN(zobl)(co, tb, 4, qb, gs, nb, lidx, lv, acc, lb); return;
+    case 5: AFN(zobl)(co, tb, 5, qb, gs, nb, lidx, lv, acc, lb); return;
+    case 6: AFN(zobl)(co, tb, 6, qb, gs, nb, lidx, lv, acc, lb); return;
+    case 7: AFN(zobl)(co, tb, 7, qb, gs, nb, lidx, lv, acc, lb); return;
+    case 8: AFN(zobl)(co, tb, 8, qb, gs, nb, lidx, lv, acc, lb); return;
+    default: break;
+  }
   switch (D) {  /* 64 rows a vector (deeper trees: the AVX2 walk below, 32 rows) */
     case 1: AFN(zheap_d)(co, tb, 1, qb, gs, nb, lidx, lv, acc, lb); return;
     case 2: AFN(zheap_d)(co, tb, 2, qb, gs, nb, lidx, lv, acc, lb); return;
@@ -1178,6 +1244,17 @@ static TC_ATTR void AFN(qheap_vec)(const int32_t *co, const int8_t *tb, int D, c
 #undef TC_ZDEEP
   }
 #endif
+  switch (obl ? D : 0) {  /* symmetric trees: one column a level */
+    case 1: AFN(qheap_d)(co, tb, 1, qb, gs, nb, lidx, lv, acc, lb, 2, 0, 0); return;
+    case 2: AFN(qheap_d)(co, tb, 2, qb, gs, nb, lidx, lv, acc, lb, 2, 0, 0); return;
+    case 3: AFN(qheap_d)(co, tb, 3, qb, gs, nb, lidx, lv, acc, lb, 2, 0, 0); return;
+    case 4: AFN(qheap_d)(co, tb, 4, qb, gs, nb, lidx, lv, acc, lb, 2, 0, 0); return;
+    case 5: AFN(qheap_d)(co, tb, 5, qb, gs, nb, lidx, lv, acc, lb, 2, 0, 0); return;
+    case 6: AFN(qheap_d)(co, tb, 6, qb, gs, nb, lidx, lv, acc, lb, 2, 0, 0); return;
+    case 7: AFN(qheap_d)(co, tb, 7, qb, gs, nb, lidx, lv, acc, lb, 2, 0, 0); return;
+    case 8: AFN(qheap_d)(co, tb, 8, qb, gs, nb, lidx, lv, acc, lb, 2, 0, 0); return;
+    default: break;
+  }
   if (cx && (C & ~1) == 16 && (D == 5 || D == 6)) {  /* level 5 by column: the call costs less */
     AFN(qheap_d)(co, tb, D, qb, gs, nb, lidx, lv, acc, lb, 0, cx, C);
     return;
@@ -1430,7 +1507,7 @@ static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs
     if (nb >= TC_QVEC_MIN) {
       AFN(qheap_vec)(co, tb, D, qb, gs, nb, lidx, lv, fuse ? a : 0,
                     fuse && T->q_leafb ? T->q_leafb + T->q_leafb_off[t] : 0,
-                    cmux ? T->h_qcix + T->tree_node[t] : 0, cmux);
+                    cmux ? T->h_qcix + T->tree_node[t] : 0, cmux, T->h_qobl ? T->h_qobl[t] : 0);
       if (fuse) continue;
       r = nb;
     }

@@ -57,7 +57,7 @@ from ..ir import Forest, Head, head_of
 from . import arrays_native, arrays_walkers
 from .arrays_derived import (DEEP_TOP_MAX, QCIX_MAX_COLS, _HEAP_PAD, _QUANT_ARRAYS, _deep_tables,
                              bitvec_tables, cat_byte_sets, leaf_planes, merge_nan_columns,
-                             quant_levels, quant_tables)
+                             oblivious_heaps, quant_levels, quant_tables)
 # MAGIC: the backend interface (backends.kind_of_artifact reads it here)
 from .arrays_format import BACKEND, MAGIC, tables_from_bytes, tables_to_bytes  # noqa: F401
 # the native kernel's loading, ISA choice and self-test (re-exported: arrays.native_library etc.)
@@ -249,6 +249,9 @@ class ArraysKernel:
                 # (quant_impl.c, tc_qlevelc); padded like h_qthr
                 cix = q["h_qcix"] if cnan else q["h_qcol"].astype(np.uint8)
                 keep["h_qcix"] = np.concatenate([cix, np.zeros(32, np.uint8)])
+            if m.get("quant"):  # symmetric trees: one column and byte a level (zobl)
+                keep["h_qobl"] = oblivious_heaps(q["h_qcol"], q["h_qthr"], A["tree_layout"] == 0,
+                                                 A["tree_nint"])
             if m.get("quant") and np.all(A["tree_width"] == 1):
                 keep["q_leafb"], keep["q_leafb_off"] = leaf_planes(A["leaf_values"], A["tree_depth"])
         deep = (_deep_tables(A, self._c_left_g, self._c_right_g, m["n_features"], DEEP_TOP_MAX)

@@ -276,6 +276,28 @@ def bitvec_tables(A: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             "bv_hi": (lo + nl_left)[order].astype(np.int8), "bv_leaf": bv_leaf}
 
 
+def oblivious_heaps(h_qcol: np.ndarray, h_qthr: np.ndarray, heap: np.ndarray,
+                    nint: np.ndarray) -> np.ndarray:
+    """Per tree 1 where it is a heap whose every level's slots read one column and one threshold
+    byte (CatBoost's symmetric trees, frontends/catboost.py), else 0: the AVX-512 byte walk then
+    compares each level's column once against a broadcast byte (quant_impl.c, zobl) instead of
+    selecting every row's node. Same column, same byte at every slot of a level: the same
+    decisions as the heap walk, exactly. Vectorised over all slots (heap trees' slots lie in
+    tree order: the arrays backend's hoff)."""
+    n = np.where(heap, nint, 0).astype(np.int64)
+    T = len(n)
+    if not len(h_qcol) or not T:
+        return np.zeros(T, np.uint8)
+    tree = np.repeat(np.arange(T), n)
+    start = _excl_cumsum(n)
+    pos = np.arange(int(start[-1])) - start[tree]
+    first = start[tree] + (np.int64(1) << (np.frexp(pos + 1)[1] - 1).astype(np.int64)) - 1
+    same = (h_qcol[:len(pos)] == h_qcol[first]) & (h_qthr[:len(pos)] == h_qthr[first])
+    bad = np.zeros(T, np.int64)
+    np.add.at(bad, tree[~same], 1)
+    return (heap & (n > 0) & (bad == 0)).astype(np.uint8)
+
+
 def quant_levels(q_thr: np.ndarray, q_off: np.ndarray, q_len: np.ndarray) -> np.ndarray:
     """The quantiser's level tables, 64 floats per column (quant_impl.c, tc_qlanes8): of the
     float32 thresholds, or of float64 thresholds rounded to float32 (the first guess there).

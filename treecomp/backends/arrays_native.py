@@ -50,7 +50,7 @@ KERNEL_CFLAGS = tuple(toolchain.DEFAULT_CFLAGS)  # -O2: -O3 doubled the build fo
 KERNEL_PARTS = 3
 #: the prebuilt kernel's module name in the package (setup.py's extension)
 PREBUILT_NAME = "_arrays_kernel"
-ABI = 3
+ABI = 4
 
 _NATIVE_ISAS = ("scalar", "avx2", "avx512")   # index = TC_ISA_* in arrays.c
 _NODE32 = np.dtype([("ff", "<i4"), ("u", "<i4"), ("l", "<i4"), ("r", "<i4")])
@@ -99,7 +99,7 @@ class _Tables(ctypes.Structure):
             "d_exit")] + [("d_nint", ctypes.c_int64), ("d_nanr", ctypes.c_void_p),
                           ("q_thr32", ctypes.c_void_p), ("q_lvl", ctypes.c_void_p),
                           ("h_qcix", ctypes.c_void_p), ("q_cmux", ctypes.c_int32),
-                          ("q_cnan", ctypes.c_int32)]
+                          ("q_cnan", ctypes.c_int32), ("h_qobl", ctypes.c_void_p)]
 
 def kernel_parts() -> dict[str, str]:
     """The kernel's translation units (baseline + entry points, AVX2, AVX-512), each arrays.c

@@ -24,6 +24,8 @@ Layouts, chosen per tree (option ``layout``; see runtime/kernels/arrays.c for th
   byte compare, no gathers), selects each row's node with byte blends, and looks leaves up with
   byte shuffles (runtime/kernels/quant_impl.c). Same decisions, same summation order: bit-exact.
   Measured on the 500-tree depth-6 XGBoost bench model: ~0.8 us/row vs ~2.5 for the float walk.
+  Symmetric heaps (CatBoost's: one split a level) are flagged at load and walked one column a
+  level on AVX-512 (arrays_derived.oblivious_heaps; docs/backends.md).
 - ``bitvec`` (the default for other forests of trees with <= 128 leaves, e.g. LightGBM's and
   HistGradientBoosting's, categorical splits included): compact tables plus, derived when
   loading, the same byte columns (category codes for categorical features, each categorical node
