@@ -1314,12 +1314,14 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(qrows_w1)(
 static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
     const tc_tables *T, const uint8_t *qb, int64_t gs, int64_t nb, TC_AT *ab) {
   const int64_t no = T->n_outputs, nt = T->n_trees;
-  const int C = T->q_cmux;
+  const int C = T->q_cmux, NC = T->q_ncols;
   const TC_AT *lv = (const TC_AT *)T->leaf_values;
   for (int64_t r = 0; r < nb; ++r) {
     const uint8_t *qg = qb + TC_QOFF(r);
     uint8_t row[64];
-    for (int c = 0; c < 64; ++c) row[c] = c < C ? qg[(int64_t)c * TC_QR] : 0;
+    /* columns from q_ncols up to C are never selected (h_qcix holds column indices): 0x80,
+     * what the block's clearing once left there (run clears no block below TC_QVEC_MIN rows) */
+    for (int c = 0; c < 64; ++c) row[c] = c < C ? (c < NC ? qg[(int64_t)c * TC_QR] : 0x80) : 0;
     const __m512i q = _mm512_loadu_si512((const void *)row);
     TC_AT *a = ab + r * no;
     /* one output: the margin in a register (through memory, each add would wait for the
