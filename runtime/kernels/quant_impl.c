@@ -50,18 +50,23 @@
 #define TC_QOFF(r) (((r) >> TC_QSH) * gs + ((r) & (TC_QR - 1)))
 #endif
 #if TC_QVEC
-/* how many of u[0..15] send x right (u <= x for "<", u < x for "<="; NaN u: none): the bits of
- * an ordered compare, counted. float32 only (see quantise). */
+/* how many of the 16 values in lo, hi send x right (u <= x for "<", u < x for "<="; NaN u:
+ * none): the bits of an ordered compare, counted. float32 only (see quantise). */
+static inline __attribute__((always_inline)) TC_ATTR uint32_t FN(count16v)(const __m256 lo, const __m256 hi,
+                                                                            const TC_XT x, const int strict) {
+  const __m256 xv = _mm256_set1_ps((float)x);
+  const uint32_t m =
+      strict ? (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(lo, xv, _CMP_LE_OQ))
+                 | (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(hi, xv, _CMP_LE_OQ)) << 8
+             : (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(lo, xv, _CMP_LT_OQ))
+                 | (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(hi, xv, _CMP_LT_OQ)) << 8;
+  return (uint32_t)__builtin_popcount(m);
+}
+/* the same for u[0..15] */
 static inline __attribute__((always_inline)) TC_ATTR uint32_t FN(count16)(const TC_XT *u, const TC_XT x,
                                                                            const int strict) {
-  const __m256 xv = _mm256_set1_ps((float)x);
   const float *uf = (const float *)u;
-  const uint32_t m =
-      strict ? (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(uf), xv, _CMP_LE_OQ))
-                 | (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(uf + 8), xv, _CMP_LE_OQ)) << 8
-             : (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(uf), xv, _CMP_LT_OQ))
-                 | (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(uf + 8), xv, _CMP_LT_OQ)) << 8;
-  return (uint32_t)__builtin_popcount(m);
+  return FN(count16v)(_mm256_loadu_ps(uf), _mm256_loadu_ps(uf + 8), x, strict);
 }
 #endif
 
@@ -340,11 +345,23 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
        * binary search by gathers (8 rows a vector, 4 vectors at once, a gather per step):
        * 1.06x-1.08x slower than this (XGBoost binary, sklearn GB); tc_qlanes (levels by
        * broadcasts and permutes, at most 2 gathers) is faster, and takes whole 32-row groups. */
-      TC_XT spl[16];
-      for (uint32_t i = 0; i < 16; ++i) spl[i] = i < P / 16 ? u[16 * i + 15] : (TC_XT)__builtin_nan("");
+      /* every 16th threshold, NaN past the P / 16 of them (none needed for P = 16): two
+       * masked gathers, not 16 scalar copies per call (a single row's quantiser paid those
+       * for every column) */
+      __m256 spl0 = _mm256_set1_ps(__builtin_nanf("")), spl1 = spl0;
+      if (P > 16 && r < nb) {
+        const __m256i k = _mm256_set1_epi32((int)(P / 16));
+        const __m256i j0 = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        const __m256i j1 = _mm256_add_epi32(j0, _mm256_set1_epi32(8));
+        const __m256i s16 = _mm256_set1_epi32(16), s15 = _mm256_set1_epi32(15);
+        spl0 = _mm256_mask_i32gather_ps(spl0, (const float *)u, _mm256_add_epi32(_mm256_mullo_epi32(j0, s16), s15),
+                                        _mm256_castsi256_ps(_mm256_cmpgt_epi32(k, j0)), 4);
+        spl1 = _mm256_mask_i32gather_ps(spl1, (const float *)u, _mm256_add_epi32(_mm256_mullo_epi32(j1, s16), s15),
+                                        _mm256_castsi256_ps(_mm256_cmpgt_epi32(k, j1)), 4);
+      }
       for (; r < nb; ++r) {
         const TC_XT v = x[r * nf];
-        const uint32_t b1 = P > 16 ? FN(count16)(spl, v, strict) : 0;
+        const uint32_t b1 = P > 16 ? FN(count16v)(spl0, spl1, v, strict) : 0;
         const uint32_t p = 16 * b1 + FN(count16)(u + 16 * b1, v, strict);
         TC_QAT(r) = v != v ? nan_code : (uint8_t)(p ^ 0x80);
       }
