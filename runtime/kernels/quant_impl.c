@@ -1351,7 +1351,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
     for (; t + 8 <= nt; t += 8) {
       const __m256i dep = _mm256_loadu_si256((const __m256i *)(T->tree_depth + t));
       if (_mm256_movemask_epi8(_mm256_cmpgt_epi32(dep, _mm256_set1_epi32(6)))) break;
-      uint64_t gw[8];
+      __m512i G = _mm512_setzero_si512();
 #pragma GCC unroll 8
       for (int j = 0; j < 8; ++j) {
         const int64_t n0 = T->tree_node[t + j];
@@ -1361,9 +1361,11 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
         __mmask64 g = _mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_maskz_loadu_epi8(kn, T->h_qthr + n0));
         if (T->q_cnan)
           g &= ~(_mm512_cmpeq_epi8_mask(x, _mm512_set1_epi8(0x7F)) & _mm512_movepi8_mask(cx));
-        gw[j] = (uint64_t)g;
+        /* into qword j by a masked broadcast (eight stores read back as one vector would
+         * wait for the stores: no forwarding) */
+        G = _mm512_mask_set1_epi64(G, (__mmask8)(1u << j), (int64_t)(uint64_t)g);
       }
-      const __m512i G = _mm512_loadu_si512((const void *)gw), one64 = _mm512_set1_epi64(1);
+      const __m512i one64 = _mm512_set1_epi64(1);
       __m512i iv = _mm512_setzero_si512();
 #pragma GCC unroll 6
       for (int l = 0; l < 6; ++l)  /* as below: steps past a tree's depth double i + 1 */
