@@ -348,6 +348,28 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
       /* every 16th threshold, NaN past the P / 16 of them (none needed for P = 16): two
        * masked gathers, not 16 scalar copies per call (a single row's quantiser paid those
        * for every column) */
+      if (P >= 64 && T->q_lvl && r < nb) {
+        /* few rows, P >= 64: the level table's first 7 entries (every P / 8-th threshold,
+         * tc_qlanes8) say how many whole P / 8-groups send x right, then the next group's
+         * P / 8 thresholds are counted: two levels, no gathers */
+        const __m256 l1 = _mm256_loadu_ps(T->q_lvl + 64 * c);
+        const uint32_t g1 = P / 8;
+        for (; r < nb; ++r) {
+          const TC_XT v = x[r * nf];
+          const __m256 xv = _mm256_set1_ps((float)v);
+          const uint32_t b1 = (uint32_t)__builtin_popcount(
+              (uint32_t)_mm256_movemask_ps(strict ? _mm256_cmp_ps(l1, xv, _CMP_LE_OQ)
+                                                  : _mm256_cmp_ps(l1, xv, _CMP_LT_OQ)) & 0x7fu);
+          const float *g = (const float *)u + g1 * b1;
+          uint32_t p = g1 * b1;
+          for (uint32_t k = 0; k < g1; k += 8) {
+            const __m256 t = _mm256_loadu_ps(g + k);
+            p += (uint32_t)__builtin_popcount((uint32_t)_mm256_movemask_ps(
+                strict ? _mm256_cmp_ps(t, xv, _CMP_LE_OQ) : _mm256_cmp_ps(t, xv, _CMP_LT_OQ)));
+          }
+          TC_QAT(r) = v != v ? nan_code : (uint8_t)(p ^ 0x80);
+        }
+      }
       __m256 spl0 = _mm256_set1_ps(__builtin_nanf("")), spl1 = spl0;
       if (P > 16 && r < nb) {
         const __m256i k = _mm256_set1_epi32((int)(P / 16));
