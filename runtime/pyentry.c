@@ -180,7 +180,25 @@ static PyObject *entry_run(PyObject *self, PyObject *const *args, Py_ssize_t nar
     }
   }
   if (op != stack) PyMem_Free(op);
-  res = PyArray_TakeFrom((PyArrayObject *)args[4], idx, 0, NULL, NPY_RAISE);
+  /* classes.take(ix): copied here for a 1-D contiguous array of plain values (no references
+   * to count) whose every index is in range (~0.2 us less than PyArray_TakeFrom for one row);
+   * numpy's take otherwise */
+  PyArrayObject *C = (PyArrayObject *)args[4];
+  PyArray_Descr *cd = PyArray_DESCR(C);
+  int fast = PyArray_NDIM(C) == 1 && PyArray_IS_C_CONTIGUOUS(C) && !PyDataType_REFCHK(cd);
+  for (npy_intp i = 0; fast && i < n; i++) fast = ix[i] >= 0 && ix[i] < PyArray_DIM(C, 0);
+  if (fast) {
+    Py_INCREF(cd); /* stolen below */
+    res = PyArray_NewFromDescr(&PyArray_Type, cd, 1, (npy_intp[]){n}, NULL, NULL, 0, NULL);
+    if (res) {
+      const npy_intp sz = PyArray_ITEMSIZE(C);
+      char *dst = PyArray_BYTES((PyArrayObject *)res);
+      const char *src = PyArray_BYTES(C);
+      for (npy_intp i = 0; i < n; i++) memcpy(dst + i * sz, src + ix[i] * sz, (size_t)sz);
+    }
+  } else {
+    res = PyArray_TakeFrom(C, idx, 0, NULL, NPY_RAISE);
+  }
   Py_DECREF(idx);
   return res;
 

@@ -245,3 +245,21 @@ def test_native_call_timing(model, monkeypatch):
         loader.native_call_ns(p, random_rows(f, 40), reps=100)  # more than SMALL_BATCH rows
     monkeypatch.setattr(loader, "_ENTRY", loader._no_entry)
     assert loader.native_call_ns(p, X) is None
+
+
+@pytest.mark.parametrize("classes", [np.array([-3, 7]), np.array([0.5, 2.5], np.float32),
+                                     np.array(["no", "yes!"]), np.array(["a", 3], dtype=object)])
+def test_small_batch_labels_of_every_class_dtype(classes):
+    """The entry copies labels itself for plain 1-D class arrays (ints, floats, fixed-width
+    strings) and leaves object arrays to numpy's take: same values, dtype, shape as the
+    general path, for 1 to 9 rows."""
+    f = random_forest(45, n_outputs=1, n_trees=5, max_depth=3)
+    f = f.replace(base_score=np.zeros(1), decision="raw_ge_0", classes=(classes,))
+    p = treecomp.compile(f, backend="arrays")
+    X = random_rows(f, 60)
+    want = interp.predict(f, X)
+    assert len(set(want.tolist())) == 2  # both labels occur
+    for i, n in zip(range(0, 60, 6), [1, 2, 5, 9, 1, 3, 7, 1, 4, 6]):
+        got = p.predict(X[i:i + n])
+        assert got.dtype == want.dtype and got.shape == (len(X[i:i + n]),)
+        np.testing.assert_array_equal(got, want[i:i + n])

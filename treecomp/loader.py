@@ -479,21 +479,25 @@ class Predictor:
         """What the library's predict returns (labels for classifiers)."""
         if n_threads is not None:
             _check_threads(n_threads)
-        out = self._via_entry(X, "predict")
-        if out is not None:
-            return out
+        plan = self._plans.get("predict")  # _via_entry inlined: a single row's Python time
+        if plan is not None:
+            out = (_ENTRY or _entry())(X, *plan)
+            if out is not None:
+                return out
         if self._tf and outputs.needs_transform(self.head, "predict"):
             return outputs.predict_values(self.head, self._run(X, TREECOMP_TRANSFORM, n_threads), True)
         return outputs.predict_values(self.head, self.predict_raw(X, n_threads))
 
     def predict_proba(self, X: Any, n_threads: int | None = None):
-        if not self.head.is_classifier:
+        plan = self._plans.get("proba")  # only a classifier has one
+        if plan is None and not self.head.is_classifier:
             raise AttributeError("predict_proba is only available for classifiers")
         if n_threads is not None:
             _check_threads(n_threads)
-        out = self._via_entry(X, "proba")
-        if out is not None:
-            return out
+        if plan is not None:  # _via_entry inlined: a single row's Python time
+            out = (_ENTRY or _entry())(X, *plan)
+            if out is not None:
+                return out
         if self._pairs:
             return self._run(X, TREECOMP_TRANSFORM | PAIRS, n_threads)
         if self._tf:

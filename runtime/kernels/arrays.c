@@ -361,7 +361,11 @@ TC_EXPORT int32_t tc_arrays_predict(const tc_tables *T, const void *X, int32_t x
                                     void *out, int32_t isa, int32_t transform) {
   if (!T || (x_bits != 32 && x_bits != 64) || n_rows < 0 || (n_rows > 0 && (!X || !out)))
     return -1;
-  if (isa < 0 || isa > 2 || !((tc_arrays_isa_mask() >> isa) & 1)) return -1;
+  /* the CPU's mask, asked once per process (a benign race: every thread stores the same value) */
+  static int32_t isa_mask = 0;
+  int32_t m = __atomic_load_n(&isa_mask, __ATOMIC_RELAXED);
+  if (!m) __atomic_store_n(&isa_mask, m = tc_arrays_isa_mask(), __ATOMIC_RELAXED);
+  if (isa < 0 || isa > 2 || !((m >> isa) & 1)) return -1;
   if ((T->x_bits != 32 && T->x_bits != 64) || (T->acc_bits != 32 && T->acc_bits != 64)) return -1;
   const tc_run_fn fn = tc_table[isa][T->x_bits == 64][T->acc_bits == 64];
   if (!fn) return -1;

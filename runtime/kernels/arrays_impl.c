@@ -673,7 +673,10 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
                       + 64 * (TC_QVEC == 2 ? 64 : 32);
     qb = (uint8_t *)aligned_alloc(TC_QVEC == 2 ? 64 : 32, qn);  /* 64: qn a multiple of 64 */
     if (!qb) { free(buf); free(xt); free(lidx); return -2; }
-    memset(qb, 0x80, qn);  /* rows past the end of a short block read bin 0 */
+    /* rows past the end of a short block read bin 0. Below TC_QVEC_MIN rows no walk reads a
+     * byte the quantiser did not write (the few-row walks read the block's rows' bytes of the
+     * tables' columns only: qblock), so a single row skips clearing the block (~7 KB) */
+    if (B >= TC_QVEC_MIN) memset(qb, 0x80, qn);
   }
   /* bins 32 rows at once (quant_impl.c, tc_qlanes) read the block transposed: as float32 at
    * xq and, for float64 rows, exact at xd */

@@ -50,18 +50,23 @@
 #define TC_QOFF(r) (((r) >> TC_QSH) * gs + ((r) & (TC_QR - 1)))
 #endif
 #if TC_QVEC
-/* how many of u[0..15] send x right (u <= x for "<", u < x for "<="; NaN u: none): the bits of
- * an ordered compare, counted. float32 only (see quantise). */
+/* how many of the 16 values in lo, hi send x right (u <= x for "<", u < x for "<="; NaN u:
+ * none): the bits of an ordered compare, counted. float32 only (see quantise). */
+static inline __attribute__((always_inline)) TC_ATTR uint32_t FN(count16v)(const __m256 lo, const __m256 hi,
+                                                                            const TC_XT x, const int strict) {
+  const __m256 xv = _mm256_set1_ps((float)x);
+  const uint32_t m =
+      strict ? (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(lo, xv, _CMP_LE_OQ))
+                 | (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(hi, xv, _CMP_LE_OQ)) << 8
+             : (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(lo, xv, _CMP_LT_OQ))
+                 | (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(hi, xv, _CMP_LT_OQ)) << 8;
+  return (uint32_t)__builtin_popcount(m);
+}
+/* the same for u[0..15] */
 static inline __attribute__((always_inline)) TC_ATTR uint32_t FN(count16)(const TC_XT *u, const TC_XT x,
                                                                            const int strict) {
-  const __m256 xv = _mm256_set1_ps((float)x);
   const float *uf = (const float *)u;
-  const uint32_t m =
-      strict ? (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(uf), xv, _CMP_LE_OQ))
-                 | (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(uf + 8), xv, _CMP_LE_OQ)) << 8
-             : (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(uf), xv, _CMP_LT_OQ))
-                 | (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(_mm256_loadu_ps(uf + 8), xv, _CMP_LT_OQ)) << 8;
-  return (uint32_t)__builtin_popcount(m);
+  return FN(count16v)(_mm256_loadu_ps(uf), _mm256_loadu_ps(uf + 8), x, strict);
 }
 #endif
 
@@ -340,11 +345,45 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
        * binary search by gathers (8 rows a vector, 4 vectors at once, a gather per step):
        * 1.06x-1.08x slower than this (XGBoost binary, sklearn GB); tc_qlanes (levels by
        * broadcasts and permutes, at most 2 gathers) is faster, and takes whole 32-row groups. */
-      TC_XT spl[16];
-      for (uint32_t i = 0; i < 16; ++i) spl[i] = i < P / 16 ? u[16 * i + 15] : (TC_XT)__builtin_nan("");
+      /* every 16th threshold, NaN past the P / 16 of them (none needed for P = 16): two
+       * masked gathers, not 16 scalar copies per call (a single row's quantiser paid those
+       * for every column) */
+      if (P >= 64 && T->q_lvl && r < nb) {
+        /* few rows, P >= 64: the level table's first 7 entries (every P / 8-th threshold,
+         * tc_qlanes8) say how many whole P / 8-groups send x right, then the next group's
+         * P / 8 thresholds are counted: two levels, no gathers */
+        const __m256 l1 = _mm256_loadu_ps(T->q_lvl + 64 * c);
+        const uint32_t g1 = P / 8;
+        for (; r < nb; ++r) {
+          const TC_XT v = x[r * nf];
+          const __m256 xv = _mm256_set1_ps((float)v);
+          const uint32_t b1 = (uint32_t)__builtin_popcount(
+              (uint32_t)_mm256_movemask_ps(strict ? _mm256_cmp_ps(l1, xv, _CMP_LE_OQ)
+                                                  : _mm256_cmp_ps(l1, xv, _CMP_LT_OQ)) & 0x7fu);
+          const float *g = (const float *)u + g1 * b1;
+          uint32_t p = g1 * b1;
+          for (uint32_t k = 0; k < g1; k += 8) {
+            const __m256 t = _mm256_loadu_ps(g + k);
+            p += (uint32_t)__builtin_popcount((uint32_t)_mm256_movemask_ps(
+                strict ? _mm256_cmp_ps(t, xv, _CMP_LE_OQ) : _mm256_cmp_ps(t, xv, _CMP_LT_OQ)));
+          }
+          TC_QAT(r) = v != v ? nan_code : (uint8_t)(p ^ 0x80);
+        }
+      }
+      __m256 spl0 = _mm256_set1_ps(__builtin_nanf("")), spl1 = spl0;
+      if (P > 16 && r < nb) {
+        const __m256i k = _mm256_set1_epi32((int)(P / 16));
+        const __m256i j0 = _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7);
+        const __m256i j1 = _mm256_add_epi32(j0, _mm256_set1_epi32(8));
+        const __m256i s16 = _mm256_set1_epi32(16), s15 = _mm256_set1_epi32(15);
+        spl0 = _mm256_mask_i32gather_ps(spl0, (const float *)u, _mm256_add_epi32(_mm256_mullo_epi32(j0, s16), s15),
+                                        _mm256_castsi256_ps(_mm256_cmpgt_epi32(k, j0)), 4);
+        spl1 = _mm256_mask_i32gather_ps(spl1, (const float *)u, _mm256_add_epi32(_mm256_mullo_epi32(j1, s16), s15),
+                                        _mm256_castsi256_ps(_mm256_cmpgt_epi32(k, j1)), 4);
+      }
       for (; r < nb; ++r) {
         const TC_XT v = x[r * nf];
-        const uint32_t b1 = P > 16 ? FN(count16)(spl, v, strict) : 0;
+        const uint32_t b1 = P > 16 ? FN(count16v)(spl0, spl1, v, strict) : 0;
         const uint32_t p = 16 * b1 + FN(count16)(u + 16 * b1, v, strict);
         TC_QAT(r) = v != v ? nan_code : (uint8_t)(p ^ 0x80);
       }
@@ -1338,6 +1377,9 @@ static TC_ATTR void FN(bvblock)(const tc_tables *T, const uint8_t *qb, int64_t g
 #ifndef TC_QVEC_MIN
 #define TC_QVEC_MIN 8
 #endif
+#ifndef TC_ZROWS_MAX
+#define TC_ZROWS_MAX 10
+#endif
 
 /* few rows (single-row latency): row by row, four trees walked at once (independent chains
  * overlap their load latencies); leaves still added in tree order. Trees of width 1 only. */
@@ -1391,12 +1433,14 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(qrows_w1)(
 static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
     const tc_tables *T, const uint8_t *qb, int64_t gs, int64_t nb, TC_AT *ab) {
   const int64_t no = T->n_outputs, nt = T->n_trees;
-  const int C = T->q_cmux;
+  const int C = T->q_cmux, NC = T->q_ncols;
   const TC_AT *lv = (const TC_AT *)T->leaf_values;
   for (int64_t r = 0; r < nb; ++r) {
     const uint8_t *qg = qb + TC_QOFF(r);
     uint8_t row[64];
-    for (int c = 0; c < 64; ++c) row[c] = c < C ? qg[(int64_t)c * TC_QR] : 0;
+    /* columns from q_ncols up to C are never selected (h_qcix holds column indices): 0x80,
+     * what the block's clearing once left there (run clears no block below TC_QVEC_MIN rows) */
+    for (int c = 0; c < 64; ++c) row[c] = c < C ? (c < NC ? qg[(int64_t)c * TC_QR] : 0x80) : 0;
     const __m512i q = _mm512_loadu_si512((const void *)row);
     TC_AT *a = ab + r * no;
     /* one output: the margin in a register (through memory, each add would wait for the
@@ -1409,7 +1453,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
     for (; t + 8 <= nt; t += 8) {
       const __m256i dep = _mm256_loadu_si256((const __m256i *)(T->tree_depth + t));
       if (_mm256_movemask_epi8(_mm256_cmpgt_epi32(dep, _mm256_set1_epi32(6)))) break;
-      uint64_t gw[8];
+      __m512i G = _mm512_setzero_si512();
 #pragma GCC unroll 8
       for (int j = 0; j < 8; ++j) {
         const int64_t n0 = T->tree_node[t + j];
@@ -1419,9 +1463,11 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
         __mmask64 g = _mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_maskz_loadu_epi8(kn, T->h_qthr + n0));
         if (T->q_cnan)
           g &= ~(_mm512_cmpeq_epi8_mask(x, _mm512_set1_epi8(0x7F)) & _mm512_movepi8_mask(cx));
-        gw[j] = (uint64_t)g;
+        /* into qword j by a masked broadcast (eight stores read back as one vector would
+         * wait for the stores: no forwarding) */
+        G = _mm512_mask_set1_epi64(G, (__mmask8)(1u << j), (int64_t)(uint64_t)g);
       }
-      const __m512i G = _mm512_loadu_si512((const void *)gw), one64 = _mm512_set1_epi64(1);
+      const __m512i one64 = _mm512_set1_epi64(1);
       __m512i iv = _mm512_setzero_si512();
 #pragma GCC unroll 6
       for (int l = 0; l < 6; ++l)  /* as below: steps past a tree's depth double i + 1 */
@@ -1479,6 +1525,16 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
 static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs, int64_t nb,
                                TC_AT *ab, int32_t *lidx, int64_t cs) {
   const int64_t no = cs ? 1 : T->n_outputs;
+#if TC_QVEC == 2
+  /* the AVX-512 few-row walk up to TC_ZROWS_MAX - 1 rows: the 64-row vector walk costs about
+   * as much for 8 rows as for 64 (500-tree XGBoost, AMD Zen 4: 8 rows 27 us, one row here
+   * 2.75 us, so the two meet near 10 rows) */
+  if (nb < TC_ZROWS_MAX && nb >= TC_QVEC_MIN && T->q_w1 && !cs && T->h_qcix && T->q_cmux > 0
+      && T->q_cmux <= 64) {
+    FN(zrows_w1)(T, qb, gs, nb, ab);
+    return;
+  }
+#endif
   if (nb < TC_QVEC_MIN && T->q_w1 && !cs) {
 #if TC_QVEC == 2
     if (T->h_qcix && T->q_cmux > 0 && T->q_cmux <= 64) {
