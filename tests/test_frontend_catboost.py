@@ -39,6 +39,10 @@ CASES = {
     "multiclass": lambda: cb.CatBoostClassifier(loss_function="MultiClass", **BASE).fit(X, YK),
     "multiclass_str3": lambda: cb.CatBoostClassifier(loss_function="MultiClass", **BASE).fit(
         X, np.array(["a", "b", "c"])[np.minimum(YK, 2)]),
+    "multilogloss": lambda: cb.CatBoostClassifier(loss_function="MultiLogloss", **BASE).fit(
+        X, np.c_[YK > 1, YK == 0, X0[:, 2] > 0.3].astype(int)),
+    "multicrossentropy": lambda: cb.CatBoostClassifier(loss_function="MultiCrossEntropy", **BASE).fit(
+        X, np.c_[RNG.random(300), (YK > 1) * 0.9]),
     "onevsall": lambda: cb.CatBoostClassifier(loss_function="MultiClassOneVsAll", **BASE).fit(X, YK),
     "poisson": lambda: cb.CatBoostRegressor(loss_function="Poisson", **BASE).fit(X, YK),
     "tweedie": lambda: cb.CatBoostRegressor(loss_function="Tweedie:variance_power=1.5", **BASE).fit(X, YK),
@@ -71,7 +75,8 @@ def rows(forest, seed=0):
 def library_outputs(m, T):
     """CatBoost's own outputs: (predict, predict_proba or None, RawFormulaVal)."""
     pred = m.predict(T)
-    if isinstance(m, cb.CatBoostClassifier) and pred.ndim == 2:
+    multilabel = m.get_params().get("loss_function") in ("MultiLogloss", "MultiCrossEntropy")
+    if isinstance(m, cb.CatBoostClassifier) and pred.ndim == 2 and not multilabel:
         assert pred.shape == (len(T), 1)  # CatBoost's multiclass labels come as a column
         pred = pred[:, 0]
     proba = m.predict_proba(T) if isinstance(m, cb.CatBoostClassifier) else None
@@ -99,7 +104,8 @@ def test_model_bit_exact(name):
         assert f.decision == "none" and f.transform == "identity"
 
 
-@pytest.mark.parametrize("name", ["logloss_str", "multiclass", "poisson", "multirmse", "lossguide_multi", "mae_max"])
+@pytest.mark.parametrize("name", ["logloss_str", "multiclass", "poisson", "multirmse", "lossguide_multi", "mae_max",
+                                  "multilogloss"])
 @pytest.mark.parametrize("backend", ["c", "llvm", "arrays"])
 def test_backends(name, backend):
     m = model(name)
@@ -167,7 +173,8 @@ def test_scale_and_bias():
 
 
 # -- files ------------------------------------------------------------------------------------
-@pytest.mark.parametrize("name", ["logloss_str", "multiclass", "depthwise", "lossguide_multi", "poisson"])
+@pytest.mark.parametrize("name", ["logloss_str", "multiclass", "depthwise", "lossguide_multi", "poisson",
+                                  "multicrossentropy"])
 def test_files(name, tmp_path, monkeypatch):
     """JSON files predict what CatBoost predicts after loading the JSON (its reader rounds
     differently from the writer), .cbm files what the model predicts; neither needs catboost."""

@@ -1022,3 +1022,26 @@ def test_learner_attributes_and_tree_bookkeeping_types(edit):
         booster_from_doc(doc)
     with pytest.raises(InvalidModelError):
         forest_from_document(doc)
+
+
+@pytest.mark.parametrize("strategy", ["one_output_per_tree", "multi_output_tree"])
+def test_multilabel_classifier(strategy, tmp_path):
+    """XGBClassifier on a multi-label target: predict is float64 1. where a target's float32
+    probability > 0.5 (else 0.), predict_proba the (n, targets) float32 probabilities; on rows
+    at the thresholds and NaN, through every backend and a saved artifact."""
+    X = _X(62, n=240)
+    Y = np.c_[X[:, 0] > 0, np.nan_to_num(X[:, 1]) + X[:, 2] > 0.3, X[:, 3] < -0.5].astype(int)
+    m = xgb.XGBClassifier(n_estimators=6, max_depth=3, n_jobs=1, random_state=1, tree_method="hist",
+                          multi_strategy=strategy).fit(X, Y)
+    f = treecomp.parse(m)
+    assert f.decision == "proba_gt_half_each" and f.n_outputs == 3
+    rows = np.vstack([X[:100], edge_rows(f, X, n=150, seed=4)])
+    assert_same(m.predict(rows), interp.predict(f, rows))
+    assert_same(m.predict_proba(rows), interp.predict_proba(f, rows))
+    for backend in ("c", "llvm", "arrays"):
+        p = treecomp.compile(f, backend=backend)
+        assert_same(m.predict(rows), p.predict(rows))
+        assert_same(m.predict_proba(rows), p.predict_proba(rows))
+        assert_same(m.predict(rows[:1]), p.predict(rows[:1]))
+    p.save(tmp_path / "m.tc")
+    assert_same(m.predict_proba(rows), treecomp.load(tmp_path / "m.tc").predict_proba(rows))

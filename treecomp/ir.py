@@ -84,11 +84,28 @@ CATEGORY_RULES = ("nonneg", "trunc", "integral")
 #:   argmax_proba  classes[argmax(transform(raw))]    XGBoost sklearn wrapper, multi:softprob
 #:   raw_ge_0      classes[raw >= 0]  (binary)        sklearn GradientBoostingClassifier
 #:   raw_gt_0      classes[raw > 0]   (binary)        sklearn HistGradientBoostingClassifier
+#:   raw_gt_0_each classes[j][raw[:, j] > 0] per output   CatBoost MultiLogloss / MultiCrossEntropy
+#:   proba_gt_half_each classes[j][sigmoid(raw[:, j]) > 0.5]   XGBoost sklearn wrapper, multi-label
+#:                 (the two multi-label decisions: one margin and two labels per output; labels
+#:                 and predict_proba are (n, n_outputs))
 #:   proba_gt_half classes[sigmoid(raw) > 0.5]        XGBoost sklearn wrapper, binary
 #:   samme         from AdaBoost's decision_function  (transform "samme"; see outputs.py)
 #:   outlier       -1 where decision_function < 0, else 1; no classes (transform "iforest")
 DECISIONS = ("none", "argmax_raw", "argmax_proba", "raw_ge_0", "raw_gt_0", "proba_gt_half",
-             "samme", "outlier")
+             "samme", "outlier", "raw_gt_0_each", "proba_gt_half_each")
+MULTILABEL_DECISIONS = ("raw_gt_0_each", "proba_gt_half_each")
+_BINARY_DECISIONS = ("raw_ge_0", "raw_gt_0", "proba_gt_half")
+
+
+def _classes_fit(decision: str, widths: list[int], n_outputs: int) -> bool:
+    """Whether a classifier's label sets fit its margins: one margin for two labels (binary),
+    one margin per label of each set, or (multi-label) one margin per two-label set."""
+    if decision in MULTILABEL_DECISIONS:
+        return len(widths) == n_outputs and all(w == 2 for w in widths)
+    binary_margin = n_outputs == 1 and widths == [2]
+    if decision in _BINARY_DECISIONS:
+        return binary_margin
+    return binary_margin or sum(widths) == n_outputs
 
 _TREE_ARRAYS = ("left", "right", "feature", "threshold", "default_left", "value",
                 "cat_index", "cat_bits", "cat_other_left")
@@ -519,11 +536,9 @@ class Forest(_Outputs):
             if not self.classes:
                 raise InvalidModelError(f"decision={self.decision!r} needs class labels")
             widths = [len(c) for c in self.classes]
-            binary_margin = self.n_outputs == 1 and widths == [2]
-            if not binary_margin and sum(widths) != self.n_outputs:
-                raise InvalidModelError(f"classes {widths} do not match n_outputs={self.n_outputs}")
-            if self.decision in ("raw_ge_0", "raw_gt_0", "proba_gt_half") and not binary_margin:
-                raise InvalidModelError(f"decision={self.decision!r} needs one margin and two classes")
+            if not _classes_fit(self.decision, widths, self.n_outputs):
+                raise InvalidModelError(f"decision={self.decision!r}: classes {widths} do not "
+                                        f"match n_outputs={self.n_outputs}")
         elif self.classes:
             raise InvalidModelError(f"decision={self.decision!r} has no classes")
         _check_transform(self)
@@ -777,9 +792,7 @@ class Head(_Outputs):
             raise InvalidModelError("corrupt model metadata: feature_names must name every feature")
         # the labels as Forest._validate has them (outputs.py indexes them by the margins)
         widths = [len(c) for c in head.classes]
-        binary_margin = head.n_outputs == 1 and widths == [2]
-        if head.is_classifier != bool(widths) or (widths and not binary_margin and sum(widths) != head.n_outputs) \
-                or (head.decision in ("raw_ge_0", "raw_gt_0", "proba_gt_half") and not binary_margin):
+        if head.is_classifier != bool(widths) or (widths and not _classes_fit(head.decision, widths, head.n_outputs)):
             raise InvalidModelError(f"corrupt model metadata: decision={head.decision!r} with classes "
                                     f"{widths} and n_outputs={head.n_outputs}")
         try:

@@ -38,7 +38,7 @@ import threading
 
 import numpy as np
 
-from .ir import Forest
+from .ir import MULTILABEL_DECISIONS, Forest
 
 
 def _exp(x: np.ndarray, lib: str = "libm") -> np.ndarray:
@@ -490,7 +490,7 @@ NATIVE_TRANSFORMS = {("sigmoid", "float32", "libm"): 1, ("exp", "float32", "libm
                      ("exp64", "float64", "libm"): 6, ("softmax_seq", "float64", "libm"): 7,
                      ("exp64", "float32", "libm"): 8}
 #: decisions that read the raw margins, not the transformed outputs
-RAW_DECISIONS = ("raw_ge_0", "raw_gt_0", "argmax_raw", "samme", "outlier")
+RAW_DECISIONS = ("raw_ge_0", "raw_gt_0", "argmax_raw", "samme", "outlier", "raw_gt_0_each")
 
 
 def native_transform(forest: Forest) -> int:
@@ -530,6 +530,13 @@ def labels(forest: Forest, raw: np.ndarray, transformed: bool = False) -> np.nda
         pred = _samme_decision(forest, raw)
         c = forest.classes[0]
         return c.take(pred > 0, axis=0) if pred.ndim == 1 else c.take(np.argmax(pred, axis=1), axis=0)
+    if d in MULTILABEL_DECISIONS:  # a label per output, (n, n_outputs)
+        if d == "raw_gt_0_each":
+            on = raw > 0
+        else:
+            p = raw if transformed else transform(forest, raw)
+            on = p > p.dtype.type(0.5)
+        return np.stack([c.take(on[:, j].astype(np.intp)) for j, c in enumerate(forest.classes)], axis=1)
     if d in ("raw_ge_0", "raw_gt_0", "proba_gt_half"):
         m = raw[:, 0]
         if d == "raw_ge_0":
@@ -558,7 +565,7 @@ def predict_proba(forest: Forest, raw: np.ndarray, transformed: bool = False) ->
     if not forest.is_classifier:
         raise TypeError("predict_proba is only available for classifiers")
     p = raw if transformed else transform(forest, raw)
-    if forest.transform == "samme":  # (n, n_classes) already
+    if forest.transform == "samme" or forest.decision in MULTILABEL_DECISIONS:  # (n, n_outputs) already
         return p
     if forest.n_outputs == 1 and forest.n_classes == (2,):
         out = np.empty((raw.shape[0], 2), dtype=p.dtype)

@@ -34,7 +34,9 @@ each point pinned by tests/test_frontend_catboost.py against the installed libra
   exp_lib libm); predict_proba = (1 - p, p); Class = raw > 0 ("raw_gt_0"). MultiClass
   probability = exp(raw - max) with CatBoost's FastExpWithInfInplace, summed left to right,
   divided ("softmax_seq"); Class = first argmax of raw ("argmax_raw").
-  MultiClassOneVsAll: per-class libm sigmoid, argmax of raw. Poisson / Tweedie: the regressor's
+  MultiClassOneVsAll: per-class libm sigmoid, argmax of raw. MultiLogloss / MultiCrossEntropy
+  (multi-label): per-label libm sigmoid, Class = int64 0 / 1 per label (raw > 0), shape
+  (n, labels) ("raw_gt_0_each"). Poisson / Tweedie: the regressor's
   default prediction is Exponent = FastExpWithInfInplace(raw) ("exp"). Other regression and
   ranking losses (RMSE, MAE, Quantile, MultiQuantile, Expectile, LogLinQuantile, Huber, Lq,
   MAPE, RMSPE, LogCosh, SurvivalAft, MultiRMSE, YetiRank, ...): raw ("identity").
@@ -43,9 +45,10 @@ each point pinned by tests/test_frontend_catboost.py against the installed libra
 - Labels: class_params.class_names with CatBoost's predict dtypes: Integer -> int64, Float ->
   float64, Boolean -> bool, String -> object (str). CatBoost's multiclass predict returns shape
   (n, 1); treecomp's Predictor.predict returns (n,) (the IR has no column-shaped labels).
-- Which estimator a file stands for: Logloss / CrossEntropy / MultiClass / MultiClassOneVsAll
-  files predict as CatBoostClassifier, others as CatBoostRegressor. A generic `CatBoost` or
-  `CatBoostRanker` object predicts RawFormulaVal (its default): identity.
+- Which estimator a file stands for: Logloss / CrossEntropy / MultiClass / MultiClassOneVsAll /
+  MultiLogloss / MultiCrossEntropy files predict as CatBoostClassifier, others as
+  CatBoostRegressor. A generic `CatBoost` or `CatBoostRanker` object predicts RawFormulaVal
+  (its default): identity.
 
 Refused with UnsupportedModelError naming the feature: categorical features (one-hot splits
 compare CatBoost's hash of the category string; CTRs need target statistics), text and embedding
@@ -85,7 +88,8 @@ from ..ir import Forest, Tree, leaf_tree
 
 #: CatBoost's deepest tree (symmetric or not); deeper files are refused before any allocation
 MAX_DEPTH = 16
-_CLASSIFICATION = ("Logloss", "CrossEntropy", "MultiClass", "MultiClassOneVsAll")
+_CLASSIFICATION = ("Logloss", "CrossEntropy", "MultiClass", "MultiClassOneVsAll", "MultiLogloss",
+                   "MultiCrossEntropy")
 #: CatBoostRegressor predicts Exponent for these (CatBoostRegressor._get_default_prediction_type)
 _EXPONENT_PREFIXES = ("Poisson", "Tweedie")
 #: its default prediction transforms one of two columns (exp(2 * raw[1])): not an IR transform
@@ -482,6 +486,10 @@ def _forest(doc: dict, kind: str, source: str) -> Forest:
             if dim != 1:
                 raise InvalidModelError(f"a {loss} model with {dim} dimensions")
             transform, decision, classes = "sigmoid", "raw_gt_0", (_labels(info, 2),)
+        elif base in ("MultiLogloss", "MultiCrossEntropy"):
+            # multi-label: per-label libm sigmoid; Class = int64 (raw > 0) per label
+            transform, decision = "sigmoid", "raw_gt_0_each"
+            classes = (np.array([0, 1], np.int64),) * dim
         elif base == "MultiClassOneVsAll":
             transform, decision, classes = "sigmoid", "argmax_raw", (_labels(info, dim),)
         elif base in ("MultiClass", "") and dim > 1:

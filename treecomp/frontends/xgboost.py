@@ -840,6 +840,10 @@ def _outputs(kind: str, K: int, objective: str, mode: _Mode):
     # of the probabilities, multi:softmax the class index cast to int32; labels arange(K)
     if kind == "values" and objective == "binary:logistic" and K == 1:
         return "proba_gt_half", (_labels(mode, 2, np.int64),)
+    if kind == "values" and objective == "binary:logistic":
+        # multi-label (several targets): float64 0. / 1. where a target's probability > 0.5,
+        # predict_proba the (n, targets) probabilities
+        return "proba_gt_half_each", (np.array([0.0, 1.0]),) * K
     if kind == "softprob" and K > 2:
         return "argmax_proba", (_labels(mode, K, np.int64),)
     if kind == "softmax" and K > 2:
