@@ -3,7 +3,7 @@ process: `python bench/linear_speed.py [n_trees] [n_rows]`.
 
 Model: a regression Booster, linear_tree=True, 200 trees of up to 31 leaves over 10 features
 (10k training rows, 2% NaN). 100k fresh rows (2% NaN). Each treecomp backend (treecomp.linear:
-a native leaf kernel, the linear leaves in numpy) and lightgbm predict(num_threads=1) run
+a native leaf kernel, then the arrays kernel library's tc_linear_margins) and lightgbm predict(num_threads=1) run
 alternately: medians of 7, outputs checked bit for bit.
 """
 

@@ -307,3 +307,26 @@ def test_no_fused_multiply_add(models):
     want = b.predict(Z, raw_score=True)
     np.testing.assert_array_equal(interp.predict_raw(f, Z)[:, 0], want, strict=True)
     assert np.count_nonzero(_fused_raw(f, Z) != want) > 0
+
+
+@pytest.mark.parametrize("name", ["regression", "binary", "multiclass", "categorical"])
+def test_native_and_numpy_linear_leaves_agree(models, name):
+    """The arrays kernel's tc_linear_margins and the numpy fallback (used where no native
+    kernel loads) give the same bits, NaN / inf / zero-band rows included."""
+    b, X = models[name]
+    p = treecomp.compile(b, backend="arrays")
+    k = p._kernel
+    assert k.tables is not None and k.tables._native is not None
+    Z = _rows(b, X, 8)
+    Z[::11, 0] = 1e-36
+    Z[::13, 1] = np.inf
+    lv = np.empty((len(Z), k.forest.n_trees))
+    k.leaves.run(Z, lv, 0)
+    native = k.tables.margins(Z, lv)
+    np.testing.assert_array_equal(native, k.tables.margins(Z, lv, native=False), strict=True)
+    np.testing.assert_array_equal(native, _raw(b, Z).reshape(native.shape), strict=True)
+    for v in (1e9, -1.0, np.nan):
+        bad = lv.copy()
+        bad[3, 2] = v
+        with pytest.raises(RuntimeError, match="outside its tree"):
+            k.tables.margins(Z, bad)

@@ -2,12 +2,14 @@
 
 A native kernel, built by the requested backend over interp.leaf_id_forest(forest,
 node_index=True) (the same routing, leaves holding their own node index, one output per tree),
-finds every row's leaf in every tree. The leaves' linear models are then evaluated in numpy for
-a block of rows and all trees at once, with interp.tree_values' arithmetic (LightGBM's): the
-(row, tree) pairs are ordered by their leaf's feature count (a radix sort), so step j of the
-sum runs over a prefix: the pairs with more than j features, each adding coeff * x in float64
-in feature order. interp.accumulate then adds the trees in order and the Predictor applies the
-transform as for any model.
+finds every row's leaf in every tree. The leaves' linear models are then evaluated for a block
+of rows and all trees at once, with interp.tree_values' arithmetic (LightGBM's), by the native
+kernel's tc_linear_margins (runtime/kernels/linear.c: per row, per tree in order, const +
+coeff * x in float64 in feature order, unfused, added to the row's margins from the base) or,
+where no native kernel loads, in numpy: the (row, tree) pairs ordered by their leaf's feature
+count (a radix sort), so step j of the sum runs over a prefix, the pairs with more than j
+features; interp.accumulate then adds the trees in order. The Predictor applies the transform
+as for any model.
 
 The result is a loader.Predictor in every other respect (threads, outputs, `apply`; pickling
 rebuilds it from the IR); `save` raises UnsupportedModelError: a standalone artifact would need
@@ -16,12 +18,13 @@ the linear leaves in native code.
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any, Callable
 
 import numpy as np
 
 from . import backends, interp
-from .errors import UnsupportedModelError
+from .errors import CompileError, UnsupportedModelError
 from .ir import LINEAR_NO_ARTIFACT, LINEAR_ZERO, Forest, head_of
 from .loader import Predictor
 
@@ -50,10 +53,36 @@ class _Tables:
         feat[used] = np.concatenate([t.linear_feature for t in lin])  # C order: node, then j
         coeff[used] = np.concatenate([t.linear_coeff for t in lin])
         self.feat, self.coeff = feat.T.copy(), coeff.T.copy()  # (kmax, nodes): step j's rows
+        # the native kernel's form: per node a range of (feature, coeff) pairs in CSR order
+        self.node0 = np.append(self.offset, self.offset[-1] + trees[-1].n_nodes).astype(np.int64)
+        self.ptr = np.concatenate([[0], np.cumsum(cnt)]).astype(np.int64)
+        self.csr_feat = np.ascontiguousarray(self.feat.T[used], np.int32)
+        self.csr_coeff = np.ascontiguousarray(self.coeff.T[used], np.float64)
+        self.forest, self.base = forest, np.ascontiguousarray(forest.base_score, np.float64)
+        self.tree_out = np.ascontiguousarray(forest.tree_output, np.int32)
+        self._native = _native_fn()
 
-    def tree_outputs(self, X: np.ndarray, leaves: np.ndarray) -> np.ndarray:
-        """(n_trees, n_rows): what each tree adds for rows X that reached `leaves` (n_rows,
-        n_trees: IR node indices, as float64)."""
+    def margins(self, X: np.ndarray, leaves: np.ndarray, native: bool = True) -> np.ndarray:
+        """(n_rows, n_outputs) raw margins of rows X that reached `leaves` (n_rows, n_trees: IR
+        node indices, as float64). native=False: numpy's evaluation (the fallback where no
+        native kernel loads; tests compare the two)."""
+        f = self.forest
+        if not (native and self._native is not None and str(f.accumulate_dtype) == "float64"):
+            return interp.accumulate(f, len(X), (v[:, None] for v in self._numpy_outputs(X, leaves)))
+        n, T = leaves.shape
+        x = np.ascontiguousarray(X, np.float64)
+        lv = np.ascontiguousarray(leaves, np.float64)
+        acc = np.empty((n, f.n_outputs))
+        p = lambda a: a.ctypes.data  # noqa: E731
+        if self._native(p(x), n, x.shape[1], p(lv), T, p(self.node0), p(self.tree_out), f.n_outputs,
+                        p(self.base), p(self.plain), p(self.const), p(self.ptr), p(self.csr_feat),
+                        p(self.csr_coeff), LINEAR_ZERO, p(acc)) != 0:
+            raise RuntimeError("treecomp linear leaves: a leaf index outside its tree")
+        if f.average:
+            acc /= f.n_trees
+        return acc
+
+    def _numpy_outputs(self, X: np.ndarray, leaves: np.ndarray) -> np.ndarray:
         n, T = leaves.shape
         node = (leaves.T.astype(np.intp) + self.offset[:, None]).ravel()  # pair = tree * n + row
         cnt = self.cnt[node]
@@ -90,6 +119,19 @@ class _Tables:
         return res.reshape(T, n)
 
 
+def _native_fn() -> Any:
+    """tc_linear_margins of the arrays kernel library, or None where none loads."""
+    from .backends import arrays_native
+    try:
+        fn = arrays_native.native_library().tc_linear_margins
+    except CompileError:  # no prebuilt kernel and no compiler: numpy evaluates the leaves
+        return None
+    P, I = ctypes.c_void_p, ctypes.c_int64
+    fn.restype = ctypes.c_int32
+    fn.argtypes = [P, I, I, P, I, P, P, I, P, P, P, P, P, P, ctypes.c_double, P]
+    return fn
+
+
 class LinearKernel:
     """A loader kernel (run(X, out, flags) -> raw margins) for a forest with linear leaves."""
 
@@ -116,9 +158,7 @@ class LinearKernel:
                 out[a:a + len(Xb)] = interp.raw_from_leaves(self.forest, Xb.astype(np.float64),
                                                             lv.astype(np.intp))
             else:
-                per_tree = self.tables.tree_outputs(Xb, lv)
-                out[a:a + len(Xb)] = interp.accumulate(self.forest, len(Xb),
-                                                       (v[:, None] for v in per_tree))
+                out[a:a + len(Xb)] = self.tables.margins(Xb, lv)
 
     def save(self, path: Any) -> None:
         raise UnsupportedModelError(LINEAR_NO_ARTIFACT)
