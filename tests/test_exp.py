@@ -177,7 +177,8 @@ def test_other_numpy_dispatch():
                           __file__, os.path.join(os.path.dirname(__file__), "test_frontend_sklearn_more.py"),
                           "-k", "interpreter or (arrays_paths and not llvm) or single_rows "
                           # sklearn's AdaBoost softmax (np.exp) and IsolationForest (np.power)
-                          "or isolation_forest_bit_exact or adaboost_bit_exact or hgb_many_classes"],
+                          "or isolation_forest_bit_exact or adaboost_bit_exact or hgb_many_classes "
+                          "or base_margins"],
                          env=env, capture_output=True, text=True, timeout=400,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
@@ -202,3 +203,106 @@ def test_xgb_aft_takes_exp_in_double():
     np.testing.assert_array_equal(interp.predict(f, Xt), want)
     for isa in ("auto", "numpy"):
         np.testing.assert_array_equal(treecomp.compile(f, backend="arrays", isa=isa).predict(Xt), want)
+
+
+# -- host-evaluated base scores -----------------------------------------------------------------
+# sklearn's GradientBoostingClassifier computes its initial margins at predict time, from the
+# init estimator's class priors through the link: multiclass log(p / gmean(p)) with np.log /
+# np.exp (numpy's AVX-512 code on AVX-512 hosts), binary scipy.special.logit (libm). Priors
+# 3:3:4 are ones whose multinomial logit differs in the last bit between numpy's two dispatches.
+_GB_PRIORS = {"multi": np.repeat([0, 1, 2], [30, 30, 40]), "binary": np.repeat([0, 1], [37, 63])}
+_CROSS = r"""
+import pickle, sys, warnings
+import numpy as np
+import treecomp
+from sklearn.ensemble._gb import _init_raw_predictions
+from sklearn.base import is_classifier
+d, mode = sys.argv[1], sys.argv[2]
+models, X = pickle.load(open(f"{d}/models.pkl", "rb"))
+
+def save(name, m):
+    f = treecomp.parse(m)
+    f.save(f"{d}/{mode}-{name}.ir")
+    treecomp.compile(f, backend="c").save(f"{d}/{mode}-{name}-c.so")
+    treecomp.compile(f, backend="llvm").save(f"{d}/{mode}-{name}-llvm.so")
+    a = treecomp.compile(f, backend="arrays")
+    a.save(f"{d}/{mode}-{name}.tc")
+    a.save(f"{d}/{mode}-{name}-arrays.so")
+    open(f"{d}/{mode}-{name}-llvm.pkl", "wb").write(pickle.dumps(treecomp.compile(f, backend="llvm")))
+
+def check(name, m, other):
+    loaded = [treecomp.load(f"{d}/{other}-{name}{s}") for s in ("-c.so", "-llvm.so", ".tc", "-arrays.so")]
+    loaded.append(pickle.loads(open(f"{d}/{other}-{name}-llvm.pkl", "rb").read()))
+    loaded.append(treecomp.compile(treecomp.Forest.load(f"{d}/{other}-{name}.ir"), backend="arrays"))
+    for p in loaded:
+        for method in ("predict_proba", "decision_function", "predict"):
+            want, got = getattr(m, method)(X), getattr(p, method)(X)
+            assert got.dtype == want.dtype and np.array_equal(got, want), (name, p, method)
+        for i in (0, 1):
+            assert np.array_equal(p.predict_proba(X[i:i + 1]), m.predict_proba(X[i:i + 1])), (name, p)
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    for name, m in sorted(models.items()):
+        if mode == "check":
+            check(name, m, "parent")
+        else:
+            save(name, m)
+        init = _init_raw_predictions(X[:1], m.init_, m._loss, is_classifier(m))
+        print(name, init.tobytes().hex())
+"""
+
+
+def test_base_margins_are_sklearns_links():
+    """outputs.base_margins equals sklearn's own link of the priors in this process, for every
+    prior of up to 5 classes with counts 1..6 (multiclass, numpy's log / exp: its "libm" variant
+    equals it where numpy runs no AVX-512 code) and for binary priors (scipy.special.logit and
+    0.5 * it: libm's log / log1p, on both sides of its 0.3 / 0.65 switch)."""
+    import itertools
+    from types import SimpleNamespace
+    from scipy.special import logit
+    from sklearn._loss.link import HalfLogitLink, LogitLink, MultinomialLogit
+    eps = np.finfo(np.float64).eps
+    link, n, libm_differs = MultinomialLogit(), 0, 0
+    for k in (3, 4, 5):
+        for counts in itertools.combinations_with_replacement(range(1, 7), k):
+            c = np.array(counts, np.float64)
+            p = np.clip((c / c.sum())[None, :], eps, 1 - eps)[0]
+            f = SimpleNamespace(base_link="multinomial_logit", base_score=p)
+            want = link.link(p[None, :])[0]
+            np.testing.assert_array_equal(outputs.base_margins(f), want)
+            libm_differs += not np.array_equal(outputs.base_margins(f, "libm"), want)
+            n += 1
+    assert libm_differs == 0 or _avx512_dispatch_targets(), "numpy's baseline log / exp are libm's"
+    p = np.concatenate([np.linspace(0.001, 0.999, 4001), np.linspace(0.2999, 0.3001, 201),
+                        np.linspace(0.6499, 0.6501, 201), [eps, 1 - eps, 0.3, 0.65, 0.5]])
+    assert not np.array_equal(logit(p), np.log(p / (1 - p)))  # the log1p band matters
+    for name, sk in (("logit", LogitLink()), ("half_logit", HalfLogitLink())):
+        want = sk.link(p)
+        got = [outputs.base_margins(SimpleNamespace(base_link=name, base_score=[v]))[0] for v in p.tolist()]
+        np.testing.assert_array_equal(got, want)
+
+
+def test_base_score_is_evaluated_on_the_predicting_host(tmp_path):
+    """A GradientBoostingClassifier parsed and compiled under one numpy dispatch and loaded
+    under the other (c / llvm / arrays .so, .tc, a pickle, the IR file) predicts what
+    scikit-learn predicts in the loading process: its initial margins are evaluated there."""
+    import pickle
+    models = {name: ensemble.GradientBoostingClassifier(n_estimators=3, max_depth=2, random_state=0)
+              .fit(X_TRAIN[:len(y)], y) for name, y in _GB_PRIORS.items()}
+    with open(tmp_path / "models.pkl", "wb") as fh:
+        pickle.dump((models, X_TEST[:50]), fh)
+    script = tmp_path / "cross.py"
+    script.write_text(_CROSS)
+    env = dict(os.environ, NPY_DISABLE_CPU_FEATURES=" ".join(_avx512_dispatch_targets()))
+
+    def run(mode, environ):
+        res = subprocess.run([sys.executable, str(script), str(tmp_path), mode], env=environ,
+                             capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+        return dict(line.split() for line in res.stdout.splitlines())
+    here = run("parent", dict(os.environ))  # compiles and saves under this process's dispatch
+    there = run("check", env)               # loads them under the other dispatch
+    if _avx512_dispatch_targets():  # an AVX-512 host: the two dispatches disagree here
+        assert here["multi"] != there["multi"], "priors 3:3:4 should tell numpy's dispatches apart"
+    assert here["binary"] == there["binary"]  # scipy's logit: libm's log, whatever numpy runs

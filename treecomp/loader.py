@@ -51,6 +51,9 @@ MIN_ROWS_PER_THREAD = 2048
 #: costs ~1.5 us per array, more than copying a row)
 SMALL_BATCH = 64
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+#: the writable initial margins (accumulation dtype, n_outputs) of an artifact whose head has a
+#: base_link (runtime/treecomp.h): set by set_base when it is loaded
+BASE_SYMBOL = "treecomp_base"
 _char_buffer, _addressof = ctypes.c_char.from_buffer, ctypes.addressof
 
 
@@ -179,6 +182,17 @@ def _usable_cpus() -> int:
 CPUS = _usable_cpus()
 
 
+def set_base(head: Head, address: int) -> None:
+    """Write the initial margins of `head`'s base_link, evaluated now with this process's numpy
+    (what scikit-learn computes here at predict time: outputs.base_margins), into a kernel's
+    BASE_SYMBOL at `address`. Called once, when the kernel is loaded, before any prediction."""
+    if not address:
+        raise ArtifactError(f"an artifact with base_link {head.base_link!r} has no {BASE_SYMBOL}")
+    acc = np.dtype(head.accumulate_dtype)
+    base = outputs.base_margins(head).astype(acc)
+    ctypes.memmove(address, base.ctypes.data, base.nbytes)
+
+
 class SharedLibrary:
     """A kernel in a shared library honouring runtime/treecomp.h (C backend, LLVM object code)."""
 
@@ -213,6 +227,13 @@ class SharedLibrary:
         except (UnicodeDecodeError, AttributeError, InvalidModelError) as exc:
             raise ArtifactError(f"{self.path.name}: corrupt treecomp_meta_json(): {exc}") from None
         self._check_exports(lib)
+        if self.head.base_link != "identity":
+            try:
+                address = ctypes.addressof(ctypes.c_char.in_dll(lib, BASE_SYMBOL))
+            except ValueError:
+                raise ArtifactError(f"{self.path.name}: its meta JSON has base_link "
+                                    f"{self.head.base_link!r} but the library has no {BASE_SYMBOL}") from None
+            set_base(self.head, address)
         predict.restype = ctypes.c_int32
         predict.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p,
                             ctypes.c_uint32]

@@ -35,6 +35,7 @@ import math
 import os
 import struct
 import threading
+from typing import Any
 
 import numpy as np
 
@@ -284,6 +285,52 @@ def _expf(x: np.ndarray) -> np.ndarray:
         out[special] = np.where(xs > _EXPF_OFLOW, np.float32(np.inf),
                                 np.where(xs < _EXPF_UFLOW, np.float32(0), xs))
     return out.reshape(shape)
+
+
+# -- initial margins (Forest.base_link) ----------------------------------------------------------
+# sklearn 1.9.1's GradientBoostingClassifier evaluates its init estimator at predict time
+# (ensemble/_gb.py _init_raw_predictions): the DummyClassifier's priors p, clipped to
+# [eps, 1 - eps], through loss.link.link (_loss/link.py). Binary: scipy.special.logit, whose
+# xsf code is log(p / (1 - p)) outside [0.3, 0.65] and log1p(s) - log1p(-s), s = 2 (p - 0.5),
+# inside (checked equal to scipy 1.17.1's, tests/test_exp.py), with libm's log / log1p: here
+# Python's math.log / math.log1p, which call them. Multiclass: np.log(p / gmean(p)) with
+# scipy.stats.gmean = np.exp(np.mean(np.log(p), axis=1)) on the (1, K) row: numpy's own
+# AVX-512 log and exp on AVX-512 hosts, which differ from glibc's in the last bit for some p
+# (priors 3:3:4, for one). So the margins are evaluated in the predicting process, never stored.
+def _logit(p: float) -> float:
+    if p < 0.3 or p > 0.65:
+        return math.log(p / (1.0 - p))
+    s = 2.0 * (p - 0.5)
+    return math.log1p(s) - math.log1p(-s)
+
+
+def _libm_log(x: np.ndarray) -> np.ndarray:
+    return np.array([math.log(v) for v in x.reshape(-1).tolist()]).reshape(x.shape)
+
+
+def base_margins(forest: Any, lib: str = "numpy") -> np.ndarray:
+    """The initial margins (float64, n_outputs) of a Forest or Head: base_score, or its
+    base_link evaluated now, as the library evaluates it at predict time. lib "numpy": with this
+    process's np.log / np.exp (what scikit-learn computes here); "libm": with the C library's
+    log / exp (what it computes under numpy's baseline dispatch, which calls them), the value
+    artifacts are built with, so their bytes do not depend on the building host."""
+    link = forest.base_link
+    p = np.asarray(forest.base_score, np.float64)
+    if link == "identity":
+        return p.copy()
+    if link in ("logit", "half_logit"):
+        v = _logit(float(p[0]))
+        return np.array([0.5 * v if link == "half_logit" else v])
+    if link != "multinomial_logit":
+        raise ValueError(f"unknown base_link {link!r}")
+    a = p.reshape(1, -1)
+    if lib == "numpy":
+        gm = np.exp(np.mean(np.log(a), axis=1))
+        return np.log(a / gm[:, None])[0]
+    if lib != "libm":
+        raise ValueError(f"unknown lib {lib!r}")
+    gm = libm_exp(np.mean(_libm_log(a), axis=1))
+    return _libm_log(a / gm[:, None])[0]
 
 
 def transform(forest: Forest, raw: np.ndarray) -> np.ndarray:

@@ -45,6 +45,7 @@ auto_block_rows for the measurements).
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -138,6 +139,12 @@ class ArraysKernel:
     def __init__(self, tables: Tables, head: Head, isa: str = "auto", block_rows: int = 0,
                  data: bytes | None = None, strict_isa: bool = True):
         self.tables, self.head, self._data = tables, head, data
+        if head.base_link != "identity":  # the margins of this host's numpy (loader.set_base)
+            self._file_tables = tables    # what to_bytes writes: the base as built
+            base = outputs.base_margins(head).astype(tables.acc_dtype)
+            if base.shape != tables.arrays["base"].shape:
+                raise _bad("base score length")
+            self.tables = tables = dataclasses.replace(tables, arrays={**tables.arrays, "base": base})
         self.requested_block_rows = int(block_rows)
         self.block_rows = int(block_rows) or auto_block_rows(tables)
         self.requested_isa = isa
@@ -301,7 +308,7 @@ class ArraysKernel:
 
     def to_bytes(self) -> bytes:
         if self._data is None:
-            self._data = tables_to_bytes(self.tables, self.head,
+            self._data = tables_to_bytes(getattr(self, "_file_tables", self.tables), self.head,
                                          {"isa": self.requested_isa,
                                           "block_rows": self.requested_block_rows})
         return self._data

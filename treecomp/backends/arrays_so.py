@@ -47,6 +47,7 @@ import numpy as np
 
 from .. import __version__, outputs, toolchain
 from ..errors import CompileError
+from ..loader import BASE_SYMBOL
 from . import arrays_native
 from .arrays_tables import FF_CAT, FF_FEAT
 from .arrays_native import KERNEL_CFLAGS, _NATIVE_ISAS, _Tables
@@ -145,7 +146,9 @@ def emit(kernel: Any) -> tuple[str, bytes]:
     unknown = set(keep) - set(_POINTERS)
     if unknown or set(scalars) - set(_SCALARS):
         raise CompileError(f"arrays .so: tables the layout does not know: {sorted(unknown)}")
-    arrays = {k: v for k, v in keep.items() if v.size}
+    # a base_link's margins: the writable treecomp_base, libm's value until loaded (c._base_decl)
+    settable = head.base_link != "identity"
+    arrays = {k: v for k, v in keep.items() if v.size and not (settable and k == "base")}
     X = test_rows(kernel)
     arrays["tc_test_x"] = X
     blob, offs = _blob(arrays)
@@ -156,6 +159,12 @@ def emit(kernel: Any) -> tuple[str, bytes]:
     want = _NATIVE_ISAS.index(kernel.requested_isa) if kernel.requested_isa in _NATIVE_ISAS else -1
     init = [f"  .{k} = {int(scalars[k])}," for k in _SCALARS if k in scalars]
     init += [f"  .{k} = TC_P({offs[k]})," for k in _POINTERS if k in offs]
+    base_decl = ""
+    if settable:
+        init.append(f"  .base = {BASE_SYMBOL},")
+        base = ", ".join(cbackend._lit(float(b), acc_t)
+                         for b in outputs.base_margins(head, "libm").astype(head.accumulate_dtype))
+        base_decl = f"TC_EXPORT tc_acc {BASE_SYMBOL}[TC_NO] = {{{base}}};\n"
     meta = head.to_json(backend=NAME, treecomp_version=__version__)
     transform = "" if not ccode else f"""
   if (flags & TREECOMP_TRANSFORM) {{  /* the library's inverse link, as a c-backend .so has it */
@@ -185,7 +194,7 @@ typedef {acc_t} tc_acc;
 #define TC_WANT_ISA {want}
 #define TC_TEST_ROWS {len(X)}
 
-static const tc_tables tc_model = {{
+{base_decl}static const tc_tables tc_model = {{
 {chr(10).join(init)}
 }};
 

@@ -51,6 +51,7 @@ from .. import __version__
 from ..ir import Forest, Tree, head_of
 from ..passes import comparison_thresholds
 from .. import outputs, toolchain
+from ..loader import BASE_SYMBOL
 
 NAME = "c"
 
@@ -129,7 +130,10 @@ def is_constant(tree: Tree) -> bool:
 
 
 def n_leading_constants(forest: Forest) -> int:
-    """How many constant trees precede the first real one (they fold into the base score)."""
+    """How many constant trees precede the first real one (they fold into the base score; not
+    where the base margins are evaluated when the artifact is loaded: forest.base_link)."""
+    if forest.base_link != "identity":
+        return 0
     n = 0
     for t in forest.trees:
         if not is_constant(t):
@@ -147,7 +151,8 @@ def folded_base(forest: Forest) -> np.ndarray:
     (m + c1) + c2 is not m + (c1 + c2) for a row-dependent margin m.
     """
     acc = np.dtype(forest.accumulate_dtype).type
-    base = [acc(b) for b in forest.base_score]
+    # a base_link's margins with libm's log / exp: the loader replaces them with this host's
+    base = [acc(b) for b in outputs.base_margins(forest, "libm")]
     for i in range(n_leading_constants(forest)):
         t, o = forest.trees[i], int(forest.tree_output[i])
         for j, v in enumerate(t.value[0]):
@@ -603,6 +608,16 @@ def _transform_code(forest: Forest) -> str:
             "      for (int k = 0; k < TC_NO; ++k) a[k] /= s;")
 
 
+def _base_decl(forest: Forest, base: str) -> str:
+    """The initial margins: a constant, or where forest.base_link sets them (evaluated by the
+    library at predict time with numpy's log), the exported treecomp_base (treecomp.h), which
+    holds them evaluated with libm's log / exp and which the loader overwrites with this host's
+    numpy's value before the first prediction."""
+    if forest.base_link == "identity":
+        return f"static const tc_acc tc_base[TC_NO] = {{{base}}};"
+    return f"TC_EXPORT tc_acc {BASE_SYMBOL}[TC_NO] = {{{base}}};\n#define tc_base {BASE_SYMBOL}"
+
+
 def _main_unit(forest: Forest, units: list[list[int]], block: int) -> str:
     x_t, acc_t = _types(forest)
     head = head_of(forest)
@@ -620,7 +635,7 @@ def _main_unit(forest: Forest, units: list[list[int]], block: int) -> str:
 #define TC_EXPORT __attribute__((visibility("default")))
 #define TC_BLOCK {block}
 {protos}
-static const tc_acc tc_base[TC_NO] = {{{base}}};
+{_base_decl(forest, base)}
 
 TC_EXPORT int32_t treecomp_abi_version(void) {{ return TREECOMP_ABI_VERSION; }}
 TC_EXPORT const char *treecomp_version(void) {{ return {_c_string(__version__)}; }}
