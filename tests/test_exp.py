@@ -210,12 +210,15 @@ def test_xgb_aft_takes_exp_in_double():
 # init estimator's class priors through the link: multiclass log(p / gmean(p)) with np.log /
 # np.exp (numpy's AVX-512 code on AVX-512 hosts), binary scipy.special.logit (libm). Priors
 # 3:3:4 are ones whose multinomial logit differs in the last bit between numpy's two dispatches.
+# IsolationForest divides by n_estimators * c(max_samples), c with np.log, at predict time:
+# max_samples 9171 is one whose c differs between them.
 _GB_PRIORS = {"multi": np.repeat([0, 1, 2], [30, 30, 40]), "binary": np.repeat([0, 1], [37, 63])}
 _CROSS = r"""
 import pickle, sys, warnings
 import numpy as np
 import treecomp
 from sklearn.ensemble._gb import _init_raw_predictions
+from sklearn.ensemble._iforest import _average_path_length
 from sklearn.base import is_classifier
 d, mode = sys.argv[1], sys.argv[2]
 models, X = pickle.load(open(f"{d}/models.pkl", "rb"))
@@ -234,12 +237,14 @@ def check(name, m, other):
     loaded = [treecomp.load(f"{d}/{other}-{name}{s}") for s in ("-c.so", "-llvm.so", ".tc", "-arrays.so")]
     loaded.append(pickle.loads(open(f"{d}/{other}-{name}-llvm.pkl", "rb").read()))
     loaded.append(treecomp.compile(treecomp.Forest.load(f"{d}/{other}-{name}.ir"), backend="arrays"))
+    methods = ("score_samples", "decision_function", "predict") if name == "iforest" else \
+        ("predict_proba", "decision_function", "predict")
     for p in loaded:
-        for method in ("predict_proba", "decision_function", "predict"):
+        for method in methods:
             want, got = getattr(m, method)(X), getattr(p, method)(X)
             assert got.dtype == want.dtype and np.array_equal(got, want), (name, p, method)
-        for i in (0, 1):
-            assert np.array_equal(p.predict_proba(X[i:i + 1]), m.predict_proba(X[i:i + 1])), (name, p)
+            for i in (0, 1):
+                assert np.array_equal(getattr(p, method)(X[i:i + 1]), want[i:i + 1]), (name, p, method)
 
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")
@@ -248,7 +253,10 @@ with warnings.catch_warnings():
             check(name, m, "parent")
         else:
             save(name, m)
-        init = _init_raw_predictions(X[:1], m.init_, m._loss, is_classifier(m))
+        if name == "iforest":  # what sklearn divides by, computed in this process
+            init = _average_path_length([m._max_samples])
+        else:
+            init = _init_raw_predictions(X[:1], m.init_, m._loss, is_classifier(m))
         print(name, init.tobytes().hex())
 """
 
@@ -284,12 +292,15 @@ def test_base_margins_are_sklearns_links():
 
 
 def test_base_score_is_evaluated_on_the_predicting_host(tmp_path):
-    """A GradientBoostingClassifier parsed and compiled under one numpy dispatch and loaded
-    under the other (c / llvm / arrays .so, .tc, a pickle, the IR file) predicts what
+    """A GradientBoostingClassifier / IsolationForest parsed and compiled under one numpy
+    dispatch and loaded under the other (c / llvm / arrays .so, .tc, a pickle, the IR file) predicts what
     scikit-learn predicts in the loading process: its initial margins are evaluated there."""
     import pickle
     models = {name: ensemble.GradientBoostingClassifier(n_estimators=3, max_depth=2, random_state=0)
               .fit(X_TRAIN[:len(y)], y) for name, y in _GB_PRIORS.items()}
+    # small trees (fast to compile) with the max_samples of 9171 (what sklearn divides by)
+    models["iforest"] = ensemble.IsolationForest(n_estimators=2, max_samples=64, random_state=0).fit(X_TRAIN)
+    models["iforest"]._max_samples = 9171
     with open(tmp_path / "models.pkl", "wb") as fh:
         pickle.dump((models, X_TEST[:50]), fh)
     script = tmp_path / "cross.py"
@@ -305,4 +316,5 @@ def test_base_score_is_evaluated_on_the_predicting_host(tmp_path):
     there = run("check", env)               # loads them under the other dispatch
     if _avx512_dispatch_targets():  # an AVX-512 host: the two dispatches disagree here
         assert here["multi"] != there["multi"], "priors 3:3:4 should tell numpy's dispatches apart"
+        assert here["iforest"] != there["iforest"], "so should c(9171)"
     assert here["binary"] == there["binary"]  # scipy's logit: libm's log, whatever numpy runs

@@ -66,8 +66,11 @@ TRANSFORMS = ("identity", "sigmoid", "sigmoid2", "softmax", "softmax_seq", "exp"
               "samme", "iforest", "logistic_ort", "softmax_ort", "softmax_zero_ort")
 #: how many Forest.transform_params each transform takes (others: none); meaning in outputs.py
 #:   samme    (weight_sum,)          AdaBoostClassifier: estimator_weights_.sum()
-#:   iforest  (denominator, offset)  IsolationForest: n_estimators * c(max_samples), offset_
-TRANSFORM_PARAMS = {"samme": 1, "iforest": 2}
+#:   iforest  (n_estimators, max_samples, offset)  IsolationForest: score_samples divides by
+#:            n_estimators * c(max_samples), which sklearn evaluates at predict time with
+#:            np.log (host-dependent), so outputs.iforest_denominator does too;
+#:            (denominator, offset): that product as evaluated by the parse (older files)
+TRANSFORM_PARAMS = {"samme": (1,), "iforest": (2, 3)}
 #: Which float64 exp the transform calls, as the library does (float32 transforms always follow
 #: XGBoost's libm expf / exp formulas). Not the same function on every host: numpy 2.x runs its
 #: own AVX-512 exp on AVX-512 CPUs, which differs from glibc's in the last bit for ~5% of inputs.
@@ -862,8 +865,9 @@ def _check_base_link(link: Any, base: np.ndarray) -> None:
 def _check_transform(f: Any) -> None:
     """A Forest's / Head's transform, its parameters and its decision agree (outputs.py)."""
     t, d, p = f.transform, f.decision, f.transform_params
-    if len(p) != TRANSFORM_PARAMS.get(t, 0):
-        raise InvalidModelError(f"transform {t!r} takes {TRANSFORM_PARAMS.get(t, 0)} "
+    counts = TRANSFORM_PARAMS.get(t, (0,))
+    if len(p) not in counts:
+        raise InvalidModelError(f"transform {t!r} takes {' or '.join(map(str, counts))} "
                                 f"transform_params, got {len(p)}")
     pairs = {"samme": "samme", "iforest": "outlier"}
     if (pairs.get(t) or d) != d or (d in pairs.values() and pairs.get(t) != d):
@@ -875,8 +879,10 @@ def _check_transform(f: Any) -> None:
             raise InvalidModelError(f"transform 'samme' needs one target (one margin for 2 classes, "
                                     f"one per class for more) and a non-zero weight sum; got "
                                     f"classes {widths}, n_outputs={f.n_outputs}, {p}")
-    if t == "iforest" and (f.n_outputs != 1 or p[0] < 0):
-        raise InvalidModelError(f"transform 'iforest' needs one output and a denominator >= 0; "
+    if t == "iforest" and (f.n_outputs != 1 or min(p[:-1]) < 0
+                           or (len(p) == 3 and not all(v == int(v) and v < 2 ** 53 for v in p[:2]))):
+        raise InvalidModelError(f"transform 'iforest' needs one output and a denominator >= 0 "
+                                "(or its n_estimators and max_samples: integers >= 0); "
                                 f"got n_outputs={f.n_outputs}, {p}")
 
 

@@ -401,7 +401,9 @@ def _softmax(raw: np.ndarray, lib: str, order: str) -> np.ndarray:
 #       (else; sklearn's decision is Fortran-ordered, so numpy sums the softmax sequentially)
 # sklearn 1.9.1, ensemble/_iforest.py. The raw margin is `depths`: per tree the leaf's depth +
 # the average path length of its training samples - 1.0, summed from 0 in estimator order.
-# transform_params = (denominator, offset_), denominator = n_estimators * c(max_samples). Then
+# transform_params = (n_estimators, max_samples, offset_); the denominator n_estimators *
+# c(max_samples) is evaluated at predict time, with np.log, as sklearn does (iforest_denominator;
+# numpy's AVX-512 log makes it host-dependent: max_samples 9171, for one). Then
 #   score_samples     = -(2 ** -(depths / denominator))   (numpy's power; 2 ** -1 where the
 #       denominator is 0, as sklearn's np.divide(..., out=ones, where=denominator != 0))
 #   decision_function = score_samples - offset_;  predict = -1 where decision < 0, else 1
@@ -425,11 +427,27 @@ def _samme_proba(forest: Forest, raw: np.ndarray) -> np.ndarray:
     return _softmax(d / (d.shape[1] - 1), forest.exp_lib, "F")
 
 
+def iforest_denominator(forest: Forest) -> float:
+    """IsolationForest's len(estimators_) * _average_path_length([max_samples]) (sklearn 1.9.1),
+    evaluated now with this process's numpy; a two-parameter (older) IR holds it evaluated."""
+    p = forest.transform_params
+    if len(p) == 2:
+        return p[0]
+    n = np.array([p[1]])
+    if n[0] <= 1:
+        c = np.zeros(1)
+    elif n[0] == 2:
+        c = np.ones(1)
+    else:
+        c = 2.0 * (np.log(n - 1.0) + np.euler_gamma) - 2.0 * (n - 1.0) / n
+    return float((np.float64(p[0]) * c)[0])
+
+
 def score_samples(forest: Forest, raw: np.ndarray) -> np.ndarray:
     """IsolationForest.score_samples from the raw margins (transform "iforest")."""
     if forest.transform != "iforest":
         raise TypeError("score_samples is only available for IsolationForest models")
-    denominator = forest.transform_params[0]
+    denominator = iforest_denominator(forest)
     depths = raw[:, 0]
     q = depths / denominator if denominator != 0 else np.ones_like(depths)
     return -(2 ** (-q))
@@ -441,7 +459,7 @@ def decision_values(forest: Forest, raw: np.ndarray) -> np.ndarray:
     if forest.transform == "samme":
         return _samme_decision(forest, raw)
     if forest.transform == "iforest":
-        return score_samples(forest, raw) - forest.transform_params[1]
+        return score_samples(forest, raw) - forest.transform_params[-1]
     return raw_output(forest, raw)
 
 

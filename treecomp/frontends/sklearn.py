@@ -677,15 +677,22 @@ def parse_isolation_forest(model: Any) -> Forest:
                 raise InvalidModelError(f"{where} splits on a feature beyond its {len(fs)} features")
             feature = np.where(inner, fs[np.where(inner, feature, 0)], -1)
         trees.append(_make_tree(left, right, feature, threshold, default_left, leafval[:, None]))
-    # sklearn: len(estimators_) * _average_path_length([_max_samples]), with its own function
-    denominator = float((len(ests) * _average_path_length([model._max_samples]))[0])
+    # sklearn divides by len(estimators_) * _average_path_length([_max_samples]), evaluated at
+    # predict time with np.log: the IR keeps its two numbers (outputs.iforest_denominator)
+    if not isinstance(model._max_samples, (int, np.integer)) or model._max_samples < 0:
+        raise InvalidModelError(f"{_name(model)}._max_samples={model._max_samples!r}: not a count")
+    params = (float(len(ests)), float(model._max_samples), float(model.offset_))
+    f = SimpleNamespace(transform_params=params)
+    if outputs.iforest_denominator(f) != float((len(ests) * _average_path_length([model._max_samples]))[0]):
+        raise UnsupportedModelError(f"{_name(model)}: its score denominator is not scikit-learn "
+                                    "1.9.1's n_estimators * c(max_samples)")
     return Forest(trees=tuple(trees), n_features=n, n_outputs=1,
                   tree_output=np.zeros(len(trees), np.int32), base_score=np.zeros(1),
                   input_dtype="float32", comparison="<=", average=False, transform="iforest",
                   decision="outlier", feature_names=_feature_names(model),
                   # validate_data(dtype=float32, ensure_all_finite=False): NaN and +/-inf pass
                   allow_nan=True, exp_lib="numpy",
-                  transform_params=(denominator, float(model.offset_)),
+                  transform_params=params,
                   provenance=_provenance(model))
 
 
