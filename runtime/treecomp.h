@@ -70,6 +70,11 @@ const char *treecomp_meta_json(void);      /* everything above + classes, transf
 
 int32_t treecomp_predict(const void *X, int32_t x_dtype, int64_t n_rows, void *out, uint32_t flags);
 
+/* optional (c and arrays backends, unless built with ir=False): the model's IR file, as
+   treecomp.ir.Forest.to_bytes writes it (what Predictor.apply / contributions read) */
+int64_t treecomp_ir_size(void);
+const void *treecomp_ir(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -381,5 +381,10 @@ def test_apply_refused_without_ids_or_ir():
     m, X = _apply_models()[0]
     p = treecomp.compile(treecomp.parse(m), backend="arrays")
     import pickle
+    from treecomp.backends import arrays_format
+    # a pickle carries the IR (the .tc inside it); a table file without it cannot apply
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(p)).apply(X), p.apply(X))
+    k = p._kernel
+    bare = arrays_format.tables_to_bytes(k.tables, k.head, {"isa": "auto", "block_rows": 0})
     with pytest.raises(UnsupportedModelError, match=r"leaf indices \(apply\) need the model's trees"):
-        pickle.loads(pickle.dumps(p)).apply(X)
+        treecomp.Predictor(loader.kernel_from_bytes("arrays", bare)).apply(X)

@@ -130,6 +130,8 @@ DEFAULTS: dict[str, Any] = {
                                 # loop, as in c.py (codegen costs ~0.1 ms per basic block)
     "nodes_per_module": 16000,  # split trees into LLVM modules / object files of ~this size
     "jobs": None,               # threads compiling modules in parallel (default: all cores)
+    "ir": True,                 # pickles carry the model's IR (apply / contributions once
+                                # unpickled); a .so linked from the objects does not
 }
 
 
@@ -1044,7 +1046,7 @@ def _symbol_prefix(forest: Forest) -> str:
 
 def _cache_key(forest: Forest, opts: dict[str, Any]) -> str:
     cpu = _cpu(opts) if opts["native"] else None
-    keyed = {k: v for k, v in opts.items() if k != "jobs"}  # jobs does not change the bytes
+    keyed = {k: v for k, v in opts.items() if k not in ("jobs", "ir")}  # nor the bytes
     return toolchain.cache_key(NAME, forest.digest(), sorted(keyed.items()), _llvmlite_version(),
                                _llvm().get_process_triple(), cpu)
 
@@ -1131,8 +1133,10 @@ class LLVMKernel:
     _count_lock = threading.Lock()
 
     def __init__(self, objects: list[bytes], native_cpu: str | None = None,
-                 settable_base: bool = False):
+                 settable_base: bool = False, ir: Any = None):
         llvm = _llvm()
+        #: the model's IR: a Forest (built from one) or its IR file's bytes (loaded), or None
+        self._ir = ir
         self._objects = list(objects)
         self._native_cpu = native_cpu  # set when the code uses this CPU's features
         with LLVMKernel._count_lock:
@@ -1176,12 +1180,21 @@ class LLVMKernel:
         if rc != 0:
             raise RuntimeError(f"treecomp_predict failed with code {rc}")
 
+    def ir_bytes(self) -> bytes | None:
+        """The model's IR file (ir.Forest.to_bytes) this kernel carries, or None."""
+        if self._ir is not None and not isinstance(self._ir, bytes):
+            self._ir = self._ir.to_bytes()
+        return self._ir
+
     def to_bytes(self) -> bytes:
-        """MAGIC, a length-prefixed JSON header (head, triple, object sizes), the objects."""
+        """MAGIC, a length-prefixed JSON header (head, triple, object sizes, IR size), the
+        objects, the IR file (optional)."""
+        ir = self.ir_bytes()
         header = json.dumps({"version": _CONTAINER_VERSION, "head": self.meta_json,
                              "triple": _llvm().get_process_triple(), "native_cpu": self._native_cpu,
-                             "objects": [len(o) for o in self._objects]}).encode()
-        return b"".join([MAGIC, struct.pack("<I", len(header)), header, *self._objects])
+                             "objects": [len(o) for o in self._objects],
+                             **({"ir": len(ir)} if ir is not None else {})}).encode()
+        return b"".join([MAGIC, struct.pack("<I", len(header)), header, *self._objects, ir or b""])
 
     def save(self, path: str | os.PathLike) -> None:
         """Link the object code into a shared library at `path` (needs the system linker)."""
@@ -1207,6 +1220,12 @@ def load_bytes(data: bytes) -> LLVMKernel:
         for size in header["objects"]:
             objects.append(data[pos:pos + size])
             pos += size
+        ir = None
+        if "ir" in header:
+            n = header["ir"]
+            if type(n) is not int or n < 0:
+                raise ValueError("bad IR size")
+            ir, pos = data[pos:pos + n], pos + n
         if pos != len(data) or any(len(o) == 0 for o in objects):
             raise ValueError("truncated")
     except ArtifactError:
@@ -1225,7 +1244,7 @@ def load_bytes(data: bytes) -> LLVMKernel:
         settable = Head.from_json(header["head"]).base_link != "identity"
     except InvalidModelError as exc:
         raise ArtifactError(f"corrupt LLVM artifact: {exc}") from None
-    return LLVMKernel(objects, native_cpu=cpu, settable_base=settable)
+    return LLVMKernel(objects, native_cpu=cpu, settable_base=settable, ir=ir)
 
 
 def build(forest: Forest, progress: Callable[[str], None] | None = None, **overrides: Any) -> LLVMKernel:
@@ -1233,4 +1252,5 @@ def build(forest: Forest, progress: Callable[[str], None] | None = None, **overr
     opts = options(**overrides)
     native_cpu = _cpu(opts)[0] if opts["native"] else None
     return LLVMKernel(compile_objects(forest, progress=progress, **opts), native_cpu=native_cpu,
-                      settable_base=forest.base_link != "identity")
+                      settable_base=forest.base_link != "identity",
+                      ir=forest if opts["ir"] else None)
