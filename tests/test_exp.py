@@ -223,20 +223,29 @@ from sklearn.base import is_classifier
 d, mode = sys.argv[1], sys.argv[2]
 models, X = pickle.load(open(f"{d}/models.pkl", "rb"))
 
+# every artifact kind for the multiclass model; the others through fewer (their base or
+# denominator reaches every kernel the same way)
+KINDS = {"multi": ("-c.so", "-arrays.so", ".tc", "-llvm.pkl", ".ir"), "binary": ("-c.so", ".tc"),
+         "iforest": (".tc", ".ir")}
+
 def save(name, m):
     f = treecomp.parse(m)
-    f.save(f"{d}/{mode}-{name}.ir")
-    treecomp.compile(f, backend="c").save(f"{d}/{mode}-{name}-c.so")
-    treecomp.compile(f, backend="llvm").save(f"{d}/{mode}-{name}-llvm.so")
-    a = treecomp.compile(f, backend="arrays")
-    a.save(f"{d}/{mode}-{name}.tc")
-    a.save(f"{d}/{mode}-{name}-arrays.so")
-    open(f"{d}/{mode}-{name}-llvm.pkl", "wb").write(pickle.dumps(treecomp.compile(f, backend="llvm")))
+    for kind in KINDS[name]:
+        path = f"{d}/{mode}-{name}{kind}"
+        if kind == ".ir":
+            f.save(path)
+        elif kind == "-llvm.pkl":
+            open(path, "wb").write(pickle.dumps(treecomp.compile(f, backend="llvm")))
+        else:
+            treecomp.compile(f, backend="c" if kind == "-c.so" else "arrays").save(path)
 
 def check(name, m, other):
-    loaded = [treecomp.load(f"{d}/{other}-{name}{s}") for s in ("-c.so", "-llvm.so", ".tc", "-arrays.so")]
-    loaded.append(pickle.loads(open(f"{d}/{other}-{name}-llvm.pkl", "rb").read()))
-    loaded.append(treecomp.compile(treecomp.Forest.load(f"{d}/{other}-{name}.ir"), backend="arrays"))
+    loaded = []
+    for kind in KINDS[name]:
+        path = f"{d}/{other}-{name}{kind}"
+        loaded.append(treecomp.compile(treecomp.Forest.load(path), backend="arrays") if kind == ".ir"
+                      else pickle.loads(open(path, "rb").read()) if kind == "-llvm.pkl"
+                      else treecomp.load(path))
     methods = ("score_samples", "decision_function", "predict") if name == "iforest" else \
         ("predict_proba", "decision_function", "predict")
     for p in loaded:
