@@ -302,8 +302,9 @@ def test_base_margins_are_sklearns_links():
 
 def test_base_score_is_evaluated_on_the_predicting_host(tmp_path):
     """A GradientBoostingClassifier / IsolationForest parsed and compiled under one numpy
-    dispatch and loaded under the other (c / llvm / arrays .so, .tc, a pickle, the IR file) predicts what
-    scikit-learn predicts in the loading process: its initial margins are evaluated there."""
+    dispatch and loaded under the other (c and arrays .so, .tc, a pickled LLVM kernel, the IR
+    file) predicts what scikit-learn predicts in the loading process: its initial margins (the
+    forest's denominator) are evaluated there."""
     import pickle
     models = {name: ensemble.GradientBoostingClassifier(n_estimators=3, max_depth=2, random_state=0)
               .fit(X_TRAIN[:len(y)], y) for name, y in _GB_PRIORS.items()}
