@@ -26,8 +26,14 @@
  * returns TREECOMP_EINVAL and TREECOMP_RAW gives the margins; so it does for CatBoost's
  * MultiClass / Poisson / Tweedie models ("exp_lib": "fmath": CatBoost's own fast exp).
  *
- * Entry points are reentrant and thread-safe (no global mutable state): split rows across
- * threads freely.
+ * sklearn's GradientBoostingClassifier ("base_link" in treecomp_meta_json()) computes its
+ * initial margins from its class priors with numpy's log / exp at predict time: such a library
+ * exports them as `treecomp_base` (treecomp_n_outputs() values of treecomp_out_dtype()),
+ * computed with libm's log / exp (sklearn's value where numpy has no AVX-512 code). The Python
+ * loader overwrites them with its numpy's value when it loads the library.
+ *
+ * Entry points are reentrant and thread-safe (no global mutable state but treecomp_base, which
+ * is written, if at all, before the first call): split rows across threads freely.
  */
 #ifndef TREECOMP_H
 #define TREECOMP_H
@@ -63,6 +69,11 @@ int32_t treecomp_n_classes(void);          /* 0 for regressors; sum over targets
 const char *treecomp_meta_json(void);      /* everything above + classes, transform, decision */
 
 int32_t treecomp_predict(const void *X, int32_t x_dtype, int64_t n_rows, void *out, uint32_t flags);
+
+/* optional (c and arrays backends, unless built with ir=False): the model's IR file, as
+   treecomp.ir.Forest.to_bytes writes it (what Predictor.apply / contributions read) */
+int64_t treecomp_ir_size(void);
+const void *treecomp_ir(void);
 
 #ifdef __cplusplus
 }

@@ -395,3 +395,50 @@ def test_mutated_artifacts_never_crash(kind, seed, tmp_path):
     # the unmutated files load and predict
     assert all(results[i] == "ok" for i in range(len(_forests()))), results
     assert not bad, "\n".join(bad[:20])
+
+
+def test_loaded_artifacts_carry_the_ir(tmp_path):
+    """.so (c, arrays), .tc and pickles carry the model's IR: loaded predictors offer apply and
+    contributions (equal to compile's); an absent section is a clear UnsupportedModelError, a
+    corrupt or foreign one an ArtifactError."""
+    from sklearn.ensemble import GradientBoostingClassifier
+    from treecomp.errors import ArtifactError, UnsupportedModelError
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(200, 4))
+    m = GradientBoostingClassifier(n_estimators=4, max_depth=3, random_state=0).fit(
+        X, (X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5))
+    f = treecomp.parse(m)
+    for backend, suffix in (("c", ".so"), ("arrays", ".tc"), ("arrays", ".so"), ("llvm", ".pkl")):
+        p = treecomp.compile(f, backend=backend)
+        want_apply, want_shap = p.apply(X), p.contributions(X)
+        path = tmp_path / f"{backend}{suffix}"
+        if suffix == ".pkl":
+            q = pickle.loads(pickle.dumps(p))
+        else:
+            p.save(path)
+            q = pickle.loads(pickle.dumps(treecomp.load(path)))  # the artifact's bytes again
+        np.testing.assert_array_equal(q.apply(X), want_apply)
+        np.testing.assert_array_equal(q.contributions(X), want_shap)
+        np.testing.assert_array_equal(q.predict_proba(X), m.predict_proba(X))
+    k = treecomp.compile(f, backend="arrays")._kernel
+    runtime = {"isa": "auto", "block_rows": 0}
+    other = random_forest(5, n_features=4).to_bytes()
+    for ir, error, match in ((None, UnsupportedModelError, "carries no IR"),
+                             (b"not a zip", ArtifactError, "embedded model IR is corrupt"),
+                             (other, ArtifactError, "not the model it was compiled from")):
+        path = tmp_path / "case.tc"
+        path.write_bytes(arrays_format.tables_to_bytes(k.tables, k.head, runtime, ir))
+        q = treecomp.load(path)
+        np.testing.assert_array_equal(q.predict_proba(X), m.predict_proba(X))  # predicts anyway
+        with pytest.raises(error, match=match):
+            q.apply(X)
+        with pytest.raises(error, match=match):
+            q.contributions(X)
+    bare = treecomp.compile(f, backend="arrays", ir=False)  # the option leaves it out
+    bare.save(tmp_path / "bare.so")
+    for q in (treecomp.load(tmp_path / "bare.so"), pickle.loads(pickle.dumps(bare))):
+        with pytest.raises(UnsupportedModelError, match="carries no IR"):
+            q.apply(X)
+    data = arrays_format.tables_to_bytes(k.tables, k.head, runtime, other)
+    with pytest.raises(ArtifactError, match="IR section"):  # it runs past the end of the file
+        arrays.load_bytes(data[:len(data) - (-len(other)) % 64 - 10])

@@ -177,7 +177,8 @@ def test_other_numpy_dispatch():
                           __file__, os.path.join(os.path.dirname(__file__), "test_frontend_sklearn_more.py"),
                           "-k", "interpreter or (arrays_paths and not llvm) or single_rows "
                           # sklearn's AdaBoost softmax (np.exp) and IsolationForest (np.power)
-                          "or isolation_forest_bit_exact or adaboost_bit_exact or hgb_many_classes"],
+                          "or isolation_forest_bit_exact or adaboost_bit_exact or hgb_many_classes "
+                          "or base_margins"],
                          env=env, capture_output=True, text=True, timeout=400,
                          cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
@@ -202,3 +203,128 @@ def test_xgb_aft_takes_exp_in_double():
     np.testing.assert_array_equal(interp.predict(f, Xt), want)
     for isa in ("auto", "numpy"):
         np.testing.assert_array_equal(treecomp.compile(f, backend="arrays", isa=isa).predict(Xt), want)
+
+
+# -- host-evaluated base scores -----------------------------------------------------------------
+# sklearn's GradientBoostingClassifier computes its initial margins at predict time, from the
+# init estimator's class priors through the link: multiclass log(p / gmean(p)) with np.log /
+# np.exp (numpy's AVX-512 code on AVX-512 hosts), binary scipy.special.logit (libm). Priors
+# 3:3:4 are ones whose multinomial logit differs in the last bit between numpy's two dispatches.
+# IsolationForest divides by n_estimators * c(max_samples), c with np.log, at predict time:
+# max_samples 9171 is one whose c differs between them.
+_GB_PRIORS = {"multi": np.repeat([0, 1, 2], [30, 30, 40]), "binary": np.repeat([0, 1], [37, 63])}
+_CROSS = r"""
+import pickle, sys, warnings
+import numpy as np
+import treecomp
+from sklearn.ensemble._gb import _init_raw_predictions
+from sklearn.ensemble._iforest import _average_path_length
+from sklearn.base import is_classifier
+d, mode = sys.argv[1], sys.argv[2]
+models, X = pickle.load(open(f"{d}/models.pkl", "rb"))
+
+# every artifact kind for the multiclass model; the others through fewer (their base or
+# denominator reaches every kernel the same way)
+KINDS = {"multi": ("-c.so", "-arrays.so", ".tc", "-llvm.pkl", ".ir"), "binary": ("-c.so", ".tc"),
+         "iforest": (".tc", ".ir")}
+
+def save(name, m):
+    f = treecomp.parse(m)
+    for kind in KINDS[name]:
+        path = f"{d}/{mode}-{name}{kind}"
+        if kind == ".ir":
+            f.save(path)
+        elif kind == "-llvm.pkl":
+            open(path, "wb").write(pickle.dumps(treecomp.compile(f, backend="llvm")))
+        else:
+            treecomp.compile(f, backend="c" if kind == "-c.so" else "arrays").save(path)
+
+def check(name, m, other):
+    loaded = []
+    for kind in KINDS[name]:
+        path = f"{d}/{other}-{name}{kind}"
+        loaded.append(treecomp.compile(treecomp.Forest.load(path), backend="arrays") if kind == ".ir"
+                      else pickle.loads(open(path, "rb").read()) if kind == "-llvm.pkl"
+                      else treecomp.load(path))
+    methods = ("score_samples", "decision_function", "predict") if name == "iforest" else \
+        ("predict_proba", "decision_function", "predict")
+    for p in loaded:
+        for method in methods:
+            want, got = getattr(m, method)(X), getattr(p, method)(X)
+            assert got.dtype == want.dtype and np.array_equal(got, want), (name, p, method)
+            for i in (0, 1):
+                assert np.array_equal(getattr(p, method)(X[i:i + 1]), want[i:i + 1]), (name, p, method)
+
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    for name, m in sorted(models.items()):
+        if mode == "check":
+            check(name, m, "parent")
+        else:
+            save(name, m)
+        if name == "iforest":  # what sklearn divides by, computed in this process
+            init = _average_path_length([m._max_samples])
+        else:
+            init = _init_raw_predictions(X[:1], m.init_, m._loss, is_classifier(m))
+        print(name, init.tobytes().hex())
+"""
+
+
+def test_base_margins_are_sklearns_links():
+    """outputs.base_margins equals sklearn's own link of the priors in this process, for every
+    prior of up to 5 classes with counts 1..6 (multiclass, numpy's log / exp: its "libm" variant
+    equals it where numpy runs no AVX-512 code) and for binary priors (scipy.special.logit and
+    0.5 * it: libm's log / log1p, on both sides of its 0.3 / 0.65 switch)."""
+    import itertools
+    from types import SimpleNamespace
+    from scipy.special import logit
+    from sklearn._loss.link import HalfLogitLink, LogitLink, MultinomialLogit
+    eps = np.finfo(np.float64).eps
+    link, n, libm_differs = MultinomialLogit(), 0, 0
+    for k in (3, 4, 5):
+        for counts in itertools.combinations_with_replacement(range(1, 7), k):
+            c = np.array(counts, np.float64)
+            p = np.clip((c / c.sum())[None, :], eps, 1 - eps)[0]
+            f = SimpleNamespace(base_link="multinomial_logit", base_score=p)
+            want = link.link(p[None, :])[0]
+            np.testing.assert_array_equal(outputs.base_margins(f), want)
+            libm_differs += not np.array_equal(outputs.base_margins(f, "libm"), want)
+            n += 1
+    assert libm_differs == 0 or _avx512_dispatch_targets(), "numpy's baseline log / exp are libm's"
+    p = np.concatenate([np.linspace(0.001, 0.999, 4001), np.linspace(0.2999, 0.3001, 201),
+                        np.linspace(0.6499, 0.6501, 201), [eps, 1 - eps, 0.3, 0.65, 0.5]])
+    assert not np.array_equal(logit(p), np.log(p / (1 - p)))  # the log1p band matters
+    for name, sk in (("logit", LogitLink()), ("half_logit", HalfLogitLink())):
+        want = sk.link(p)
+        got = [outputs.base_margins(SimpleNamespace(base_link=name, base_score=[v]))[0] for v in p.tolist()]
+        np.testing.assert_array_equal(got, want)
+
+
+def test_base_score_is_evaluated_on_the_predicting_host(tmp_path):
+    """A GradientBoostingClassifier / IsolationForest parsed and compiled under one numpy
+    dispatch and loaded under the other (c and arrays .so, .tc, a pickled LLVM kernel, the IR
+    file) predicts what scikit-learn predicts in the loading process: its initial margins (the
+    forest's denominator) are evaluated there."""
+    import pickle
+    models = {name: ensemble.GradientBoostingClassifier(n_estimators=3, max_depth=2, random_state=0)
+              .fit(X_TRAIN[:len(y)], y) for name, y in _GB_PRIORS.items()}
+    # small trees (fast to compile) with the max_samples of 9171 (what sklearn divides by)
+    models["iforest"] = ensemble.IsolationForest(n_estimators=2, max_samples=64, random_state=0).fit(X_TRAIN)
+    models["iforest"]._max_samples = 9171
+    with open(tmp_path / "models.pkl", "wb") as fh:
+        pickle.dump((models, X_TEST[:50]), fh)
+    script = tmp_path / "cross.py"
+    script.write_text(_CROSS)
+    env = dict(os.environ, NPY_DISABLE_CPU_FEATURES=" ".join(_avx512_dispatch_targets()))
+
+    def run(mode, environ):
+        res = subprocess.run([sys.executable, str(script), str(tmp_path), mode], env=environ,
+                             capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-3000:]
+        return dict(line.split() for line in res.stdout.splitlines())
+    here = run("parent", dict(os.environ))  # compiles and saves under this process's dispatch
+    there = run("check", env)               # loads them under the other dispatch
+    if _avx512_dispatch_targets():  # an AVX-512 host: the two dispatches disagree here
+        assert here["multi"] != there["multi"], "priors 3:3:4 should tell numpy's dispatches apart"
+        assert here["iforest"] != there["iforest"], "so should c(9171)"
+    assert here["binary"] == there["binary"]  # scipy's logit: libm's log, whatever numpy runs

@@ -98,7 +98,11 @@ def test_isolation_forest_structure_and_parameters():
                         random_state=0).fit(X)
     f = treecomp.parse(m)
     from sklearn.ensemble._iforest import _average_path_length
-    assert f.transform_params == (4 * float(_average_path_length([50])[0]), float(m.offset_))
+    # the denominator 4 * c(50) is evaluated where the model predicts (sklearn's np.log)
+    assert f.transform_params == (4.0, 50.0, float(m.offset_))
+    assert outputs.iforest_denominator(f) == 4 * float(_average_path_length([50])[0])
+    legacy = f.replace(transform_params=(4 * float(_average_path_length([50])[0]), float(m.offset_)))
+    _same(interp.score_samples(legacy, X), m.score_samples(X))  # files of older treecomp
     # feature subsets: the IR's features are the model's columns, not the subset's
     for t, e, fs in zip(f.trees, m.estimators_, m.estimators_features_):
         inner = e.tree_.children_left != -1
@@ -249,6 +253,8 @@ def test_transform_params_are_validated():
                       (dict(transform="iforest", decision="outlier", transform_params=(np.inf, 0.0)), "finite"),
                       (dict(transform="iforest", decision="outlier", transform_params=(-1.0, 0.0)), "denominator"),
                       (dict(transform="iforest", decision="outlier", transform_params=("2", 0.0)), "numbers"),
+                      (dict(transform="iforest", decision="outlier", transform_params=(2.0, 2.5, 0.0)), "integers"),
+                      (dict(transform="iforest", decision="outlier", transform_params=(2.0, -3.0, 0.0)), "integers"),
                       (dict(transform="sigmoid", transform_params=(1.0,)), "takes 0"),
                       (dict(transform="samme", decision="samme", classes=(np.array([0, 1]),),
                             transform_params=(0.0,)), "non-zero"),
@@ -375,5 +381,10 @@ def test_apply_refused_without_ids_or_ir():
     m, X = _apply_models()[0]
     p = treecomp.compile(treecomp.parse(m), backend="arrays")
     import pickle
+    from treecomp.backends import arrays_format
+    # a pickle carries the IR (the .tc inside it); a table file without it cannot apply
+    np.testing.assert_array_equal(pickle.loads(pickle.dumps(p)).apply(X), p.apply(X))
+    k = p._kernel
+    bare = arrays_format.tables_to_bytes(k.tables, k.head, {"isa": "auto", "block_rows": 0})
     with pytest.raises(UnsupportedModelError, match=r"leaf indices \(apply\) need the model's trees"):
-        pickle.loads(pickle.dumps(p)).apply(X)
+        treecomp.Predictor(loader.kernel_from_bytes("arrays", bare)).apply(X)

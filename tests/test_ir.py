@@ -314,3 +314,37 @@ def test_head_from_json_checks_what_outputs_index():
             Head.from_json(json.dumps({**good, **change}))
     with pytest.raises(InvalidModelError, match="corrupt model metadata"):
         Head.from_json("[1]")
+
+
+def test_base_link_is_validated_round_trips_and_is_evaluated():
+    """base_link: base_score holds the link's probabilities (0 < p < 1), the IR file and the
+    artifact head carry both, the digest sees the link, and the margins are the link's."""
+    import json
+    from treecomp import outputs
+    from treecomp.ir import Head, head_of
+    t = Tree(**STUMP)
+    three = dict(n_outputs=3, tree_output=[0], base_score=[0.3, 0.3, 0.4], n_features=2)
+    f = Forest(trees=(t,), base_link="multinomial_logit", **three)
+    g = Forest.from_bytes(f.to_bytes())
+    assert g.base_link == "multinomial_logit" and g.digest() == f.digest()
+    assert f.digest() != f.replace(base_link="identity").digest()
+    assert forest_of(t).digest() == forest_of(t, base_link="identity").digest()  # unchanged
+    p = np.array([[0.3, 0.3, 0.4]])
+    want = np.log(p / np.exp(np.mean(np.log(p), axis=1))[:, None])[0]
+    np.testing.assert_array_equal(outputs.base_margins(f), want)
+    np.testing.assert_array_equal(interp.predict_raw(f, np.zeros((2, 2)))[0], want + [1.0, 0, 0])
+    for bad, message in ((dict(base_link="probit"), "base_link"),
+                         (dict(base_link="multinomial_logit", base_score=[0.5, 0.0, 0.5], n_outputs=3), r"\(0, 1\)"),
+                         (dict(base_link="logit", base_score=[1.0]), r"\(0, 1\)"),
+                         (dict(base_link="logit", base_score=[0.2, 0.8], n_outputs=2), "takes one")):
+        with pytest.raises(InvalidModelError, match=message):
+            Forest(trees=(t,), **{**three, "n_outputs": 1, "base_score": [0.5], **bad})
+    head = json.loads(head_of(f).to_json())
+    assert head["base_link"] == "multinomial_logit" and head["base_score"] == [0.3, 0.3, 0.4]
+    assert Head.from_json(json.dumps(head)).base_score == (0.3, 0.3, 0.4)
+    for change in (dict(base_link="probit"), dict(base_score=[0.3, 0.7]), dict(base_score=[0.3, 0.3, 1.5]),
+                   dict(base_score="0.3"), dict(base_link=None)):
+        with pytest.raises(InvalidModelError, match="corrupt model metadata"):
+            Head.from_json(json.dumps({**head, **change}))
+    plain = json.loads(head_of(forest_of(t)).to_json())
+    assert "base_link" not in plain and "base_score" not in plain

@@ -163,9 +163,12 @@ def test_cover_is_optional_serialised_and_validated(tmp_path):
             Tree(left=t.left, right=t.right, feature=t.feature, threshold=t.threshold,
                  default_left=t.default_left, value=t.value, cover=bad)
     p = treecomp.compile(f, backend="arrays")
-    p.save(tmp_path / "m.tc")
+    p.save(tmp_path / "m.tc")  # carries the IR, covers included
+    np.testing.assert_array_equal(treecomp.load(tmp_path / "m.tc").contributions(X[:3]),
+                                  p.contributions(X[:3]))
+    treecomp.compile(f, backend="arrays", ir=False).save(tmp_path / "bare.tc")
     with pytest.raises(UnsupportedModelError, match="artifact"):
-        treecomp.load(tmp_path / "m.tc").contributions(X[:3])
+        treecomp.load(tmp_path / "bare.tc").contributions(X[:3])
 
 
 def test_sklearn_random_forest_and_gradient_boosting():

@@ -504,7 +504,7 @@ def predict_cmd(artifact, data, output, proba, raw, threads):
 @click.argument("model", type=click.Path(dir_okay=False))
 @_friendly
 def inspect_cmd(model):
-    from . import parse
+    from . import outputs, parse
     f = parse(model)
     s = {k: _plain(v) for k, v in f.stats().items()}
     depths = np.array([t.max_depth for t in f.trees])
@@ -524,7 +524,9 @@ def inspect_cmd(model):
     used = np.unique(np.concatenate([t.feature[t.feature >= 0] for t in f.trees] or [np.zeros(0, int)]))
     click.echo(f"used:       {len(used)} features in splits; categorical splits: {s['categorical']}")
     click.echo(f"outputs:    {f.n_outputs} raw margin(s), base "
-               f"{_plain(np.round(np.asarray(f.base_score, np.float64), 6).ravel()[:10])}")
+               f"{_plain(np.round(outputs.base_margins(f), 6).ravel()[:10])}"
+               + (f" ({f.base_link} of {_plain(np.round(f.base_score, 6)[:10])}, evaluated "
+                  "where it predicts)" if f.base_link != "identity" else ""))
     click.echo(f"arithmetic: input {f.input_dtype}, x {f.comparison} threshold, sum in {f.accumulate_dtype}")
     click.echo(f"digest:     {f.digest()}")
     click.echo("depth histogram:")

@@ -84,10 +84,10 @@ def tree_values(tree: Tree, leaves: np.ndarray, X64: np.ndarray) -> np.ndarray:
 
 def accumulate(forest: Forest, n_rows: int, leaf_value_rows) -> np.ndarray:
     """The raw margins from what each tree adds (one (n_rows, width) array per tree, in order):
-    base_score, then tree by tree in the accumulation dtype, then the average."""
+    the base margins, then tree by tree in the accumulation dtype, then the average."""
     acc_t = np.dtype(forest.accumulate_dtype)
     acc = np.empty((n_rows, forest.n_outputs), acc_t)
-    acc[:] = forest.base_score.astype(acc_t)
+    acc[:] = outputs.base_margins(forest).astype(acc_t)
     for i, (tree, vals) in enumerate(zip(forest.trees, leaf_value_rows)):
         o = int(forest.tree_output[i])
         with np.errstate(invalid="ignore"):  # inf - inf: a linear leaf's output on inf inputs
@@ -150,7 +150,8 @@ def leaf_id_forest(forest: Forest, node_index: bool = False) -> Forest:
     return forest.replace(trees=trees, n_outputs=forest.n_trees,
                           tree_output=np.arange(forest.n_trees), base_score=np.zeros(forest.n_trees),
                           accumulate_dtype="float64", average=False, transform="identity",
-                          decision="none", classes=(), exp_lib="libm", transform_params=())
+                          decision="none", classes=(), exp_lib="libm", transform_params=(),
+                          base_link="identity")
 
 
 def walk_raw(forest: Forest, X: Any) -> np.ndarray:

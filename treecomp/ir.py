@@ -10,7 +10,9 @@ consumes one. What a Forest *means* is defined by :mod:`treecomp.interp`; in sho
                            go left iff bit trunc(x) of cat_bits[cat_index] is set;
                            invalid -> cat_other_left
         NaN (either kind): go left iff default_left
-    acc = base_score (in accumulate_dtype); acc[o : o + w] += leaf value, tree by tree, in order
+    acc = base margins (in accumulate_dtype); acc[o : o + w] += leaf value, tree by tree, in order
+          (base margins = base_score, or with base_link set its link of base_score, evaluated
+           by outputs.base_margins in the predicting process: sklearn's GB classifiers)
     (linear leaf, Tree.leaf_const set: the tree adds instead leaf_const[leaf] + the leaf's
      coefficients times its features' values, in order, in float64; a value with
      |x| <= LINEAR_ZERO counts as 0.0; a NaN in any of them -> the leaf's plain value)
@@ -64,8 +66,11 @@ TRANSFORMS = ("identity", "sigmoid", "sigmoid2", "softmax", "softmax_seq", "exp"
               "samme", "iforest", "logistic_ort", "softmax_ort", "softmax_zero_ort")
 #: how many Forest.transform_params each transform takes (others: none); meaning in outputs.py
 #:   samme    (weight_sum,)          AdaBoostClassifier: estimator_weights_.sum()
-#:   iforest  (denominator, offset)  IsolationForest: n_estimators * c(max_samples), offset_
-TRANSFORM_PARAMS = {"samme": 1, "iforest": 2}
+#:   iforest  (n_estimators, max_samples, offset)  IsolationForest: score_samples divides by
+#:            n_estimators * c(max_samples), which sklearn evaluates at predict time with
+#:            np.log (host-dependent), so outputs.iforest_denominator does too;
+#:            (denominator, offset): that product as evaluated by the parse (older files)
+TRANSFORM_PARAMS = {"samme": (1,), "iforest": (2, 3)}
 #: Which float64 exp the transform calls, as the library does (float32 transforms always follow
 #: XGBoost's libm expf / exp formulas). Not the same function on every host: numpy 2.x runs its
 #: own AVX-512 exp on AVX-512 CPUs, which differs from glibc's in the last bit for ~5% of inputs.
@@ -73,6 +78,15 @@ TRANSFORM_PARAMS = {"samme": 1, "iforest": 2}
 #:   numpy  numpy's np.exp          sklearn's softmax and log link (np.exp in the user's process)
 #:   fmath  herumi fmath's expd_v   CatBoost's softmax and Exponent on x86-64 (outputs.fmath_exp)
 EXP_LIBS = ("libm", "numpy", "fmath")
+#: How the initial margins follow from Forest.base_score (outputs.base_margins). Not "identity":
+#: base_score holds the probabilities the library's link maps to margins at PREDICT time, with
+#: numpy's np.log / np.exp in the predicting process (host-dependent: numpy's AVX-512 log), so
+#: treecomp evaluates them where the predictor is loaded, not where the model was parsed.
+#:   identity           base_score is the margins                      (every other model)
+#:   logit              log(p / (1 - p)) as scipy.special.logit (libm)  sklearn GB log_loss, binary
+#:   half_logit         0.5 * logit(p)                                  sklearn GB exponential loss
+#:   multinomial_logit  log(p / gmean(p)), np.log / np.exp             sklearn GB log_loss, K > 2
+BASE_LINKS = ("identity", "logit", "half_logit", "multinomial_logit")
 #: Which non-NaN values are valid category ids at a categorical split (others go cat_other_left);
 #: a valid value's category is trunc(x).
 #:   nonneg    0 <= x < 32 * n_words                       XGBoost (negative is invalid)
@@ -441,7 +455,8 @@ class Forest(_Outputs):
     n_outputs: int
     #: first raw-margin column each tree adds to (int32, one per tree)
     tree_output: np.ndarray
-    #: initial margins, float64 (n_outputs,); a float32 library stores float32 values here
+    #: initial margins, float64 (n_outputs,); a float32 library stores float32 values here;
+    #: with base_link set, the probabilities that link maps to the initial margins
     base_score: np.ndarray
     input_dtype: str = "float32"
     comparison: str = "<="
@@ -469,6 +484,8 @@ class Forest(_Outputs):
     reject_inf: tuple[int, ...] = ()
     #: the transform's parameters (TRANSFORM_PARAMS; () for the others), finite floats
     transform_params: tuple[float, ...] = ()
+    #: how base_score becomes the initial margins (BASE_LINKS; outputs.base_margins)
+    base_link: str = "identity"
 
     def __post_init__(self) -> None:
         trees = tuple(self.trees)
@@ -519,6 +536,7 @@ class Forest(_Outputs):
             raise InvalidModelError(f"base_score must have shape ({self.n_outputs},), got {self.base_score.shape}")
         if not np.all(np.isfinite(self.base_score)):
             raise InvalidModelError("non-finite base_score")
+        _check_base_link(self.base_link, self.base_score)
         if self.feature_names is not None and len(self.feature_names) != self.n_features:
             raise InvalidModelError("feature_names must name every feature")
         for i, t in enumerate(self.trees):
@@ -561,6 +579,7 @@ class Forest(_Outputs):
             "reject_inf": list(self.reject_inf), "provenance": self.provenance,
             # only where a transform takes them: the digests of other forests stay as they were
             **({"transform_params": list(self.transform_params)} if self.transform_params else {}),
+            **({"base_link": self.base_link} if self.base_link != "identity" else {}),
         }
 
     def stats(self) -> dict[str, Any]:
@@ -642,6 +661,8 @@ class Forest(_Outputs):
                 _typed(meta, {"reject_inf": list})
             if "transform_params" in meta:
                 _typed(meta, {"transform_params": list})
+            if "base_link" in meta:
+                _typed(meta, {"base_link": str})
             names = meta["feature_names"]
             if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
                 raise TypeError("feature_names must be a list of strings")
@@ -684,7 +705,8 @@ class Forest(_Outputs):
                            pandas_categories=meta["pandas_categories"],
                            exp_lib=meta.get("exp_lib", legacy_exp_lib(meta["transform"])),
                            reject_inf=meta.get("reject_inf", ()), provenance=meta["provenance"],
-                           transform_params=meta.get("transform_params", ()))
+                           transform_params=meta.get("transform_params", ()),
+                           base_link=meta.get("base_link", "identity"))
             except InvalidModelError as exc:  # the forest's own checks, named as the file's
                 raise _corrupt_ir(str(exc)) from None
         except InvalidModelError:
@@ -739,6 +761,9 @@ class Head(_Outputs):
     exp_lib: str = "libm"
     reject_inf: tuple[int, ...] = ()
     transform_params: tuple[float, ...] = ()
+    base_link: str = "identity"
+    #: with base_link set, the Forest's base_score (the link's probabilities), else ()
+    base_score: tuple[float, ...] = ()
 
     def to_json(self, **extra: Any) -> str:
         d = {k: getattr(self, k) for k in ("n_features", "n_outputs", "input_dtype",
@@ -750,6 +775,8 @@ class Head(_Outputs):
         d["reject_inf"] = list(self.reject_inf)
         if self.transform_params:
             d["transform_params"] = list(self.transform_params)
+        if self.base_link != "identity":  # floats written as repr: read back bit for bit
+            d["base_link"], d["base_score"] = self.base_link, list(self.base_score)
         d.update(extra)
         return json.dumps(d, sort_keys=True)
 
@@ -776,7 +803,9 @@ class Head(_Outputs):
                        pandas_categories=d.get("pandas_categories", "reject"),
                        exp_lib=d.get("exp_lib", legacy_exp_lib(d["transform"])),
                        reject_inf=_feature_set(d.get("reject_inf", []), d["n_features"]),
-                       transform_params=_params(d.get("transform_params", [])))
+                       transform_params=_params(d.get("transform_params", [])),
+                       base_link=d.get("base_link", "identity"),
+                       base_score=_params(d.get("base_score", [])))
         except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
             raise InvalidModelError(f"corrupt model metadata: {exc}") from None
         for name, allowed in (("input_dtype", DTYPES), ("accumulate_dtype", DTYPES),
@@ -797,6 +826,12 @@ class Head(_Outputs):
                                     f"{widths} and n_outputs={head.n_outputs}")
         try:
             _check_transform(head)
+            if head.base_link != "identity" or head.base_score:
+                if len(head.base_score) != head.n_outputs:
+                    raise InvalidModelError(f"base_link {head.base_link!r} with "
+                                            f"{len(head.base_score)} base_score values for "
+                                            f"{head.n_outputs} outputs")
+                _check_base_link(head.base_link, np.array(head.base_score))
         except InvalidModelError as exc:
             raise InvalidModelError(f"corrupt model metadata: {exc}") from None
         return head
@@ -824,11 +859,28 @@ def _params(v: Any) -> tuple[float, ...]:
     return out
 
 
+def _check_base_link(link: Any, base: np.ndarray) -> None:
+    """base_link is known and its base_score are probabilities it takes (strictly in (0, 1),
+    as sklearn clips them to [eps, 1 - eps]; the binary links take one, multinomial >= 3)."""
+    if link not in BASE_LINKS:
+        raise InvalidModelError(f"base_link={link!r}; expected one of {BASE_LINKS}")
+    if link == "identity":
+        return
+    n = len(base)
+    if (n < 3) if link == "multinomial_logit" else (n != 1):
+        raise InvalidModelError(f"base_link {link!r} takes {'>= 3' if link == 'multinomial_logit' else 'one'} "
+                                f"probabilities, got {n}")
+    if not np.all((base > 0) & (base < 1)):
+        raise InvalidModelError(f"base_link {link!r} needs probabilities in (0, 1), got "
+                                f"{base.tolist()!r}"[:200])
+
+
 def _check_transform(f: Any) -> None:
     """A Forest's / Head's transform, its parameters and its decision agree (outputs.py)."""
     t, d, p = f.transform, f.decision, f.transform_params
-    if len(p) != TRANSFORM_PARAMS.get(t, 0):
-        raise InvalidModelError(f"transform {t!r} takes {TRANSFORM_PARAMS.get(t, 0)} "
+    counts = TRANSFORM_PARAMS.get(t, (0,))
+    if len(p) not in counts:
+        raise InvalidModelError(f"transform {t!r} takes {' or '.join(map(str, counts))} "
                                 f"transform_params, got {len(p)}")
     pairs = {"samme": "samme", "iforest": "outlier"}
     if (pairs.get(t) or d) != d or (d in pairs.values() and pairs.get(t) != d):
@@ -840,8 +892,10 @@ def _check_transform(f: Any) -> None:
             raise InvalidModelError(f"transform 'samme' needs one target (one margin for 2 classes, "
                                     f"one per class for more) and a non-zero weight sum; got "
                                     f"classes {widths}, n_outputs={f.n_outputs}, {p}")
-    if t == "iforest" and (f.n_outputs != 1 or p[0] < 0):
-        raise InvalidModelError(f"transform 'iforest' needs one output and a denominator >= 0; "
+    if t == "iforest" and (f.n_outputs != 1 or min(p[:-1]) < 0
+                           or (len(p) == 3 and not all(v == int(v) and v < 2 ** 53 for v in p[:2]))):
+        raise InvalidModelError(f"transform 'iforest' needs one output and a denominator >= 0 "
+                                "(or its n_estimators and max_samples: integers >= 0); "
                                 f"got n_outputs={f.n_outputs}, {p}")
 
 
@@ -868,4 +922,6 @@ def head_of(forest: Forest, linear_ok: bool = False) -> Head:
                 feature_names=forest.feature_names, allow_nan=forest.allow_nan,
                 digest=forest.digest(), n_trees=forest.n_trees,
                 pandas_categories=forest.pandas_categories, exp_lib=forest.exp_lib,
-                reject_inf=forest.reject_inf, transform_params=forest.transform_params)
+                reject_inf=forest.reject_inf, transform_params=forest.transform_params,
+                base_link=forest.base_link,
+                base_score=tuple(forest.base_score.tolist()) if forest.base_link != "identity" else ())

@@ -51,6 +51,9 @@ MIN_ROWS_PER_THREAD = 2048
 #: costs ~1.5 us per array, more than copying a row)
 SMALL_BATCH = 64
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+#: the writable initial margins (accumulation dtype, n_outputs) of an artifact whose head has a
+#: base_link (runtime/treecomp.h): set by set_base when it is loaded
+BASE_SYMBOL = "treecomp_base"
 _char_buffer, _addressof = ctypes.c_char.from_buffer, ctypes.addressof
 
 
@@ -179,6 +182,17 @@ def _usable_cpus() -> int:
 CPUS = _usable_cpus()
 
 
+def set_base(head: Head, address: int) -> None:
+    """Write the initial margins of `head`'s base_link, evaluated now with this process's numpy
+    (what scikit-learn computes here at predict time: outputs.base_margins), into a kernel's
+    BASE_SYMBOL at `address`. Called once, when the kernel is loaded, before any prediction."""
+    if not address:
+        raise ArtifactError(f"an artifact with base_link {head.base_link!r} has no {BASE_SYMBOL}")
+    acc = np.dtype(head.accumulate_dtype)
+    base = outputs.base_margins(head).astype(acc)
+    ctypes.memmove(address, base.ctypes.data, base.nbytes)
+
+
 class SharedLibrary:
     """A kernel in a shared library honouring runtime/treecomp.h (C backend, LLVM object code)."""
 
@@ -213,6 +227,13 @@ class SharedLibrary:
         except (UnicodeDecodeError, AttributeError, InvalidModelError) as exc:
             raise ArtifactError(f"{self.path.name}: corrupt treecomp_meta_json(): {exc}") from None
         self._check_exports(lib)
+        if self.head.base_link != "identity":
+            try:
+                address = ctypes.addressof(ctypes.c_char.in_dll(lib, BASE_SYMBOL))
+            except ValueError:
+                raise ArtifactError(f"{self.path.name}: its meta JSON has base_link "
+                                    f"{self.head.base_link!r} but the library has no {BASE_SYMBOL}") from None
+            set_base(self.head, address)
         predict.restype = ctypes.c_int32
         predict.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p,
                             ctypes.c_uint32]
@@ -252,6 +273,21 @@ class SharedLibrary:
         rc = self._predict(X.ctypes.data, X.dtype.itemsize * 8, X.shape[0], out.ctypes.data, flags)
         if rc != 0:
             raise RuntimeError(f"treecomp_predict failed with code {rc}")
+
+    def ir_bytes(self) -> bytes | None:
+        """The model's IR file the library carries (treecomp_ir / treecomp_ir_size: the c and
+        arrays backends' .so), or None (other libraries, or written by an older treecomp)."""
+        try:
+            size_fn, data_fn = self._lib.treecomp_ir_size, self._lib.treecomp_ir
+        except AttributeError:
+            return None
+        size_fn.restype, size_fn.argtypes = ctypes.c_int64, []
+        data_fn.restype, data_fn.argtypes = ctypes.c_void_p, []
+        n, p = size_fn(), data_fn()
+        if n < 0 or n > self.path.stat().st_size or (n and not p):  # the bytes lie in the file
+            raise ArtifactError(f"{self.path.name}: treecomp_ir_size() = {n} is not a size inside "
+                                "the library (a corrupt or tampered artifact)")
+        return ctypes.string_at(p, n)
 
     def run_ptr(self, xp: int, x_bits: int, n: int, op: int, flags: int) -> int:
         """n rows at address xp into op (the small-batch path: see Predictor)."""
@@ -314,6 +350,7 @@ class Predictor:
     def __init__(self, kernel: Any, n_threads: int | None = None, forest: Any = None):
         self._kernel = kernel
         #: the IR the kernel was built from (treecomp.compile), for `apply`; None when loaded
+        #: (then read from the artifact on first use: _needs_forest)
         self._forest, self._leaf_ids = forest, None
         self.head: Head = kernel.head
         self.n_threads = n_threads  # checked by the property's setter
@@ -522,12 +559,27 @@ class Predictor:
         return outputs.score_samples(self.head, self.predict_raw(X, n_threads))
 
     def _needs_forest(self, what: str) -> None:
-        if self._forest is None:
-            from .errors import UnsupportedModelError
+        """Sets self._forest: the IR compile() was given, else the one the artifact carries
+        (read on first use, checked against the artifact's digest)."""
+        if self._forest is not None:
+            return
+        from .errors import UnsupportedModelError
+        from .ir import Forest
+        data = getattr(self._kernel, "ir_bytes", lambda: None)()
+        if data is None:
             raise UnsupportedModelError(
-                f"{what} need the model's trees: this Predictor was loaded from an artifact "
-                "or unpickled (those carry only the native kernel); use the Predictor that "
-                "treecomp.compile(model) returns")
+                f"{what} need the model's trees: this Predictor's artifact carries no IR (an "
+                "LLVM .so, or an artifact written by an older treecomp); use the Predictor "
+                "that treecomp.compile(model) returns, or recompile the model")
+        try:
+            forest = Forest.from_bytes(data)
+        except InvalidModelError as exc:
+            raise ArtifactError(f"the artifact's embedded model IR is corrupt: {exc}") from None
+        if forest.digest() != self.head.digest:
+            raise ArtifactError("the artifact's embedded model IR is not the model it was compiled "
+                                f"from (digest {forest.digest()[:12]}, the artifact's "
+                                f"{self.head.digest[:12]}): a corrupt or tampered artifact")
+        self._forest = forest
 
     def apply(self, X: Any) -> np.ndarray:
         """Leaf ids, shape (n_rows, n_trees) int64, numbered as the source library numbers its
@@ -536,8 +588,9 @@ class Predictor:
         `pred_leaf=True` (their dtypes are float32 / int32). Whatever this Predictor's backend,
         the ids come from an arrays-backend kernel built once, on first use, over
         interp.leaf_id_forest (the same routing, leaves holding their ids: native speed, held
-        to interp.apply by the tests): available on a Predictor made by treecomp.compile in
-        this process, not on one loaded from an artifact file or unpickled (no IR there)."""
+        to interp.apply by the tests): available on a Predictor made by treecomp.compile, and
+        on one loaded or unpickled from an artifact that carries the model's IR (.tc, the c
+        and arrays backends' .so, a pickled Predictor; not an LLVM .so)."""
         self._needs_forest("leaf indices (apply)")
         ids = self._leaf_ids
         if ids is None:  # built once (the arrays backend: no compiler, instant)
@@ -550,7 +603,8 @@ class Predictor:
     def contributions(self, X: Any, n_threads: int | None = None) -> np.ndarray:
         """SHAP values as XGBoost's pred_contribs / LightGBM's pred_contrib (treecomp.shap):
         (n_rows, n_features + 1), or (n_rows, n_outputs, n_features + 1); bias column last.
-        Needs the model's trees with their cover: a Predictor from treecomp.compile."""
+        Needs the model's trees with their cover: a Predictor from treecomp.compile, or one
+        loaded from an artifact that carries the IR (see apply)."""
         from .shap import Explainer
         ex = self.__dict__.get("_explainer")
         if ex is None:

@@ -35,6 +35,7 @@ import math
 import os
 import struct
 import threading
+from typing import Any
 
 import numpy as np
 
@@ -286,6 +287,52 @@ def _expf(x: np.ndarray) -> np.ndarray:
     return out.reshape(shape)
 
 
+# -- initial margins (Forest.base_link) ----------------------------------------------------------
+# sklearn 1.9.1's GradientBoostingClassifier evaluates its init estimator at predict time
+# (ensemble/_gb.py _init_raw_predictions): the DummyClassifier's priors p, clipped to
+# [eps, 1 - eps], through loss.link.link (_loss/link.py). Binary: scipy.special.logit, whose
+# xsf code is log(p / (1 - p)) outside [0.3, 0.65] and log1p(s) - log1p(-s), s = 2 (p - 0.5),
+# inside (checked equal to scipy 1.17.1's, tests/test_exp.py), with libm's log / log1p: here
+# Python's math.log / math.log1p, which call them. Multiclass: np.log(p / gmean(p)) with
+# scipy.stats.gmean = np.exp(np.mean(np.log(p), axis=1)) on the (1, K) row: numpy's own
+# AVX-512 log and exp on AVX-512 hosts, which differ from glibc's in the last bit for some p
+# (priors 3:3:4, for one). So the margins are evaluated in the predicting process, never stored.
+def _logit(p: float) -> float:
+    if p < 0.3 or p > 0.65:
+        return math.log(p / (1.0 - p))
+    s = 2.0 * (p - 0.5)
+    return math.log1p(s) - math.log1p(-s)
+
+
+def _libm_log(x: np.ndarray) -> np.ndarray:
+    return np.array([math.log(v) for v in x.reshape(-1).tolist()]).reshape(x.shape)
+
+
+def base_margins(forest: Any, lib: str = "numpy") -> np.ndarray:
+    """The initial margins (float64, n_outputs) of a Forest or Head: base_score, or its
+    base_link evaluated now, as the library evaluates it at predict time. lib "numpy": with this
+    process's np.log / np.exp (what scikit-learn computes here); "libm": with the C library's
+    log / exp (what it computes under numpy's baseline dispatch, which calls them), the value
+    artifacts are built with, so their bytes do not depend on the building host."""
+    link = forest.base_link
+    p = np.asarray(forest.base_score, np.float64)
+    if link == "identity":
+        return p.copy()
+    if link in ("logit", "half_logit"):
+        v = _logit(float(p[0]))
+        return np.array([0.5 * v if link == "half_logit" else v])
+    if link != "multinomial_logit":
+        raise ValueError(f"unknown base_link {link!r}")
+    a = p.reshape(1, -1)
+    if lib == "numpy":
+        gm = np.exp(np.mean(np.log(a), axis=1))
+        return np.log(a / gm[:, None])[0]
+    if lib != "libm":
+        raise ValueError(f"unknown lib {lib!r}")
+    gm = libm_exp(np.mean(_libm_log(a), axis=1))
+    return _libm_log(a / gm[:, None])[0]
+
+
 def transform(forest: Forest, raw: np.ndarray) -> np.ndarray:
     """Apply the forest's inverse link to raw margins (n, n_outputs), keeping their dtype."""
     t = forest.transform
@@ -354,7 +401,9 @@ def _softmax(raw: np.ndarray, lib: str, order: str) -> np.ndarray:
 #       (else; sklearn's decision is Fortran-ordered, so numpy sums the softmax sequentially)
 # sklearn 1.9.1, ensemble/_iforest.py. The raw margin is `depths`: per tree the leaf's depth +
 # the average path length of its training samples - 1.0, summed from 0 in estimator order.
-# transform_params = (denominator, offset_), denominator = n_estimators * c(max_samples). Then
+# transform_params = (n_estimators, max_samples, offset_); the denominator n_estimators *
+# c(max_samples) is evaluated at predict time, with np.log, as sklearn does (iforest_denominator;
+# numpy's AVX-512 log makes it host-dependent: max_samples 9171, for one). Then
 #   score_samples     = -(2 ** -(depths / denominator))   (numpy's power; 2 ** -1 where the
 #       denominator is 0, as sklearn's np.divide(..., out=ones, where=denominator != 0))
 #   decision_function = score_samples - offset_;  predict = -1 where decision < 0, else 1
@@ -378,11 +427,27 @@ def _samme_proba(forest: Forest, raw: np.ndarray) -> np.ndarray:
     return _softmax(d / (d.shape[1] - 1), forest.exp_lib, "F")
 
 
+def iforest_denominator(forest: Forest) -> float:
+    """IsolationForest's len(estimators_) * _average_path_length([max_samples]) (sklearn 1.9.1),
+    evaluated now with this process's numpy; a two-parameter (older) IR holds it evaluated."""
+    p = forest.transform_params
+    if len(p) == 2:
+        return p[0]
+    n = np.array([p[1]])
+    if n[0] <= 1:
+        c = np.zeros(1)
+    elif n[0] == 2:
+        c = np.ones(1)
+    else:
+        c = 2.0 * (np.log(n - 1.0) + np.euler_gamma) - 2.0 * (n - 1.0) / n
+    return float((np.float64(p[0]) * c)[0])
+
+
 def score_samples(forest: Forest, raw: np.ndarray) -> np.ndarray:
     """IsolationForest.score_samples from the raw margins (transform "iforest")."""
     if forest.transform != "iforest":
         raise TypeError("score_samples is only available for IsolationForest models")
-    denominator = forest.transform_params[0]
+    denominator = iforest_denominator(forest)
     depths = raw[:, 0]
     q = depths / denominator if denominator != 0 else np.ones_like(depths)
     return -(2 ** (-q))
@@ -394,7 +459,7 @@ def decision_values(forest: Forest, raw: np.ndarray) -> np.ndarray:
     if forest.transform == "samme":
         return _samme_decision(forest, raw)
     if forest.transform == "iforest":
-        return score_samples(forest, raw) - forest.transform_params[1]
+        return score_samples(forest, raw) - forest.transform_params[-1]
     return raw_output(forest, raw)
 
 

@@ -48,6 +48,7 @@ from .errors import UnsupportedModelError
 from .inputs import as_matrix
 from .interp import _go_left
 from .ir import Forest
+from .outputs import base_margins
 
 #: paths with up to this many distinct features get per-mask tables (2^d x d float64 each) ...
 TABLE_MAX_D = 12
@@ -161,9 +162,10 @@ def _paths(forest: Forest) -> dict[str, np.ndarray]:
 
 
 def expected_values(forest: Forest, prep: dict | None = None) -> np.ndarray:
-    """The bias column: base_score + each tree's cover-weighted mean leaf value (per output)."""
+    """The bias column: the base margins + each tree's cover-weighted mean leaf value (per
+    output)."""
     prep = prep or _paths(forest)
-    ev = np.array(forest.base_score, np.float64)
+    ev = base_margins(forest)
     scale = 1.0 / forest.n_trees if forest.average else 1.0
     lt, widths = prep["leaf_tree"], prep["widths"]
     col = np.repeat(forest.tree_output[lt], widths[lt]) + (
@@ -284,8 +286,8 @@ def reference_contributions(forest: Forest, X: Any) -> np.ndarray:
                 c = t.cover[node]
                 stack.append((int(cold), path, iz * t.cover[cold] / c, 0.0, f))
                 stack.append((int(hot), path, iz * t.cover[hot] / c, io, f))
-    bias = np.array(forest.base_score, np.float64)
-    for ti, t in enumerate(forest.trees):  # the bias: base_score + cover-weighted node means
+    bias = base_margins(forest)
+    for ti, t in enumerate(forest.trees):  # the bias: base margins + cover-weighted node means
         mean = t.value.copy()
         for node in range(t.n_nodes - 1, -1, -1):  # children after parents: bottom-up
             if t.left[node] >= 0:

@@ -215,11 +215,17 @@ def _run(argv: list[str], what: str) -> None:
 
 def build_shared_library(sources: dict[str, str], out: Path, cflags: Iterable[str] = DEFAULT_CFLAGS,
                          jobs: int | None = None, compiler: Compiler | None = None,
-                         progress: Callable[[str], None] | None = None) -> None:
-    """Compile translation units {file name: C source} in parallel and link them into `out`."""
+                         progress: Callable[[str], None] | None = None,
+                         files: dict[str, bytes] | None = None) -> None:
+    """Compile translation units {file name: C source} in parallel and link them into `out`.
+    `files` as link_shared_library's (data a unit pulls in with .incbin from ``@DIR@``)."""
     cc = compiler or find_compiler()
     flags = list(cflags)
     with tempfile.TemporaryDirectory(prefix="treecomp-build-") as tmp:
+        for name, data in (files or {}).items():
+            (Path(tmp) / name).write_bytes(data)
+        if files:  # once per unit: the placeholder comes first, user text after it is left alone
+            sources = {k: v.replace("@DIR@", _asm_in_c(tmp), 1) for k, v in sources.items()}
         objs = _compile_objects(sources, Path(tmp), cc, flags, jobs, progress)
         _run([*cc.argv, "-shared", *flags, *map(str, objs), "-o", str(out), "-lm"], "linking")
 

@@ -45,6 +45,7 @@ auto_block_rows for the measurements).
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -76,6 +77,8 @@ DEFAULTS: dict[str, Any] = {
     "heap_max_depth": 8,     # deepest tree the heap layout takes (padding grows as 2^depth)
     "isa": "auto",           # "auto" | "scalar" | "avx2" | "avx512" | "llvm" | "numpy"
     "block_rows": 0,         # rows per tree-major block; 0 = auto (see auto_block_rows)
+    "ir": True,              # saved .tc / .so and pickles carry the model's IR (apply and
+                             # contributions once loaded; ir.Forest.to_bytes: ~90 B a node)
 }
 ISAS = ("auto", "scalar", "avx2", "avx512", "llvm", "numpy")
 _PAIRS = 0x100  # loader.PAIRS = arrays.c's TC_PAIRS
@@ -136,8 +139,16 @@ class ArraysKernel:
     backend = NAME
 
     def __init__(self, tables: Tables, head: Head, isa: str = "auto", block_rows: int = 0,
-                 data: bytes | None = None, strict_isa: bool = True):
+                 data: bytes | None = None, strict_isa: bool = True, ir: Any = None):
         self.tables, self.head, self._data = tables, head, data
+        #: the model's IR: a Forest (built from one) or its IR file's bytes (loaded), or None
+        self._ir = ir
+        if head.base_link != "identity":  # the margins of this host's numpy (loader.set_base)
+            self._file_tables = tables    # what to_bytes writes: the base as built
+            base = outputs.base_margins(head).astype(tables.acc_dtype)
+            if base.shape != tables.arrays["base"].shape:
+                raise _bad("base score length")
+            self.tables = tables = dataclasses.replace(tables, arrays={**tables.arrays, "base": base})
         self.requested_block_rows = int(block_rows)
         self.block_rows = int(block_rows) or auto_block_rows(tables)
         self.requested_isa = isa
@@ -299,11 +310,18 @@ class ArraysKernel:
         if flags & 1:
             out[...] = outputs.transform(self.head, out)
 
+    def ir_bytes(self) -> bytes | None:
+        """The model's IR file (ir.Forest.to_bytes) this kernel carries, or None."""
+        if self._ir is not None and not isinstance(self._ir, bytes):
+            self._ir = self._ir.to_bytes()  # serialised once, when first saved or asked for
+        return self._ir
+
     def to_bytes(self) -> bytes:
         if self._data is None:
-            self._data = tables_to_bytes(self.tables, self.head,
+            self._data = tables_to_bytes(getattr(self, "_file_tables", self.tables), self.head,
                                          {"isa": self.requested_isa,
-                                          "block_rows": self.requested_block_rows})
+                                          "block_rows": self.requested_block_rows},
+                                         self.ir_bytes())
         return self._data
 
     def save(self, path: str | os.PathLike) -> None:
@@ -330,17 +348,19 @@ def build(forest: Forest, progress: Callable[[str], None] | None = None, **overr
             native_library(progress)
         except CompileError:
             pass  # resolve_isa picks the compiler-free walker (or says why isa= cannot run)
-    return ArraysKernel(tables, head_of(forest), isa=opts["isa"], block_rows=opts["block_rows"])
+    return ArraysKernel(tables, head_of(forest), isa=opts["isa"], block_rows=opts["block_rows"],
+                        ir=forest if opts["ir"] else None)
 
 
 def load_bytes(data: bytes) -> ArraysKernel:
     """A kernel from a table file (ArtifactError if it is corrupt or truncated)."""
-    tables, head, runtime = tables_from_bytes(data)
+    tables, head, runtime, ir = tables_from_bytes(data)
     isa = runtime.get("isa", "auto")
     block = runtime.get("block_rows", DEFAULTS["block_rows"])
     if isa not in ISAS or not isinstance(block, int) or not 0 <= block <= 1 << 16:
         raise _bad("runtime options")
-    return ArraysKernel(tables, head, isa=isa, block_rows=block, data=bytes(data), strict_isa=False)
+    return ArraysKernel(tables, head, isa=isa, block_rows=block, data=bytes(data), strict_isa=False,
+                        ir=ir)
 
 
 def __getattr__(name: str) -> Any:

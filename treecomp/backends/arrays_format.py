@@ -29,16 +29,22 @@ MAGIC = b"TCARRAYS"
 _PREFIX = struct.Struct("<8sIIQ")  # magic, format version, reserved, header length
 
 
-def tables_to_bytes(tables: Tables, head: Head, runtime: dict[str, Any]) -> bytes:
-    """MAGIC, version, header length, JSON header, then each array at a 64-byte boundary."""
+def tables_to_bytes(tables: Tables, head: Head, runtime: dict[str, Any],
+                    ir: bytes | None = None) -> bytes:
+    """MAGIC, version, header length, JSON header, then each array at a 64-byte boundary, then
+    (optional) the model's IR file (ir.Forest.to_bytes: for apply / contributions)."""
     descr, off = [], 0
     for name in _ARRAYS:
         a = tables.arrays[name]
         descr.append({"name": name, "dtype": a.dtype.str, "length": int(a.shape[0]), "offset": off})
         off += -(-a.nbytes // 64) * 64
+    extra = {}
+    if ir is not None:
+        extra["ir"] = {"offset": off, "length": len(ir)}
+        off += -(-len(ir) // 64) * 64
     header = json.dumps({"format": "treecomp-arrays", "version": FORMAT_VERSION,
                          "treecomp_version": __version__, "head": head.to_json(backend=BACKEND),
-                         "tables": tables.meta, "runtime": runtime, "arrays": descr},
+                         "tables": tables.meta, "runtime": runtime, "arrays": descr, **extra},
                         sort_keys=True).encode()
     start = -(-(_PREFIX.size + len(header)) // 64) * 64
     buf = bytearray(start + off)
@@ -47,11 +53,15 @@ def tables_to_bytes(tables: Tables, head: Head, runtime: dict[str, Any]) -> byte
     for d in descr:
         a = tables.arrays[d["name"]]
         buf[start + d["offset"]:start + d["offset"] + a.nbytes] = a.tobytes()
+    if ir is not None:
+        buf[start + extra["ir"]["offset"]:start + extra["ir"]["offset"] + len(ir)] = ir
     return bytes(buf)
 
 
-def tables_from_bytes(data: bytes) -> tuple[Tables, Head, dict[str, Any]]:
-    """Parse and validate a table file (ArtifactError on anything malformed)."""
+def tables_from_bytes(data: bytes) -> tuple[Tables, Head, dict[str, Any], bytes | None]:
+    """Parse and validate a table file (ArtifactError on anything malformed): the tables, the
+    head, the runtime options and the IR file's bytes (None in a file without them; read by
+    ir.Forest.from_bytes only when asked for)."""
     data = bytes(data)
     if len(data) < _PREFIX.size or not data.startswith(MAGIC):
         raise ArtifactError("not a treecomp arrays artifact (bad magic)")
@@ -86,6 +96,14 @@ def tables_from_bytes(data: bytes) -> tuple[Tables, Head, dict[str, Any]]:
                 raise _bad(f"array {name!r} lies outside the file (truncated?)")
             arrays[name] = np.frombuffer(data, dt, n, start + off)
             end = max(end, start + off + -(-n * dt.itemsize // 64) * 64)
+        ir = None
+        if "ir" in hdr:  # after the arrays, padded to 64 bytes like them
+            n, off = hdr["ir"]["length"], hdr["ir"]["offset"]
+            if type(n) is not int or type(off) is not int or n < 0 or off < 0 or off % 64 \
+                    or start + off + n > len(data):
+                raise _bad("the IR section lies outside the file (truncated?)")
+            ir = data[start + off:start + off + n]
+            end = max(end, start + off + -(-n // 64) * 64)
     except ArtifactError:
         raise
     except (ValueError, KeyError, TypeError) as exc:
@@ -98,4 +116,4 @@ def tables_from_bytes(data: bytes) -> tuple[Tables, Head, dict[str, Any]]:
     if (head.n_features, head.n_outputs, head.n_trees, head.input_dtype, head.accumulate_dtype) != \
             (meta["n_features"], meta["n_outputs"], meta["n_trees"], meta["x_dtype"], meta["acc_dtype"]):
         raise _bad("header and tables disagree")
-    return tables, head, runtime
+    return tables, head, runtime, ir

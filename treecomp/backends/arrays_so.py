@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -47,10 +46,11 @@ import numpy as np
 
 from .. import __version__, outputs, toolchain
 from ..errors import CompileError
+from ..loader import BASE_SYMBOL
 from . import arrays_native
 from .arrays_tables import FF_CAT, FF_FEAT
 from .arrays_native import KERNEL_CFLAGS, _NATIVE_ISAS, _Tables
-from .c import _c_string
+from .c import _c_string, blob_code, elf
 
 NAME = "arrays"
 #: rows of the first-call self-test of the vector paths (odd: the kernels' row tails run too)
@@ -114,29 +114,6 @@ def _blob(arrays: dict[str, np.ndarray]) -> tuple[bytes, dict[str, int]]:
     return bytes(buf), offs
 
 
-def _elf() -> bool:
-    return sys.platform.startswith(("linux", "freebsd", "netbsd", "openbsd", "dragonfly", "sunos"))
-
-
-def _blob_code(blob: bytes, incbin: bool) -> str:
-    if incbin:  # the assembler reads the file (link_shared_library writes it next to the unit)
-        return f"""__asm__(".section .rodata.tc_blob,\\"a\\",@progbits\\n"
-        ".balign {_ALIGN}\\n"
-        ".type tc_blob, @object\\n"
-        "tc_blob:\\n"
-        ".incbin \\"@DIR@/blob.bin\\"\\n"
-        ".size tc_blob, .-tc_blob\\n"
-        ".previous\\n");
-extern const unsigned char tc_blob[] __attribute__((visibility("hidden")));
-"""
-    # elsewhere a C string literal (slower to compile for big models, but portable)
-    lines = []
-    for i in range(0, len(blob), 64):
-        lines.append('"' + "".join(f"\\x{b:02x}" for b in blob[i:i + 64]) + '"')
-    return (f"static const unsigned char tc_blob[{len(blob)}] __attribute__((aligned({_ALIGN}))) =\n"
-            + "\n".join(lines) + ";\n")
-
-
 def emit(kernel: Any) -> tuple[str, bytes]:
     """The C unit and the blob of an arrays kernel (treecomp.backends.arrays.ArraysKernel)."""
     from . import c as cbackend
@@ -145,9 +122,14 @@ def emit(kernel: Any) -> tuple[str, bytes]:
     unknown = set(keep) - set(_POINTERS)
     if unknown or set(scalars) - set(_SCALARS):
         raise CompileError(f"arrays .so: tables the layout does not know: {sorted(unknown)}")
-    arrays = {k: v for k, v in keep.items() if v.size}
+    # a base_link's margins: the writable treecomp_base, libm's value until loaded (c._base_decl)
+    settable = head.base_link != "identity"
+    arrays = {k: v for k, v in keep.items() if v.size and not (settable and k == "base")}
     X = test_rows(kernel)
     arrays["tc_test_x"] = X
+    ir = kernel.ir_bytes()
+    if ir is not None:  # the model's IR file (treecomp_ir): apply / contributions when loaded
+        arrays["tc_ir"] = np.frombuffer(ir, np.uint8)
     blob, offs = _blob(arrays)
     acc_t = "float" if head.accumulate_dtype == "float32" else "double"
     x_bits = 64 if kernel.tables.x_dtype == np.float64 else 32
@@ -156,6 +138,12 @@ def emit(kernel: Any) -> tuple[str, bytes]:
     want = _NATIVE_ISAS.index(kernel.requested_isa) if kernel.requested_isa in _NATIVE_ISAS else -1
     init = [f"  .{k} = {int(scalars[k])}," for k in _SCALARS if k in scalars]
     init += [f"  .{k} = TC_P({offs[k]})," for k in _POINTERS if k in offs]
+    base_decl = ""
+    if settable:
+        init.append(f"  .base = {BASE_SYMBOL},")
+        base = ", ".join(cbackend._lit(float(b), acc_t)
+                         for b in outputs.base_margins(head, "libm").astype(head.accumulate_dtype))
+        base_decl = f"TC_EXPORT tc_acc {BASE_SYMBOL}[TC_NO] = {{{base}}};\n"
     meta = head.to_json(backend=NAME, treecomp_version=__version__)
     transform = "" if not ccode else f"""
   if (flags & TREECOMP_TRANSFORM) {{  /* the library's inverse link, as a c-backend .so has it */
@@ -177,7 +165,7 @@ int32_t tc_arrays_predict(const tc_tables *T, const void *X, int32_t x_bits, int
                           void *out, int32_t isa, int32_t transform);
 int32_t tc_arrays_isa_mask(void);
 
-{_blob_code(blob, _elf())}
+{blob_code('tc_blob', 'blob.bin', blob, elf())}
 #define TC_P(off) ((const void *)(tc_blob + (off)))
 typedef {acc_t} tc_acc;
 #define TC_NO {head.n_outputs}
@@ -185,6 +173,7 @@ typedef {acc_t} tc_acc;
 #define TC_WANT_ISA {want}
 #define TC_TEST_ROWS {len(X)}
 
+{base_decl}{"" if ir is None else cbackend.ir_code(len(ir), f"TC_P({offs['tc_ir']})")}
 static const tc_tables tc_model = {{
 {chr(10).join(init)}
 }};
@@ -279,6 +268,7 @@ def build(forest: Any, progress: Callable[[str], None] | None = None, **override
     opts = options(**overrides)
     tables = flatten(forest, opts["layout"], opts["heap_max_depth"])
     validate(tables)
-    k = ArraysKernel(tables, head_of(forest), isa="numpy", block_rows=opts["block_rows"])
+    k = ArraysKernel(tables, head_of(forest), isa="numpy", block_rows=opts["block_rows"],
+                     ir=forest if opts["ir"] else None)
     k.requested_isa = opts["isa"]
     return SharedLibrary(build_path(k, progress))

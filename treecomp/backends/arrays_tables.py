@@ -58,6 +58,7 @@ import numpy as np
 
 from ..errors import ArtifactError, UnsupportedModelError
 from ..ir import Forest
+from ..outputs import base_margins
 from ..passes import comparison_thresholds
 
 LAYOUTS = ("auto", "quant", "bitvec", "heap", "compact", "naive")
@@ -288,7 +289,9 @@ def flatten(forest: Forest, layout: str = "auto", heap_max_depth: int = 8) -> Ta
         "tree_out": np.asarray(forest.tree_output, np.int32), "tree_width": width.astype(np.int32),
         "h_ff": h_ff, "h_thr": h_thr,
         "c_ff": c_ff, "c_thr": c_thr, "c_cat": c_cat, "c_left": c_left, "c_right": c_right,
-        "leaf_values": leaf_values, "base": forest.base_score.astype(adt),
+        "leaf_values": leaf_values,
+        # a base_link's margins with libm's log / exp (ArraysKernel sets this host's at load)
+        "base": base_margins(forest, "libm").astype(adt),
         "cat_words": cat_words, "cat_nwords": cat_nwords.astype(np.int32), "cat_other_left": cat_other,
     }
     meta = {"x_dtype": forest.input_dtype, "acc_dtype": forest.accumulate_dtype,

@@ -43,6 +43,7 @@ from __future__ import annotations
 import functools
 import math
 import platform
+import sys
 from typing import Any, Callable
 
 import numpy as np
@@ -51,8 +52,11 @@ from .. import __version__
 from ..ir import Forest, Tree, head_of
 from ..passes import comparison_thresholds
 from .. import outputs, toolchain
+from ..loader import BASE_SYMBOL
 
 NAME = "c"
+#: the file the build writes the IR into for the main unit's .incbin
+IR_FILE = "ir.bin"
 
 DEFAULTS: dict[str, Any] = {
     "opt": "-O3",            # optimisation level passed to the C compiler
@@ -67,6 +71,8 @@ DEFAULTS: dict[str, Any] = {
                              # a node table, categorical ones goto code up to CAT_GOTO_MAX_NODES
     "nodes_per_unit": 12000, # split translation units at about this many nodes (parallel build)
     "jobs": None,            # parallel compiler processes (default: all cores)
+    "ir": True,              # the .so carries the model's IR (treecomp_ir: apply and
+                             # contributions once loaded; ir.Forest.to_bytes: ~90 B a node)
 }
 
 
@@ -129,7 +135,10 @@ def is_constant(tree: Tree) -> bool:
 
 
 def n_leading_constants(forest: Forest) -> int:
-    """How many constant trees precede the first real one (they fold into the base score)."""
+    """How many constant trees precede the first real one (they fold into the base score; not
+    where the base margins are evaluated when the artifact is loaded: forest.base_link)."""
+    if forest.base_link != "identity":
+        return 0
     n = 0
     for t in forest.trees:
         if not is_constant(t):
@@ -147,7 +156,8 @@ def folded_base(forest: Forest) -> np.ndarray:
     (m + c1) + c2 is not m + (c1 + c2) for a row-dependent margin m.
     """
     acc = np.dtype(forest.accumulate_dtype).type
-    base = [acc(b) for b in forest.base_score]
+    # a base_link's margins with libm's log / exp: the loader replaces them with this host's
+    base = [acc(b) for b in outputs.base_margins(forest, "libm")]
     for i in range(n_leading_constants(forest)):
         t, o = forest.trees[i], int(forest.tree_output[i])
         for j, v in enumerate(t.value[0]):
@@ -603,7 +613,49 @@ def _transform_code(forest: Forest) -> str:
             "      for (int k = 0; k < TC_NO; ++k) a[k] /= s;")
 
 
-def _main_unit(forest: Forest, units: list[list[int]], block: int) -> str:
+def elf() -> bool:
+    return sys.platform.startswith(("linux", "freebsd", "netbsd", "openbsd", "dragonfly", "sunos"))
+
+
+def blob_code(symbol: str, file: str, blob: bytes, incbin: bool, align: int = 64) -> str:
+    """C defining the hidden byte array `symbol` holding `blob`: on ELF pulled into .rodata by
+    the assembler's .incbin from `file` (toolchain writes it next to the unit: no C literal to
+    parse, so a multi-MB blob builds as fast as a small one), elsewhere a C string literal."""
+    if incbin:
+        return f"""__asm__(".section .rodata.{symbol},\\"a\\",@progbits\\n"
+        ".balign {align}\\n"
+        ".type {symbol}, @object\\n"
+        "{symbol}:\\n"
+        ".incbin \\"@DIR@/{file}\\"\\n"
+        ".size {symbol}, .-{symbol}\\n"
+        ".previous\\n");
+extern const unsigned char {symbol}[] __attribute__((visibility("hidden")));
+"""
+    lines = []
+    for i in range(0, len(blob), 64):
+        lines.append('"' + "".join(f"\\x{b:02x}" for b in blob[i:i + 64]) + '"')
+    return (f"static const unsigned char {symbol}[{max(len(blob), 1)}] __attribute__((aligned({align}))) =\n"
+            + ("\n".join(lines) or '""') + ";\n")
+
+
+def ir_code(size: int, data: str) -> str:
+    """The treecomp.h accessors of the model's IR file (ir.Forest.to_bytes) at C expression
+    `data`, `size` bytes: what loader.Predictor reads for apply / contributions."""
+    return (f"TC_EXPORT int64_t treecomp_ir_size(void) {{ return {size}; }}\n"
+            f"TC_EXPORT const void *treecomp_ir(void) {{ return {data}; }}\n")
+
+
+def _base_decl(forest: Forest, base: str) -> str:
+    """The initial margins: a constant, or where forest.base_link sets them (evaluated by the
+    library at predict time with numpy's log), the exported treecomp_base (treecomp.h), which
+    holds them evaluated with libm's log / exp and which the loader overwrites with this host's
+    numpy's value before the first prediction."""
+    if forest.base_link == "identity":
+        return f"static const tc_acc tc_base[TC_NO] = {{{base}}};"
+    return f"TC_EXPORT tc_acc {BASE_SYMBOL}[TC_NO] = {{{base}}};\n#define tc_base {BASE_SYMBOL}"
+
+
+def _main_unit(forest: Forest, units: list[list[int]], block: int, ir: bytes | None = None) -> str:
     x_t, acc_t = _types(forest)
     head = head_of(forest)
     meta = head.to_json(backend=NAME, treecomp_version=__version__)
@@ -620,8 +672,8 @@ def _main_unit(forest: Forest, units: list[list[int]], block: int) -> str:
 #define TC_EXPORT __attribute__((visibility("default")))
 #define TC_BLOCK {block}
 {protos}
-static const tc_acc tc_base[TC_NO] = {{{base}}};
-
+{_base_decl(forest, base)}
+{"" if ir is None else blob_code("tc_ir", IR_FILE, ir, elf()) + ir_code(len(ir), "tc_ir")}
 TC_EXPORT int32_t treecomp_abi_version(void) {{ return TREECOMP_ABI_VERSION; }}
 TC_EXPORT const char *treecomp_version(void) {{ return {_c_string(__version__)}; }}
 TC_EXPORT const char *treecomp_digest(void) {{ return {_c_string(forest.digest())}; }}
@@ -666,12 +718,13 @@ TC_EXPORT int32_t treecomp_predict(const void *X, int32_t x_dtype, int64_t n_row
 """
 
 
-def emit(forest: Forest, opts: dict[str, Any] | None = None) -> dict[str, str]:
-    """The C sources of `forest`: {file name: text}; pure (no I/O)."""
+def emit(forest: Forest, opts: dict[str, Any] | None = None, ir: bytes | None = None) -> dict[str, str]:
+    """The C sources of `forest`: {file name: text}; pure (no I/O). With `ir` (the forest's IR
+    file), the library carries it (treecomp_ir; on ELF the build writes it as IR_FILE)."""
     opts = opts or options()
     units = _units(forest, int(opts["nodes_per_unit"]))
     gmax = None if opts["goto_max_nodes"] is None else int(opts["goto_max_nodes"])
-    sources = {"model.c": _main_unit(forest, units, int(opts["block_rows"]))}
+    sources = {"model.c": _main_unit(forest, units, int(opts["block_rows"]), ir)}
     prelude = _prelude(forest, int(opts["interleave"]))
     _, acc_t = _types(forest)
     for u, trees in enumerate(units):
@@ -768,10 +821,12 @@ def build(forest: Forest, progress: Callable[[str], None] | None = None, **overr
     def write(path):
         if progress:
             progress(f"generating C for {forest.n_trees} trees")
-        sources = emit(forest, opts)
+        # carried, so a loaded .so offers apply / contributions
+        ir = forest.to_bytes() if opts["ir"] else None
+        sources = emit(forest, opts, ir=ir)
         if progress:
             progress(f"compiling {len(sources)} translation units")
         toolchain.build_shared_library(sources, path, flags, jobs=opts["jobs"], compiler=cc,
-                                       progress=progress)
+                                       progress=progress, files={IR_FILE: ir} if ir else None)
 
     return SharedLibrary(toolchain.cached(key, ".so", write))

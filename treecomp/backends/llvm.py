@@ -105,8 +105,9 @@ import numpy as np
 
 from .. import __version__
 from .. import outputs, toolchain
-from ..errors import ArtifactError, CompileError
+from ..errors import ArtifactError, CompileError, InvalidModelError
 from ..ir import Forest, Head, Tree, head_of
+from ..loader import BASE_SYMBOL, set_base
 from ..passes import comparison_thresholds
 from .c import bitset_layout, const_run, folded_base, heap_depth, steps
 
@@ -129,6 +130,8 @@ DEFAULTS: dict[str, Any] = {
                                 # loop, as in c.py (codegen costs ~0.1 ms per basic block)
     "nodes_per_module": 16000,  # split trees into LLVM modules / object files of ~this size
     "jobs": None,               # threads compiling modules in parallel (default: all cores)
+    "ir": True,                 # pickles carry the model's IR (apply / contributions once
+                                # unpickled); a .so linked from the objects does not
 }
 
 
@@ -772,10 +775,14 @@ def _main_text(forest: Forest, sym: str, n_parts: int, block: int, triple: str) 
     cstring("treecomp_meta_json", head.to_json(backend=NAME, treecomp_version=__version__))
 
     base_vals = folded_base(forest).tolist()  # leading constant trees included (c.folded_base)
-    base = ir.GlobalVariable(mod, ir.ArrayType(acc_ty, no), name=f"{sym}.base")
+    # with a base_link, the exported writable treecomp_base the loader sets (c._base_decl)
+    settable = forest.base_link != "identity"
+    base = ir.GlobalVariable(mod, ir.ArrayType(acc_ty, no),
+                             name=BASE_SYMBOL if settable else f"{sym}.base")
     base.initializer = ir.Constant(ir.ArrayType(acc_ty, no), [acc_ty(v) for v in base_vals])
-    base.global_constant = True
-    base.linkage = "private"
+    base.global_constant = not settable
+    if not settable:
+        base.linkage = "private"
 
     unit_ty = ir.FunctionType(ir.VoidType(), [ptr, i64, ptr])
     units = []
@@ -1039,7 +1046,7 @@ def _symbol_prefix(forest: Forest) -> str:
 
 def _cache_key(forest: Forest, opts: dict[str, Any]) -> str:
     cpu = _cpu(opts) if opts["native"] else None
-    keyed = {k: v for k, v in opts.items() if k != "jobs"}  # jobs does not change the bytes
+    keyed = {k: v for k, v in opts.items() if k not in ("jobs", "ir")}  # nor the bytes
     return toolchain.cache_key(NAME, forest.digest(), sorted(keyed.items()), _llvmlite_version(),
                                _llvm().get_process_triple(), cpu)
 
@@ -1125,8 +1132,11 @@ class LLVMKernel:
     _count = 0
     _count_lock = threading.Lock()
 
-    def __init__(self, objects: list[bytes], native_cpu: str | None = None):
+    def __init__(self, objects: list[bytes], native_cpu: str | None = None,
+                 settable_base: bool = False, ir: Any = None):
         llvm = _llvm()
+        #: the model's IR: a Forest (built from one) or its IR file's bytes (loaded), or None
+        self._ir = ir
         self._objects = list(objects)
         self._native_cpu = native_cpu  # set when the code uses this CPU's features
         with LLVMKernel._count_lock:
@@ -1141,6 +1151,8 @@ class LLVMKernel:
             if addr:
                 builder.import_symbol(sym, addr)
         builder.export_symbol("treecomp_predict").export_symbol("treecomp_meta_json")
+        if settable_base:  # the head's base_link: its margins are written below
+            builder.export_symbol(BASE_SYMBOL)
         try:
             # the tracker owns this kernel's code; the JIT itself lives as long as the process
             jit = _jit()
@@ -1154,6 +1166,10 @@ class LLVMKernel:
         self._predict = _PREDICT(addr)
         self.meta_json = _CSTR(meta)().decode()
         self.head: Head = Head.from_json(self.meta_json)
+        if settable_base != (self.head.base_link != "identity"):
+            raise ArtifactError("LLVM object code whose treecomp_base does not match its meta JSON")
+        if settable_base:
+            set_base(self.head, self._tracker[BASE_SYMBOL])
         #: the code's TREECOMP_TRANSFORM is the library's own arithmetic (see loader.SharedLibrary)
         self.native_transform = outputs.native_transform(self.head) != 0
         #: for loader's small-batch entry (runtime/pyentry.c): function, tables, isa, kind
@@ -1164,12 +1180,21 @@ class LLVMKernel:
         if rc != 0:
             raise RuntimeError(f"treecomp_predict failed with code {rc}")
 
+    def ir_bytes(self) -> bytes | None:
+        """The model's IR file (ir.Forest.to_bytes) this kernel carries, or None."""
+        if self._ir is not None and not isinstance(self._ir, bytes):
+            self._ir = self._ir.to_bytes()
+        return self._ir
+
     def to_bytes(self) -> bytes:
-        """MAGIC, a length-prefixed JSON header (head, triple, object sizes), the objects."""
+        """MAGIC, a length-prefixed JSON header (head, triple, object sizes, IR size), the
+        objects, the IR file (optional)."""
+        ir = self.ir_bytes()
         header = json.dumps({"version": _CONTAINER_VERSION, "head": self.meta_json,
                              "triple": _llvm().get_process_triple(), "native_cpu": self._native_cpu,
-                             "objects": [len(o) for o in self._objects]}).encode()
-        return b"".join([MAGIC, struct.pack("<I", len(header)), header, *self._objects])
+                             "objects": [len(o) for o in self._objects],
+                             **({"ir": len(ir)} if ir is not None else {})}).encode()
+        return b"".join([MAGIC, struct.pack("<I", len(header)), header, *self._objects, ir or b""])
 
     def save(self, path: str | os.PathLike) -> None:
         """Link the object code into a shared library at `path` (needs the system linker)."""
@@ -1195,6 +1220,12 @@ def load_bytes(data: bytes) -> LLVMKernel:
         for size in header["objects"]:
             objects.append(data[pos:pos + size])
             pos += size
+        ir = None
+        if "ir" in header:
+            n = header["ir"]
+            if type(n) is not int or n < 0:
+                raise ValueError("bad IR size")
+            ir, pos = data[pos:pos + n], pos + n
         if pos != len(data) or any(len(o) == 0 for o in objects):
             raise ValueError("truncated")
     except ArtifactError:
@@ -1209,11 +1240,17 @@ def load_bytes(data: bytes) -> LLVMKernel:
     if cpu and cpu != _llvm().get_host_cpu_name():
         raise ArtifactError(f"this LLVM artifact was compiled with native=True for a {cpu} CPU; "
                             f"this one is a {_llvm().get_host_cpu_name()}: recompile the model")
-    return LLVMKernel(objects, native_cpu=cpu)
+    try:
+        settable = Head.from_json(header["head"]).base_link != "identity"
+    except InvalidModelError as exc:
+        raise ArtifactError(f"corrupt LLVM artifact: {exc}") from None
+    return LLVMKernel(objects, native_cpu=cpu, settable_base=settable, ir=ir)
 
 
 def build(forest: Forest, progress: Callable[[str], None] | None = None, **overrides: Any) -> LLVMKernel:
     """Compile `forest` (or take its object code from the cache) and JIT it in-process."""
     opts = options(**overrides)
     native_cpu = _cpu(opts)[0] if opts["native"] else None
-    return LLVMKernel(compile_objects(forest, progress=progress, **opts), native_cpu=native_cpu)
+    return LLVMKernel(compile_objects(forest, progress=progress, **opts), native_cpu=native_cpu,
+                      settable_base=forest.base_link != "identity",
+                      ir=forest if opts["ir"] else None)

@@ -69,11 +69,12 @@ HistGradientBoosting (``_hist_gradient_boosting/_predictor.pyx``, ``gradient_boo
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-from .. import ir
+from .. import ir, outputs
 from ..errors import InvalidModelError, NotFittedError, UnsupportedModelError
 from ..ir import Forest, Tree
 
@@ -314,11 +315,20 @@ def _exp_lib(transform: str) -> str:
     return "libm" if transform in ("identity", "sigmoid", "sigmoid2") else "numpy"
 
 
-def _gb_base_score(model: Any, K: int) -> np.ndarray:
+#: sklearn's link classes (loss.link) whose argument Forest.base_link carries (ir.BASE_LINKS)
+_GB_BASE_LINKS = {"LogitLink": "logit", "HalfLogitLink": "half_logit",
+                  "MultinomialLogit": "multinomial_logit"}
+
+
+def _gb_base_score(model: Any, K: int) -> tuple[np.ndarray, str]:
+    """(base_score, base_link) of a GradientBoosting model. A classifier's initial margins are
+    its init estimator's clipped probabilities through the loss's link, which sklearn evaluates
+    at predict time with numpy's log / exp (host-dependent: outputs.base_margins): the IR keeps
+    the probabilities and the link, and the margins are evaluated where the model predicts."""
     init = model.init_
     if isinstance(init, str):
         if init == "zero":
-            return np.zeros(K)
+            return np.zeros(K), "identity"
         raise UnsupportedModelError(f"{_name(model)} with init={init!r}: only 'zero' or a "
                                     "(default) Dummy estimator is supported")
     from sklearn.dummy import DummyClassifier, DummyRegressor
@@ -344,7 +354,24 @@ def _gb_base_score(model: Any, K: int) -> np.ndarray:
     raw = np.asarray(_init_raw_predictions(X0, init, model._loss, is_classifier(model)), np.float64)
     if raw.shape != (1, K):
         raise InvalidModelError(f"{_name(model)}: init estimator gives shape {raw.shape}, expected (1, {K})")
-    return raw[0].copy()
+    if not is_classifier(model):  # DummyRegressor's constant, identity link: no log involved
+        return raw[0].copy(), "identity"
+    link = _GB_BASE_LINKS.get(type(model._loss.link).__name__)
+    if link is None:
+        raise UnsupportedModelError(f"{_name(model)} with link {type(model._loss.link).__name__}: "
+                                    f"supported are {sorted(_GB_BASE_LINKS)}")
+    # _init_raw_predictions' probabilities, before its link (sklearn 1.9.1, ensemble/_gb.py)
+    proba = np.asarray(init.predict_proba(X0))
+    if K == 1:
+        proba = proba[:, 1]
+    eps = np.finfo(np.float64).eps
+    proba = np.clip(proba, eps, 1 - eps, dtype=np.float64).reshape(-1)
+    f = SimpleNamespace(base_link=link, base_score=proba)
+    if proba.shape != (K,) or not np.array_equal(outputs.base_margins(f), raw[0]):
+        # the recipe must give sklearn's own margins here, or it is not sklearn's
+        raise UnsupportedModelError(f"{_name(model)}: its initial margins {raw[0].tolist()} are "
+                                    f"not {link}({proba.tolist()}) as in scikit-learn 1.9.1")
+    return proba, link
 
 
 def parse_gradient_boosting(model: Any) -> Forest:
@@ -379,6 +406,7 @@ def parse_gradient_boosting(model: Any) -> Forest:
         raise InvalidModelError(f"{_name(model)}.estimators_ has shape {ests.shape}; expected "
                                 f"(>= n_estimators_={n_stages}, {K})")
     scale = float(model.learning_rate)
+    base, base_link = _gb_base_score(model, K)
     trees, outs = [], []
     for i in range(n_stages):
         for k in range(K):
@@ -388,7 +416,7 @@ def parse_gradient_boosting(model: Any) -> Forest:
                                     scale * value[:, 0, :1], cover=_cover(ests[i, k])))
             outs.append(k)
     return Forest(trees=tuple(trees), n_features=model.n_features_in_, n_outputs=K,
-                  tree_output=outs, base_score=_gb_base_score(model, K), input_dtype="float32",
+                  tree_output=outs, base_score=base, base_link=base_link, input_dtype="float32",
                   comparison="<=", average=False, transform=transform, decision=decision,
                   classes=classes, feature_names=_feature_names(model), allow_nan=False,
                   reject_inf=range(model.n_features_in_),
@@ -649,15 +677,22 @@ def parse_isolation_forest(model: Any) -> Forest:
                 raise InvalidModelError(f"{where} splits on a feature beyond its {len(fs)} features")
             feature = np.where(inner, fs[np.where(inner, feature, 0)], -1)
         trees.append(_make_tree(left, right, feature, threshold, default_left, leafval[:, None]))
-    # sklearn: len(estimators_) * _average_path_length([_max_samples]), with its own function
-    denominator = float((len(ests) * _average_path_length([model._max_samples]))[0])
+    # sklearn divides by len(estimators_) * _average_path_length([_max_samples]), evaluated at
+    # predict time with np.log: the IR keeps its two numbers (outputs.iforest_denominator)
+    if not isinstance(model._max_samples, (int, np.integer)) or model._max_samples < 0:
+        raise InvalidModelError(f"{_name(model)}._max_samples={model._max_samples!r}: not a count")
+    params = (float(len(ests)), float(model._max_samples), float(model.offset_))
+    f = SimpleNamespace(transform_params=params)
+    if outputs.iforest_denominator(f) != float((len(ests) * _average_path_length([model._max_samples]))[0]):
+        raise UnsupportedModelError(f"{_name(model)}: its score denominator is not scikit-learn "
+                                    "1.9.1's n_estimators * c(max_samples)")
     return Forest(trees=tuple(trees), n_features=n, n_outputs=1,
                   tree_output=np.zeros(len(trees), np.int32), base_score=np.zeros(1),
                   input_dtype="float32", comparison="<=", average=False, transform="iforest",
                   decision="outlier", feature_names=_feature_names(model),
                   # validate_data(dtype=float32, ensure_all_finite=False): NaN and +/-inf pass
                   allow_nan=True, exp_lib="numpy",
-                  transform_params=(denominator, float(model.offset_)),
+                  transform_params=params,
                   provenance=_provenance(model))
 
 
