@@ -136,13 +136,14 @@ def _defined_dynamic_symbols(path: Path) -> list[str]:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="ELF dynamic symbols")
-def test_exports_are_the_abi_only(tmp_path):
-    q = _save_load(treecomp.compile(random_forest(2), backend="arrays"), tmp_path / "m.so")
+@pytest.mark.parametrize("ir", [False, True])
+def test_exports_are_the_abi_only(tmp_path, ir):
+    q = _save_load(treecomp.compile(random_forest(2), backend="arrays", ir=ir), tmp_path / "m.so")
     syms = _defined_dynamic_symbols(q._kernel.path)
     assert syms == sorted(["treecomp_abi_version", "treecomp_version", "treecomp_digest",
                            "treecomp_backend", "treecomp_n_features", "treecomp_n_outputs",
                            "treecomp_out_dtype", "treecomp_n_classes", "treecomp_meta_json",
-                           "treecomp_predict", "treecomp_ir_size", "treecomp_ir"])
+                           "treecomp_predict"] + ["treecomp_ir_size", "treecomp_ir"] * ir)
     res = subprocess.run(["nm", "-D", "--undefined-only", str(q._kernel.path)], capture_output=True,
                          text=True)
     assert "tc_" not in res.stdout  # the kernel is inside, not looked up elsewhere

@@ -398,9 +398,9 @@ def test_mutated_artifacts_never_crash(kind, seed, tmp_path):
 
 
 def test_loaded_artifacts_carry_the_ir(tmp_path):
-    """.so (c, arrays), .tc and pickles carry the model's IR: loaded predictors offer apply and
-    contributions (equal to compile's); an absent section is a clear UnsupportedModelError, a
-    corrupt or foreign one an ArtifactError."""
+    """Compiled with ir=True, .so (c, arrays), .tc and pickles carry the model's IR: loaded
+    predictors offer apply and contributions (equal to compile's); by default, or with an
+    absent section, a clear UnsupportedModelError; a corrupt or foreign one an ArtifactError."""
     from sklearn.ensemble import GradientBoostingClassifier
     from treecomp.errors import ArtifactError, UnsupportedModelError
     rng = np.random.default_rng(3)
@@ -409,7 +409,7 @@ def test_loaded_artifacts_carry_the_ir(tmp_path):
         X, (X[:, 0] > 0).astype(int) + (X[:, 1] > 0.5))
     f = treecomp.parse(m)
     for backend, suffix in (("c", ".so"), ("arrays", ".tc"), ("arrays", ".so"), ("llvm", ".pkl")):
-        p = treecomp.compile(f, backend=backend)
+        p = treecomp.compile(f, backend=backend, ir=True)
         want_apply, want_shap = p.apply(X), p.contributions(X)
         path = tmp_path / f"{backend}{suffix}"
         if suffix == ".pkl":
@@ -434,11 +434,12 @@ def test_loaded_artifacts_carry_the_ir(tmp_path):
             q.apply(X)
         with pytest.raises(error, match=match):
             q.contributions(X)
-    bare = treecomp.compile(f, backend="arrays", ir=False)  # the option leaves it out
-    bare.save(tmp_path / "bare.so")
-    for q in (treecomp.load(tmp_path / "bare.so"), pickle.loads(pickle.dumps(bare))):
-        with pytest.raises(UnsupportedModelError, match="carries no IR"):
-            q.apply(X)
+    for backend in ("arrays", "c"):  # the default leaves it out (size, pickling time)
+        bare = treecomp.compile(f, backend=backend)
+        bare.save(tmp_path / f"bare-{backend}.so")
+        for q in (treecomp.load(tmp_path / f"bare-{backend}.so"), pickle.loads(pickle.dumps(bare))):
+            with pytest.raises(UnsupportedModelError, match="carries no IR"):
+                q.apply(X)
     data = arrays_format.tables_to_bytes(k.tables, k.head, runtime, other)
     with pytest.raises(ArtifactError, match="IR section"):  # it runs past the end of the file
         arrays.load_bytes(data[:len(data) - (-len(other)) % 64 - 10])

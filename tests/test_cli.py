@@ -259,6 +259,15 @@ def test_compile_tc_with_arrays_backend(lgbm_files, tmp_path):
                                     "--backend", "arrays"])
     assert res.exit_code == 0, res.output
     assert (tmp_path / "m.tc").read_bytes()[:8] == b"TCARRAYS"
+    X = lgbm_files["X"][:20]
+    with pytest.raises(treecomp.UnsupportedModelError, match="ir=True"):
+        treecomp.load(tmp_path / "m.tc").apply(X)
+    # --ir embeds the model's IR: the loaded artifact gives leaf indices
+    res = CliRunner().invoke(main, ["compile", f"{lgbm_files['reg']}.txt", "-o", str(tmp_path / "i.tc"),
+                                    "--backend", "arrays", "--ir"])
+    assert res.exit_code == 0, res.output
+    want = treecomp.compile(treecomp.parse(f"{lgbm_files['reg']}.txt")).apply(X)
+    np.testing.assert_array_equal(treecomp.load(tmp_path / "i.tc").apply(X), want)
 
 
 def test_csv_with_empty_fields_reads_nan(lgbm_files, tmp_path):

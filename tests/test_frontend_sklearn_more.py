@@ -379,10 +379,10 @@ def test_apply_refused_without_ids_or_ir():
     with pytest.raises(UnsupportedModelError, match="node ids"):
         treecomp.compile(f, backend="arrays").apply(np.zeros((2, 2)))
     m, X = _apply_models()[0]
-    p = treecomp.compile(treecomp.parse(m), backend="arrays")
+    p = treecomp.compile(treecomp.parse(m), backend="arrays", ir=True)
     import pickle
     from treecomp.backends import arrays_format
-    # a pickle carries the IR (the .tc inside it); a table file without it cannot apply
+    # with ir=True a pickle carries the IR (the .tc inside it); a table file without it cannot apply
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(p)).apply(X), p.apply(X))
     k = p._kernel
     bare = arrays_format.tables_to_bytes(k.tables, k.head, {"isa": "auto", "block_rows": 0})

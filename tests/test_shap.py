@@ -162,11 +162,11 @@ def test_cover_is_optional_serialised_and_validated(tmp_path):
         with pytest.raises(InvalidModelError, match="cover"):
             Tree(left=t.left, right=t.right, feature=t.feature, threshold=t.threshold,
                  default_left=t.default_left, value=t.value, cover=bad)
-    p = treecomp.compile(f, backend="arrays")
+    p = treecomp.compile(f, backend="arrays", ir=True)
     p.save(tmp_path / "m.tc")  # carries the IR, covers included
     np.testing.assert_array_equal(treecomp.load(tmp_path / "m.tc").contributions(X[:3]),
                                   p.contributions(X[:3]))
-    treecomp.compile(f, backend="arrays", ir=False).save(tmp_path / "bare.tc")
+    treecomp.compile(f, backend="arrays").save(tmp_path / "bare.tc")  # the default: no IR
     with pytest.raises(UnsupportedModelError, match="artifact"):
         treecomp.load(tmp_path / "bare.tc").contributions(X[:3])
 

@@ -307,8 +307,11 @@ def main() -> None:
               help="Also write the generated C source files to this directory (c backend).")
 @click.option("--header", "header", type=click.Path(dir_okay=False), default=None,
               help="Also write the C ABI header (treecomp.h) to this path.")
+@click.option("--ir", "with_ir", is_flag=True,
+              help="Embed the model's IR, so that treecomp.load(...).apply / .contributions "
+                   "work (~90 bytes a node; not in an llvm .so).")
 @_friendly
-def compile_cmd(model, output, backend, native, emit_source, header):
+def compile_cmd(model, output, backend, native, emit_source, header, with_ir):
     from . import api, backends, parse
     # the output's suffix names what is written: check it before any work
     suffix = Path(output).suffix.lower()
@@ -341,6 +344,8 @@ def compile_cmd(model, output, backend, native, emit_source, header):
     else:  # a .so must be a shared library: the arrays .so, or a code generator's
         name = backends.choose(forest, "so")
     opts = {"native": True} if native else {}
+    if with_ir:
+        opts["ir"] = True
     click.echo(f"parsed {forest.n_trees} trees in {time.perf_counter() - t0:.2f}s; "
                f"compiling with the {name} backend", err=True)
     if emit_source:

@@ -568,9 +568,10 @@ class Predictor:
         data = getattr(self._kernel, "ir_bytes", lambda: None)()
         if data is None:
             raise UnsupportedModelError(
-                f"{what} need the model's trees: this Predictor's artifact carries no IR (an "
-                "LLVM .so, or an artifact written by an older treecomp); use the Predictor "
-                "that treecomp.compile(model) returns, or recompile the model")
+                f"{what} need the model's trees: this Predictor's artifact carries no IR "
+                "(artifacts and pickles carry it when compiled with ir=True, e.g. "
+                "treecomp.compile(model, ir=True), except an LLVM .so); use the Predictor that "
+                "treecomp.compile(model) returns, or recompile with ir=True")
         try:
             forest = Forest.from_bytes(data)
         except InvalidModelError as exc:

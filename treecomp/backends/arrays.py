@@ -77,8 +77,9 @@ DEFAULTS: dict[str, Any] = {
     "heap_max_depth": 8,     # deepest tree the heap layout takes (padding grows as 2^depth)
     "isa": "auto",           # "auto" | "scalar" | "avx2" | "avx512" | "llvm" | "numpy"
     "block_rows": 0,         # rows per tree-major block; 0 = auto (see auto_block_rows)
-    "ir": True,              # saved .tc / .so and pickles carry the model's IR (apply and
-                             # contributions once loaded; ir.Forest.to_bytes: ~90 B a node)
+    "ir": False,             # saved .tc / .so and pickles carry the model's IR (apply and
+                             # contributions once loaded; ir.Forest.to_bytes: ~90 B a node,
+                             # and a pickle 300 ms slower for 200 trees: off unless asked)
 }
 ISAS = ("auto", "scalar", "avx2", "avx512", "llvm", "numpy")
 _PAIRS = 0x100  # loader.PAIRS = arrays.c's TC_PAIRS

@@ -71,7 +71,7 @@ DEFAULTS: dict[str, Any] = {
                              # a node table, categorical ones goto code up to CAT_GOTO_MAX_NODES
     "nodes_per_unit": 12000, # split translation units at about this many nodes (parallel build)
     "jobs": None,            # parallel compiler processes (default: all cores)
-    "ir": True,              # the .so carries the model's IR (treecomp_ir: apply and
+    "ir": False,             # the .so carries the model's IR (treecomp_ir: apply and
                              # contributions once loaded; ir.Forest.to_bytes: ~90 B a node)
 }
 

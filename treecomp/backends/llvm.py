@@ -130,7 +130,7 @@ DEFAULTS: dict[str, Any] = {
                                 # loop, as in c.py (codegen costs ~0.1 ms per basic block)
     "nodes_per_module": 16000,  # split trees into LLVM modules / object files of ~this size
     "jobs": None,               # threads compiling modules in parallel (default: all cores)
-    "ir": True,                 # pickles carry the model's IR (apply / contributions once
+    "ir": False,                # pickles carry the model's IR (apply / contributions once
                                 # unpickled); a .so linked from the objects does not
 }
 
