@@ -47,9 +47,21 @@ each point pinned by tests/test_frontend_catboost.py against the installed libra
   files predict as CatBoostClassifier, others as CatBoostRegressor. A generic `CatBoost` or
   `CatBoostRanker` object predicts RawFormulaVal (its default): identity.
 
-Refused with UnsupportedModelError naming the feature: categorical features (one-hot splits
-compare CatBoost's hash of the category string; CTRs need target statistics), text and embedding
-features, scale != 1, a binary probability threshold other than 0.5
+One-hot categorical features (one_hot_max_size at least the category count): a split tests
+"CalcCatFeatureHash(value) == hash" and goes right when true. The JSON export lists a one-hot
+feature's hashes (int32) as "values" of its categorical feature, a split as {"split_type":
+"OneHotFeature", "cat_feature_index", "value", "split_index"}; a .cbm holds them in
+TModelTrees.OneHotFeatures (TOneHotFeature {Index, Values: [int32], StringValues}), the split
+indices after every float border (TModelTrees::GetBinFeatures: borders, then one-hot values).
+IR: the column's hashes, deduplicated in model order, are Forest.category_hashes; the Predictor
+turns a value into the index of its hash there, or the count for an unseen value
+(treecomp.categories); a one-hot node is a categorical split whose left set is every code but
+its own, so an unseen category goes left (false) at every one-hot split, as in CatBoost, where
+it falls in bin 0. Categorical features that no split uses are still encoded (catboost refuses
+a float there too).
+
+Refused with UnsupportedModelError naming the feature: categorical features encoded as CTRs
+(they need the model's target statistics), text and embedding features, scale != 1, a binary probability threshold other than 0.5
 (`set_probability_threshold`), RMSEWithUncertainty (its default prediction exponentiates one
 of its two columns).
 
@@ -845,3 +857,6 @@ def is_catboost_json(head: bytes) -> bool:
 PARSERS = {
     "CatBoost": parse_model,
 }
+#: what supported_models() says of CatBoost models
+FEATURES = ("numeric features (every nan_mode) and one-hot categorical features (integer or "
+            "string categories); CTR-encoded categorical, text and embedding features are refused")
