@@ -52,13 +52,67 @@ CASES = {
         X, YK, group_id=np.repeat(np.arange(30), 10)),
     "generic_raw": lambda: cb.CatBoost(dict(loss_function="Logloss", **BASE)).fit(X, (YK > 1).astype(int)),
 }
+
+# one-hot categorical models: object rows with str and int categories (tests at the end)
+CN = 240
+CRNG = np.random.default_rng(11)
+COLORS = np.array(["red", "green", "blue", "", "grün", "x" * 70])  # empty, non-ASCII, > 64 bytes
+UNSEEN = ["purple", "Red", "red ", "グリーン"]
+
+
+def onehot_data():
+    """Object rows [float, str category, int category (negatives too), float] and a target."""
+    num = CRNG.normal(size=(CN, 2))
+    num[CRNG.random(num.shape) < 0.05] = np.nan
+    color = COLORS[CRNG.integers(0, len(COLORS), CN)]
+    size = CRNG.integers(-2, 3, CN)
+    Xo = np.empty((CN, 4), object)
+    Xo[:, 0], Xo[:, 1], Xo[:, 2], Xo[:, 3] = num[:, 0], color, size, num[:, 1]
+    y = np.nan_to_num(num[:, 0]) + 1.5 * (color == "red") - (size == -1) + 0.8 * (color == "grün") \
+        - 0.6 * (color == "x" * 70) + 0.4 * (size == 2)
+    return Xo, y
+
+
+XO, YO = onehot_data()
+OH = dict(BASE, one_hot_max_size=16)
+ONEHOT = {
+    "onehot_logloss": lambda: cb.CatBoostClassifier(**OH).fit(XO, (YO > 0.3).astype(int), cat_features=[1, 2]),
+    "onehot_depthwise": lambda: cb.CatBoostRegressor(grow_policy="Depthwise", **OH).fit(XO, YO, cat_features=[1, 2]),
+    "onehot_lossguide_multi": lambda: cb.CatBoostClassifier(
+        grow_policy="Lossguide", max_leaves=10, loss_function="MultiClass", **OH).fit(
+        XO, np.digitize(YO, [-0.5, 0.5]), cat_features=[1, 2]),
+}
+
+
+def onehot_rows(forest, seed=0):
+    """Training rows, unseen categories, and numeric values on / +-1 ULP (float32) around the
+    borders, NaN, +-inf, -0.0: an object array as a user would pass it."""
+    rng = np.random.default_rng(seed)
+    T = XO[rng.integers(0, CN, 200)].copy()
+    T[:30, 1] = np.array(UNSEEN, object)[rng.integers(0, len(UNSEEN), 30)]
+    T[20:50, 2] = rng.choice([7, -100, 3, 2**40], 30)
+    nodes = [(t.feature[i], t.threshold[i]) for t in forest.trees
+             for i in np.flatnonzero((t.left >= 0) & (t.cat_index < 0))]
+    for r in range(50, 200):
+        f, thr = nodes[rng.integers(len(nodes))]
+        step = int(rng.integers(-1, 2))
+        with np.errstate(all="ignore"):
+            T[r, f] = float(np.nextafter(np.float32(thr), np.float32(step * np.inf)) if step else thr)
+    T[190:, 0] = [np.nan, np.inf, -np.inf, -0.0, 1e39, np.nan, 0.0, -1e39, 3.0, -3.0]
+    return T
+
+
 _MODELS: dict = {}
 
 
 def model(name):
     if name not in _MODELS:
-        _MODELS[name] = CASES[name]()
+        _MODELS[name] = {**CASES, **ONEHOT}[name]()
     return _MODELS[name]
+
+
+def model_rows(name, forest, seed=0):
+    return onehot_rows(forest, seed) if name in ONEHOT else rows(forest, seed)
 
 
 def rows(forest, seed=0):
@@ -85,11 +139,11 @@ def assert_same(want, got):
     np.testing.assert_array_equal(got, want, strict=True)
 
 
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("name", list(CASES) + list(ONEHOT))
 def test_model_bit_exact(name):
     m = model(name)
     f = treecomp.parse(m)
-    T = rows(f)
+    T = model_rows(name, f)
     pred, proba, raw = library_outputs(m, T)
     assert_same(pred, interp.predict(f, T))
     assert_same(raw, interp.decision_function(f, T))
@@ -99,18 +153,20 @@ def test_model_bit_exact(name):
         assert f.decision == "none" and f.transform == "identity"
 
 
-@pytest.mark.parametrize("name", ["logloss_str", "multiclass", "poisson", "multirmse", "lossguide_multi", "mae_max"])
+@pytest.mark.parametrize("name", ["logloss_str", "multiclass", "poisson", "multirmse", "lossguide_multi",
+                                  "mae_max", "onehot_logloss", "onehot_lossguide_multi"])
 @pytest.mark.parametrize("backend", ["c", "llvm", "arrays"])
 def test_backends(name, backend):
     m = model(name)
     f = treecomp.parse(m)
-    T = rows(f, seed=1)
+    T = model_rows(name, f, seed=1)
     p = treecomp.compile(f, backend=backend)
     assert_backend_matches_interp(p, f, T)
     pred, proba, _ = library_outputs(m, T)
     assert_same(pred, p.predict(T))
     if proba is not None:
         assert_same(proba, p.predict_proba(T))
+    assert_same(pred[:1], p.predict(T[:1].tolist()))  # a list of rows, one row
 
 
 @pytest.mark.parametrize("isa", ["scalar", "avx2", "avx512"])
@@ -366,60 +422,6 @@ def test_artifacts_refuse_transform_with_catboosts_exp(name, tmp_path):
 
 
 # -- one-hot categorical features ----------------------------------------------------------------
-CN = 240
-CRNG = np.random.default_rng(11)
-COLORS = np.array(["red", "green", "blue", "", "grün", "x" * 70])  # empty, non-ASCII, > 64 bytes
-UNSEEN = ["purple", "Red", "red ", "グリーン"]
-
-
-def onehot_data():
-    """Object rows [float, str category, int category (negatives too), float] and a target."""
-    num = CRNG.normal(size=(CN, 2))
-    num[CRNG.random(num.shape) < 0.05] = np.nan
-    color = COLORS[CRNG.integers(0, len(COLORS), CN)]
-    size = CRNG.integers(-2, 3, CN)
-    Xo = np.empty((CN, 4), object)
-    Xo[:, 0], Xo[:, 1], Xo[:, 2], Xo[:, 3] = num[:, 0], color, size, num[:, 1]
-    y = np.nan_to_num(num[:, 0]) + 1.5 * (color == "red") - (size == -1) + 0.8 * (color == "grün") \
-        - 0.6 * (color == "x" * 70) + 0.4 * (size == 2)
-    return Xo, y
-
-
-XO, YO = onehot_data()
-OH = dict(BASE, one_hot_max_size=16)
-ONEHOT = {
-    "onehot_logloss": lambda: cb.CatBoostClassifier(**OH).fit(XO, (YO > 0.3).astype(int), cat_features=[1, 2]),
-    "onehot_depthwise": lambda: cb.CatBoostRegressor(grow_policy="Depthwise", **OH).fit(XO, YO, cat_features=[1, 2]),
-    "onehot_lossguide_multi": lambda: cb.CatBoostClassifier(
-        grow_policy="Lossguide", max_leaves=10, loss_function="MultiClass", **OH).fit(
-        XO, np.digitize(YO, [-0.5, 0.5]), cat_features=[1, 2]),
-}
-
-
-def onehot_model(name):
-    if name not in _MODELS:
-        _MODELS[name] = ONEHOT[name]()
-    return _MODELS[name]
-
-
-def onehot_rows(forest, seed=0):
-    """Training rows, unseen categories, and numeric values on / +-1 ULP (float32) around the
-    borders, NaN, +-inf, -0.0: an object array as a user would pass it."""
-    rng = np.random.default_rng(seed)
-    T = XO[rng.integers(0, CN, 200)].copy()
-    T[:30, 1] = np.array(UNSEEN, object)[rng.integers(0, len(UNSEEN), 30)]
-    T[20:50, 2] = rng.choice([7, -100, 3, 2**40], 30)
-    nodes = [(t.feature[i], t.threshold[i]) for t in forest.trees
-             for i in np.flatnonzero((t.left >= 0) & (t.cat_index < 0))]
-    for r in range(50, 200):
-        f, thr = nodes[rng.integers(len(nodes))]
-        step = int(rng.integers(-1, 2))
-        with np.errstate(all="ignore"):
-            T[r, f] = float(np.nextafter(np.float32(thr), np.float32(step * np.inf)) if step else thr)
-    T[190:, 0] = [np.nan, np.inf, -np.inf, -0.0, 1e39, np.nan, 0.0, -1e39, 3.0, -3.0]
-    return T
-
-
 def test_cityhash_matches_catboost():
     """treecomp.categories.cityhash64 is the CityHash64 catboost links: checked on catboost's
     own 64-bit group-id hash (the same function over the same bytes) for every length branch."""
@@ -432,33 +434,15 @@ def test_cityhash_matches_catboost():
     np.testing.assert_array_equal(got, want)
 
 
-@pytest.mark.parametrize("name", list(ONEHOT))
-def test_onehot_bit_exact(name):
-    m = onehot_model(name)
-    f = treecomp.parse(m)
-    assert [c for c, h in f.category_hashes if h] == [1, 2] and f.stats()["categorical"]
-    T = onehot_rows(f)
-    pred, proba, raw = library_outputs(m, T)
-    assert_same(pred, interp.predict(f, T))
-    assert_same(raw, interp.decision_function(f, T))
-    if proba is not None:
-        assert_same(proba, interp.predict_proba(f, T))
-    # the unseen categories really reached splits on their columns (the test can fail)
-    assert len(np.unique(raw[:50], axis=0)) > 5
-
-
-@pytest.mark.parametrize("name", ["onehot_logloss", "onehot_lossguide_multi"])
-@pytest.mark.parametrize("backend", ["c", "llvm", "arrays"])
-def test_onehot_backends(name, backend):
-    m = onehot_model(name)
-    f = treecomp.parse(m)
-    T = onehot_rows(f, seed=1)
-    p = treecomp.compile(f, backend=backend)
-    assert_backend_matches_interp(p, f, T)
-    pred, proba, raw = library_outputs(m, T)
-    assert_same(pred, p.predict(T))
-    assert_same(proba, p.predict_proba(T))
-    assert_same(pred[:1], p.predict(T[:1].tolist()))  # a list of rows, one row
+def test_onehot_encoding_used():
+    """The one-hot models split on both categorical columns, and unseen categories reach
+    those splits (so the bit-exact tests above can fail)."""
+    for name in ONEHOT:
+        m = model(name)
+        f = treecomp.parse(m)
+        assert [c for c, h in f.category_hashes if h] == [1, 2] and f.stats()["categorical"]
+        raw = cb.CatBoost.predict(m, onehot_rows(f)[:50], prediction_type="RawFormulaVal")
+        assert len(np.unique(raw, axis=0)) > 5
 
 
 @pytest.mark.parametrize("name", ["onehot_logloss", "onehot_depthwise"])
@@ -466,7 +450,7 @@ def test_onehot_files(name, tmp_path):
     """.cbm and JSON files predict as catboost does after loading them (treecomp reads them
     without catboost); the IR file, a .so and an arrays artifact carry the encoding."""
     import pickle
-    m = onehot_model(name)
+    m = model(name)
     T = onehot_rows(treecomp.parse(m), seed=2)
     cls = type(m)
     for fmt in ("cbm", "json"):
@@ -535,7 +519,7 @@ def test_onehot_inputs():
 def test_onehot_hostile(tmp_path):
     """Corrupt one-hot data: an InvalidModelError (or UnsupportedModelError), never a crash or
     a silently different model."""
-    m = onehot_model("onehot_logloss")
+    m = model("onehot_logloss")
     m.save_model(str(tmp_path / "m.json"), format="json")
     doc = json.loads((tmp_path / "m.json").read_text())
     split = next(s for t in doc["oblivious_trees"] for s in t["splits"] if s["split_type"] == "OneHotFeature")
@@ -572,3 +556,10 @@ def test_onehot_hostile(tmp_path):
     for bad in ([[9, [1]]], [[1, [1, 1]]], [[1, [-1]]], [[1, [1 << 32]]], [[1, [1]], [1, [2]]], [["a", [1]]], 5):
         with pytest.raises(InvalidModelError, match="category_hashes"):
             f.replace(category_hashes=bad)
+    # ... and an artifact's: its embedded description is checked when it is loaded
+    from treecomp.ir import Head, head_of
+    meta = json.loads(head_of(f).to_json())
+    assert meta["category_hashes"] == [[c, list(h)] for c, h in f.category_hashes]
+    for bad in ([[9, [1]]], [[1, "ab"]], {"1": [1]}):
+        with pytest.raises(InvalidModelError, match="category_hashes"):
+            Head.from_json(json.dumps(dict(meta, category_hashes=bad)))
