@@ -17,8 +17,10 @@ compile in parallel; rows are processed tree-major over blocks so a tree's code 
 
 That if/goto shape is what categorical trees deeper than heap_max_depth become (up to
 CAT_GOTO_MAX_NODES nodes); by default shallow trees are complete-tree tables walked 8 rows at a
-time (TC_HEAP_KERNEL) and other numeric trees node tables walked 8 rows in lockstep
-(TC_WALK_KERNEL): faster than branches on rows they cannot predict, and seconds for gcc.
+time (TC_HEAP_KERNEL), symmetric ones (one split a level, CatBoost's) a table of levels whose
+answers are the leaf index's bits (TC_OBL_KERNEL), and other numeric trees node tables walked
+8 rows in lockstep (TC_WALK_KERNEL): faster than branches on rows they cannot predict, and
+seconds for gcc.
 
 Each unit runs a constant table of steps (kernel, tables, margin offset) in model order, so
 gcc's time does not grow with the number of trees. Single-leaf trees are no functions: a run of
