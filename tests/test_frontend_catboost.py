@@ -515,6 +515,19 @@ def test_onehot_inputs():
     with pytest.raises(TypeError, match="categorical"):
         pdict.predict(T.astype({"size": np.float64}))
 
+    class Frame:  # a pandas-like frame without .iloc (polars): read through its pandas form
+        def __init__(self, df, convertible):
+            self.columns, self.df = df.columns, df
+            if convertible:
+                self.to_pandas = lambda: df
+
+        def to_numpy(self, *a, **k):
+            return self.df.to_numpy(*a, **k)
+
+    assert_same(md.predict(T), pdict.predict(Frame(T, True)))
+    with pytest.raises(TypeError, match="pandas DataFrame"):
+        pdict.predict(Frame(T, False))
+
 
 def test_onehot_hostile(tmp_path):
     """Corrupt one-hot data: an InvalidModelError (or UnsupportedModelError), never a crash or

@@ -201,6 +201,11 @@ def encode(X: Any, forest: Any) -> np.ndarray:
     nf = forest.n_features
     cats = dict(forest.category_hashes)
     if hasattr(X, "columns") and hasattr(X, "to_numpy"):
+        if not hasattr(X, "iloc"):  # a pandas-like frame (polars): its pandas form
+            if not hasattr(X, "to_pandas"):
+                raise TypeError(f"a {type(X).__name__} with categorical columns: pass a pandas "
+                                "DataFrame, an object array or a list of rows")
+            X = X.to_pandas()
         if forest.feature_names is not None:
             _check_columns([str(c) for c in X.columns], list(forest.feature_names))
         if X.shape[1] != nf:
