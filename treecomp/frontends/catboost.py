@@ -68,6 +68,10 @@ of its two columns).
 Inputs: CatBoost accepts arrays wider than the model and reorders DataFrame columns by name;
 a Predictor needs exactly the model's columns, and for a model trained with column names, a
 DataFrame with those names in that order (else ValueError, never a silent relabelling).
+Categorical columns take what catboost's Python package takes (treecomp.categories): str,
+bytes, integers and bools (True is "1") in object arrays, lists of rows, integer / bool / str
+numpy arrays and DataFrames (category and string columns by value); floats, NaN and None in
+them, float arrays and nullable Int64 columns raise TypeError, as catboost refuses them.
 
 JSON numbers as CatBoost reads them: CatBoost 1.2 writes doubles with 17 significant digits and
 reads them back with RapidJSON's default (not full-precision) parser, which is not correctly
