@@ -212,3 +212,65 @@ def test_native_builds_are_keyed_by_the_host_cpu(monkeypatch):
     b = cbackend.build(f, native=True).path
     assert a != b
     assert cbackend.build(f).path == cbackend.build(f).path  # portable builds are shared
+
+
+def _symmetric_forest(comparison, input_dtype, seed):
+    """Complete depth-4 trees whose levels each test one column: numeric levels (NaN left or
+    right) and one-hot levels "category == k" (every category but k goes left, as
+    frontends/catboost.py builds them), in random orders; one tree whose level is not uniform."""
+    from treecomp.ir import Forest, Tree
+    rng = np.random.default_rng(seed)
+    D, n_int = 4, 15
+    trees = []
+    for i in range(6):
+        feat, thr, dl = np.full(31, -1), np.zeros(31), np.zeros(31, bool)
+        cat_index, bits, k_of = np.full(31, -1), [], {}
+        for d in range(D):
+            lo, hi = (1 << d) - 1, (2 << d) - 1
+            if rng.random() < 0.4:  # one-hot level on column 3
+                k = int(rng.integers(0, 40))
+                if k not in k_of:
+                    k_of[k] = len(bits)
+                    row = np.full(2, 0xFFFFFFFF, np.uint32)
+                    row[k // 32] &= ~np.uint32(1 << (k % 32))
+                    bits.append(row)
+                feat[lo:hi], cat_index[lo:hi], dl[lo:hi] = 3, k_of[k], True
+            else:
+                f = int(rng.integers(0, 3))
+                feat[lo:hi], thr[lo:hi], dl[lo:hi] = f, rng.choice([-0.5, 0.0, 0.25, 1.0]), rng.random() < 0.5
+        if i == 5:
+            thr[n_int - 1] = 7.0 if cat_index[n_int - 1] < 0 else thr[n_int - 1]  # not uniform
+            feat[n_int - 1] = 0 if cat_index[n_int - 1] >= 0 else feat[n_int - 1]
+            cat_index[n_int - 1] = -1
+        idx = np.arange(n_int)
+        left, right = np.full(31, -1), np.full(31, -1)
+        left[:n_int], right[:n_int] = 2 * idx + 1, 2 * idx + 2
+        value = np.zeros((31, 2))
+        value[n_int:] = rng.normal(size=(16, 2))
+        trees.append(Tree(left=left, right=right, feature=feat, threshold=thr, default_left=dl, value=value,
+                          cat_index=cat_index, cat_bits=np.array(bits or np.zeros((0, 2)), np.uint32).reshape(-1, 2),
+                          cat_other_left=np.ones(len(bits), bool)))
+    return Forest(trees=trees, n_features=4, n_outputs=2, tree_output=np.zeros(6), base_score=np.zeros(2),
+                  comparison=comparison, input_dtype=input_dtype)
+
+
+@pytest.mark.parametrize("comparison,input_dtype", [("<=", "float32"), ("<", "float64")])
+def test_symmetric_trees_bit_exact(comparison, input_dtype):
+    """The symmetric kernel (TC_OBL_KERNEL: leaf index from the levels' bits) routes as the
+    interpreter: numeric levels on / next to their thresholds, NaN either way, one-hot levels
+    on their category, its neighbours (k +- 0.5, +- 1 ULP), negative, huge and NaN values."""
+    f = _symmetric_forest(comparison, input_dtype, seed=4)
+    flags = [cbackend.symmetric_levels(t, f, 8) is not None for t in f.trees]
+    assert flags == [True] * 5 + [False]
+    src = cbackend.emit(f, cbackend.options())["unit0.c"]
+    assert "TC_OBL_KERNEL(4, 2, 2, 1)" in src
+    rng = np.random.default_rng(5)
+    vals = np.array([-0.5, 0.0, 0.25, 1.0, 7.0, np.nan, -0.0, np.inf, -np.inf, -1.0, 1e9])
+    cats = np.concatenate([np.arange(-1, 41, dtype=float), [0.5, 2.5, 39.99, 64.0, 1e9, np.nan, -0.0]])
+    cats = np.concatenate([cats, np.nextafter(cats, np.inf), np.nextafter(cats, -np.inf)])
+    X = np.empty((3000, 4))
+    X[:, :3] = np.where(rng.random((3000, 3)) < 0.7, rng.choice(vals, (3000, 3)), rng.normal(size=(3000, 3)))
+    X[:, 3] = rng.choice(cats, 3000)
+    for symmetric in (True, False):
+        p = treecomp.compile(f, backend="c", symmetric=symmetric)
+        np.testing.assert_array_equal(p.predict_raw(X), interp.predict_raw(f, X))

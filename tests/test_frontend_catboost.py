@@ -56,13 +56,67 @@ CASES = {
         X, YK, group_id=np.repeat(np.arange(30), 10)),
     "generic_raw": lambda: cb.CatBoost(dict(loss_function="Logloss", **BASE)).fit(X, (YK > 1).astype(int)),
 }
+
+# one-hot categorical models: object rows with str and int categories (tests at the end)
+CN = 240
+CRNG = np.random.default_rng(11)
+COLORS = np.array(["red", "green", "blue", "", "grün", "x" * 70])  # empty, non-ASCII, > 64 bytes
+UNSEEN = ["purple", "Red", "red ", "グリーン"]
+
+
+def onehot_data():
+    """Object rows [float, str category, int category (negatives too), float] and a target."""
+    num = CRNG.normal(size=(CN, 2))
+    num[CRNG.random(num.shape) < 0.05] = np.nan
+    color = COLORS[CRNG.integers(0, len(COLORS), CN)]
+    size = CRNG.integers(-2, 3, CN)
+    Xo = np.empty((CN, 4), object)
+    Xo[:, 0], Xo[:, 1], Xo[:, 2], Xo[:, 3] = num[:, 0], color, size, num[:, 1]
+    y = np.nan_to_num(num[:, 0]) + 1.5 * (color == "red") - (size == -1) + 0.8 * (color == "grün") \
+        - 0.6 * (color == "x" * 70) + 0.4 * (size == 2)
+    return Xo, y
+
+
+XO, YO = onehot_data()
+OH = dict(BASE, one_hot_max_size=16)
+ONEHOT = {
+    "onehot_logloss": lambda: cb.CatBoostClassifier(**OH).fit(XO, (YO > 0.3).astype(int), cat_features=[1, 2]),
+    "onehot_depthwise": lambda: cb.CatBoostRegressor(grow_policy="Depthwise", **OH).fit(XO, YO, cat_features=[1, 2]),
+    "onehot_lossguide_multi": lambda: cb.CatBoostClassifier(
+        grow_policy="Lossguide", max_leaves=10, loss_function="MultiClass", **OH).fit(
+        XO, np.digitize(YO, [-0.5, 0.5]), cat_features=[1, 2]),
+}
+
+
+def onehot_rows(forest, seed=0):
+    """Training rows, unseen categories, and numeric values on / +-1 ULP (float32) around the
+    borders, NaN, +-inf, -0.0: an object array as a user would pass it."""
+    rng = np.random.default_rng(seed)
+    T = XO[rng.integers(0, CN, 200)].copy()
+    T[:30, 1] = np.array(UNSEEN, object)[rng.integers(0, len(UNSEEN), 30)]
+    T[20:50, 2] = rng.choice([7, -100, 3, 2**40], 30)
+    nodes = [(t.feature[i], t.threshold[i]) for t in forest.trees
+             for i in np.flatnonzero((t.left >= 0) & (t.cat_index < 0))]
+    for r in range(50, 200):
+        f, thr = nodes[rng.integers(len(nodes))]
+        step = int(rng.integers(-1, 2))
+        with np.errstate(all="ignore"):
+            T[r, f] = float(np.nextafter(np.float32(thr), np.float32(step * np.inf)) if step else thr)
+    T[190:, 0] = [np.nan, np.inf, -np.inf, -0.0, 1e39, np.nan, 0.0, -1e39, 3.0, -3.0]
+    return T
+
+
 _MODELS: dict = {}
 
 
 def model(name):
     if name not in _MODELS:
-        _MODELS[name] = CASES[name]()
+        _MODELS[name] = {**CASES, **ONEHOT}[name]()
     return _MODELS[name]
+
+
+def model_rows(name, forest, seed=0):
+    return onehot_rows(forest, seed) if name in ONEHOT else rows(forest, seed)
 
 
 def rows(forest, seed=0):
@@ -90,11 +144,11 @@ def assert_same(want, got):
     np.testing.assert_array_equal(got, want, strict=True)
 
 
-@pytest.mark.parametrize("name", list(CASES))
+@pytest.mark.parametrize("name", list(CASES) + list(ONEHOT))
 def test_model_bit_exact(name):
     m = model(name)
     f = treecomp.parse(m)
-    T = rows(f)
+    T = model_rows(name, f)
     pred, proba, raw = library_outputs(m, T)
     assert_same(pred, interp.predict(f, T))
     assert_same(raw, interp.decision_function(f, T))
@@ -104,19 +158,20 @@ def test_model_bit_exact(name):
         assert f.decision == "none" and f.transform == "identity"
 
 
-@pytest.mark.parametrize("name", ["logloss_str", "multiclass", "poisson", "multirmse", "lossguide_multi", "mae_max",
-                                  "multilogloss"])
+@pytest.mark.parametrize("name", ["logloss_str", "multiclass", "poisson", "multirmse", "lossguide_multi",
+                                  "mae_max", "multilogloss", "onehot_logloss", "onehot_lossguide_multi"])
 @pytest.mark.parametrize("backend", ["c", "llvm", "arrays"])
 def test_backends(name, backend):
     m = model(name)
     f = treecomp.parse(m)
-    T = rows(f, seed=1)
+    T = model_rows(name, f, seed=1)
     p = treecomp.compile(f, backend=backend)
     assert_backend_matches_interp(p, f, T)
     pred, proba, _ = library_outputs(m, T)
     assert_same(pred, p.predict(T))
     if proba is not None:
         assert_same(proba, p.predict_proba(T))
+    assert_same(pred[:1], p.predict(T[:1].tolist()))  # a list of rows, one row
 
 
 @pytest.mark.parametrize("isa", ["scalar", "avx2", "avx512"])
@@ -261,13 +316,18 @@ def test_fast_exp_matches_catboost(tmp_path):
 
 
 # -- refusals and corrupt input ----------------------------------------------------------------
-def test_categorical_refused():
+def test_ctr_refused_by_name(tmp_path):
+    """Categorical features with more categories than one_hot_max_size become CTRs (target
+    statistics): refused, naming CTRs and the feature, from the object, .cbm and JSON."""
     Xc = X0[:, :3].astype(object)
-    Xc[:, 2] = np.array(["red", "green", "blue"])[RNG.integers(0, 3, 300)]
-    m = cb.CatBoostRegressor(iterations=3, depth=2, verbose=0, thread_count=1, one_hot_max_size=4,
-                             allow_writing_files=False).fit(Xc, X0[:, 0], cat_features=[2])
-    with pytest.raises(UnsupportedModelError, match="categorical"):
-        treecomp.parse(m)
+    Xc[:, 2] = np.array(["red", "green", "blue", "cyan"])[RNG.integers(0, 4, 300)]
+    m = cb.CatBoostRegressor(iterations=10, depth=2, verbose=0, thread_count=1, one_hot_max_size=2,
+                             allow_writing_files=False).fit(Xc, 3.0 * (Xc[:, 2] == "red"), cat_features=[2])
+    m.save_model(str(tmp_path / "m.cbm"))
+    m.save_model(str(tmp_path / "m.json"), format="json")
+    for src in (m, tmp_path / "m.cbm", tmp_path / "m.json"):
+        with pytest.raises(UnsupportedModelError, match=r"as CTRs \(target statistics\) are not supported \(2\)"):
+            treecomp.parse(src)
 
 
 def test_other_refusals():
@@ -365,3 +425,160 @@ def test_artifacts_refuse_transform_with_catboosts_exp(name, tmp_path):
     assert_same(pred, q.predict(Z))
     if proba is not None:
         assert_same(proba, q.predict_proba(Z))
+
+
+# -- one-hot categorical features ----------------------------------------------------------------
+def test_cityhash_matches_catboost():
+    """treecomp.categories.cityhash64 is the CityHash64 catboost links: checked on catboost's
+    own 64-bit group-id hash (the same function over the same bytes) for every length branch."""
+    from treecomp.categories import cityhash64
+    rng = np.random.default_rng(3)
+    alphabet = list("abcXYZ-_ \u00e9\u4e2d\x00")  # no digits: a number is a group id as it is
+    vals = [""] + ["".join(rng.choice(alphabet, k)) for k in list(range(1, 140)) + [200, 257, 1000]]
+    want = cb.Pool(np.zeros((len(vals), 1)), group_id=vals).get_group_id_hash()
+    got = np.array([cityhash64(v.encode("utf-8")) for v in vals], np.uint64)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_onehot_encoding_used():
+    """The one-hot models split on both categorical columns, and unseen categories reach
+    those splits (so the bit-exact tests above can fail)."""
+    for name in ONEHOT:
+        m = model(name)
+        f = treecomp.parse(m)
+        assert [c for c, h in f.category_hashes if h] == [1, 2] and f.stats()["categorical"]
+        raw = cb.CatBoost.predict(m, onehot_rows(f)[:50], prediction_type="RawFormulaVal")
+        assert len(np.unique(raw, axis=0)) > 5
+
+
+@pytest.mark.parametrize("name", ["onehot_logloss", "onehot_depthwise"])
+def test_onehot_files(name, tmp_path):
+    """.cbm and JSON files predict as catboost does after loading them (treecomp reads them
+    without catboost); the IR file, a .so and an arrays artifact carry the encoding."""
+    import pickle
+    m = model(name)
+    T = onehot_rows(treecomp.parse(m), seed=2)
+    cls = type(m)
+    for fmt in ("cbm", "json"):
+        path = tmp_path / f"m.{fmt}"
+        m.save_model(str(path), format=fmt)
+        loaded = cls()
+        loaded.load_model(str(path), format=fmt)
+        f = treecomp.parse(path)
+        assert f.category_hashes == treecomp.parse(m).category_hashes
+        assert_same(loaded.predict(T), interp.predict(f, T))
+        assert_same(cb.CatBoost.predict(loaded, T, prediction_type="RawFormulaVal"),
+                    interp.decision_function(f, T))
+    f = treecomp.parse(m)
+    f.save(tmp_path / "m.tcir")
+    g = treecomp.parse(tmp_path / "m.tcir")
+    assert g.category_hashes == f.category_hashes and g.digest() == f.digest()
+    want = m.predict(T)
+    for backend, ext in (("c", "so"), ("arrays", "tc")):
+        p = treecomp.compile(f, backend=backend)
+        p.save(tmp_path / f"m.{ext}")
+        q = treecomp.load(tmp_path / f"m.{ext}")
+        assert q.head.category_hashes == f.category_hashes
+        assert_same(want, q.predict(T))
+        assert_same(want, pickle.loads(pickle.dumps(p)).predict(T))
+
+
+def test_onehot_inputs():
+    """Values as catboost's Python package reads them: ints of any numpy type and bools by their
+    decimal form (True is "1"), bytes as UTF-8, pandas category / string columns by value; a
+    float anywhere in a categorical column is refused as catboost refuses it."""
+    pd = pytest.importorskip("pandas")
+    Xi = CRNG.integers(-3, 4, size=(CN, 2))
+    yi = (Xi[:, 0] == 1) * 2.0 - (Xi[:, 1] == -3) + 0.5 * (Xi[:, 0] == 0)
+    m = cb.CatBoostRegressor(**OH).fit(Xi, yi, cat_features=[0, 1])  # an int array: categories only
+    f = treecomp.parse(m)
+    p = treecomp.compile(f, backend="arrays")
+    Ti = np.vstack([Xi, [[9, -9], [1, -3], [0, 0]]])
+    for T in (Ti, Ti.astype(np.int32), Ti.astype(np.int16)):
+        assert_same(m.predict(T), p.predict(T))
+    Tb = np.array([[True, False], [False, True], [1, 0]], dtype=object)
+    assert_same(m.predict(Tb), p.predict(Tb))
+    assert_same(m.predict(Tb.astype(bool)), p.predict(Tb.astype(bool)))
+    Ts = np.array([["1", "-3"], ["0", "0"], ["01", "x"]])  # numpy str: hashed as strings
+    assert_same(m.predict(Ts), p.predict(Ts))
+    assert_same(m.predict([[b"1", b"-3"]]), p.predict([[b"1", b"-3"]]))
+    for bad in ([[1.0, 2]], [[np.nan, 2]], [[None, 2]], np.array([[1.0, 2.0]])):
+        with pytest.raises(Exception):
+            m.predict(bad)
+        with pytest.raises(TypeError, match="categorical"):
+            p.predict(bad)
+    # DataFrames: names checked, category / string / object columns by value
+    df = pd.DataFrame({"num": [float(v) if v == v else np.nan for v in XO[:, 0]],
+                       "color": XO[:, 1].astype(str), "size": XO[:, 2].astype(np.int64)})
+    md = cb.CatBoostClassifier(**OH).fit(df, (YO > 0.3).astype(int), cat_features=["color", "size"])
+    pdict = treecomp.compile(md, backend="arrays")
+    T = df.copy()
+    T.loc[:9, "color"] = "purple"
+    for frame in (T, T.astype({"color": "category", "size": "category"}), T.astype({"color": "string"})):
+        assert_same(md.predict_proba(frame), pdict.predict_proba(frame))
+    with pytest.raises(ValueError, match="column names"):
+        pdict.predict(T[["color", "num", "size"]])
+    with pytest.raises(TypeError, match="categorical"):
+        pdict.predict(T.astype({"size": np.float64}))
+
+    class Frame:  # a pandas-like frame without .iloc (polars): read through its pandas form
+        def __init__(self, df, convertible):
+            self.columns, self.df = df.columns, df
+            if convertible:
+                self.to_pandas = lambda: df
+
+        def to_numpy(self, *a, **k):
+            return self.df.to_numpy(*a, **k)
+
+    assert_same(md.predict(T), pdict.predict(Frame(T, True)))
+    with pytest.raises(TypeError, match="pandas DataFrame"):
+        pdict.predict(Frame(T, False))
+
+
+def test_onehot_hostile(tmp_path):
+    """Corrupt one-hot data: an InvalidModelError (or UnsupportedModelError), never a crash or
+    a silently different model."""
+    m = model("onehot_logloss")
+    m.save_model(str(tmp_path / "m.json"), format="json")
+    doc = json.loads((tmp_path / "m.json").read_text())
+    split = next(s for t in doc["oblivious_trees"] for s in t["splits"] if s["split_type"] == "OneHotFeature")
+    edits = {
+        "value_mismatch": lambda d, s: s.update(value=s["value"] ^ 1),
+        "cat_index_mismatch": lambda d, s: s.update(cat_feature_index=5),
+        "values_not_int": lambda d, s: d["features_info"]["categorical_features"][0].update(values=["a"]),
+        "value_too_big": lambda d, s: d["features_info"]["categorical_features"][0].update(values=[1 << 33]),
+        "type_mismatch": lambda d, s: s.update(split_type="FloatFeature"),
+        "flat_clash": lambda d, s: d["features_info"]["categorical_features"][0].update(flat_feature_index=0),
+    }
+    for name, edit in edits.items():
+        d = json.loads(json.dumps(doc))
+        s = next(s for t in d["oblivious_trees"] for s in t["splits"] if s == split)
+        edit(d, s)
+        (tmp_path / f"{name}.json").write_text(json.dumps(d))
+        with pytest.raises(InvalidModelError):
+            treecomp.parse(tmp_path / f"{name}.json")
+    # byte-flipped .cbm files: a clear error or a model, never a crash
+    m.save_model(str(tmp_path / "m.cbm"))
+    data = (tmp_path / "m.cbm").read_bytes()
+    rng = np.random.default_rng(9)
+    for i in range(80):
+        b = bytearray(data)
+        for _ in range(int(rng.integers(1, 4))):
+            b[int(rng.integers(8, len(b)))] = int(rng.integers(0, 256))
+        (tmp_path / "x.cbm").write_bytes(bytes(b))
+        try:
+            treecomp.parse(tmp_path / "x.cbm")
+        except (InvalidModelError, UnsupportedModelError):
+            pass
+    # the IR's own checks of the encoding
+    f = treecomp.parse(m)
+    for bad in ([[9, [1]]], [[1, [1, 1]]], [[1, [-1]]], [[1, [1 << 32]]], [[1, [1]], [1, [2]]], [["a", [1]]], 5):
+        with pytest.raises(InvalidModelError, match="category_hashes"):
+            f.replace(category_hashes=bad)
+    # ... and an artifact's: its embedded description is checked when it is loaded
+    from treecomp.ir import Head, head_of
+    meta = json.loads(head_of(f).to_json())
+    assert meta["category_hashes"] == [[c, list(h)] for c, h in f.category_hashes]
+    for bad in ([[9, [1]]], [[1, "ab"]], {"1": [1]}):
+        with pytest.raises(InvalidModelError, match="category_hashes"):
+            Head.from_json(json.dumps(dict(meta, category_hashes=bad)))

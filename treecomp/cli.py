@@ -528,6 +528,10 @@ def inspect_cmd(model):
                   if f.feature_names else ""))
     used = np.unique(np.concatenate([t.feature[t.feature >= 0] for t in f.trees] or [np.zeros(0, int)]))
     click.echo(f"used:       {len(used)} features in splits; categorical splits: {s['categorical']}")
+    if f.category_hashes:
+        cols = ", ".join(f"{c} ({len(h)} values)" for c, h in f.category_hashes[:10])
+        click.echo(f"categories: columns read by CatBoost's category hash (one-hot): {cols}"
+                   f"{' ...' if len(f.category_hashes) > 10 else ''}")
     click.echo(f"outputs:    {f.n_outputs} raw margin(s), base "
                f"{_plain(np.round(outputs.base_margins(f), 6).ravel()[:10])}"
                + (f" ({f.base_link} of {_plain(np.round(f.base_score, 6)[:10])}, evaluated "

@@ -46,21 +46,11 @@ def as_matrix(X: Any, forest: Forest, dtype: Any | None = None, keep_float: bool
                         "e.g. X.toarray() (absent entries become 0.0, as scikit-learn and LightGBM "
                         "read them; XGBoost reads absent entries as missing, so for an XGBoost "
                         "model set them to NaN)")
+    if getattr(forest, "category_hashes", ()):  # CatBoost one-hot columns: values -> codes
+        from .categories import encode
+        X = encode(X, forest)
     if hasattr(X, "columns") and hasattr(X, "to_numpy"):  # pandas (or pandas-like) DataFrame
-        cats = [str(c) for c, dt in zip(X.columns, X.dtypes) if str(dt) == "category"]
-        if cats and getattr(forest, "pandas_categories", "reject") != "values":
-            # Libraries disagree on what a pandas category means (XGBoost and LightGBM use the
-            # codes, scikit-learn the values), so guessing could be silently wrong.
-            raise TypeError(f"categorical (pandas 'category' dtype) columns {cats[:5]} are not "
-                            "accepted: pass the numbers the model was trained on (e.g. "
-                            "df[col].cat.codes for XGBoost/LightGBM models)")
-        names = forest.feature_names
-        if names is not None:
-            _check_columns([str(c) for c in X.columns], list(names))
-        try:
-            X = X.to_numpy(dtype=np.float64, na_value=np.nan)
-        except (TypeError, ValueError) as exc:
-            raise TypeError(f"DataFrame columns must be numeric: {exc}") from None
+        X = numeric_frame(X, forest, forest.feature_names)
     arr = np.asarray(X)
     if arr.dtype.kind not in "fiub":
         if arr.dtype == object:
@@ -95,6 +85,25 @@ def as_matrix(X: Any, forest: Forest, dtype: Any | None = None, keep_float: bool
                              f"{forest.input_dtype} in feature(s) {bad[:10]}, which this model "
                              "does not accept (the source library rejects it too)")
     return out
+
+
+def numeric_frame(X: Any, forest: Any, names: Any = None) -> np.ndarray:
+    """A DataFrame of numeric columns as a float64 array (missing values NaN); pandas
+    'category' columns only where forest.pandas_categories says what they mean; the column
+    names checked against `names` (the model's feature names) unless None."""
+    cats = [str(c) for c, dt in zip(X.columns, X.dtypes) if str(dt) == "category"]
+    if cats and getattr(forest, "pandas_categories", "reject") != "values":
+        # Libraries disagree on what a pandas category means (XGBoost and LightGBM use the
+        # codes, scikit-learn the values), so guessing could be silently wrong.
+        raise TypeError(f"categorical (pandas 'category' dtype) columns {cats[:5]} are not "
+                        "accepted: pass the numbers the model was trained on (e.g. "
+                        "df[col].cat.codes for XGBoost/LightGBM models)")
+    if names is not None:
+        _check_columns([str(c) for c in X.columns], list(names))
+    try:
+        return X.to_numpy(dtype=np.float64, na_value=np.nan)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"DataFrame columns must be numeric: {exc}") from None
 
 
 def _check_columns(cols: list[str], names: list[str]) -> None:

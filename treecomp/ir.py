@@ -4,6 +4,8 @@ Every frontend produces a :class:`Forest`; every pass maps a Forest to a Forest;
 consumes one. What a Forest *means* is defined by :mod:`treecomp.interp`; in short::
 
     x   = row cast to forest.input_dtype                      (float32 or float64)
+          (columns in forest.category_hashes first become category codes: the index of the
+           value's CatBoost hash among the column's hashes, else their count; treecomp.categories)
     for each tree, from node 0 until a leaf (left == -1):
         numeric node:      go left iff  float64(x[f]) <cmp> threshold      (cmp: "<" or "<=")
         categorical node:  valid per forest.category_rule (default: 0 <= x < 32 * n_words); then
@@ -486,6 +488,10 @@ class Forest(_Outputs):
     transform_params: tuple[float, ...] = ()
     #: how base_score becomes the initial margins (BASE_LINKS; outputs.base_margins)
     base_link: str = "identity"
+    #: input columns read as categories by hash (CatBoost one-hot features): ((column,
+    #: (uint32 hash, ...)), ...) by column; a value becomes the index of its hash, or the number
+    #: of hashes when unknown (treecomp.categories); () for every other model
+    category_hashes: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         trees = tuple(self.trees)
@@ -507,6 +513,7 @@ class Forest(_Outputs):
         object.__setattr__(self, "allow_nan", bool(self.allow_nan))
         object.__setattr__(self, "reject_inf", _feature_set(self.reject_inf, self.n_features))
         object.__setattr__(self, "transform_params", _params(self.transform_params))
+        object.__setattr__(self, "category_hashes", _category_hashes(self.category_hashes, self.n_features))
         self._validate()
 
     @property
@@ -580,6 +587,8 @@ class Forest(_Outputs):
             # only where a transform takes them: the digests of other forests stay as they were
             **({"transform_params": list(self.transform_params)} if self.transform_params else {}),
             **({"base_link": self.base_link} if self.base_link != "identity" else {}),
+            **({"category_hashes": _category_hashes_json(self.category_hashes)}
+               if self.category_hashes else {}),
         }
 
     def stats(self) -> dict[str, Any]:
@@ -663,6 +672,8 @@ class Forest(_Outputs):
                 _typed(meta, {"transform_params": list})
             if "base_link" in meta:
                 _typed(meta, {"base_link": str})
+            if "category_hashes" in meta:
+                _typed(meta, {"category_hashes": list})
             names = meta["feature_names"]
             if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
                 raise TypeError("feature_names must be a list of strings")
@@ -706,7 +717,8 @@ class Forest(_Outputs):
                            exp_lib=meta.get("exp_lib", legacy_exp_lib(meta["transform"])),
                            reject_inf=meta.get("reject_inf", ()), provenance=meta["provenance"],
                            transform_params=meta.get("transform_params", ()),
-                           base_link=meta.get("base_link", "identity"))
+                           base_link=meta.get("base_link", "identity"),
+                           category_hashes=meta.get("category_hashes", ()))
             except InvalidModelError as exc:  # the forest's own checks, named as the file's
                 raise _corrupt_ir(str(exc)) from None
         except InvalidModelError:
@@ -764,6 +776,7 @@ class Head(_Outputs):
     base_link: str = "identity"
     #: with base_link set, the Forest's base_score (the link's probabilities), else ()
     base_score: tuple[float, ...] = ()
+    category_hashes: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
     def to_json(self, **extra: Any) -> str:
         d = {k: getattr(self, k) for k in ("n_features", "n_outputs", "input_dtype",
@@ -777,6 +790,8 @@ class Head(_Outputs):
             d["transform_params"] = list(self.transform_params)
         if self.base_link != "identity":  # floats written as repr: read back bit for bit
             d["base_link"], d["base_score"] = self.base_link, list(self.base_score)
+        if self.category_hashes:
+            d["category_hashes"] = _category_hashes_json(self.category_hashes)
         d.update(extra)
         return json.dumps(d, sort_keys=True)
 
@@ -805,7 +820,8 @@ class Head(_Outputs):
                        reject_inf=_feature_set(d.get("reject_inf", []), d["n_features"]),
                        transform_params=_params(d.get("transform_params", [])),
                        base_link=d.get("base_link", "identity"),
-                       base_score=_params(d.get("base_score", [])))
+                       base_score=_params(d.get("base_score", [])),
+                       category_hashes=_category_hashes(d.get("category_hashes", []), d["n_features"]))
         except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
             raise InvalidModelError(f"corrupt model metadata: {exc}") from None
         for name, allowed in (("input_dtype", DTYPES), ("accumulate_dtype", DTYPES),
@@ -846,6 +862,40 @@ def _feature_set(v: Any, n_features: int) -> tuple[int, ...]:
         raise InvalidModelError(f"feature index {out[0] if out[0] < 0 else out[-1]} out of range "
                                 f"(n_features={n_features})")
     return out
+
+
+#: at most this many known categories per hashed column (CatBoost's one_hot_max_size is <= 255)
+MAX_CATEGORY_HASHES = 1 << 16
+
+
+def _category_hashes(v: Any, n_features: int) -> tuple[tuple[int, tuple[int, ...]], ...]:
+    """Forest.category_hashes checked: (column, hashes) pairs, columns distinct and in
+    [0, n_features), hashes distinct integers in [0, 2^32); sorted by column."""
+    def is_int(x: Any) -> bool:
+        return type(x) is int or isinstance(x, np.integer)
+    out = []
+    try:
+        for pair in v:
+            col, hashes = pair
+            if not is_int(col) or not 0 <= col < n_features:
+                raise ValueError(f"column {col!r} is not a feature index")
+            if isinstance(hashes, (str, bytes)) or len(hashes) > MAX_CATEGORY_HASHES \
+                    or not all(is_int(h) and 0 <= h < 1 << 32 for h in hashes):
+                raise ValueError(f"column {col}: hashes must be at most {MAX_CATEGORY_HASHES} "
+                                 "integers in [0, 2^32)")
+            hashes = tuple(int(h) for h in hashes)
+            if len(set(hashes)) != len(hashes):
+                raise ValueError(f"column {col}: repeated hashes")
+            out.append((int(col), hashes))
+    except (TypeError, ValueError) as exc:
+        raise InvalidModelError(f"category_hashes: {str(exc)[:200]}") from None
+    if len({c for c, _ in out}) != len(out):
+        raise InvalidModelError("category_hashes: a column appears twice")
+    return tuple(sorted(out))
+
+
+def _category_hashes_json(v: tuple[tuple[int, tuple[int, ...]], ...]) -> list:
+    return [[c, list(h)] for c, h in v]
 
 
 def _params(v: Any) -> tuple[float, ...]:
@@ -924,4 +974,5 @@ def head_of(forest: Forest, linear_ok: bool = False) -> Head:
                 pandas_categories=forest.pandas_categories, exp_lib=forest.exp_lib,
                 reject_inf=forest.reject_inf, transform_params=forest.transform_params,
                 base_link=forest.base_link,
-                base_score=tuple(forest.base_score.tolist()) if forest.base_link != "identity" else ())
+                base_score=tuple(forest.base_score.tolist()) if forest.base_link != "identity" else (),
+                category_hashes=forest.category_hashes)

@@ -361,9 +361,13 @@ class Predictor:
         # probabilities then need no numpy pass over the margins
         self._tf = bool(getattr(kernel, "native_transform", False))
         self._pairs = bool(getattr(kernel, "native_pairs", False))
-        # rows that need no check of their values (NaN accepted, no +/-inf refused)
-        self._nf, self._nan_ok = self.head.n_features, self.head.allow_nan and not self.head.reject_inf
-        self._plans = self._entry_plans(getattr(kernel, "entry", None))
+        # rows that need no check of their values (NaN accepted, no +/-inf refused); columns
+        # of categories by hash (CatBoost one-hot) are encoded by as_matrix first, so such
+        # models take neither the unchecked path nor the small-batch entry
+        hashed = bool(self.head.category_hashes)
+        self._nf = self.head.n_features
+        self._nan_ok = self.head.allow_nan and not self.head.reject_inf and not hashed
+        self._plans = {} if hashed else self._entry_plans(getattr(kernel, "entry", None))
 
     def _entry_plans(self, entry: tuple | None) -> dict[str, tuple]:
         """Per method, the arguments after X of the small-batch entry (runtime/pyentry.c) for

@@ -17,8 +17,10 @@ compile in parallel; rows are processed tree-major over blocks so a tree's code 
 
 That if/goto shape is what categorical trees deeper than heap_max_depth become (up to
 CAT_GOTO_MAX_NODES nodes); by default shallow trees are complete-tree tables walked 8 rows at a
-time (TC_HEAP_KERNEL) and other numeric trees node tables walked 8 rows in lockstep
-(TC_WALK_KERNEL): faster than branches on rows they cannot predict, and seconds for gcc.
+time (TC_HEAP_KERNEL), symmetric ones (one split a level, CatBoost's) a table of levels whose
+answers are the leaf index's bits (TC_OBL_KERNEL), and other numeric trees node tables walked
+8 rows in lockstep (TC_WALK_KERNEL): faster than branches on rows they cannot predict, and
+seconds for gcc.
 
 Each unit runs a constant table of steps (kernel, tables, margin offset) in model order, so
 gcc's time does not grow with the number of trees. Single-leaf trees are no functions: a run of
@@ -66,6 +68,8 @@ DEFAULTS: dict[str, Any] = {
     "heap_max_depth": 8,     # trees up to this depth (no categorical splits) use the
                              # branch-free complete-tree layout; deeper ones use if/goto code
     "interleave": 8,         # rows walked together through a branch-free tree
+    "symmetric": True,       # symmetric trees (one split a level, CatBoost's) up to
+                             # heap_max_depth: leaf index from the levels' bits (TC_OBL_KERNEL)
     "goto_max_nodes": None,  # deeper trees up to this size become if/goto code, larger ones a
                              # node table walked 8 rows in lockstep; None: numeric trees always
                              # a node table, categorical ones goto code up to CAT_GOTO_MAX_NODES
@@ -223,7 +227,7 @@ def _prelude(forest: Forest, interleave: int = 8) -> str:
             f"#define TC_RIGHT1(v, nd) (!((v) {'<' if gt == '>=' else '<='} (nd)->t))\n"
             f"#define TC_RIGHT2(v, nd) (((v) {gt} (nd)->t) | (((nd)->fn >> 31) & ((v) != (v))))\n"
             f"#define TC_CAT_VALID(v, nb) ({_CAT_VALID[forest.category_rule]})\n"
-            + HEAP_MACRO + STEP_CODE + CAT_WALK_MACRO)
+            + HEAP_MACRO + OBL_MACRO + STEP_CODE + CAT_WALK_MACRO)
 
 
 HEAP_MACRO = r"""/* Walk a complete tree of depth D in heap order (children of i: 2i+1, 2i+2), TC_IL rows at
@@ -297,6 +301,39 @@ static void tc_walk_##W##_##MODE(const void *Tv, const tc_acc *restrict L,      
       i = TC_RIGHT##MODE(v, nd) ? nd->r : nd->l;                                             \
     }                                                                                        \
     for (int j = 0; j < (W); ++j) acc[r * TC_NO + j] += L[(i - ni) * (W) + j];               \
+  }                                                                                          \
+}
+"""
+
+
+OBL_MACRO = r"""/* A symmetric tree (CatBoost's: one split a level, frontends/catboost.py): level d of T tests
+   one column for every row, and the leaf index is the levels' answers as bits, the root's the
+   most significant: the heap walk's leaf without a dependent load of the next node. Level by
+   level over up to 64 rows, so each level's compares are independent of each other. With CAT,
+   a level also goes right only if !(v >= t2): CatBoost one-hot levels "code == k" are t =
+   the float below k, t2 = k + 1 (numeric levels: t2 NaN, never >=). */
+typedef struct { uint32_t fn; tc_x t, t2; } tc_onode;
+#define TC_OBL_KERNEL(D, W, MODE, CAT)                                                       \
+static void tc_obl_##D##_##W##_##MODE##_##CAT(const void *Tv, const tc_acc *restrict L,        \
+    const tc_x *restrict X, int64_t n, tc_acc *restrict acc) {                               \
+  const tc_onode *restrict T = (const tc_onode *)Tv;                                         \
+  for (int64_t r0 = 0; r0 < n; r0 += 64) {                                                   \
+    const int nb = n - r0 < 64 ? (int)(n - r0) : 64;                                         \
+    uint32_t idx[64];                                                                        \
+    for (int k = 0; k < nb; ++k) idx[k] = 0;                                                 \
+    for (int d = 0; d < (D); ++d) {                                                          \
+      const tc_onode *nd = &T[d];                                                            \
+      const tc_x *xc = X + r0 * TC_NF + (nd->fn & 0x7fffffffu);                              \
+      for (int k = 0; k < nb; ++k) {                                                         \
+        tc_x v = xc[k * TC_NF];                                                              \
+        uint32_t right = (uint32_t)TC_RIGHT##MODE(v, nd);                                    \
+        if (CAT) right &= (uint32_t)!(v >= nd->t2);                                          \
+        idx[k] = 2 * idx[k] + right;                                                         \
+      }                                                                                      \
+    }                                                                                        \
+    for (int k = 0; k < nb; ++k)                                                             \
+      for (int j = 0; j < (W); ++j)                                                          \
+        acc[(r0 + k) * TC_NO + j] += L[idx[k] * (W) + j];                                    \
   }                                                                                          \
 }
 """
@@ -417,6 +454,70 @@ def emit_heap_tree(i: int, tree: Tree, forest: Forest, depth: int, out: list[str
                f"static const tc_node T{i}[{len(feat)}] = {{{nodes}}};\n"
                f"static const tc_acc L{i}[{len(leaf_src) * tree.width}] = {{{leaves}}};\n\n")
     return depth, tree.width, mode
+
+def symmetric_levels(tree: Tree, forest: Forest, max_depth: int):
+    """(feature, t, t2, nan_right) per level, root first, when `tree` is a complete heap of
+    depth 1..max_depth whose every level tests one column the same way: one threshold and
+    NaN direction, or (category_rule "nonneg") one-hot "category == k" (the bitset of every
+    category but k, other values and NaN left), as "v >= k" (t: k, or the float below it for
+    comparison "<=") and t2 = k + 1. Else None."""
+    n = tree.n_nodes
+    depth = n.bit_length() - 1
+    if n != (1 << (depth + 1)) - 1 or not 1 <= depth <= max_depth:
+        return None
+    n_int = (1 << depth) - 1
+    idx = np.arange(n_int)
+    if not (np.array_equal(tree.left[:n_int], 2 * idx + 1) and np.array_equal(tree.right[:n_int], 2 * idx + 2)
+            and np.all(tree.left[n_int:] < 0)):
+        return None
+    x_t = np.float32 if forest.input_dtype == "float32" else np.float64
+    thr = comparison_thresholds(tree, forest)
+    level = np.repeat(np.arange(depth), 1 << np.arange(depth))
+    first = (1 << level) - 1  # each slot's level's first slot
+    ci = tree.cat_index[:n_int]
+    if np.any(tree.feature[:n_int] != tree.feature[first]) or np.any((ci >= 0) != (ci[first] >= 0)) \
+            or np.any(tree.default_left[:n_int] != tree.default_left[first]):
+        return None
+    num = ci < 0
+    if np.any(thr[:n_int][num] != thr[first][num]):
+        return None
+    top = (1 << np.arange(depth)) - 1  # each level's first slot
+    t, t2 = thr[top].astype(x_t), np.full(depth, np.nan, x_t)
+    if not num.all():
+        if forest.category_rule != "nonneg" or not np.all(tree.cat_other_left) \
+                or not np.all(tree.default_left[:n_int][~num]):
+            return None
+        bits = tree.cat_bits
+        k = np.full(n_int, -1, np.int64)
+        for r in np.unique(ci[~num]):  # the set must be all but one category of its words
+            ones = np.unpackbits(bits[r].view(np.uint8), bitorder="little")
+            zero = np.flatnonzero(ones == 0)
+            if len(zero) != 1:
+                return None
+            k[ci == r] = zero[0]
+        if np.any(k[~num] != k[first][~num]) or k.max() >= 1 << 24:
+            return None
+        lv = np.flatnonzero(ci[top] >= 0)
+        kk = k[top[lv]].astype(x_t)
+        t[lv] = kk if forest.comparison == "<" else np.nextafter(kk, x_t(-np.inf))  # v >= k
+        t2[lv] = kk + 1
+    return tree.feature[top], t, t2, ~tree.default_left[top]
+
+
+def emit_symmetric_tree(i: int, tree: Tree, forest: Forest, levels, out: list[str]) -> tuple[int, int, int, int]:
+    """Append symmetric tree `i` for TC_OBL_KERNEL; returns its kernel's (D, W, MODE, CAT)."""
+    x_t, acc_t = _types(forest)
+    feat, t, t2, nan_right = levels
+    depth = len(feat)
+    nodes = ", ".join(f"{{{int(f) | (int(nr) << 31)}u, {_lit(float(a), x_t)}, "
+                      f"{_lit(float(b), x_t) if b == b else '(tc_x)NAN'}}}"
+                      for f, a, b, nr in zip(feat, t, t2, nan_right))
+    leaves = ", ".join(_acc_lit(v, acc_t) for v in tree.value[(1 << depth) - 1:].ravel())
+    out.append(f"/* tree {i}: symmetric, depth {depth}, adds to output {int(forest.tree_output[i])} */\n"
+               f"static const tc_onode T{i}[{depth}] = {{{nodes}}};\n"
+               f"static const tc_acc L{i}[{tree.width << depth}] = {{{leaves}}};\n\n")
+    return depth, tree.width, _nan_mode(tree), int(bool(np.any(t2 == t2)))
+
 
 def _nan_mode(tree: Tree) -> int:
     dr = ~tree.default_left[tree.left >= 0]
@@ -730,7 +831,7 @@ def emit(forest: Forest, opts: dict[str, Any] | None = None, ir: bytes | None = 
     for u, trees in enumerate(units):
         out = [prelude, "\n"]
         body: list[str] = []
-        kernels, walkers, catwalkers = set(), set(), set()
+        kernels, walkers, catwalkers, symmetric = set(), set(), set(), set()
         table: list[str] = []   # the unit's steps, in model order
         for kind, what in steps(forest, trees):
             if kind == "const":
@@ -745,8 +846,13 @@ def emit(forest: Forest, opts: dict[str, Any] | None = None, ir: bytes | None = 
                 continue
             i, t = what, forest.trees[what]
             o = int(forest.tree_output[i])
-            depth = heap_depth(t, int(opts["heap_max_depth"]))
-            if depth:
+            levels = symmetric_levels(t, forest, int(opts["heap_max_depth"])) if opts["symmetric"] else None
+            depth = 0 if levels is not None else heap_depth(t, int(opts["heap_max_depth"]))
+            if levels is not None:
+                d, w, m, c = emit_symmetric_tree(i, t, forest, levels, body)
+                symmetric.add((d, w, m, c))
+                table.append(f"{{tc_obl_{d}_{w}_{m}_{c}, T{i}, L{i}, {o}}}")
+            elif depth:
                 d, w, m = emit_heap_tree(i, t, forest, depth, body)
                 kernels.add((d, w, m))
                 table.append(f"{{tc_heap_{d}_{w}_{m}, T{i}, L{i}, {o}}}")
@@ -763,6 +869,7 @@ def emit(forest: Forest, opts: dict[str, Any] | None = None, ir: bytes | None = 
                 table.append(f"{{tree_{i}, 0, 0, 0}}")
         out.extend(f"TC_HEAP_KERNEL({d}, {w}, {m})\n" for d, w, m in sorted(kernels))
         out.extend(f"TC_WALK_KERNEL({w}, {m})\n" for w, m in sorted(walkers))
+        out.extend(f"TC_OBL_KERNEL({d}, {w}, {m}, {c})\n" for d, w, m, c in sorted(symmetric))
         out.extend(f"TC_CATWALK_KERNEL({w})\n" for w in sorted(catwalkers))
         out.append("\n")
         out.extend(body)

@@ -38,11 +38,15 @@ def _frontend(lib: str):
 
 
 def supported_models() -> list[str]:
-    """Every model class (as 'library.Class') and file kind that parse() accepts."""
+    """Every model class (as 'library.Class') and file kind that parse() accepts, and for a
+    frontend whose models are read only in part, which features ('library features: ...')."""
     names = []
     for lib in _FRONTENDS:
         try:
-            names += [f"{lib}.{c}" for c in _frontend(lib).PARSERS]
+            mod = _frontend(lib)
+            names += [f"{lib}.{c}" for c in mod.PARSERS]
+            if getattr(mod, "FEATURES", None):
+                names.append(f"{lib} features: {mod.FEATURES}")
         except ImportError:  # pragma: no cover - a frontend's own import failed
             names.append(f"{lib}.*")
     return names + [f"files: {', '.join(PICKLE_SUFFIXES + XGBOOST_SUFFIXES + LIGHTGBM_SUFFIXES + CATBOOST_SUFFIXES + IR_SUFFIXES + ONNX_SUFFIXES)}"]

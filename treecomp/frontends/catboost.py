@@ -50,15 +50,31 @@ each point pinned by tests/test_frontend_catboost.py against the installed libra
   CatBoostRegressor. A generic `CatBoost` or `CatBoostRanker` object predicts RawFormulaVal
   (its default): identity.
 
-Refused with UnsupportedModelError naming the feature: categorical features (one-hot splits
-compare CatBoost's hash of the category string; CTRs need target statistics), text and embedding
-features, scale != 1, a binary probability threshold other than 0.5
+One-hot categorical features (one_hot_max_size at least the category count): a split tests
+"CalcCatFeatureHash(value) == hash" and goes right when true. The JSON export lists a one-hot
+feature's hashes (int32) as "values" of its categorical feature, a split as {"split_type":
+"OneHotFeature", "cat_feature_index", "value", "split_index"}; a .cbm holds them in
+TModelTrees.OneHotFeatures (TOneHotFeature {Index, Values: [int32], StringValues}), the split
+indices after every float border (TModelTrees::GetBinFeatures: borders, then one-hot values).
+IR: the column's hashes, deduplicated in model order, are Forest.category_hashes; the Predictor
+turns a value into the index of its hash there, or the count for an unseen value
+(treecomp.categories); a one-hot node is a categorical split whose left set is every code but
+its own, so an unseen category goes left (false) at every one-hot split, as in CatBoost, where
+it falls in bin 0. Categorical features that no split uses are still encoded (catboost refuses
+a float there too).
+
+Refused with UnsupportedModelError naming the feature: categorical features encoded as CTRs
+(they need the model's target statistics), text and embedding features, scale != 1, a binary probability threshold other than 0.5
 (`set_probability_threshold`), RMSEWithUncertainty (its default prediction exponentiates one
 of its two columns).
 
 Inputs: CatBoost accepts arrays wider than the model and reorders DataFrame columns by name;
 a Predictor needs exactly the model's columns, and for a model trained with column names, a
 DataFrame with those names in that order (else ValueError, never a silent relabelling).
+Categorical columns take what catboost's Python package takes (treecomp.categories): str,
+bytes, integers and bools (True is "1") in object arrays, lists of rows, integer / bool / str
+numpy arrays and DataFrames (category and string columns by value); floats, NaN and None in
+them, float arrays and nullable Int64 columns raise TypeError, as catboost refuses them.
 
 JSON numbers as CatBoost reads them: CatBoost 1.2 writes doubles with 17 significant digits and
 reads them back with RapidJSON's default (not full-precision) parser, which is not correctly
@@ -84,7 +100,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidModelError, NotFittedError, UnsupportedModelError
-from ..ir import Forest, Tree, leaf_tree
+from ..ir import MAX_CATEGORY_HASHES, Forest, Tree, leaf_tree
 
 #: CatBoost's deepest tree (symmetric or not); deeper files are refused before any allocation
 MAX_DEPTH = 16
@@ -245,24 +261,28 @@ def _loss_name(info: dict) -> str:
     return loss if isinstance(loss, str) else ""
 
 
-def _features(doc: dict) -> tuple[list[tuple[int, np.ndarray, bool]], int, list[str]]:
-    """Float features as (input column, float32 borders, NaN goes right), the number of input
-    columns and the feature ids; refuses categorical, text and embedding features."""
+def _features(doc: dict) -> tuple[list, list, int, list[str]]:
+    """Float features as (input column, float32 borders, NaN goes right); one-hot features as
+    (input column, categorical feature index, uint32 hashes in the model's order), in the order
+    of their split indices; the number of input columns and the feature ids by column. Refuses
+    CTR-encoded categorical, text and embedding features."""
     fi = _dict(doc.get("features_info", {}), "features_info")
-    for key, what in (("categorical_features", "categorical features"), ("ctrs", "CTR features"),
-                      ("text_features", "text features"), ("embedding_features", "embedding features"),
+    cats = _list(fi.get("categorical_features", []), "features_info.categorical_features")
+    if fi.get("ctrs") or doc.get("ctr_data"):
+        ctr = [c for c in cats if isinstance(c, dict) and not c.get("values")]
+        names = [str(c.get("feature_id") or c.get("flat_feature_index", "?")) for c in ctr][:5]
+        raise UnsupportedModelError(
+            "CatBoost categorical features encoded as CTRs (target statistics) are not supported"
+            f"{' (' + ', '.join(names) + ')' if names else ''}: only one-hot encoded ones are "
+            "(train with one_hot_max_size at least the number of categories)")
+    for key, what in (("text_features", "text features"), ("embedding_features", "embedding features"),
                       ("estimated_features", "estimated (text / embedding) features")):
         if fi.get(key):
             names = [str(f.get("feature_id") or f.get("feature_index", "?")) if isinstance(f, dict) else "?"
                      for f in fi[key]][:5] if isinstance(fi[key], list) else []
             named = f" ({', '.join(names)})" if names else ""
-            raise UnsupportedModelError(
-                f"CatBoost models with {what} are not supported{named}: "
-                "one-hot splits compare CatBoost's hash of the category string and CTRs need the "
-                "model's target statistics; train on numeric features only")
-    if doc.get("ctr_data"):
-        raise UnsupportedModelError("CatBoost models with CTR data (categorical features) are not supported")
-    out, ids = [], []
+            raise UnsupportedModelError(f"CatBoost models with {what} are not supported{named}")
+    out, ids_of = [], {}
     n_cols = 0
     for i, f in enumerate(_list(fi.get("float_features", []), "features_info.float_features")):
         where = f"float feature {i}"
@@ -283,38 +303,122 @@ def _features(doc: dict) -> tuple[list[tuple[int, np.ndarray, bool]], int, list[
         if not isinstance(has_nans, bool):
             raise InvalidModelError(f"{where}: has_nans must be true or false")
         out.append((flat, b32, has_nans and treat == "AsTrue"))
-        ids.append(f.get("feature_id") if isinstance(f.get("feature_id"), str) else "")
+        ids_of[flat] = f.get("feature_id") if isinstance(f.get("feature_id"), str) else ""
         n_cols = max(n_cols, flat + 1)
-    if not out:
-        raise InvalidModelError("the CatBoost model has no float features")
-    if len({f[0] for f in out}) != len(out):
-        raise InvalidModelError("two float features share a flat_feature_index")
-    return out, n_cols, ids
+    cat_cols = []
+    for i, f in enumerate(cats):
+        where = f"categorical feature {i}"
+        f = _dict(f, where)
+        if _int(f["feature_index"], where) != i:
+            raise InvalidModelError(f"{where}: feature_index {f['feature_index']} out of order")
+        flat = _int(f["flat_feature_index"], where, 0, 1 << 24)
+        cat_cols.append(flat)
+        ids_of[flat] = f.get("feature_id") if isinstance(f.get("feature_id"), str) else ""
+        n_cols = max(n_cols, flat + 1)
+    # one-hot features in split-index order: the .cbm's own list, or the JSON's categorical
+    # features that list values (CatBoost's JSON writer folds one-hot values into them)
+    one_hot = doc.get("one_hot_features")
+    if one_hot is None:
+        one_hot = [{"cat_feature_index": i, "values": c["values"]} for i, c in enumerate(cats)
+                   if isinstance(c, dict) and c.get("values")]
+    onehots = []
+    for i, f in enumerate(_list(one_hot, "one-hot features")):
+        where = f"one-hot feature {i}"
+        f = _dict(f, where)
+        c = _int(f["cat_feature_index"], where, 0, len(cat_cols))
+        hashes = [_int(v, f"{where} value", -(1 << 31), 1 << 32) & 0xFFFFFFFF
+                  for v in _list(f["values"], where)]
+        if len(hashes) > MAX_CATEGORY_HASHES:
+            raise InvalidModelError(f"{where}: {len(hashes)} values")
+        onehots.append((cat_cols[c], c, hashes))
+    if len({f[0] for f in onehots}) != len(onehots):
+        raise InvalidModelError("two one-hot features read the same categorical feature")
+    if not out and not cat_cols:
+        raise InvalidModelError("the CatBoost model has no features")
+    if len(set(ids_of)) != len(out) + len(cat_cols):
+        raise InvalidModelError("two features share a flat_feature_index")
+    return out, onehots, cat_cols, n_cols, [ids_of.get(j, "") for j in range(n_cols)]
 
 
-def _split_table(features) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+class _Table:
     """CatBoost's bin-feature list (TModelTrees::GetBinFeatures, indexed by split_index): every
-    border of every float feature, features in order: (column, border, NaN goes right)."""
-    cols = np.concatenate([np.full(len(b), c, np.int32) for c, b, _ in features])
-    borders = np.concatenate([b for _, b, _ in features]).astype(np.float64)
-    nan_right = np.concatenate([np.full(len(b), r, bool) for _, b, r in features])
-    return cols, borders, nan_right
+    border of every float feature, features in order, then every value of every one-hot
+    feature. Per entry: input column, float32 border (0 for one-hot), NaN goes right, category
+    code (-1 for borders: the value's index among its column's distinct hashes), and for
+    one-hot entries the categorical feature index and hash (checked against JSON splits)."""
+
+    def __init__(self, features, onehots, cat_cols):
+        cols = [np.full(len(b), c, np.int32) for c, b, _ in features]
+        borders = [b.astype(np.float64) for _, b, _ in features]
+        nan_right = [np.full(len(b), r, bool) for _, b, r in features]
+        code = [np.full(len(b), -1, np.int64) for _, b, _ in features]
+        self.cat_feature = [np.full(len(b), -1, np.int64) for _, b, _ in features]
+        self.hash = [np.zeros(len(b), np.int64) for _, b, _ in features]
+        hashes_of: dict[int, tuple[int, ...]] = {c: () for c in cat_cols}
+        for col, c, hashes in onehots:
+            distinct = tuple(dict.fromkeys(hashes))  # a repeated value tests the same hash
+            hashes_of[col] = distinct
+            index = {h: k for k, h in enumerate(distinct)}
+            cols.append(np.full(len(hashes), col, np.int32))
+            borders.append(np.zeros(len(hashes)))
+            nan_right.append(np.zeros(len(hashes), bool))
+            code.append(np.array([index[h] for h in hashes], np.int64))
+            self.cat_feature.append(np.full(len(hashes), c, np.int64))
+            self.hash.append(np.array(hashes, np.int64))
+        cat = lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)  # noqa: E731
+        self.col, self.border = cat(cols, np.int32), cat(borders, np.float64)
+        self.nan_right, self.code = cat(nan_right, bool), cat(code, np.int64)
+        self.cat_feature, self.hash = cat(self.cat_feature, np.int64), cat(self.hash, np.int64)
+        self.category_hashes = tuple(sorted(hashes_of.items()))
+
+    def __len__(self) -> int:
+        return len(self.col)
+
+    def tree(self, left, right, inner: np.ndarray, ks: np.ndarray, value: np.ndarray) -> Tree:
+        """A Tree whose internal nodes `inner` test bin features `ks`: numeric x > border goes
+        right; one-hot "hash == value" goes right, so the categorical node's left set is every
+        code but the value's (unknown categories, code len(hashes), go left with them)."""
+        n = len(left)
+        feature = np.full(n, -1, np.int32)
+        feature[inner] = self.col[ks]
+        thr = np.zeros(n)
+        dl = np.zeros(n, bool)
+        dl[inner] = ~self.nan_right[ks]
+        code = self.code[ks]
+        num = code < 0
+        thr[inner[num]] = self.border[ks[num]]
+        cat_index = np.full(n, -1, np.int32)
+        uniq, inv = np.unique(code[~num], return_inverse=True)
+        cat_index[inner[~num]] = inv.reshape(-1)
+        words = int(uniq.max()) // 32 + 1 if len(uniq) else 1
+        bits = np.full((len(uniq), words), 0xFFFFFFFF, np.uint32)
+        bits[np.arange(len(uniq)), uniq // 32] &= ~(np.uint32(1) << (uniq % 32).astype(np.uint32))
+        return Tree(left=left, right=right, feature=feature, threshold=thr, default_left=dl,
+                    value=value, cat_index=cat_index, cat_bits=bits,
+                    cat_other_left=np.ones(len(uniq), bool))
 
 
-def _split(s: Any, table, where: str) -> int:
+def _split(s: Any, table: _Table, where: str) -> int:
     """The split_index of a split object (what CatBoost's loader reads), checked against the
-    float_feature_index / border written beside it."""
+    float_feature_index / border or cat_feature_index / value written beside it."""
     s = _dict(s, where)
-    if s.get("split_type", "FloatFeature") != "FloatFeature":
-        raise UnsupportedModelError(f"CatBoost split type {str(s.get('split_type'))[:30]!r} "
-                                    "(categorical / CTR) is not supported")
-    k = _int(s["split_index"], where, 0, len(table[0]))
-    if "border" in s and np.float32(_f64(s["border"], where)) != np.float32(table[1][k]):
+    kind = s.get("split_type")  # JSON files write it; .cbm documents have the index only
+    if kind not in (None, "FloatFeature", "OneHotFeature"):
+        raise UnsupportedModelError(f"CatBoost split type {str(kind)[:30]!r} (CTR) is not supported")
+    k = _int(s["split_index"], where, 0, len(table))
+    if kind is not None and (kind == "OneHotFeature") != (table.code[k] >= 0):
+        raise InvalidModelError(f"{where}: split type {kind} does not match split_index {k}")
+    if "border" in s and np.float32(_f64(s["border"], where)) != np.float32(table.border[k]):
         raise InvalidModelError(f"{where}: border {s['border']} does not match split_index {k}")
+    if kind == "OneHotFeature" and (
+            ("value" in s and _int(s["value"], where, -(1 << 31), 1 << 32) & 0xFFFFFFFF != table.hash[k])
+            or ("cat_feature_index" in s and s["cat_feature_index"] != table.cat_feature[k])):
+        raise InvalidModelError(f"{where}: one-hot value {str(s.get('value'))[:20]} does not "
+                                f"match split_index {k}")
     return k
 
 
-def _oblivious_tree(t: Any, i: int, table, dim: int) -> Tree:
+def _oblivious_tree(t: Any, i: int, table: _Table, dim: int) -> Tree:
     where = f"oblivious tree {i}"
     t = _dict(t, where)
     splits = _list(t["splits"], where)
@@ -338,18 +442,12 @@ def _oblivious_tree(t: Any, i: int, table, dim: int) -> Tree:
     right = np.full(n, -1, np.int32)
     left[:n_inner] = 2 * idx + 1
     right[:n_inner] = 2 * idx + 2
-    feature = np.full(n, -1, np.int32)
-    feature[:n_inner] = table[0][k]
-    thr = np.zeros(n)
-    thr[:n_inner] = table[1][k]
-    dl = np.zeros(n, bool)
-    dl[:n_inner] = ~table[2][k]
     value = np.zeros((n, dim))
     value[n_inner:] = vals
-    return Tree(left=left, right=right, feature=feature, threshold=thr, default_left=dl, value=value)
+    return table.tree(left, right, idx, k, value)
 
 
-def _nonsymmetric_tree(root: Any, i: int, table, dim: int) -> Tree:
+def _nonsymmetric_tree(root: Any, i: int, table: _Table, dim: int) -> Tree:
     where = f"tree {i}"
     nodes: list[dict] = []
     left: list[int] = []
@@ -372,9 +470,7 @@ def _nonsymmetric_tree(root: Any, i: int, table, dim: int) -> Tree:
             stack.append((node["right"], me, True, d + 1))
             stack.append((node["left"], me, False, d + 1))
     n = len(nodes)
-    feature = np.full(n, -1, np.int32)
-    thr = np.zeros(n)
-    dl = np.zeros(n, bool)
+    inner, ks = [], []
     value = np.zeros((n, dim))
     for j, node in enumerate(nodes):
         if "value" in node:
@@ -384,11 +480,12 @@ def _nonsymmetric_tree(root: Any, i: int, table, dim: int) -> Tree:
                 raise InvalidModelError(f"{where}: a leaf has {len(v)} values, expected {dim}")
             value[j] = [_f64(x, where) for x in v]
         else:
-            k = _split(node["split"], table, f"{where} node {j}")
-            feature[j], thr[j], dl[j] = table[0][k], table[1][k], not table[2][k]
+            inner.append(j)
+            ks.append(_split(node["split"], table, f"{where} node {j}"))
     if n == 1:
         return leaf_tree(value[0])
-    return Tree(left=left, right=right, feature=feature, threshold=thr, default_left=dl, value=value)
+    return table.tree(np.array(left, np.int32), np.array(right, np.int32), np.array(inner, np.int64),
+                      np.array(ks, np.int64), value)
 
 
 def _labels(info: dict, n: int) -> np.ndarray:
@@ -432,8 +529,8 @@ def forest_from_document(doc: Any, kind: str = "auto", source: str = "") -> Fore
 
 def _forest(doc: dict, kind: str, source: str) -> Forest:
     info = _dict(doc.get("model_info", {}), "model_info")
-    features, n_cols, ids = _features(doc)
-    table = _split_table(features)
+    features, onehots, cat_cols, n_cols, ids = _features(doc)
+    table = _Table(features, onehots, cat_cols)
     if "oblivious_trees" in doc:
         raw_trees = _list(doc["oblivious_trees"], "oblivious_trees")
         oblivious = True
@@ -508,7 +605,7 @@ def _forest(doc: dict, kind: str, source: str) -> Forest:
                   tree_output=np.zeros(len(trees), np.int32), base_score=np.zeros(dim),
                   input_dtype="float32", comparison="<=", accumulate_dtype="float64",
                   transform=transform, decision=decision, classes=classes, feature_names=names,
-                  allow_nan=True, exp_lib=exp_lib,
+                  allow_nan=True, exp_lib=exp_lib, category_hashes=table.category_hashes,
                   provenance=f"catboost {source} (loss {loss or '?'})".strip())
 
 
@@ -616,26 +713,28 @@ def _cbm_document(data: bytes) -> dict:
                                 f"{len(data) - 8} follow")
     fb = _Flat(data[8:8 + size])
     core = fb.root()
+    mt = fb.table(core, 1)
+    if not mt:
+        raise InvalidModelError("corrupt .cbm: no model trees")
+    fi: dict[str, Any] = {"float_features": []}
+    # TCatFeature {Index, FlatIndex, FeatureId, UsedInModel}; TTextFeature and
+    # TEmbeddingFeature begin with Index, then FeatureId at field 2 too
+    for name, field in (("categorical_features", 4), ("ctrs", 7), ("text_features", 12),
+                        ("estimated_features", 13), ("embedding_features", 18)):
+        if field in (4, 12, 18):
+            items = [{"feature_id": fb.string(t, 2), "feature_index": fb.scalar(t, 0, "<i", -1),
+                      "flat_feature_index": fb.scalar(t, 1, "<i", -1)} for t in fb.tables(mt, field)]
+        else:
+            items = [{} for _ in fb.tables(mt, field)]
+        if items:
+            fi[name] = items
     parts = fb.strings(core, 3)
-    if parts:
+    if parts and not fi.get("ctrs"):  # CTR models are refused by name (_features)
         raise UnsupportedModelError(f"CatBoost models with extra parts ({', '.join(parts)[:100]}: "
                                     "categorical CTR data or text / embedding processing) are not supported")
     info = {}
     for kv in fb.tables(core, 2):
         info[fb.string(kv, 0)] = fb.string(kv, 1)
-    mt = fb.table(core, 1)
-    if not mt:
-        raise InvalidModelError("corrupt .cbm: no model trees")
-    fi: dict[str, Any] = {"float_features": []}
-    for name, field in (("categorical_features", 4), ("one_hot_features", 6), ("ctrs", 7),
-                        ("text_features", 12), ("estimated_features", 13), ("embedding_features", 18)):
-        if field in (4, 12, 18):
-            items = [{"feature_id": fb.string(t, 2), "feature_index": fb.scalar(t, 0, "<i", -1)}
-                     for t in fb.tables(mt, field)]
-        else:
-            items = [{} for _ in fb.tables(mt, field)]
-        if items:
-            fi[name] = items
     for t in fb.tables(mt, 5):
         treat = fb.scalar(t, 5, "<B", 0)
         fi["float_features"].append({
@@ -656,6 +755,11 @@ def _cbm_document(data: bytes) -> dict:
         raise InvalidModelError("corrupt .cbm: tree tables do not match")
     multi_bias = fb.array(mt, 16, "<f8").tolist()
     doc: dict[str, Any] = {"model_info": info, "features_info": fi,
+                           # TOneHotFeature {Index (of the categorical feature), Values (int32
+                           # hashes), StringValues}: in split-index order
+                           "one_hot_features": [{"cat_feature_index": fb.scalar(t, 0, "<i", -1),
+                                                 "values": fb.array(t, 1, "<i4").tolist()}
+                                                for t in fb.tables(mt, 6)],
                            "scale_and_bias": [fb.scalar(mt, 14, "<d", 1.0),
                                               multi_bias or [fb.scalar(mt, 15, "<d", 0.0)]]}
     ends = np.append(starts[1:], len(splits)) if len(starts) else starts
@@ -714,8 +818,7 @@ def _model_document(model: Any) -> dict:
     fitted = getattr(model, "is_fitted", None)
     if callable(fitted) and not fitted():
         raise NotFittedError(f"{type(model).__name__} is not fitted")
-    for getter, what in (("get_cat_feature_indices", "categorical features"),
-                         ("_get_text_feature_indices", "text features"),
+    for getter, what in (("_get_text_feature_indices", "text features"),
                          ("_get_embedding_feature_indices", "embedding features")):
         fn = getattr(model, getter, None)
         idx = list(fn()) if callable(fn) else []
@@ -766,3 +869,6 @@ def is_catboost_json(head: bytes) -> bool:
 PARSERS = {
     "CatBoost": parse_model,
 }
+#: what supported_models() says of CatBoost models
+FEATURES = ("numeric features (every nan_mode) and one-hot categorical features (integer or "
+            "string categories); CTR-encoded categorical, text and embedding features are refused")
