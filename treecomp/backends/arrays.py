@@ -76,6 +76,7 @@ DEFAULTS: dict[str, Any] = {
     "heap_max_depth": 8,     # deepest tree the heap layout takes (padding grows as 2^depth)
     "isa": "auto",           # "auto" | "scalar" | "avx2" | "avx512" | "llvm" | "numpy"
     "block_rows": 0,         # rows per tree-major block; 0 = auto (see auto_block_rows)
+    "spec": False,           # walk the byte tables with code generated per model (arrays_spec)
 }
 ISAS = ("auto", "scalar", "avx2", "avx512", "llvm", "numpy")
 _PAIRS = 0x100  # loader.PAIRS = arrays.c's TC_PAIRS
@@ -96,6 +97,8 @@ def options(**overrides: Any) -> dict[str, Any]:
     b = int(opts["block_rows"])
     if not 0 <= b <= 1 << 16:
         raise ValueError(f"block_rows must be in [1, 65536] (or 0: auto), got {b}")
+    if not isinstance(opts["spec"], bool):
+        raise TypeError(f"spec must be True or False, got {opts['spec']!r}")
     opts["heap_max_depth"], opts["block_rows"] = d, b
     return opts
 
@@ -136,8 +139,10 @@ class ArraysKernel:
     backend = NAME
 
     def __init__(self, tables: Tables, head: Head, isa: str = "auto", block_rows: int = 0,
-                 data: bytes | None = None, strict_isa: bool = True):
+                 data: bytes | None = None, strict_isa: bool = True, spec: bool = False,
+                 progress: Callable[[str], None] | None = None):
         self.tables, self.head, self._data = tables, head, data
+        self.requested_spec = bool(spec)
         self.requested_block_rows = int(block_rows)
         self.block_rows = int(block_rows) or auto_block_rows(tables)
         self.requested_isa = isa
@@ -187,6 +192,12 @@ class ArraysKernel:
             self.entry = (ctypes.cast(predict, ctypes.c_void_p).value,
                           ctypes.addressof(self._struct), isa_i, tk)
         native = self._struct is not None
+        #: a walk generated for this model runs the byte walks (arrays_spec; spec=True where
+        #: the instruction set and the tables have one)
+        self.spec = False
+        if spec and native:
+            from . import arrays_spec
+            self.spec = arrays_spec.attach(self, progress)
         #: run / run_ptr with TREECOMP_TRANSFORM apply the inverse link natively, exactly
         self.native_transform = native and self._tkind != 0
         #: run / run_ptr with loader.PAIRS write a binary classifier's (1 - p, p) rows
@@ -303,7 +314,8 @@ class ArraysKernel:
         if self._data is None:
             self._data = tables_to_bytes(self.tables, self.head,
                                          {"isa": self.requested_isa,
-                                          "block_rows": self.requested_block_rows})
+                                          "block_rows": self.requested_block_rows,
+                                          "spec": self.requested_spec})
         return self._data
 
     def save(self, path: str | os.PathLike) -> None:
@@ -330,7 +342,8 @@ def build(forest: Forest, progress: Callable[[str], None] | None = None, **overr
             native_library(progress)
         except CompileError:
             pass  # resolve_isa picks the compiler-free walker (or says why isa= cannot run)
-    return ArraysKernel(tables, head_of(forest), isa=opts["isa"], block_rows=opts["block_rows"])
+    return ArraysKernel(tables, head_of(forest), isa=opts["isa"], block_rows=opts["block_rows"],
+                        spec=opts["spec"], progress=progress)
 
 
 def load_bytes(data: bytes) -> ArraysKernel:
@@ -338,9 +351,12 @@ def load_bytes(data: bytes) -> ArraysKernel:
     tables, head, runtime = tables_from_bytes(data)
     isa = runtime.get("isa", "auto")
     block = runtime.get("block_rows", DEFAULTS["block_rows"])
-    if isa not in ISAS or not isinstance(block, int) or not 0 <= block <= 1 << 16:
+    spec = runtime.get("spec", False)
+    if isa not in ISAS or not isinstance(block, int) or not 0 <= block <= 1 << 16 \
+            or not isinstance(spec, bool):
         raise _bad("runtime options")
-    return ArraysKernel(tables, head, isa=isa, block_rows=block, data=bytes(data), strict_isa=False)
+    return ArraysKernel(tables, head, isa=isa, block_rows=block, data=bytes(data), strict_isa=False,
+                        spec=spec)
 
 
 def __getattr__(name: str) -> Any:
