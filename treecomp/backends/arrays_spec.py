@@ -80,8 +80,10 @@ typedef {at} tc_acc;
 """
 
 
-def _tree_code(t: int, A: dict[str, np.ndarray], isa: str, acc_bits: int, cmux: int) -> str:
-    """Tree t's constant tables and its walk function tc_spec_tree_<t>."""
+def _tree_code(t: int, A: dict[str, np.ndarray], isa: str, acc_bits: int, cmux: int,
+               cnan: bool) -> str:
+    """Tree t's constant tables and its walk function tc_spec_tree_<t> (cmux, cnan: the column
+    mux's width and merged NaN columns, as the kernel's qblock passes them)."""
     D = int(A["tree_depth"][t])
     n0, ns = int(A["tree_node"][t]), (1 << D) - 1
     co = A["h_qcol"][n0:n0 + ns].astype(np.int64)
@@ -107,7 +109,7 @@ def _tree_code(t: int, A: dict[str, np.ndarray], isa: str, acc_bits: int, cmux: 
     if cmux and "h_qcix" in A:
         lines.append(_c_array("uint8_t", f"cx{t}", np.concatenate([A["h_qcix"][n0:n0 + ns].astype(np.int64), pad])))
         cx = f"cx{t}"
-    C = cmux | (1 if A.get("_cnan") else 0) if cmux else 0
+    C = (cmux | (1 if cnan else 0)) if cmux else 0
     an = "f64" if acc_bits == 64 else "f32"
 
     def fn(name: str) -> str:  # the kernel's AFN(name) in this unit
@@ -136,8 +138,7 @@ def emit(kernel: Any, isa: str) -> dict[str, str]:
     scalars, keep = kernel.pack_arrays()
     if not eligible(scalars, keep):
         raise ValueError("the specialised walk needs quantised heap trees with scalar leaves")
-    A = dict(keep)
-    A["_cnan"] = bool(scalars["q_cnan"])
+    A = keep
     cmux, acc_bits = int(scalars["q_cmux"]), int(scalars["acc_bits"])
     n = int(scalars["n_trees"])
     out = A["tree_out"]
@@ -146,7 +147,7 @@ def emit(kernel: Any, isa: str) -> dict[str, str]:
     calls = []
     for u, t0 in enumerate(range(0, n, TREES_PER_UNIT)):
         ts = range(t0, min(n, t0 + TREES_PER_UNIT))
-        body = "\n".join(_tree_code(t, A, isa, acc_bits, cmux) for t in ts)
+        body = "\n".join(_tree_code(t, A, isa, acc_bits, cmux, bool(scalars["q_cnan"])) for t in ts)
         # trees in order; each adds into its output's column of class-major margins (cs > 0)
         seq = "\n".join(f"  tc_spec_tree_{t}(qb, gs, nb, a + {int(out[t])} * cs, lidx);" for t in ts)
         units[f"tc_spec_{u}.c"] = (
