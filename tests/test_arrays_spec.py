@@ -8,8 +8,9 @@ import numpy as np
 import pytest
 
 import treecomp
-from treecomp import toolchain
-from treecomp.backends import arrays, arrays_spec
+from treecomp import interp, toolchain
+from treecomp.backends import arrays, arrays_format, arrays_spec
+from treecomp.errors import CompileError
 from treecomp.ir import Forest, leaf_tree
 from tests.randforest import random_forest, random_rows
 from tests.test_backend_arrays import HAVE, _check, _complete_tree, _symmetric_tree
@@ -70,3 +71,24 @@ def test_spec_where_it_does_not_apply():
         _check(p, f, X)
     with pytest.raises(TypeError):
         arrays.options(spec="yes")
+
+
+@pytest.mark.skipif("avx2" not in HAVE, reason="no AVX2 on this host")
+def test_spec_without_a_compiler(monkeypatch):
+    """Without a working compiler, asking for spec=True raises CompileError; an artifact saved
+    with the option loads and runs the generic walk (same answers)."""
+    f = _forest(np.random.default_rng(1), "float32", 3)
+    X = random_rows(f, 40)
+
+    def no_compiler(*args, **kwargs):
+        raise CompileError("no C compiler (test)")
+    monkeypatch.setattr(arrays_spec, "build_path", no_compiler)
+    with pytest.raises(CompileError):
+        treecomp.compile(f, backend="arrays", layout="quant", isa="avx2", spec=True)
+    k = treecomp.compile(f, backend="arrays", layout="quant", isa="avx2")._kernel
+    loaded = arrays.load_bytes(arrays_format.tables_to_bytes(
+        k.tables, k.head, {"isa": "avx2", "block_rows": 0, "spec": True}))
+    assert loaded.requested_spec and not loaded.spec
+    out = np.empty((len(X), 3), np.float32)
+    loaded.run(X.astype(np.float32), out)
+    np.testing.assert_array_equal(out, interp.predict_raw(f, X.astype(np.float32)))

@@ -1161,7 +1161,9 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(zheap_d)(
   for (; r + 128 <= nb; r += 128) {
     const uint8_t *qg = qb + (r >> 6) * gs, *q2 = qg + gs;
     /* q2 opaque: with offsets known at compile time (arrays_spec.py) the compiler otherwise
-     * keeps gs + offset for each node in a register across the loop (dozens, spilled) */
+     * keeps gs + offset for each node in a register across the loop (dozens, spilled); the
+     * generic depth-6 loop drops from 460 to 453 instructions (objdump, gcc 12.2), the same
+     * vector ones */
     __asm__ volatile("" : "+r"(q2));
     __m512i ka = _mm512_setzero_si512(), kb = ka;
 #pragma GCC unroll 6

@@ -197,7 +197,11 @@ class ArraysKernel:
         self.spec = False
         if spec and native:
             from . import arrays_spec
-            self.spec = arrays_spec.attach(self, progress)
+            try:
+                self.spec = arrays_spec.attach(self, progress)
+            except CompileError:
+                if strict_isa:  # asked for here; a loaded artifact runs the generic walk
+                    raise
         #: run / run_ptr with TREECOMP_TRANSFORM apply the inverse link natively, exactly
         self.native_transform = native and self._tkind != 0
         #: run / run_ptr with loader.PAIRS write a binary classifier's (1 - p, p) rows
