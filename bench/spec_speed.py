@@ -5,13 +5,16 @@ against the generic kernel's walk, one thread, in one process:
 
 Per case (treecomp.benchmark.cases, full-size models): the model compiled for the arrays
 backend twice, generic and spec=True, the second from a cold cache (a fresh
-TREECOMP_CACHE_DIR once the generic kernel is loaded: its build time is a real build); exactness: the two decision_function
-outputs byte equal; speed: decision_function(n_threads=1) of the two alternating, `--reps`
+TREECOMP_CACHE_DIR once the generic kernel is loaded: its build time is a real build);
+exactness: the two decision_function outputs byte equal; speed: the CPU time of this thread (time.thread_time: the kernel runs in
+the calling thread with n_threads=1, and time spent descheduled by other jobs on a shared
+machine is not counted) over decision_function(n_threads=1), the two alternating, `--reps`
 rounds (the order swapping from round to round), medians, and the median of the rounds' own
 ratios (spec time / generic time: < 1 is a gain). Cases whose tables the specialised walk does
 not take (the interval walk: LightGBM's unbalanced trees) are reported as such.
 
-The machine may be shared: read the paired ratios, not the absolute figures.
+On a shared machine wall-clock ratios scattered 0.6-1.5 between rounds; thread CPU time
+kept them within a few per cent.
 """
 
 from __future__ import annotations
@@ -58,9 +61,9 @@ def bench_case(name: str, n_rows: int, reps: int, isa: str) -> dict:
     steps = [(generic, tg), (spec, ts)]
     for r in range(reps):
         for p, acc in (steps if r % 2 == 0 else steps[::-1]):
-            t = time.perf_counter()
+            t = time.thread_time()
             p.decision_function(X, n_threads=1)
-            acc.append(time.perf_counter() - t)
+            acc.append(time.thread_time() - t)
     n = len(X)
     res.update(generic_ns=statistics.median(tg) / n * 1e9, spec_ns=statistics.median(ts) / n * 1e9,
                ratio=statistics.median(s / g for s, g in zip(ts, tg)))
