@@ -14,7 +14,8 @@ ratios (spec time / generic time: < 1 is a gain). Cases whose tables the special
 not take (the interval walk: LightGBM's unbalanced trees) are reported as such.
 
 On a shared machine wall-clock ratios scattered 0.6-1.5 between rounds; thread CPU time
-kept them within a few per cent.
+kept a run's rounds within a few per cent, though runs still differed by up to 20% (the other
+jobs' share of the caches).
 """
 
 from __future__ import annotations
