@@ -137,11 +137,6 @@ typedef struct {
   /* appended: per tree 1 where the heap's every level reads one column and one threshold byte
    * (symmetric trees: the AVX-512 walk zobl), or NULL. Derived (arrays_derived.oblivious_heaps). */
   const uint8_t *h_qobl;
-  /* appended: per instruction set (TC_ISA_*) a walk of this model's heaps generated with the
-   * tables as constants (treecomp/backends/arrays_spec.py), or NULL: the quantised walk's
-   * qblock calls it in place of its loop over the trees (tc_spec_fn; the same leaves added in
-   * the same order). Set at load time, never stored. */
-  void (*q_spec[3])(const uint8_t *qb, int64_t gs, int64_t nb, void *acc, int32_t *lidx, int64_t cs);
 } tc_tables;
 
 /* a deep-path record: 16 bytes, children as byte offsets into d_recs (no scaling in the walk);

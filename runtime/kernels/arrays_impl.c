@@ -641,8 +641,6 @@ static TC_ATTR void FN(naive)(const tc_tables *T, const TC_XT *xb, int64_t nb, T
 }
 
 /* ---- driver: cast blocks of rows to TC_XT, start from the base score, average ------------- */
-/* (TC_SPEC_UNIT: a generated per-model walk includes this file for its inline walks only) */
-#ifndef TC_SPEC_UNIT
 TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64_t n,
                                void *out) {
   const int64_t nf = T->n_features, no = T->n_outputs;
@@ -749,7 +747,6 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
   free(lidx);
   return 0;
 }
-#endif
 
 #undef TC_GROUP
 #undef TC_CGROUP

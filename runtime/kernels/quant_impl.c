@@ -770,29 +770,29 @@ static inline __attribute__((always_inline)) TC_ATTR tc_zz tc_zzb(tc_zm m, tc_zz
   tc_zz r = {_mm512_mask_blend_epi8(m.a, x.a, y.a), _mm512_mask_blend_epi8(m.b, x.b, y.b)};
   return r;
 }
-static inline __attribute__((always_inline)) TC_ATTR tc_zz tc_zz1(const uint8_t *qg, const uint8_t *q2, uint32_t off) {
-  tc_zz r = {tc_z64(qg, 0, off), tc_z64(q2, 0, off)};
+static inline __attribute__((always_inline)) TC_ATTR tc_zz tc_zz1(const uint8_t *qg, int64_t gs, uint32_t off) {
+  tc_zz r = {tc_z64(qg, gs, off), tc_z64(qg + gs, gs, off)};
   return r;
 }
-static inline __attribute__((always_inline)) TC_ATTR tc_zz tc_zz2(const uint8_t *qg, const uint8_t *q2,
+static inline __attribute__((always_inline)) TC_ATTR tc_zz tc_zz2(const uint8_t *qg, int64_t gs,
                                                                    const int32_t *c, tc_zm m0) {
   uint64_t w;
   memcpy(&w, c, 8);
-  return tc_zzb(m0, tc_zz1(qg, q2, (uint32_t)w), tc_zz1(qg, q2, (uint32_t)(w >> 32)));
+  return tc_zzb(m0, tc_zz1(qg, gs, (uint32_t)w), tc_zz1(qg, gs, (uint32_t)(w >> 32)));
 }
 static inline __attribute__((always_inline)) TC_ATTR tc_zm tc_zmb(__m512i ka, __m512i kb, int b) {
   tc_zm r = {_mm512_test_epi8_mask(ka, _mm512_set1_epi8((char)(1 << b))),
              _mm512_test_epi8_mask(kb, _mm512_set1_epi8((char)(1 << b)))};
   return r;
 }
-#define TC_ZX1(i) tc_zz1(qg, q2, (uint32_t)co[i])
-#define TC_ZX2(i) tc_zz2(qg, q2, co + (i), m0)
+#define TC_ZX1(i) tc_zz1(qg, gs, (uint32_t)co[i])
+#define TC_ZX2(i) tc_zz2(qg, gs, co + (i), m0)
 #define TC_ZX4(i) tc_zzb(m1, TC_ZX2(i), TC_ZX2((i) + 2))
 #define TC_ZX8(i) tc_zzb(m2, TC_ZX4(i), TC_ZX4((i) + 4))
 #define TC_ZX16(i) tc_zzb(m3, TC_ZX8(i), TC_ZX8((i) + 8))
 #define TC_ZX32(i) tc_zzb(m4, TC_ZX16(i), TC_ZX16((i) + 16))
 static inline __attribute__((always_inline)) TC_ATTR tc_zm tc_zlevel2(
-    const uint8_t *qg, const uint8_t *q2, const int32_t *co, __m512i thr, const int l, __m512i ka, __m512i kb) {
+    const uint8_t *qg, int64_t gs, const int32_t *co, __m512i thr, const int l, __m512i ka, __m512i kb) {
   const tc_zm m0 = tc_zmb(ka, kb, 0), m1 = tc_zmb(ka, kb, 1), m2 = tc_zmb(ka, kb, 2);
   const tc_zm m3 = tc_zmb(ka, kb, 3), m4 = tc_zmb(ka, kb, 4);
   const __m512i ta = l ? _mm512_permutexvar_epi8(ka, thr) : thr;
@@ -1159,16 +1159,11 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(zheap_d)(
   const __m512i one = _mm512_set1_epi8(1);
   int64_t r = 0;
   for (; r + 128 <= nb; r += 128) {
-    const uint8_t *qg = qb + (r >> 6) * gs, *q2 = qg + gs;
-    /* q2 opaque: with offsets known at compile time (arrays_spec.py) the compiler otherwise
-     * keeps gs + offset for each node in a register across the loop (dozens, spilled); the
-     * generic depth-6 loop drops from 460 to 453 instructions (objdump, gcc 12.2), the same
-     * vector ones */
-    __asm__ volatile("" : "+r"(q2));
+    const uint8_t *qg = qb + (r >> 6) * gs;
     __m512i ka = _mm512_setzero_si512(), kb = ka;
 #pragma GCC unroll 6
     for (int l = 0; l < D; ++l) {
-      const tc_zm g = tc_zlevel2(qg, q2, co + (1 << l) - 1, thr[l], l, ka, kb);
+      const tc_zm g = tc_zlevel2(qg, gs, co + (1 << l) - 1, thr[l], l, ka, kb);
       ka = _mm512_add_epi8(ka, ka);
       ka = _mm512_mask_add_epi8(ka, g.a, ka, one);
       kb = _mm512_add_epi8(kb, kb);
@@ -1550,14 +1545,6 @@ static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs
     FN(qrows_w1)(T, qb, gs, nb, ab);
     return;
   }
-#if TC_QVEC
-  /* a walk generated for this model (arrays_spec.py: these trees' walks with their tables as
-   * constants), single-output or class-major margins */
-  if (nb >= TC_QVEC_MIN && T->q_spec[TC_QVEC] && (no == 1 && T->q_w1)) {
-    T->q_spec[TC_QVEC](qb, gs, nb, ab, lidx, cs);
-    return;
-  }
-#endif
   /* the column mux's width (tc_qlevelc), + 1 with merged NaN columns; 0: none (at most 64:
    * arrays_derived.py's QCIX_MAX_COLS, and the 64 columns of padding after qb in run) */
   const int cmux = T->h_qcix && T->q_cmux > 0 && T->q_cmux <= 64 ? T->q_cmux | (T->q_cnan ? 1 : 0) : 0;

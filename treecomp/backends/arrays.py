@@ -80,7 +80,6 @@ DEFAULTS: dict[str, Any] = {
     "ir": False,             # saved .tc / .so and pickles carry the model's IR (apply and
                              # contributions once loaded; ir.Forest.to_bytes: ~90 B a node,
                              # and a pickle 300 ms slower for 200 trees: off unless asked)
-    "spec": False,           # walk the byte tables with code generated per model (arrays_spec)
 }
 ISAS = ("auto", "scalar", "avx2", "avx512", "llvm", "numpy")
 _PAIRS = 0x100  # loader.PAIRS = arrays.c's TC_PAIRS
@@ -101,8 +100,6 @@ def options(**overrides: Any) -> dict[str, Any]:
     b = int(opts["block_rows"])
     if not 0 <= b <= 1 << 16:
         raise ValueError(f"block_rows must be in [1, 65536] (or 0: auto), got {b}")
-    if not isinstance(opts["spec"], bool):
-        raise TypeError(f"spec must be True or False, got {opts['spec']!r}")
     opts["heap_max_depth"], opts["block_rows"] = d, b
     return opts
 
@@ -143,10 +140,8 @@ class ArraysKernel:
     backend = NAME
 
     def __init__(self, tables: Tables, head: Head, isa: str = "auto", block_rows: int = 0,
-                 data: bytes | None = None, strict_isa: bool = True, ir: Any = None,
-                 spec: bool = False, progress: Callable[[str], None] | None = None):
+                 data: bytes | None = None, strict_isa: bool = True, ir: Any = None):
         self.tables, self.head, self._data = tables, head, data
-        self.requested_spec = bool(spec)
         #: the model's IR: a Forest (built from one) or its IR file's bytes (loaded), or None
         self._ir = ir
         if head.base_link != "identity":  # the margins of this host's numpy (loader.set_base)
@@ -204,16 +199,6 @@ class ArraysKernel:
             self.entry = (ctypes.cast(predict, ctypes.c_void_p).value,
                           ctypes.addressof(self._struct), isa_i, tk)
         native = self._struct is not None
-        #: a walk generated for this model runs the byte walks (arrays_spec; spec=True where
-        #: the instruction set and the tables have one)
-        self.spec = False
-        if spec and native:
-            from . import arrays_spec
-            try:
-                self.spec = arrays_spec.attach(self, progress)
-            except CompileError:
-                if strict_isa:  # asked for here; a loaded artifact runs the generic walk
-                    raise
         #: run / run_ptr with TREECOMP_TRANSFORM apply the inverse link natively, exactly
         self.native_transform = native and self._tkind != 0
         #: run / run_ptr with loader.PAIRS write a binary classifier's (1 - p, p) rows
@@ -336,8 +321,7 @@ class ArraysKernel:
         if self._data is None:
             self._data = tables_to_bytes(getattr(self, "_file_tables", self.tables), self.head,
                                          {"isa": self.requested_isa,
-                                          "block_rows": self.requested_block_rows,
-                                          "spec": self.requested_spec},
+                                          "block_rows": self.requested_block_rows},
                                          self.ir_bytes())
         return self._data
 
@@ -366,7 +350,7 @@ def build(forest: Forest, progress: Callable[[str], None] | None = None, **overr
         except CompileError:
             pass  # resolve_isa picks the compiler-free walker (or says why isa= cannot run)
     return ArraysKernel(tables, head_of(forest), isa=opts["isa"], block_rows=opts["block_rows"],
-                        ir=forest if opts["ir"] else None, spec=opts["spec"], progress=progress)
+                        ir=forest if opts["ir"] else None)
 
 
 def load_bytes(data: bytes) -> ArraysKernel:
@@ -374,12 +358,10 @@ def load_bytes(data: bytes) -> ArraysKernel:
     tables, head, runtime, ir = tables_from_bytes(data)
     isa = runtime.get("isa", "auto")
     block = runtime.get("block_rows", DEFAULTS["block_rows"])
-    spec = runtime.get("spec", False)
-    if isa not in ISAS or not isinstance(block, int) or not 0 <= block <= 1 << 16 \
-            or not isinstance(spec, bool):
+    if isa not in ISAS or not isinstance(block, int) or not 0 <= block <= 1 << 16:
         raise _bad("runtime options")
     return ArraysKernel(tables, head, isa=isa, block_rows=block, data=bytes(data), strict_isa=False,
-                        ir=ir, spec=spec)
+                        ir=ir)
 
 
 def __getattr__(name: str) -> Any:
