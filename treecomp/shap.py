@@ -20,20 +20,27 @@ in float64 in its own order, and this module precomputes per leaf (below). Shapl
 sums of products of cover ratios, so the results agree to rounding: against XGBoost each
 value within 1e-6 of the row's sum of |contributions| (XGBoost's float32: ~6e-8 per operation,
 accumulated over the trees; measured 2.5e-7 on 500 trees of depth 6, 1.3e-6 of the row's
-largest |contribution|), against LightGBM within 1e-9 of it (measured 6e-16); each row sums to
-the raw margin as closely.
+largest |contribution|), against LightGBM within 1e-9 of it (measured 2e-15 on the bench's 500 trees of 63 leaves,
+1.2e-14 of the row's largest |contribution|); each row sums to the raw margin as closely.
 A child with zero cover gives 0 here where XGBoost's float division by it gives NaN.
 
 Algorithm (runtime/kernels/shap.c): for one leaf with d distinct features on its root path,
 feature k has a zero fraction z_k (the product of cover(child) / cover(parent) over the path's
 nodes on k) and a one fraction o_k in {0, 1} (does the row take the path's way at all of them).
-The leaf's Shapley values depend on the row only through the mask of the o_k, so for paths of
-up to TABLE_MAX_D nodes the coefficients of every pattern of nodes the row does not follow are
-computed once per model (Fast TreeSHAP v2, Yang 2021: 2^path length x d float64 per leaf); a
-row's patterns come from one pass over each tree's nodes, and then a row costs d multiply-adds
-per leaf; longer paths (or past the tables' memory cap) compute the same sums per row in closed
-form, O(d + q^2) per leaf for q followed features (runtime/kernels/shap.c), against the
-recurrences' O(d^2). reference_contributions runs the recurrences themselves.
+Two ways, chosen per tree:
+- tables (trees whose paths all have up to TABLE_MAX_D nodes, while the model's tables stay
+  within TABLE_BUDGET, the smallest trees first): the leaf's Shapley values depend on the row
+  only through the mask of the o_k, so the coefficients of every pattern of nodes the row does
+  not follow are computed once per model (Fast TreeSHAP v2, Yang 2021: 2^path length x d
+  float64 per leaf); a row's patterns come from one pass over each tree's nodes, and then a row
+  costs d multiply-adds per leaf.
+- Linear TreeSHAP (Bifet et al. 2022) for the other trees: the leaf's term for feature k is
+  value * (o_k - z_k) * integral_0^1 prod_{i != k} (o_i u + z_i (1 - u)) du, a polynomial of
+  degree < d integrated exactly by ceil(d / 2) Gauss-Legendre points; the products are carried
+  down the tree and the value-weighted sums up it, so a row costs O(nodes x points) per tree
+  against the recurrences' O(leaves x d^2). All its terms are products of positive factors
+  except the (o - z) differences, so it keeps the recurrences' accuracy (measured above).
+reference_contributions runs the recurrences themselves.
 Paths are prepared with vectorised numpy steps, one per tree level (no recursion).
 """
 
@@ -49,10 +56,18 @@ from .inputs import as_matrix
 from .interp import _go_left
 from .ir import Forest
 
-#: paths with up to this many distinct features get per-mask tables (2^d x d float64 each) ...
+#: trees whose root-to-leaf paths have at most this many nodes get per-pattern tables
+#: (2^path length x d float64 per leaf; beyond 8, Linear TreeSHAP is as fast: measured on the
+#: bench's LightGBM model, 2026-11-24) ...
 TABLE_MAX_D = 8
-#: ... while the model's tables stay within this many bytes (the rest run the recurrences)
+#: ... and a table of at most this many bytes per tree: larger ones (a full depth-6 tree over
+#: distinct features: ~190 KB) miss the cache per row, and Linear TreeSHAP was faster there
+#: (the bench's XGBoost model, 2026-11-24) ...
+TABLE_TREE_BYTES = 64 << 10
+#: ... while the model's tables stay within this many bytes (the other trees: Linear TreeSHAP)
 TABLE_BUDGET = 256 << 20
+#: Linear TreeSHAP trees keep 1 / g per node and point (2 x points float64 per node) within this
+INVERSE_BUDGET = 256 << 20
 #: SHAP costs ~0.1 ms a row on a 500-tree model: threads pay off from a few rows on
 MIN_ROWS_PER_THREAD = 16
 _RULES = {"nonneg": 0, "trunc": 1, "integral": 2}
@@ -67,7 +82,7 @@ class _Model(ctypes.Structure):
                           "cat_other_left", "leaf_d", "leaf_plen", "leaf_poff", "leaf_uoff",
                           "leaf_toff", "leaf_voff", "p_node", "p_left", "p_slot", "u_feat", "u_z",
                           "values", "tables", "depth", "leaf_node", "p_pos", "tree_nq", "tree_qoff",
-                          "quad_u", "quad_w", "n_prev", "n_z")] + [
+                          "quad_u", "quad_w", "n_prev", "n_z", "tree_ioff", "n_inv")] + [
         ("scale", ctypes.c_double)]
 
 
@@ -141,6 +156,7 @@ def _paths(forest: Forest) -> dict[str, np.ndarray]:
     tsize = np.where(leaf_plen <= TABLE_MAX_D, (1 << np.minimum(leaf_plen, TABLE_MAX_D)) * leaf_d, 0)
     tree_tsize = np.bincount(leaf_tree, tsize, minlength=n_trees).astype(np.int64)
     short = np.bincount(leaf_tree, leaf_plen > TABLE_MAX_D, minlength=n_trees) == 0
+    short &= tree_tsize * 8 <= TABLE_TREE_BYTES
     by_size = np.argsort(np.where(short, tree_tsize, np.iinfo(np.int64).max), kind="stable")
     tree_use = np.zeros(n_trees, bool)
     tree_use[by_size] = np.cumsum(tree_tsize[by_size]) * 8 <= TABLE_BUDGET
@@ -159,6 +175,11 @@ def _paths(forest: Forest) -> dict[str, np.ndarray]:
         quad_u.append((x + 1) / 2)
         quad_w.append(wq / 2)
     tree_qoff = np.array([qoff.get(n, 0) for n in tree_nq], np.int64)
+    # their nodes' 1 / g at each point (o = 0, 1), while within the budget: no division per row
+    isize = np.where(tree_nq > 0, 2 * sizes * tree_nq, 0)
+    keep = np.cumsum(isize) * 8 <= INVERSE_BUDGET
+    tree_ioff = np.where(keep & (tree_nq > 0), np.concatenate([[0], np.cumsum(isize)])[:-1], -1)
+    n_inv = np.zeros(max(1, int(isize[keep].sum())))
     ratio = np.ones(node0[-1])
     ratio[gl[internal]] = cover[gl[internal]] / cover[internal]
     ratio[gr[internal]] = cover[gr[internal]] / cover[internal]
@@ -179,7 +200,8 @@ def _paths(forest: Forest) -> dict[str, np.ndarray]:
             "tables": np.zeros(int(tsize.sum())), "widths": widths.astype(np.int32),
             "leaf_ev": values * np.repeat(zprod, widths[leaf_tree]), "leaf_tree": leaf_tree,
             "tree_nq": tree_nq, "tree_qoff": tree_qoff, "quad_u": np.concatenate(quad_u),
-            "quad_w": np.concatenate(quad_w), "n_prev": np.zeros(node0[-1], np.int32), "n_z": ratio}
+            "quad_w": np.concatenate(quad_w), "n_prev": np.zeros(node0[-1], np.int32), "n_z": ratio,
+            "tree_ioff": tree_ioff.astype(np.int64), "n_inv": n_inv}
 
 
 def expected_values(forest: Forest, prep: dict | None = None) -> np.ndarray:

@@ -5,11 +5,11 @@
  * (the product of cover(child) / cover(parent) over the path's nodes on k) and a one fraction
  * o_k (1 iff the row takes the path's way at every one of those nodes). The leaf's Shapley
  * values depend on the row only through which of its path's nodes the row does not follow, so
- * for paths of up to treecomp.shap.TABLE_MAX_D nodes every such pattern's coefficients are
- * computed once per model (tc_shap_tables) and a row costs d multiply-adds per leaf (the idea
- * of Fast TreeSHAP v2, Yang 2021); the table is indexed by the depths at which the row turns
- * away, computed for all leaves in one pass over the tree's nodes. Longer paths compute the
- * coefficients per row, in closed form (tc_shap_leaf). Everything is float64.
+ * for trees whose paths have up to treecomp.shap.TABLE_MAX_D nodes every such pattern's
+ * coefficients are computed once per model (tc_shap_tables) and a row costs d multiply-adds
+ * per leaf (the idea of Fast TreeSHAP v2, Yang 2021); the table is indexed by the depths at
+ * which the row turns away, computed for all leaves in one pass over the tree's nodes. The
+ * other trees run Linear TreeSHAP (tc_shap_linear). Everything is float64.
  */
 
 typedef struct {
@@ -40,6 +40,9 @@ typedef struct {
   double *n_z;                             /* below the previous split on the same feature on
                                             * its path (-1: none); the feature's zero fraction
                                             * (in: cover(node) / cover(parent)) */
+  const int64_t *tree_ioff;                /* per tree: its n_inv offset, -1: none */
+  double *n_inv;                           /* per node of those trees (by tc_shap_tables):
+                                            * 1 / g at each point, for o = 0 then o = 1 */
   double scale;                            /* 1 / n_trees for averaged forests, else 1 */
 } tc_shap_model;
 
@@ -58,11 +61,8 @@ static void tc_shap_weights(int d, double *w) {
   for (int k = 0; k + 1 < d; k++) w[k + 1] = w[k] * (k + 1) / (double)(d - k - 1);
 }
 
-/* wd: the weights of d (tc_shap_weights), or NULL to compute them into sc */
-static void tc_shap_leaf(int d, const double *z, const uint8_t *o, double *sc, double *coef,
-                         const double *wd) {
-  double *e = sc, *ei = sc + d + 1, *zo = sc + 3 * d + 3;
-  const double *w = wd;
+static void tc_shap_leaf(int d, const double *z, const uint8_t *o, double *sc, double *coef) {
+  double *e = sc, *ei = sc + d + 1, *w = sc + 2 * d + 2, *zo = sc + 3 * d + 3;
   double zc = 1.0;
   int q = 0;
   for (int k = 0; k < d; k++) {
@@ -78,10 +78,7 @@ static void tc_shap_leaf(int d, const double *z, const uint8_t *o, double *sc, d
     e[t + 1] = 0.0;
     for (int m = t + 1; m >= 1; m--) e[m] += zo[t] * e[m - 1];
   }
-  if (!w) {
-    tc_shap_weights(d, sc + 2 * d + 2);
-    w = sc + 2 * d + 2;
-  }
+  tc_shap_weights(d, w);
   double off = 0.0;
   if (q < d) {
     for (int k = 0; k <= q; k++) off += w[k] * e[q - k];
@@ -140,6 +137,21 @@ static int32_t tc_shap_prev(const tc_shap_model *M) {
     }
   }
   free(last); free(parent); free(stack);
+  /* the inverses 1 / (z + (o - z) u) of every node of the trees that keep them (0 for g = 0:
+   * a zero-cover leaf the row does not reach) */
+  for (int64_t t = 0; t < M->n_trees; t++) {
+    if (M->tree_ioff[t] < 0 || M->tree_nq[t] <= 0) continue;
+    const int64_t n0 = M->node0[t], nn = M->node0[t + 1] - n0;
+    const int nq = M->tree_nq[t];
+    const double *U = M->quad_u + M->tree_qoff[t];
+    double *inv = M->n_inv + M->tree_ioff[t];
+    for (int64_t j = 0; j < nn; j++)
+      for (int o = 0; o < 2; o++)
+        for (int p = 0; p < nq; p++) {
+          const double z = M->n_z[n0 + j], g = z + ((double)o - z) * U[p];
+          inv[(2 * j + o) * nq + p] = g != 0.0 ? 1.0 / g : 0.0;
+        }
+  }
   return 0;
 }
 
@@ -158,7 +170,7 @@ TC_EXPORT int32_t tc_shap_tables(const tc_shap_model *M, int64_t n_leaves) {
       memset(o, 1, (size_t)d);
       for (int p = 0; p < plen; p++)
         if (pat >> M->p_pos[p0 + p] & 1) o[M->p_slot[p0 + p]] = 0;
-      tc_shap_leaf(d, M->u_z + M->leaf_uoff[l], o, pw, tables + M->leaf_toff[l] + pat * d, NULL);
+      tc_shap_leaf(d, M->u_z + M->leaf_uoff[l], o, pw, tables + M->leaf_toff[l] + pat * d);
     }
   }
   return tc_shap_prev(M);
@@ -188,13 +200,15 @@ static inline int tc_shap_go_left(const tc_shap_model *M, int64_t g, double x) {
  * splits into one per node on it, (o - z) / g there minus the same at the previous node on
  * that feature (telescoping to the leaf's), each times S: O(nodes x points) per row, against
  * O(leaves x d^2) for the recurrences. on/G/IG/S: max_nodes x max_nq scratch. */
-static void tc_shap_linear(const tc_shap_model *M, int64_t t, const double *x, double *phi_t,
-                           uint8_t *on, double *G, double *IG, double *S, double *H) {
+static inline __attribute__((always_inline)) void tc_shap_linear_nq(
+    const tc_shap_model *M, int64_t t, const double *x, double *phi_t, uint8_t *on, double *G,
+    double *IGrow, const double **IG, double *S, const int nq) {
   const int64_t n0 = M->node0[t], nn = M->node0[t + 1] - n0, nf = M->n_features;
-  const int nq = M->tree_nq[t], w = M->tree_width[t];
+  const int w = M->tree_width[t];
   const double *U = M->quad_u + M->tree_qoff[t], *W = M->quad_w + M->tree_qoff[t];
   const int32_t *left = M->left + n0, *right = M->right + n0, *prev = M->n_prev + n0;
   const double *zn = M->n_z + n0;
+  const double *inv = M->tree_ioff[t] >= 0 ? M->n_inv + M->tree_ioff[t] : NULL;
   for (int p = 0; p < nq; p++) G[p] = 1.0;
   on[0] = 1;
   for (int64_t j = 0; j < nn; j++) {
@@ -206,23 +220,25 @@ static void tc_shap_linear(const tc_shap_model *M, int64_t t, const double *x, d
       const int32_t pv = prev[c];
       const int oc = (pv < 0 || on[pv]) && gl != side;
       const double z = zn[c], oz = (double)oc - z;
-      double *Gc = G + c * nq, *IGc = IG + c * nq;
+      double *Gc = G + c * nq;
       on[c] = (uint8_t)oc;
+      if (inv) {  /* 1 / g from the model */
+        IG[c] = inv + (2 * c + oc) * nq;
+      } else {    /* ... or computed for this row */
+        double *ig = IGrow + c * nq;
+        for (int p = 0; p < nq; p++) {
+          const double g = z + oz * U[p];
+          ig[p] = g != 0.0 ? 1.0 / g : 0.0;
+        }
+        IG[c] = ig;
+      }
       if (!oc && z == 0.0) {  /* a zero-cover leaf the row does not reach: adds nothing */
-        for (int p = 0; p < nq; p++) Gc[p] = IGc[p] = 0.0;
+        for (int p = 0; p < nq; p++) Gc[p] = 0.0;
       } else if (pv < 0) {
-        for (int p = 0; p < nq; p++) {
-          const double g = z + oz * U[p];
-          IGc[p] = 1.0 / g;
-          Gc[p] = Gj[p] * g;
-        }
+        for (int p = 0; p < nq; p++) Gc[p] = Gj[p] * (z + oz * U[p]);
       } else {
-        const double *IGp = IG + (int64_t)pv * nq;
-        for (int p = 0; p < nq; p++) {
-          const double g = z + oz * U[p];
-          IGc[p] = 1.0 / g;
-          Gc[p] = Gj[p] * g * IGp[p];
-        }
+        const double *IGp = IG[pv];
+        for (int p = 0; p < nq; p++) Gc[p] = Gj[p] * (z + oz * U[p]) * IGp[p];
       }
     }
   }
@@ -230,7 +246,7 @@ static void tc_shap_linear(const tc_shap_model *M, int64_t t, const double *x, d
     for (int64_t l = M->leaf0[t]; l < M->leaf0[t + 1]; l++) {
       const int64_t c = M->leaf_node[l];
       const double v = M->values[M->leaf_voff[l] + q] * M->scale;
-      for (int p = 0; p < nq; p++) S[c * nq + p] = v * G[c * nq + p];
+      for (int p = 0; p < nq; p++) S[c * nq + p] = W[p] * (v * G[c * nq + p]);  /* weighted */
     }
     double *phi = phi_t + q * (nf + 1);
     for (int64_t j = nn - 1; j >= 0; j--) {
@@ -239,19 +255,30 @@ static void tc_shap_linear(const tc_shap_model *M, int64_t t, const double *x, d
       for (int side = 0; side < 2; side++) {
         const int64_t c = side ? right[j] : left[j];
         const int32_t pv = prev[c];
-        const double *Sc = S + c * nq, *IGc = IG + c * nq, oz = (double)on[c] - zn[c];
+        const double *Sc = S + c * nq, *IGc = IG[c], oz = (double)on[c] - zn[c];
         if (pv < 0) {
-          for (int p = 0; p < nq; p++) H[p] = oz * IGc[p];
+          for (int p = 0; p < nq; p++) acc += oz * IGc[p] * Sc[p];
         } else {
-          const double *IGp = IG + (int64_t)pv * nq, ozp = (double)on[pv] - zn[pv];
-          for (int p = 0; p < nq; p++) H[p] = oz * IGc[p] - ozp * IGp[p];
+          const double *IGp = IG[pv], ozp = (double)on[pv] - zn[pv];
+          for (int p = 0; p < nq; p++) acc += (oz * IGc[p] - ozp * IGp[p]) * Sc[p];
         }
-        for (int p = 0; p < nq; p++) acc += W[p] * H[p] * Sc[p];
         if (side) for (int p = 0; p < nq; p++) Sj[p] += Sc[p];
         else for (int p = 0; p < nq; p++) Sj[p] = Sc[p];
       }
       phi[M->feat[n0 + j]] += acc;
     }
+  }
+}
+
+/* the kernel compiled for the common numbers of points (loops of known length), else generic */
+static void tc_shap_linear(const tc_shap_model *M, int64_t t, const double *x, double *phi_t,
+                           uint8_t *on, double *G, double *IGrow, const double **IG, double *S) {
+  switch (M->tree_nq[t]) {
+#define TC_SHAP_NQ(k) case k: tc_shap_linear_nq(M, t, x, phi_t, on, G, IGrow, IG, S, k); return;
+    TC_SHAP_NQ(1) TC_SHAP_NQ(2) TC_SHAP_NQ(3) TC_SHAP_NQ(4) TC_SHAP_NQ(5) TC_SHAP_NQ(6)
+    TC_SHAP_NQ(7) TC_SHAP_NQ(8) TC_SHAP_NQ(9) TC_SHAP_NQ(10) TC_SHAP_NQ(11) TC_SHAP_NQ(12)
+#undef TC_SHAP_NQ
+    default: tc_shap_linear_nq(M, t, x, phi_t, on, G, IGrow, IG, S, M->tree_nq[t]);
   }
 }
 
@@ -262,9 +289,10 @@ TC_EXPORT int32_t tc_shap_rows(const tc_shap_model *M, const double *X, int64_t 
   uint8_t *go = malloc((size_t)M->max_nodes + 1);
   uint64_t *pat = malloc(sizeof(uint64_t) * ((size_t)M->max_nodes + 1));
   const size_t lin = (size_t)(M->max_nodes + 1) * (size_t)(M->max_nq + 1);
-  double *scratch = malloc(sizeof(double) * (3 * lin + (size_t)M->max_nq + 1));
-  if (!go || !pat || !scratch) { free(go); free(pat); free(scratch); return -2; }
-  double *G = scratch, *IG = G + lin, *S = IG + lin, *H = S + lin;
+  double *scratch = malloc(sizeof(double) * 3 * lin);
+  const double **igp = malloc(sizeof(double *) * ((size_t)M->max_nodes + 1));
+  if (!go || !pat || !scratch || !igp) { free(go); free(pat); free(scratch); free(igp); return -2; }
+  double *G = scratch, *IG = G + lin, *S = IG + lin;
   /* rows in blocks, trees outside rows within a block: a tree's tables are read from memory
    * once per block (128 rows: X, contributions and one depth-6 tree's tables fit in L2) */
   for (int64_t r0 = 0; r0 < n_rows; r0 += 128)
@@ -275,7 +303,7 @@ TC_EXPORT int32_t tc_shap_rows(const tc_shap_model *M, const double *X, int64_t 
       const int64_t n0 = M->node0[t], nn = M->node0[t + 1] - n0;
       if (nn < 2) continue;
       if (M->tree_nq[t] > 0) {
-        tc_shap_linear(M, t, x, phi_row + (int64_t)M->tree_out[t] * (nf + 1), go, G, IG, S, H);
+        tc_shap_linear(M, t, x, phi_row + (int64_t)M->tree_out[t] * (nf + 1), go, G, IG, igp, S);
         continue;
       }
       /* per node: the depths on its path where the row goes the other way (children > parent) */
@@ -303,6 +331,6 @@ TC_EXPORT int32_t tc_shap_rows(const tc_shap_model *M, const double *X, int64_t 
         }
       }
     }
-  free(go); free(pat); free(scratch);
+  free(go); free(pat); free(scratch); free(igp);
   return 0;
 }
