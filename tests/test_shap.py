@@ -19,10 +19,12 @@ lgb = pytest.importorskip("lightgbm")
 
 @pytest.fixture(params=["tables", "linear"], autouse=True)
 def kernel(request, monkeypatch):
-    """Every test runs twice: with per-leaf tables where they fit (treecomp's default), and with
-    Linear TreeSHAP for every tree (no table memory)."""
+    """Every test runs twice: as treecomp runs by default (tables for the trees whose tables are
+    small, Linear TreeSHAP with each node's 1 / g kept with the model for the others), and with
+    Linear TreeSHAP for every tree, computing 1 / g per row (no memory kept)."""
     if request.param == "linear":
         monkeypatch.setattr(shap, "TABLE_BUDGET", 0)
+        monkeypatch.setattr(shap, "INVERSE_BUDGET", 0)
     return request.param
 
 
@@ -128,7 +130,9 @@ def test_lightgbm_long_paths_repeated_features(kernel):
     Xt = np.ascontiguousarray(X[:120])
     p = treecomp.compile(b, backend="arrays")
     c = p.contributions(Xt)
-    assert np.all(p._explainer.prep["tree_nq"] > 0)
+    prep = p._explainer.prep
+    assert np.all(prep["tree_nq"] > 0)
+    assert np.all(prep["tree_ioff"] >= 0) == (kernel == "tables")   # 1 / g kept, or per row
     assert max(t.max_depth for t in p._forest.trees) > shap.TABLE_MAX_D
     close(c, b.predict(Xt, pred_contrib=True), 1e-12)
     np.testing.assert_allclose(c[:25], shap.reference_contributions(p._forest, Xt[:25]),
