@@ -20,8 +20,9 @@ in float64 in its own order, and this module precomputes per leaf (below). Shapl
 sums of products of cover ratios, so the results agree to rounding: against XGBoost each
 value within 1e-6 of the row's sum of |contributions| (XGBoost's float32: ~6e-8 per operation,
 accumulated over the trees; measured 2.5e-7 on 500 trees of depth 6, 1.3e-6 of the row's
-largest |contribution|), against LightGBM within 1e-9 of it (measured 2e-15 on the bench's 500 trees of 63 leaves,
-1.2e-14 of the row's largest |contribution|); each row sums to the raw margin as closely.
+largest |contribution|), against LightGBM within 1e-9 of it (measured 2e-15 on the bench's
+500 trees of 63 leaves, 1.2e-14 of the row's largest |contribution|); oneDAL's (daal4py) are
+~1e-6 of the row's sum from either; each row sums to the raw margin as closely.
 A child with zero cover gives 0 here where XGBoost's float division by it gives NaN.
 
 Algorithm (runtime/kernels/shap.c): for one leaf with d distinct features on its root path,
