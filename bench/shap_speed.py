@@ -6,6 +6,7 @@ daal4py is installed, oneDAL's (daal4py.mb.convert_model(...).predict(X, pred_co
 cases: xgb-binary, 500 trees of depth 6 over 50 features; lgbm-binary, 500 trees of 63 leaves):
 calls interleaved, each timed `reps` times, medians; the largest difference to each library's
 values is printed too (relative to the row's largest |value| and to its sum of |values|).
+The bench runner measures the same in its report: `python -m bench --strategies shap`.
 """
 
 from __future__ import annotations

@@ -306,6 +306,34 @@ def test_lleaves_on_a_new_llvmlite_names_the_pin(monkeypatch, tmp_path):
         bench_run.Lleaves().prepare(ctx)
 
 
+@needs_cc
+def test_shap_case_beside_the_libraries(tmp_path):
+    """`--strategies shap`: treecomp's SHAP contributions beside XGBoost's pred_contribs and
+    LightGBM's pred_contrib (and oneDAL's where daal4py imports), in results.json and the report."""
+    pytest.importorskip("xgboost")
+    pytest.importorskip("lightgbm")
+    out = tmp_path / "out"
+    assert bench_run.main(["--quick", "--cases", "xgb-binary,lgbm-binary,tiny", "--rows", "100",
+                           "--no-plots", "--out", str(out), "--strategies", "shap"]) == 0
+    res = json.loads((out / "results.json").read_text())
+    xgb, lgbm, tiny = res["cases"]
+    assert "shap" not in tiny and tiny["strategies"] == []   # scikit-learn: no library TreeSHAP
+    report = (out / "report.md").read_text()
+    for case, lib, bound in ((xgb, "xgboost", 1e-6), (lgbm, "lightgbm", 1e-12)):
+        sh = case["shap"]
+        assert sh["n_rows"] == 64 and sh["prepare_s"] >= 0
+        rows = {e["name"]: e for e in sh["engines"]}
+        assert rows["treecomp"]["status"] == "ok" and rows["treecomp"]["slower_than_treecomp"] == 1.0
+        ref = rows["library"]
+        assert ref["status"] == "ok" and ref["label"].startswith(lib) and ref["reps"] >= 3
+        assert ref["ms_per_row"] > 0 and ref["slower_than_treecomp"] > 0
+        assert 0 <= ref["max_diff_of_row_l1"] <= bound
+        assert "daal4py" in rows     # measured, or skipped with the reason
+        assert rows["daal4py"]["status"] == "ok" or rows["daal4py"]["note"]
+        assert f"| {ref['label']} | {bench_report._num(ref['ms_per_row'])} | " in report
+    assert report.count("SHAP contributions (path-dependent TreeSHAP") == 2
+
+
 def test_external_engines_side_by_side(tmp_path):
     """lleaves and daal4py measured with treecomp in one process (bench/compare-env.sh builds an
     environment where both import; elsewhere this test is skipped).
@@ -325,7 +353,7 @@ def test_external_engines_side_by_side(tmp_path):
     out = tmp_path / "out"
     assert bench_run.main(["--quick", "--cases", "lgbm-binary,xgb-binary", "--rows", "600",
                            "--no-plots", "--out", str(out),
-                           "--strategies", "library,lleaves,daal4py"]) == 0
+                           "--strategies", "library,lleaves,daal4py,shap"]) == 0
     res = json.loads((out / "results.json").read_text())
     assert res["machine"]["lleaves"] and res["machine"]["daal4py"]
     lgbm, xgb = ({r["name"]: r for r in c["strategies"]} for c in res["cases"])
@@ -340,6 +368,10 @@ def test_external_engines_side_by_side(tmp_path):
         assert d["status"] == "ok", d.get("note")
         assert set(d["exact"]) == {"proba"} and 0 <= d["max_abs_diff"] < 1e-5
         assert d["latency_us"]["1"] > 0 and d["ns_per_row_1t"] > 0
+    for case in res["cases"]:  # oneDAL's SHAP beside treecomp's
+        d = {e["name"]: e for e in case["shap"]["engines"]}["daal4py"]
+        assert d["status"] == "ok", d.get("note")
+        assert d["ms_per_row"] > 0 and d["max_diff_of_row_l1"] < 1e-5
 
 
 @needs_cc

@@ -17,6 +17,17 @@ xgb = pytest.importorskip("xgboost")
 lgb = pytest.importorskip("lightgbm")
 
 
+@pytest.fixture(params=["tables", "linear"], autouse=True)
+def kernel(request, monkeypatch):
+    """Every test runs twice: as treecomp runs by default (tables for the trees whose tables are
+    small, Linear TreeSHAP with each node's 1 / g kept with the model for the others), and with
+    Linear TreeSHAP for every tree, computing 1 / g per row (no memory kept)."""
+    if request.param == "linear":
+        monkeypatch.setattr(shap, "TABLE_BUDGET", 0)
+        monkeypatch.setattr(shap, "INVERSE_BUDGET", 0)
+    return request.param
+
+
 def close(ours: np.ndarray, lib: np.ndarray, rel: float) -> None:
     """Per row: |ours - lib| <= rel * the row's sum of |values| (the documented bound)."""
     ours, lib = ours.reshape(len(ours), -1), np.asarray(lib, np.float64).reshape(len(lib), -1)
@@ -107,8 +118,31 @@ def test_lightgbm_categorical():
     close(p.contributions(Xt), b.predict(Xt, pred_contrib=True), 1e-9)
 
 
-def chain_forest(depth: int, n_features: int, rng) -> Forest:
-    """A chain (left child a leaf at every level) of `depth` splits, features cycling."""
+def test_lightgbm_long_paths_repeated_features(kernel):
+    """63-leaf trees over 3 features: paths past the tables' length (Linear TreeSHAP), each
+    feature split on many times along a path."""
+    rng = np.random.default_rng(9)
+    X = rng.normal(size=(2000, 3))
+    y = np.sin(3 * X[:, 0]) + X[:, 1] * X[:, 2] + rng.normal(size=2000) * 0.1
+    X[rng.random(X.shape) < 0.05] = np.nan
+    b = lgb.train({"verbose": -1, "num_leaves": 63, "min_data_in_leaf": 3, "max_bin": 255},
+                  lgb.Dataset(X, y), 6)
+    Xt = np.ascontiguousarray(X[:120])
+    p = treecomp.compile(b, backend="arrays")
+    c = p.contributions(Xt)
+    prep = p._explainer.prep
+    assert np.all(prep["tree_nq"] > 0)
+    assert np.all(prep["tree_ioff"] >= 0) == (kernel == "tables")   # 1 / g kept, or per row
+    assert max(t.max_depth for t in p._forest.trees) > shap.TABLE_MAX_D
+    close(c, b.predict(Xt, pred_contrib=True), 1e-12)
+    np.testing.assert_allclose(c[:25], shap.reference_contributions(p._forest, Xt[:25]),
+                               rtol=1e-9, atol=1e-12)
+    close(c.sum(axis=1, keepdims=True), b.predict(Xt, raw_score=True)[:, None], 1e-12)
+
+
+def chain_forest(depth: int, n_features: int, rng, short: int = 0) -> Forest:
+    """A chain (left child a leaf at every level) of `depth` splits, features cycling, twice;
+    `short`: the second one has that many splits."""
     n = 2 * depth + 1
     left, right = np.full(n, -1), np.full(n, -1)
     inner = np.arange(0, 2 * depth, 2)
@@ -122,19 +156,46 @@ def chain_forest(depth: int, n_features: int, rng) -> Forest:
     t = Tree(left=left, right=right, feature=feat, threshold=rng.normal(size=n).round(1),
              default_left=rng.random(n) < 0.5, value=np.where(left >= 0, 0, rng.normal(size=n)),
              cover=cover)
+    if short:
+        t2 = chain_forest(short, n_features, rng).trees[0]
+        return Forest(trees=(t, t2), n_features=n_features, n_outputs=1, tree_output=[0, 0],
+                      base_score=[0.25], input_dtype="float64", comparison="<=")
     return Forest(trees=(t, t), n_features=n_features, n_outputs=1, tree_output=[0, 0],
                   base_score=[0.25], input_dtype="float64", comparison="<=")
 
 
 @pytest.mark.parametrize("n_features", [30, 7])  # 30 distinct features: per-row recurrences
-def test_deep_chain_kernel_vs_reference(n_features):
+def test_deep_chain_kernel_vs_reference(n_features, kernel):
     rng = np.random.default_rng(4)
-    f = chain_forest(30, n_features, rng)
+    f = chain_forest(30, n_features, rng, short=5)
     X = rng.normal(size=(40, n_features)) * 0.8
     X[rng.random(X.shape) < 0.1] = np.nan
-    c = treecomp.compile(f, backend="arrays").contributions(X)
+    p = treecomp.compile(f, backend="arrays")
+    c = p.contributions(X)
+    # the long chain runs Linear TreeSHAP; the short one a table unless they are turned off
+    assert list(p._explainer.prep["tree_nq"] > 0) == [True, kernel == "linear"]
     np.testing.assert_allclose(c, shap.reference_contributions(f, X), rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(c.sum(axis=1), predict_raw(f, X)[:, 0], rtol=1e-9, atol=1e-12)
+
+
+def test_zero_cover_leaf():
+    """A leaf with zero training cover: rows that do not reach it get nothing from it (its
+    cover ratio is 0), rows that do get their Shapley values; as the reference computes."""
+    rng = np.random.default_rng(10)
+    f = chain_forest(14, 5, rng)
+    t = f.trees[0]
+    cover = t.cover.copy()
+    leaf = 2 * 9 + 1  # the left leaf under the 10th split
+    cover[:leaf][t.left[:leaf] >= 0] -= cover[leaf]
+    cover[leaf] = 0.0
+    t0 = Tree(left=t.left, right=t.right, feature=t.feature, threshold=t.threshold,
+              default_left=t.default_left, value=t.value, cover=cover)
+    f = f.replace(trees=(t0, t))
+    X = rng.normal(size=(60, 5)) * 0.8
+    X[:20] = np.where(np.arange(5) == t.feature[leaf - 1], t.threshold[leaf - 1] - 1, 9.0)
+    c = treecomp.compile(f, backend="arrays").contributions(X)
+    assert np.isfinite(c).all()
+    np.testing.assert_allclose(c, shap.reference_contributions(f, X), rtol=1e-9, atol=1e-12)
 
 
 def test_threads_split_rows_identically():

@@ -20,20 +20,28 @@ in float64 in its own order, and this module precomputes per leaf (below). Shapl
 sums of products of cover ratios, so the results agree to rounding: against XGBoost each
 value within 1e-6 of the row's sum of |contributions| (XGBoost's float32: ~6e-8 per operation,
 accumulated over the trees; measured 2.5e-7 on 500 trees of depth 6, 1.3e-6 of the row's
-largest |contribution|), against LightGBM within 1e-9 of it (measured 6e-16); each row sums to
-the raw margin as closely.
+largest |contribution|), against LightGBM within 1e-9 of it (measured 2e-15 on the bench's
+500 trees of 63 leaves, 1.2e-14 of the row's largest |contribution|); oneDAL's (daal4py) are
+~1e-6 of the row's sum from either; each row sums to the raw margin as closely.
 A child with zero cover gives 0 here where XGBoost's float division by it gives NaN.
 
 Algorithm (runtime/kernels/shap.c): for one leaf with d distinct features on its root path,
 feature k has a zero fraction z_k (the product of cover(child) / cover(parent) over the path's
 nodes on k) and a one fraction o_k in {0, 1} (does the row take the path's way at all of them).
-The leaf's Shapley values depend on the row only through the mask of the o_k, so for paths of
-up to TABLE_MAX_D nodes the coefficients of every pattern of nodes the row does not follow are
-computed once per model (Fast TreeSHAP v2, Yang 2021: 2^path length x d float64 per leaf); a
-row's patterns come from one pass over each tree's nodes, and then a row costs d multiply-adds
-per leaf; longer paths (or past the tables' memory cap) compute the same sums per row in closed
-form, O(d + q^2) per leaf for q followed features (runtime/kernels/shap.c), against the
-recurrences' O(d^2). reference_contributions runs the recurrences themselves.
+Two ways, chosen per tree:
+- tables (trees whose paths all have up to TABLE_MAX_D nodes, while the model's tables stay
+  within TABLE_BUDGET, the smallest trees first): the leaf's Shapley values depend on the row
+  only through the mask of the o_k, so the coefficients of every pattern of nodes the row does
+  not follow are computed once per model (Fast TreeSHAP v2, Yang 2021: 2^path length x d
+  float64 per leaf); a row's patterns come from one pass over each tree's nodes, and then a row
+  costs d multiply-adds per leaf.
+- Linear TreeSHAP (Bifet et al. 2022) for the other trees: the leaf's term for feature k is
+  value * (o_k - z_k) * integral_0^1 prod_{i != k} (o_i u + z_i (1 - u)) du, a polynomial of
+  degree < d integrated exactly by ceil(d / 2) Gauss-Legendre points; the products are carried
+  down the tree and the value-weighted sums up it, so a row costs O(nodes x points) per tree
+  against the recurrences' O(leaves x d^2). All its terms are products of positive factors
+  except the (o - z) differences, so it keeps the recurrences' accuracy (measured above).
+reference_contributions runs the recurrences themselves.
 Paths are prepared with vectorised numpy steps, one per tree level (no recursion).
 """
 
@@ -50,10 +58,18 @@ from .interp import _go_left
 from .ir import Forest
 from .outputs import base_margins
 
-#: paths with up to this many distinct features get per-mask tables (2^d x d float64 each) ...
-TABLE_MAX_D = 12
-#: ... while the model's tables stay within this many bytes (the rest run the recurrences)
+#: trees whose root-to-leaf paths have at most this many nodes get per-pattern tables
+#: (2^path length x d float64 per leaf; beyond 8, Linear TreeSHAP is as fast: measured on the
+#: bench's LightGBM model, 2026-11-24) ...
+TABLE_MAX_D = 8
+#: ... and a table of at most this many bytes per tree: larger ones (a full depth-6 tree over
+#: distinct features: ~190 KB) miss the cache per row, and Linear TreeSHAP was faster there
+#: (the bench's XGBoost model, 2026-11-24) ...
+TABLE_TREE_BYTES = 64 << 10
+#: ... while the model's tables stay within this many bytes (the other trees: Linear TreeSHAP)
 TABLE_BUDGET = 256 << 20
+#: Linear TreeSHAP trees keep 1 / g per node and point (2 x points float64 per node) within this
+INVERSE_BUDGET = 256 << 20
 #: SHAP costs ~0.1 ms a row on a 500-tree model: threads pay off from a few rows on
 MIN_ROWS_PER_THREAD = 16
 _RULES = {"nonneg": 0, "trunc": 1, "integral": 2}
@@ -62,12 +78,13 @@ _P = ctypes.c_void_p
 
 class _Model(ctypes.Structure):
     _fields_ = [(n, ctypes.c_int64) for n in ("n_trees", "n_features", "n_outputs", "strict",
-                                               "cat_rule", "max_nodes", "max_d")] + [
+                                               "cat_rule", "max_nodes", "max_d", "max_nq")] + [
         (n, _P) for n in ("node0", "leaf0", "tree_out", "tree_width", "feat", "left", "right",
                           "cat", "thr", "dleft", "cat_words", "cat_off", "cat_nw",
                           "cat_other_left", "leaf_d", "leaf_plen", "leaf_poff", "leaf_uoff",
                           "leaf_toff", "leaf_voff", "p_node", "p_left", "p_slot", "u_feat", "u_z",
-                          "values", "tables", "depth", "leaf_node", "p_pos")] + [
+                          "values", "tables", "depth", "leaf_node", "p_pos", "tree_nq", "tree_qoff",
+                          "quad_u", "quad_w", "n_prev", "n_z", "tree_ioff", "n_inv")] + [
         ("scale", ctypes.c_double)]
 
 
@@ -134,15 +151,40 @@ def _paths(forest: Forest) -> dict[str, np.ndarray]:
     leaf_plen = np.bincount(e_leaf, minlength=n_leaves)
     leaf_poff = np.concatenate([[0], np.cumsum(leaf_plen)])[:-1]
     slot = group - leaf_uoff[e_leaf]
-    # tables: per pattern of path depths where the row turns away (2^path length) x d
+    # tables: per pattern of path depths where the row turns away (2^path length) x d, given
+    # to whole trees (a tree without them runs Linear TreeSHAP), the smallest trees first
+    leaf_tree = tree_of[leaves]
+    n_trees = len(sizes)
     tsize = np.where(leaf_plen <= TABLE_MAX_D, (1 << np.minimum(leaf_plen, TABLE_MAX_D)) * leaf_d, 0)
-    by_size = np.argsort(tsize, kind="stable")  # the smallest first: most leaves in the budget
-    use = np.zeros(n_leaves, bool)
-    use[by_size] = np.cumsum(tsize[by_size]) * 8 <= TABLE_BUDGET
-    use &= leaf_plen <= TABLE_MAX_D
+    tree_tsize = np.bincount(leaf_tree, tsize, minlength=n_trees).astype(np.int64)
+    short = np.bincount(leaf_tree, leaf_plen > TABLE_MAX_D, minlength=n_trees) == 0
+    short &= tree_tsize * 8 <= TABLE_TREE_BYTES
+    by_size = np.argsort(np.where(short, tree_tsize, np.iinfo(np.int64).max), kind="stable")
+    tree_use = np.zeros(n_trees, bool)
+    tree_use[by_size] = np.cumsum(tree_tsize[by_size]) * 8 <= TABLE_BUDGET
+    tree_use &= short
+    use = tree_use[leaf_tree]
     tsize = np.where(use, tsize, 0)
     leaf_toff = np.where(use, np.concatenate([[0], np.cumsum(tsize)])[:-1], -1)
-    leaf_tree = tree_of[leaves]
+    # Linear TreeSHAP: ceil(d / 2) Gauss-Legendre points integrate its degree < d exactly
+    tree_d = np.zeros(n_trees, np.int64)
+    np.maximum.at(tree_d, leaf_tree, leaf_d)
+    tree_nq = np.where(tree_use, 0, np.maximum(1, (tree_d + 1) // 2)).astype(np.int32)
+    quad_u, quad_w, qoff = [np.zeros(1)], [np.zeros(1)], {}
+    for nq in np.unique(tree_nq[tree_nq > 0]):
+        qoff[nq] = sum(map(len, quad_u))
+        x, wq = np.polynomial.legendre.leggauss(int(nq))
+        quad_u.append((x + 1) / 2)
+        quad_w.append(wq / 2)
+    tree_qoff = np.array([qoff.get(n, 0) for n in tree_nq], np.int64)
+    # their nodes' 1 / g at each point (o = 0, 1), while within the budget: no division per row
+    isize = np.where(tree_nq > 0, 2 * sizes * tree_nq, 0)
+    keep = np.cumsum(isize) * 8 <= INVERSE_BUDGET
+    tree_ioff = np.where(keep & (tree_nq > 0), np.concatenate([[0], np.cumsum(isize)])[:-1], -1)
+    n_inv = np.zeros(max(1, int(isize[keep].sum())))
+    ratio = np.ones(node0[-1])
+    ratio[gl[internal]] = cover[gl[internal]] / cover[internal]
+    ratio[gr[internal]] = cover[gr[internal]] / cover[internal]
     widths = np.array([t.width for t in forest.trees], np.int64)
     values = np.concatenate([t.value[t.left < 0].ravel() for t in forest.trees])
     leaf_voff = np.concatenate([[0], np.cumsum(widths[leaf_tree])])[:-1]
@@ -158,7 +200,10 @@ def _paths(forest: Forest) -> dict[str, np.ndarray]:
             "p_left": e_left.astype(np.uint8), "p_slot": slot.astype(np.int32),
             "u_feat": feat[e_node[starts]].astype(np.int32), "u_z": u_z, "values": values,
             "tables": np.zeros(int(tsize.sum())), "widths": widths.astype(np.int32),
-            "leaf_ev": values * np.repeat(zprod, widths[leaf_tree]), "leaf_tree": leaf_tree}
+            "leaf_ev": values * np.repeat(zprod, widths[leaf_tree]), "leaf_tree": leaf_tree,
+            "tree_nq": tree_nq, "tree_qoff": tree_qoff, "quad_u": np.concatenate(quad_u),
+            "quad_w": np.concatenate(quad_w), "n_prev": np.zeros(node0[-1], np.int32), "n_z": ratio,
+            "tree_ioff": tree_ioff.astype(np.int64), "n_inv": n_inv}
 
 
 def expected_values(forest: Forest, prep: dict | None = None) -> np.ndarray:
@@ -197,7 +242,8 @@ class Explainer:
         p["cat_other_left"] = np.concatenate([t.cat_other_left for t in trees] + [np.zeros(1, bool)]).astype(np.uint8)
         p["tree_out"] = np.ascontiguousarray(forest.tree_output, np.int32)
         p["tree_width"] = p["widths"]
-        for k in ("node0", "leaf0", "leaf_poff", "leaf_uoff", "leaf_toff", "leaf_voff", "cat_off"):
+        for k in ("node0", "leaf0", "leaf_poff", "leaf_uoff", "leaf_toff", "leaf_voff", "cat_off",
+                  "tree_qoff"):
             p[k] = np.ascontiguousarray(p[k], np.int64)
         self._keep = p
         self.model = _Model(n_trees=forest.n_trees, n_features=forest.n_features,
@@ -205,8 +251,9 @@ class Explainer:
                             cat_rule=_RULES[forest.category_rule],
                             max_nodes=int(max(t.n_nodes for t in trees)),
                             max_d=int(p["leaf_d"].max(initial=0)) + 1,
+                            max_nq=int(p["tree_nq"].max(initial=0)),
                             scale=1.0 / forest.n_trees if forest.average else 1.0,
-                            **{n: p[n].ctypes.data for n, _ in _Model._fields_[7:-1]})
+                            **{n: p[n].ctypes.data for n, _ in _Model._fields_[8:-1]})
         if self.lib.tc_shap_sizeof_model() != ctypes.sizeof(_Model):
             raise RuntimeError("the SHAP kernel does not match treecomp/shap.py (struct layout)")
         fn = self.lib.tc_shap_tables

@@ -181,6 +181,33 @@ def case_section(c: dict, batches: list[int]) -> str:
     if skipped:
         lines.append("Skipped: " + "; ".join(f"**{r['name']}**: {r.get('note', '')}" for r in skipped) + ".")
         lines.append("")
+    if c.get("shap"):
+        lines += [shap_section(c["shap"]), ""]
+    return "\n".join(lines)
+
+
+def shap_section(sh: dict) -> str:
+    """The SHAP contributions of a case: treecomp's beside the libraries' and oneDAL's."""
+    if sh.get("status") == "skipped":
+        return f"SHAP contributions: not measured ({sh.get('note', '')})."
+    ok = [e for e in sh["engines"] if e["status"] == "ok" and "ms_per_row" in e]
+    lines = [f"SHAP contributions (path-dependent TreeSHAP, bias column included), 1 thread, "
+             f"{sh['n_rows']} rows, calls interleaved, medians (treecomp's tables prepared once "
+             f"per model in {sh['prepare_s']:.2f} s, not counted); difference: the largest over "
+             "the rows of |engine - treecomp| / the row's sum of |values|:", ""]
+
+    def diff(e: dict) -> str:
+        if e["name"] == "treecomp":
+            return "-"
+        v = e.get("max_diff_of_row_l1")
+        return f"{v:.1e}" if v is not None else e.get("note", "-")
+    lines.append(_table(["engine", "ms/row, 1 thread", "treecomp faster by", "difference"],
+                        [[e["label"], _num(e["ms_per_row"]), _ratio(e["slower_than_treecomp"]),
+                          diff(e)] for e in ok]))
+    bad = [e for e in sh["engines"] if e not in ok]
+    if bad:
+        lines += ["", "Not measured: " + "; ".join(f"**{e['name']}**: {e.get('note', '')}"
+                                                   for e in bad) + "."]
     return "\n".join(lines)
 
 

@@ -785,6 +785,113 @@ class Daal4py(Strategy):
         return res
 
 
+# -- SHAP contributions --------------------------------------------------------------------------
+#: rows of the SHAP comparison (quick mode, full mode)
+SHAP_ROWS = (64, 512)
+
+
+def _shap_engines(model: Any, lib: Any, X: np.ndarray) -> tuple[list, list]:
+    """(name, label, call) of every TreeSHAP engine besides treecomp that runs here on `model`,
+    each call single-threaded; and (name, note) for those that do not."""
+    engines, skipped = [], []
+    top = _top_module(model)
+    if top == "xgboost":
+        import xgboost as xgb
+        booster = model.get_booster() if hasattr(model, "get_booster") else model
+        dm = xgb.DMatrix(X, nthread=1)
+        engines.append(("library", f"{lib.name} Booster.predict(pred_contribs=True)",
+                        lambda: booster.predict(dm, pred_contribs=True)))
+    else:
+        booster = model.booster_ if hasattr(model, "booster_") else model
+        engines.append(("library", f"{lib.name} Booster.predict(pred_contrib=True)",
+                        lambda: booster.predict(X, pred_contrib=True, num_threads=1)))
+    try:
+        d4p = _need("daal4py", "daal4py")
+        m = d4p.mb.convert_model(booster)
+        ver = _dist_version("scikit-learn-intelex", "daal4py")
+        engines.append(("daal4py", f"daal4py{f' (scikit-learn-intelex {ver})' if ver else ''} "
+                        "mb.convert_model(booster).predict(X, pred_contribs=True)",
+                        lambda: m.predict(X, pred_contribs=True)))
+    except Skip as exc:
+        skipped.append(("daal4py", str(exc)))
+    except Exception as exc:  # noqa: BLE001 - a conversion this version refuses
+        skipped.append(("daal4py", f"{type(exc).__name__}: {exc}"[:300]))
+    return engines, skipped
+
+
+def measure_shap(ctx: CaseContext) -> dict:
+    """SHAP contributions (path-dependent TreeSHAP) of an XGBoost or LightGBM case on one thread:
+    treecomp's Predictor.contributions (arrays backend) beside the library's own (XGBoost
+    pred_contribs, LightGBM pred_contrib) and oneDAL's (daal4py's model builder) where it
+    imports. One warm-up call each (treecomp's prepares its tables: timed apart), then rounds of
+    one call per engine in turn, at least min_reps rounds and until the time budget; medians.
+    Each engine's values against treecomp's: the largest difference over the row's sum of
+    |values| (the bound treecomp.shap documents)."""
+    st = ctx.settings
+    model = _external_model(ctx)
+    if ctx.forest is None or _top_module(model) not in ("xgboost", "lightgbm"):
+        raise Skip("the SHAP comparison runs on XGBoost and LightGBM cases")
+    import treecomp
+    n = min(SHAP_ROWS[0] if st.quick else SHAP_ROWS[1], len(ctx.case.X))
+    X = np.ascontiguousarray(ctx.case.X[:n])
+    pred = treecomp.compile(ctx.forest, backend="arrays")
+    t0 = time.perf_counter()
+    pred.contributions(X[:1], n_threads=1)
+    res: dict[str, Any] = {"n_rows": n, "prepare_s": time.perf_counter() - t0, "engines": []}
+    engines, skipped = _shap_engines(model, ctx.case.library, X)
+    engines.insert(0, ("treecomp", "treecomp Predictor.contributions(X, n_threads=1)",
+                       lambda: pred.contributions(X, n_threads=1)))
+    d4p = sys.modules.get("daal4py")
+    d4p_threads = d4p.num_threads() if d4p is not None else 0
+    threads = ctx.case.library.threads
+    times: dict[str, list[float]] = {}
+    outs: dict[str, Any] = {}
+    rows = {name: {"name": name, "label": label, "status": "ok"} for name, label, _ in engines}
+    try:
+        if d4p is not None:
+            d4p.daalinit(1)
+        with threads(1):
+            live = list(engines)
+            for name, _, fn in engines:  # warm-up; the values compared
+                try:
+                    outs[name] = np.asarray(fn(), np.float64).reshape(n, -1)
+                    times[name] = []
+                except Exception as exc:  # noqa: BLE001 - e.g. a model oneDAL's SHAP refuses
+                    rows[name].update(status="skipped", note=f"{type(exc).__name__}: {exc}"[:300])
+                    live = [e for e in live if e[0] != name]
+            start = time.perf_counter()
+            while live and (len(times[live[0][0]]) < st.min_reps
+                            or time.perf_counter() - start < st.budget_s):
+                for name, _, fn in live:
+                    t1 = time.perf_counter()
+                    fn()
+                    times[name].append(time.perf_counter() - t1)
+    finally:
+        if d4p is not None:
+            d4p.daalinit(d4p_threads)
+        with threads(os.cpu_count() or 1):  # XGBoost's setting stays after the block
+            pass
+    if "treecomp" not in times:
+        raise Skip(rows["treecomp"].get("note", "treecomp's contributions failed"))
+    ours = outs["treecomp"]
+    t_ours = float(np.median(times["treecomp"]))
+    for name, _, _ in engines:
+        r = rows[name]
+        if name in times:
+            t = float(np.median(times[name]))
+            r.update(ms_per_row=t / n * 1e3, reps=len(times[name]), slower_than_treecomp=t / t_ours)
+            if name != "treecomp":
+                ref = outs[name]
+                if ref.shape != ours.shape:
+                    r["note"] = f"shape {ref.shape} vs treecomp's {ours.shape}"
+                else:
+                    l1 = np.maximum(np.abs(ref).sum(axis=1), np.finfo(np.float64).tiny)
+                    r["max_diff_of_row_l1"] = float((np.abs(ours - ref).max(axis=1) / l1).max())
+        res["engines"].append(r)
+    res["engines"] += [{"name": k, "label": k, "status": "skipped", "note": v} for k, v in skipped]
+    return res
+
+
 def strategies(selected: list[str] | None = None) -> list[Strategy]:
     """All strategies, in report order (filtered by name when `selected` is given)."""
     from treecomp import backends
@@ -976,7 +1083,7 @@ def _fmt_ns(v: float | None) -> str:
 
 
 def run_case(case: Any, strats: list[Strategy], settings: Settings, tmp: Path, idx: str,
-             setup: dict) -> dict:
+             setup: dict, shap: bool = False) -> dict:
     import treecomp
     from treecomp import interp
     res: dict[str, Any] = {"name": case.name, "title": case.title, "params": case.params,
@@ -1048,6 +1155,19 @@ def run_case(case: Any, strats: list[Strategy], settings: Settings, tmp: Path, i
         if lib_all and r.get("ns_per_row_all") and r["group"] != "library":
             r["speedup_vs_library_all"] = lib_all / r["ns_per_row_all"]
     res["strategies"] = [rows[s.name] for s in strats if s.name in rows]
+    lib_model = case.library.model if case.library is not None else None
+    if shap and lib_model is not None and _top_module(lib_model) in ("xgboost", "lightgbm"):
+        log(f"{tag} SHAP contributions ...")
+        try:
+            res["shap"] = measure_shap(ctx)
+            for e in res["shap"]["engines"]:
+                log(f"{tag} SHAP {e['name']}: " + (f"{e['ms_per_row']:.3f} ms/row (1 thread)"
+                                                  if e["status"] == "ok" and "ms_per_row" in e
+                                                  else f"skipped ({e.get('note')})"))
+        except Skip as exc:
+            res["shap"] = {"status": "skipped", "note": str(exc)}
+        except Exception as exc:  # noqa: BLE001 - as a strategy: noted, never fatal
+            res["shap"] = {"status": "skipped", "note": f"{type(exc).__name__}: {exc}"[:600]}
     return res
 
 
@@ -1115,15 +1235,19 @@ def main(argv: list[str] | None = None) -> int:
         args = parse_args(list(sys.argv[1:] if argv is None else argv))
     except SystemExit as exc:  # argparse: --help or a usage error
         return int(exc.code or 0)
+    selected = [s.strip() for s in args.strategies.split(",") if s.strip()] if args.strategies else None
+    shap = selected is None or "shap" in selected
     try:
-        strats = strategies([s.strip() for s in args.strategies.split(",") if s.strip()]
-                            if args.strategies else None)
+        strats = strategies([s for s in selected if s != "shap"] if selected else None)
+        if selected == ["shap"]:
+            strats = []
     except ValueError as exc:
         log(f"error: {exc}")
         return 2
     if args.list:
         print("cases:", ", ".join(C.case_names()), "(and 'tiny')")
-        print("strategies:", ", ".join(s.name for s in strategies()))
+        print("strategies:", ", ".join(s.name for s in strategies()), "(and 'shap': the SHAP "
+              "contributions of XGBoost and LightGBM cases beside the libraries' and oneDAL's)")
         return 0
     if args.rows is not None and args.rows < 1:
         log("error: --rows must be >= 1")
@@ -1176,7 +1300,7 @@ def main(argv: list[str] | None = None) -> int:
         for i, case in enumerate(case_list, 1):
             with C.quiet():
                 results["cases"].append(run_case(case, strats, settings, tmp, f"{i}/{len(case_list)}",
-                                                 results["setup"]))
+                                                 results["setup"], shap=shap))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     results["wall_s"] = time.perf_counter() - started
