@@ -162,6 +162,42 @@ def test_multitarget_proba_is_rejected():
                                   p.predict(X))
 
 
+def test_multilabel_proba_is_one_column_per_target():
+    """A multi-label classifier's predict_proba is one (n, targets) array: one column per target
+    (XGBoost's multi-label XGBClassifier), computed lazily like the others."""
+    pytest.importorskip("dask.dataframe")
+    xgb = pytest.importorskip("xgboost")
+    from treecomp import dask as tdask
+    import dask.dataframe as dd
+    df = _frame(200, 5)
+    Y = np.stack([df["f0"].fillna(0) > 0, df["f1"].fillna(0) > 0.3, df["f2"].fillna(0) < 0], axis=1)
+    m = xgb.XGBClassifier(n_estimators=5, max_depth=3, n_jobs=1).fit(df, Y.astype(int))
+    p = treecomp.compile(m, backend="c")
+    got = tdask.predict(p, dd.from_pandas(df, npartitions=2), "predict_proba").compute()
+    assert list(got.columns) == ["probability_0", "probability_1", "probability_2"]
+    np.testing.assert_array_equal(got.to_numpy(), m.predict_proba(df))
+    labels = tdask.predict(p, dd.from_pandas(df, npartitions=2)).compute()
+    np.testing.assert_array_equal(labels.to_numpy(), m.predict(df))
+
+
+def test_catboost_integer_categories():
+    """A CatBoost model with a one-hot categorical column scores a frame whose categories are
+    integers (catboost hashes their decimal strings); string category columns are refused."""
+    pytest.importorskip("dask.dataframe")
+    cb = pytest.importorskip("catboost")
+    from treecomp import dask as tdask
+    import dask.dataframe as dd
+    rng = np.random.default_rng(6)
+    df = pd.DataFrame({"a": rng.normal(size=300), "c": rng.integers(0, 4, 300), "b": rng.normal(size=300)})
+    m = cb.CatBoostClassifier(iterations=10, depth=3, one_hot_max_size=10, verbose=0, thread_count=1,
+                              cat_features=["c"]).fit(df, (df.a + (df.c == 2) > 0).astype(int))
+    p = treecomp.compile(m, backend="c")
+    got = tdask.predict(p, dd.from_pandas(df, npartitions=2), "predict_proba").compute()
+    np.testing.assert_array_equal(got.to_numpy(), m.predict_proba(df))
+    with pytest.raises(TypeError, match="must be numeric"):
+        tdask.predict(p, dd.from_pandas(df.assign(c=df.c.astype(str)), npartitions=2))
+
+
 # -- on a real distributed cluster --------------------------------------------------------------
 @pytest.fixture(scope="module")
 def client():

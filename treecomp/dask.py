@@ -28,6 +28,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from .errors import UnsupportedModelError
+from .ir import MULTILABEL_DECISIONS
 
 __all__ = ["predict", "METHODS"]
 
@@ -61,7 +62,7 @@ def check_method(predictor: Any, method: str) -> str:
         if not head.is_classifier:
             raise AttributeError("method='predict_proba' needs a classifier; this model is a "
                                  "regressor (use method='predict' or 'raw')")
-        if len(head.classes) != 1:
+        if len(head.classes) != 1 and head.decision not in MULTILABEL_DECISIONS:
             raise UnsupportedModelError(
                 f"method='predict_proba' on a multi-target classifier ({len(head.classes)} "
                 "targets, one probability array each) is not supported by the scale-out helpers; "
@@ -74,6 +75,9 @@ def output_names(predictor: Any, method: str, name: str | None) -> tuple[list[st
     fn = METHODS[method]
     base = name or _DEFAULT_NAMES[method]
     head = predictor.head
+    if fn == "predict_proba" and head.decision in MULTILABEL_DECISIONS:
+        # multi-label: one probability per target (predict_proba is (n, targets))
+        return [f"{base}_{i}" for i in range(head.n_outputs)], False
     if fn == "predict_proba":
         # one column per class, named after the label (what predict_proba's columns mean)
         return [f"{base}_{c}" for c in head.classes[0].tolist()], False
@@ -89,7 +93,9 @@ def output_names(predictor: Any, method: str, name: str | None) -> tuple[list[st
 def empty_output(predictor: Any, method: str) -> np.ndarray:
     """The method's output for zero rows: its exact dtype and trailing shape, computed by the
     predictor itself (so labels keep the classes' dtype and float32 models stay float32)."""
-    return getattr(predictor, METHODS[method])(np.zeros((0, predictor.head.n_features)), n_threads=1)
+    head = predictor.head  # integer rows: a model with categorical columns refuses floats there
+    dtype = np.int64 if getattr(head, "category_hashes", ()) else np.float64
+    return getattr(predictor, METHODS[method])(np.zeros((0, head.n_features), dtype), n_threads=1)
 
 
 def feature_columns(predictor: Any, available: Sequence[Any], columns: Sequence[Any] | None,
