@@ -189,8 +189,9 @@ def test_catboost_integer_categories():
     import dask.dataframe as dd
     rng = np.random.default_rng(6)
     df = pd.DataFrame({"a": rng.normal(size=300), "c": rng.integers(0, 4, 300), "b": rng.normal(size=300)})
-    m = cb.CatBoostClassifier(iterations=10, depth=3, one_hot_max_size=10, verbose=0, thread_count=1, allow_writing_files=False,
-                              cat_features=["c"]).fit(df, (df.a + (df.c == 2) > 0).astype(int))
+    m = cb.CatBoostClassifier(iterations=10, depth=3, one_hot_max_size=10, verbose=0, thread_count=1,
+                              allow_writing_files=False, cat_features=["c"]).fit(
+        df, (df.a + (df.c == 2) > 0).astype(int))
     p = treecomp.compile(m, backend="c")
     got = tdask.predict(p, dd.from_pandas(df, npartitions=2), "predict_proba").compute()
     np.testing.assert_array_equal(got.to_numpy(), m.predict_proba(df))
