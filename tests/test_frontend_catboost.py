@@ -17,7 +17,7 @@ import pytest
 cb = pytest.importorskip("catboost")
 
 import treecomp  # noqa: E402
-from treecomp import interp, outputs  # noqa: E402
+from treecomp import categories, interp, outputs  # noqa: E402
 from treecomp.errors import InvalidModelError, NotFittedError, UnsupportedModelError  # noqa: E402
 from treecomp.frontends.catboost import rapidjson_double  # noqa: E402
 from tests.edge import assert_backend_matches_interp, edge_rows  # noqa: E402
@@ -514,12 +514,18 @@ def test_onehot_inputs():
     pdict = treecomp.compile(md, backend="arrays")
     T = df.copy()
     T.loc[:9, "color"] = "purple"
+    assert len(T) > categories.SMALL_FRAME  # big frames column by column, small ones as objects
     for frame in (T, T.astype({"color": "category", "size": "category"}), T.astype({"color": "string"})):
         assert_same(md.predict_proba(frame), pdict.predict_proba(frame))
+        for small in (frame.iloc[:1], frame.iloc[5:12], frame.iloc[:categories.SMALL_FRAME]):
+            assert_same(md.predict_proba(small), pdict.predict_proba(small))
     with pytest.raises(ValueError, match="column names"):
         pdict.predict(T[["color", "num", "size"]])
-    with pytest.raises(TypeError, match="categorical"):
-        pdict.predict(T.astype({"size": np.float64}))
+    for frame in (T.astype({"size": np.float64}), T.astype({"size": np.float64}).iloc[:2]):
+        with pytest.raises(TypeError, match="categorical"):
+            pdict.predict(frame)
+    with pytest.raises(TypeError, match="categorical"):  # a missing string category
+        pdict.predict(T.iloc[:2].astype({"color": object}).assign(color=[None, "red"]))
 
     class Frame:  # a pandas-like frame without .iloc (polars): read through its pandas form
         def __init__(self, df, convertible):

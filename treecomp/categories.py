@@ -20,6 +20,7 @@ one-hot test false). `encode` builds that matrix; treecomp.inputs.as_matrix call
 
 from __future__ import annotations
 
+import functools
 import struct
 from typing import Any
 
@@ -147,6 +148,13 @@ def catboost_hash(value: Any) -> int:
         raise TypeError(f"categorical value {str(value)[:40]!r} of type {type(value).__name__}: "
                         "CatBoost's categorical features take integers or strings (catboost "
                         "refuses floats, NaN and None too; convert them to strings as in training)")
+    return _hash_bytes(b)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _hash_bytes(b: bytes) -> int:
+    """The low 32 bits of CityHash64, remembered per process: a request handler scoring one row
+    at a time hashes each category once, not once per call (pure Python: ~10 us a string)."""
     return cityhash64(b) & 0xFFFFFFFF
 
 
@@ -192,6 +200,10 @@ def _frame_column(col: Any) -> np.ndarray:
                     "refuses them; pass integers or strings")
 
 
+#: DataFrames of up to this many rows (of numpy dtypes) are read as one object array
+SMALL_FRAME = 64
+
+
 def encode(X: Any, forest: Any) -> np.ndarray:
     """X (DataFrame, array or list of rows) as a float64 matrix: categorical columns as codes
     (forest.category_hashes), the others as numbers. DataFrame column names are checked first,
@@ -210,13 +222,19 @@ def encode(X: Any, forest: Any) -> np.ndarray:
             _check_columns([str(c) for c in X.columns], list(forest.feature_names))
         if X.shape[1] != nf:
             raise ValueError(f"input has {X.shape[1]} features, but the model expects {nf}")
-        out = np.empty(X.shape, np.float64)
-        num = [j for j in range(nf) if j not in cats]
-        if num:
-            out[:, num] = numeric_frame(X.iloc[:, num], forest)  # names: checked above
-        for j, hashes in cats.items():
-            out[:, j] = _codes(_frame_column(X.iloc[:, j]), hashes)
-        return out
+        if len(X) <= SMALL_FRAME and all(_plain_dtype(dt) for dt in X.dtypes):
+            # a few rows of plain numpy columns: one conversion to Python values, read as an
+            # object array below (the same numbers and categories; pandas' column indexing
+            # cost ~300 us a call, most of a single row's time)
+            X = X.to_numpy(dtype=object)
+        else:
+            out = np.empty(X.shape, np.float64)
+            num = [j for j in range(nf) if j not in cats]
+            if num:
+                out[:, num] = numeric_frame(X.iloc[:, num], forest)  # names: checked above
+            for j, hashes in cats.items():
+                out[:, j] = _codes(_frame_column(X.iloc[:, j]), hashes)
+            return out
     arr = X if isinstance(X, np.ndarray) else np.array(X, dtype=object)  # lists: keep the types
     if arr.ndim != 2:
         raise ValueError(f"input must be 2-D (n_rows, {nf}); got shape {arr.shape}"
@@ -240,6 +258,12 @@ def encode(X: Any, forest: Any) -> np.ndarray:
     for j, hashes in cats.items():
         out[:, j] = _codes(arr[:, j], hashes)
     return out
+
+
+def _plain_dtype(dt: Any) -> bool:
+    """numpy dtypes and pandas' string dtypes: their to_numpy(dtype=object) values are what
+    _frame_column reads (unlike 'category', nullable integers and other extension dtypes)."""
+    return isinstance(dt, np.dtype) or str(dt) == "str" or str(dt).startswith("string")
 
 
 def _not_numeric(sub: np.ndarray) -> np.ndarray:
