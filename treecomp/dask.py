@@ -94,7 +94,7 @@ def empty_output(predictor: Any, method: str) -> np.ndarray:
     """The method's output for zero rows: its exact dtype and trailing shape, computed by the
     predictor itself (so labels keep the classes' dtype and float32 models stay float32)."""
     head = predictor.head  # integer rows: a model with categorical columns refuses floats there
-    dtype = np.int64 if getattr(head, "category_hashes", ()) else np.float64
+    dtype = np.int64 if head.category_hashes else np.float64
     return getattr(predictor, METHODS[method])(np.zeros((0, head.n_features), dtype), n_threads=1)
 
 

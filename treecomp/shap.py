@@ -78,7 +78,7 @@ _P = ctypes.c_void_p
 
 class _Model(ctypes.Structure):
     _fields_ = [(n, ctypes.c_int64) for n in ("n_trees", "n_features", "n_outputs", "strict",
-                                               "cat_rule", "max_nodes", "max_d", "max_nq")] + [
+                                               "cat_rule", "max_nodes", "max_nq")] + [
         (n, _P) for n in ("node0", "leaf0", "tree_out", "tree_width", "feat", "left", "right",
                           "cat", "thr", "dleft", "cat_words", "cat_off", "cat_nw",
                           "cat_other_left", "leaf_d", "leaf_plen", "leaf_poff", "leaf_uoff",
@@ -250,10 +250,9 @@ class Explainer:
                             n_outputs=forest.n_outputs, strict=int(forest.comparison == "<"),
                             cat_rule=_RULES[forest.category_rule],
                             max_nodes=int(max(t.n_nodes for t in trees)),
-                            max_d=int(p["leaf_d"].max(initial=0)) + 1,
                             max_nq=int(p["tree_nq"].max(initial=0)),
                             scale=1.0 / forest.n_trees if forest.average else 1.0,
-                            **{n: p[n].ctypes.data for n, _ in _Model._fields_[8:-1]})
+                            **{n: p[n].ctypes.data for n, _ in _Model._fields_[7:-1]})
         if self.lib.tc_shap_sizeof_model() != ctypes.sizeof(_Model):
             raise RuntimeError("the SHAP kernel does not match treecomp/shap.py (struct layout)")
         fn = self.lib.tc_shap_tables

@@ -13,7 +13,7 @@
  */
 
 typedef struct {
-  int64_t n_trees, n_features, n_outputs, strict, cat_rule, max_nodes, max_d, max_nq;
+  int64_t n_trees, n_features, n_outputs, strict, cat_rule, max_nodes, max_nq;
   const int64_t *node0, *leaf0;            /* per tree: first node / first leaf (T+1 each) */
   const int32_t *tree_out, *tree_width;    /* per tree */
   const int32_t *feat, *left, *right, *cat; /* per node (children local to the tree) */
