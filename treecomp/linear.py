@@ -47,17 +47,18 @@ class _Tables:
         cnt = np.concatenate(counts)
         self.kmax = int(cnt.max(initial=0))
         self.cnt = cnt.astype(np.uint8 if self.kmax < 256 else np.uint16)  # radix-sortable
-        used = np.arange(self.kmax) < cnt[:, None]
-        feat, coeff = np.zeros(used.shape, np.intp), np.zeros(used.shape)
+        # the native kernel's form: per node a range of (feature, coeff) pairs, node after node
         lin = [t for t in trees if t.is_linear]
-        feat[used] = np.concatenate([t.linear_feature for t in lin])  # C order: node, then j
-        coeff[used] = np.concatenate([t.linear_coeff for t in lin])
-        self.feat, self.coeff = feat.T.copy(), coeff.T.copy()  # (kmax, nodes): step j's rows
-        # the native kernel's form: per node a range of (feature, coeff) pairs in CSR order
         self.node0 = np.append(self.offset, self.offset[-1] + trees[-1].n_nodes).astype(np.int64)
         self.ptr = np.concatenate([[0], np.cumsum(cnt)]).astype(np.int64)
-        self.csr_feat = np.ascontiguousarray(self.feat.T[used], np.int32)
-        self.csr_coeff = np.ascontiguousarray(self.coeff.T[used], np.float64)
+        self.csr_feat = np.concatenate([t.linear_feature for t in lin] + [np.zeros(0, np.int32)])
+        self.csr_feat = self.csr_feat.astype(np.int32)
+        self.csr_coeff = np.concatenate([t.linear_coeff for t in lin] + [np.zeros(0)]).astype(np.float64)
+        # numpy's form: padded to the widest leaf, (kmax, nodes): step j's rows
+        used = np.arange(self.kmax) < cnt[:, None]
+        feat, coeff = np.zeros(used.shape, np.intp), np.zeros(used.shape)
+        feat[used], coeff[used] = self.csr_feat, self.csr_coeff  # C order: node, then j
+        self.feat, self.coeff = feat.T.copy(), coeff.T.copy()
         self.forest, self.base = forest, np.ascontiguousarray(forest.base_score, np.float64)
         self.tree_out = np.ascontiguousarray(forest.tree_output, np.int32)
         self._native = _native_fn()
