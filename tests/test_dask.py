@@ -180,6 +180,23 @@ def test_multilabel_proba_is_one_column_per_target():
     np.testing.assert_array_equal(labels.to_numpy(), m.predict(df))
 
 
+def test_adaboost_regressor_is_one_column():
+    """AdaBoostRegressor's raw outputs are one per tree, its predict one median per row: a
+    Series, and the raw method a column per tree."""
+    pytest.importorskip("dask.dataframe")
+    from sklearn.ensemble import AdaBoostRegressor
+    from treecomp import dask as tdask
+    import dask.dataframe as dd
+    df = _frame(200, 4).fillna(0)
+    m = AdaBoostRegressor(n_estimators=6, random_state=0).fit(df, df["f0"] * 2 + df["f1"])
+    p = treecomp.compile(m, backend="c")
+    got = tdask.predict(p, dd.from_pandas(df, npartitions=2)).compute()
+    assert isinstance(got, pd.Series)
+    np.testing.assert_array_equal(got.to_numpy(), m.predict(df))
+    raw = tdask.predict(p, dd.from_pandas(df, npartitions=2), "raw").compute()
+    assert raw.shape == (200, len(m.estimators_))
+
+
 def test_catboost_integer_categories():
     """A CatBoost model with a one-hot categorical column scores a frame whose categories are
     integers (catboost hashes their decimal strings); string category columns are refused."""

@@ -1,4 +1,4 @@
-"""IsolationForest and AdaBoostClassifier (SAMME), differentially against scikit-learn 1.9.1.
+"""IsolationForest, AdaBoostClassifier (SAMME) and AdaBoostRegressor, differentially against scikit-learn 1.9.1.
 
 Every output (score_samples, decision_function, predict, predict_proba) must equal sklearn's bit
 for bit (values, signs of zeros, dtypes, shapes) from the interpreter and every backend (c,
@@ -17,8 +17,8 @@ import numpy as np
 import pytest
 from sklearn.datasets import make_classification
 from sklearn.ensemble import AdaBoostClassifier, AdaBoostRegressor, IsolationForest
-from sklearn.linear_model import LogisticRegression
-from sklearn.tree import DecisionTreeClassifier
+from sklearn.linear_model import LinearRegression, LogisticRegression
+from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor, ExtraTreeRegressor
 
 import treecomp
 from treecomp import interp, ir, loader, outputs
@@ -199,10 +199,80 @@ def test_adaboost_refuses_nan_and_infinity_like_sklearn():
                 fn(Z)
 
 
-def test_adaboost_regressor_and_other_bases_are_refused():
-    X, y = _data(n=120, seed=12)
+# -- AdaBoostRegressor --------------------------------------------------------------------------
+ADA_REG = {
+    "linear_stumps": dict(estimator=DecisionTreeRegressor(max_depth=1), n_estimators=25),
+    "square_depth3": dict(n_estimators=15, loss="square", learning_rate=0.5),
+    "exponential_extra": dict(estimator=ExtraTreeRegressor(max_depth=4, random_state=0),
+                              n_estimators=12, loss="exponential"),
+}
+
+
+@pytest.mark.parametrize("name", ADA_REG)
+def test_adaboost_regressor_bit_exact(name):
+    X, _ = _data(n=400, d=6, seed=21)
+    y = X[:, 0] * 3 + np.sin(X[:, 1] * 2) + np.round(X[:, 2])
+    m = AdaBoostRegressor(random_state=0, **ADA_REG[name]).fit(X, y)
+    f = treecomp.parse(m)
+    E = len(m.estimators_)
+    assert (f.transform, f.decision, f.n_outputs, f.n_trees) == ("weighted_median", "none", E, E)
+    assert f.transform_params == tuple(m.estimator_weights_[:E])
+    rows = np.vstack([X[:80], edge_rows(f, X, n=150, nan=False)])
+    _check_all(m, f, rows, ("predict",))
+    # the raw outputs are the estimators' own predictions
+    np.testing.assert_array_equal(treecomp.compile(f, backend="arrays").predict_raw(rows),
+                                  np.array([e.predict(rows) for e in m.estimators_]).T)
+
+
+def test_adaboost_regressor_ties_signed_zeros_and_early_stop():
+    """Tied predictions (argsort's order decides which weights accumulate first), leaves of
+    -0.0 and +0.0 (the median keeps the sign: raw outputs start from -0.0), and an early stop
+    (estimator_weights_ longer than estimators_, its tail unused)."""
+    X, _ = _data(n=300, d=5, seed=22)
+    y = X[:, 0] * 0.4 + np.random.default_rng(0).normal(size=len(X)) * 0.5
+    m = AdaBoostRegressor(DecisionTreeRegressor(max_depth=2), n_estimators=16,
+                          random_state=0).fit(X, y)
+    for i, e in enumerate(m.estimators_):  # integral leaves: ties; np.round(-0.3) is -0.0
+        v = e.tree_.value  # (the tree's own memory)
+        v[:] = np.round(v) if i % 3 else np.abs(np.round(v))
+    ref = m.predict(X)
+    assert np.any(ref == 0) and np.any(np.signbit(ref[ref == 0])) and len(np.unique(ref)) < 8
+    _check_all(m, treecomp.parse(m), X[:150], ("predict",))
+    # an early stop: sklearn leaves the unfitted estimators' weights 0
+    m2 = copy.deepcopy(m)
+    m2.estimators_ = m2.estimators_[:5]
+    f2 = treecomp.parse(m2)
+    assert f2.n_trees == f2.n_outputs == 5
+    _check_all(m2, f2, X[:100], ("predict",))
+
+
+def test_adaboost_regressor_refusals():
+    X, _ = _data(n=200, seed=23)
+    m = AdaBoostRegressor(n_estimators=4, random_state=0).fit(X, X[:, 0])
+    f = treecomp.parse(m)
+    p = treecomp.compile(f, backend="arrays")
     with pytest.raises(UnsupportedModelError, match="weighted median"):
-        treecomp.parse(AdaBoostRegressor(n_estimators=3, random_state=0).fit(X, X[:, 0]))
+        p.contributions(X[:2])
+    Z = X[:3].copy()
+    Z[1, 2] = np.nan
+    with pytest.raises(ValueError, match="NaN"):
+        m.predict(Z)
+    with pytest.raises(ValueError, match="NaN"):
+        p.predict(Z)
+    with pytest.raises(UnsupportedModelError, match="LinearRegression"):
+        treecomp.parse(AdaBoostRegressor(LinearRegression(), n_estimators=3).fit(X, X[:, 0]))
+    bad = copy.deepcopy(m)
+    bad.estimator_weights_ = -bad.estimator_weights_
+    with pytest.raises(InvalidModelError, match="weights"):
+        treecomp.parse(bad)
+    with pytest.raises(InvalidModelError, match="weighted_median"):
+        ir.Forest(**{**{k: getattr(f, k) for k in ("trees", "n_features", "n_outputs",
+                                                    "tree_output", "base_score", "transform")},
+                     "transform_params": f.transform_params[:-1]})
+
+
+def test_adaboost_other_bases_are_refused():
+    X, y = _data(n=120, seed=12)
     with pytest.raises(UnsupportedModelError, match="LogisticRegression"):
         treecomp.parse(AdaBoostClassifier(LogisticRegression(), n_estimators=3).fit(X, y))
     with pytest.raises(UnsupportedModelError, match="single class"):
@@ -212,7 +282,7 @@ def test_adaboost_regressor_and_other_bases_are_refused():
             treecomp.parse(cls())
     names = treecomp.supported_models()
     assert "sklearn.AdaBoostClassifier" in names and "sklearn.IsolationForest" in names
-    assert "sklearn.AdaBoostRegressor" not in names
+    assert "sklearn.AdaBoostRegressor" in names
 
 
 def test_corrupt_adaboost_and_iforest_are_invalid():
@@ -283,7 +353,8 @@ def test_artifacts_refuse_treecomp_transform(backend, tmp_path):
     the .so answers TREECOMP_EINVAL; TREECOMP_RAW gives the margins the Predictor transforms."""
     X, y = _data(n=200, seed=14)
     models = [IsolationForest(n_estimators=3, max_samples=32, random_state=0).fit(X),
-              AdaBoostClassifier(n_estimators=4, random_state=0).fit(X, y)]
+              AdaBoostClassifier(n_estimators=4, random_state=0).fit(X, y),
+              AdaBoostRegressor(n_estimators=4, random_state=0).fit(X, X[:, 0])]
     for m in models:
         f = treecomp.parse(m)
         p = treecomp.compile(f, backend="arrays" if backend == "arrays_so" else backend)
@@ -297,7 +368,9 @@ def test_artifacts_refuse_treecomp_transform(backend, tmp_path):
         _same(out, interp.predict_raw(f, Z))
         with pytest.raises(RuntimeError, match="code -1"):
             q._kernel.run(Z, out, loader.TREECOMP_TRANSFORM)
-        _same(q.decision_function(Z), m.decision_function(Z))
+        _same(q.predict(Z), m.predict(Z))
+        if hasattr(m, "decision_function"):
+            _same(q.decision_function(Z), m.decision_function(Z))
         assert outputs.accepted_flags(f) == 0
 
 

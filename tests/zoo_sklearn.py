@@ -8,7 +8,8 @@ extra trees (same variety, multi-output classifiers whose targets have different
 GradientBoosting with every loss and init kind (default Dummy, 'zero', user Dummy, early
 stopping), HistGradientBoosting with every loss, NaN, categorical features (non-contiguous raw
 categories; rows with unknown, negative, >= 256 and NaN categories), multiclass and early
-stopping; AdaBoostClassifier (binary, string labels, 9 classes over extra trees) and
+stopping; AdaBoostClassifier (binary, string labels, 9 classes over extra trees),
+AdaBoostRegressor (trees, extra trees with tied predictions) and
 IsolationForest (feature and row subsampling with NaN, contamination with bootstrap).
 """
 
@@ -17,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 from sklearn.datasets import make_classification, make_regression
 from sklearn.dummy import DummyRegressor
-from sklearn.ensemble import (AdaBoostClassifier, ExtraTreesClassifier, ExtraTreesRegressor,
+from sklearn.ensemble import (AdaBoostClassifier, AdaBoostRegressor, ExtraTreesClassifier, ExtraTreesRegressor,
                               GradientBoostingClassifier, GradientBoostingRegressor,
                               HistGradientBoostingClassifier, HistGradientBoostingRegressor,
                               IsolationForest, RandomForestClassifier, RandomForestRegressor)
@@ -420,6 +421,19 @@ def ada_clf_many_classes_extra_trees():
     return _case(m, X)
 
 
+def ada_reg():
+    X, y = _reg(86)
+    return _case(AdaBoostRegressor(n_estimators=12, random_state=0).fit(X, y), X)
+
+
+def ada_reg_ties_extra_trees():
+    # a coarse target: many trees predict the same value for a row (argsort ties)
+    X, y = _reg(87, d=5)
+    m = AdaBoostRegressor(ExtraTreeRegressor(max_depth=3, random_state=0), n_estimators=10,
+                          loss="square", random_state=0).fit(X, np.round(y / 60))
+    return _case(m, X)
+
+
 def iforest_subsampled():
     X, _ = _clf(84)
     X = _with_nan(X, 84, frac=0.05)
@@ -447,5 +461,5 @@ CASES = {f.__name__: f for f in [
     hgb_reg_gamma, hgb_reg_nan, hgb_reg_early_stopped, hgb_clf_binary, hgb_clf_binary_nan_str,
     hgb_clf_multiclass, hgb_reg_categorical, hgb_clf_categorical,
     hgb_clf_multiclass_categorical, ada_clf_binary, ada_clf_multiclass_str,
-    ada_clf_many_classes_extra_trees, iforest_subsampled, iforest_contamination_bootstrap,
+    ada_clf_many_classes_extra_trees, ada_reg, ada_reg_ties_extra_trees, iforest_subsampled, iforest_contamination_bootstrap,
 ]}

@@ -83,6 +83,8 @@ def output_names(predictor: Any, method: str, name: str | None) -> tuple[list[st
         return [f"{base}_{c}" for c in head.classes[0].tolist()], False
     if fn == "predict" and head.is_classifier:
         k = len(head.classes)  # one label per target
+    elif fn == "predict" and head.transform == "weighted_median":
+        k = 1  # AdaBoostRegressor: one median of its trees' outputs
     else:
         k = head.n_outputs
     if k == 1:

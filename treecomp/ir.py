@@ -40,6 +40,7 @@ import dataclasses
 import hashlib
 import io
 import json
+import math
 import struct
 import tokenize
 import zipfile
@@ -62,16 +63,21 @@ DTYPES = ("float32", "float64")
 #: numpy sums a C-ordered array (pairwise from 8 classes); "softmax_seq" left to right, except
 #: with exp_lib "numpy" (sklearn HGB), as numpy sums a Fortran-ordered array (one row pairwise).
 #: "samme" (AdaBoostClassifier) and "iforest" (IsolationForest) take Forest.transform_params.
+#: "weighted_median" (AdaBoostRegressor): each tree writes its own output (the estimators'
+#: predictions), the transform takes their weighted median, one value per row.
 #: "logistic_ort" / "softmax_ort" / "softmax_zero_ort": ONNX Runtime's post_transform LOGISTIC /
 #: SOFTMAX / SOFTMAX_ZERO (float32 formulas of its ml_common.h, libm's expf).
 TRANSFORMS = ("identity", "sigmoid", "sigmoid2", "softmax", "softmax_seq", "exp", "exp64",
-              "samme", "iforest", "logistic_ort", "softmax_ort", "softmax_zero_ort")
+              "samme", "iforest", "logistic_ort", "softmax_ort", "softmax_zero_ort",
+              "weighted_median")
 #: how many Forest.transform_params each transform takes (others: none); meaning in outputs.py
 #:   samme    (weight_sum,)          AdaBoostClassifier: estimator_weights_.sum()
 #:   iforest  (n_estimators, max_samples, offset)  IsolationForest: score_samples divides by
 #:            n_estimators * c(max_samples), which sklearn evaluates at predict time with
 #:            np.log (host-dependent), so outputs.iforest_denominator does too;
 #:            (denominator, offset): that product as evaluated by the parse (older files)
+#:   weighted_median  (w_0, ..., w_{n_outputs - 1})  AdaBoostRegressor: estimator_weights_, one
+#:            per output (an output is an estimator's prediction)
 TRANSFORM_PARAMS = {"samme": (1,), "iforest": (2, 3)}
 #: Which float64 exp the transform calls, as the library does (float32 transforms always follow
 #: XGBoost's libm expf / exp formulas). Not the same function on every host: numpy 2.x runs its
@@ -928,7 +934,7 @@ def _check_base_link(link: Any, base: np.ndarray) -> None:
 def _check_transform(f: Any) -> None:
     """A Forest's / Head's transform, its parameters and its decision agree (outputs.py)."""
     t, d, p = f.transform, f.decision, f.transform_params
-    counts = TRANSFORM_PARAMS.get(t, (0,))
+    counts = (f.n_outputs,) if t == "weighted_median" else TRANSFORM_PARAMS.get(t, (0,))
     if len(p) not in counts:
         raise InvalidModelError(f"transform {t!r} takes {' or '.join(map(str, counts))} "
                                 f"transform_params, got {len(p)}")
@@ -942,6 +948,9 @@ def _check_transform(f: Any) -> None:
             raise InvalidModelError(f"transform 'samme' needs one target (one margin for 2 classes, "
                                     f"one per class for more) and a non-zero weight sum; got "
                                     f"classes {widths}, n_outputs={f.n_outputs}, {p}")
+    if t == "weighted_median" and (d != "none" or not all(math.isfinite(v) and v >= 0 for v in p)):
+        raise InvalidModelError(f"transform 'weighted_median' goes with decision 'none' and takes "
+                                f"finite weights >= 0; got decision {d!r}, weights {list(p)[:8]!r}")
     if t == "iforest" and (f.n_outputs != 1 or min(p[:-1]) < 0
                            or (len(p) == 3 and not all(v == int(v) and v < 2 ** 53 for v in p[:2]))):
         raise InvalidModelError(f"transform 'iforest' needs one output and a denominator >= 0 "

@@ -362,6 +362,8 @@ def transform(forest: Forest, raw: np.ndarray) -> np.ndarray:
         return _samme_proba(forest, raw)
     if t == "iforest":
         return score_samples(forest, raw)[:, None]
+    if t == "weighted_median":
+        return weighted_median(forest, raw)[:, None]
     if t in _ORT:
         return _ORT[t](raw, lib)
     raise AssertionError(f"unknown transform {t!r}")  # validated in Forest; unreachable
@@ -453,6 +455,28 @@ def score_samples(forest: Forest, raw: np.ndarray) -> np.ndarray:
     return -(2 ** (-q))
 
 
+# sklearn 1.9.1, ensemble/_weight_boosting.py, AdaBoostRegressor._get_median_predict: the raw
+# outputs are the estimators' predictions (tree t writes output t, from -0.0, so a leaf's value
+# comes out as it is, signed zeros included); transform_params are estimator_weights_. Per row:
+# np.argsort of the predictions, np.cumsum of the weights in that order, the first position
+# whose sum reaches half the last, that estimator's prediction. The very numpy calls on an array
+# of the same layout (sklearn's predictions are np.array([...]).T, Fortran-ordered): argsort
+# breaks ties by its algorithm (numpy's AVX-512 sort on AVX-512 hosts), and the cumulative sums
+# follow that order, so anything but numpy's own argsort could take another estimator.
+def weighted_median(forest: Forest, raw: np.ndarray) -> np.ndarray:
+    """AdaBoostRegressor.predict from the estimators' predictions (transform "weighted_median")."""
+    if forest.transform != "weighted_median":
+        raise TypeError("weighted_median is only available for AdaBoostRegressor models")
+    predictions = np.ascontiguousarray(raw.T).T  # sklearn's layout: (n_estimators, n).T
+    sorted_idx = np.argsort(predictions, axis=1)
+    weights = np.asarray(forest.transform_params, np.float64)
+    weight_cdf = np.cumsum(weights[sorted_idx], axis=1)
+    median_or_above = weight_cdf >= 0.5 * weight_cdf[:, -1][:, np.newaxis]
+    median_idx = median_or_above.argmax(axis=1)
+    rows = np.arange(len(raw))
+    return predictions[rows, sorted_idx[rows, median_idx]]
+
+
 def decision_values(forest: Forest, raw: np.ndarray) -> np.ndarray:
     """What the library's decision_function returns: the raw margins (raw_output), except
     for AdaBoost and IsolationForest, whose decision_function is computed from them."""
@@ -465,7 +489,7 @@ def decision_values(forest: Forest, raw: np.ndarray) -> np.ndarray:
 
 #: transforms computed in Python only (numpy's power and exp in the calling process, as the
 #: library computes them): artifacts refuse TREECOMP_TRANSFORM for them (accepted_flags)
-PYTHON_TRANSFORMS = ("samme", "iforest")
+PYTHON_TRANSFORMS = ("samme", "iforest", "weighted_median")
 
 
 def accepted_flags(forest: Forest) -> int:
@@ -583,7 +607,7 @@ def predict_values(forest: Forest, raw: np.ndarray, transformed: bool = False) -
         return is_inlier
     if not forest.is_classifier:
         out = raw if transformed else transform(forest, raw)
-        return out[:, 0] if forest.n_outputs == 1 else out
+        return out[:, 0] if forest.n_outputs == 1 or forest.transform == "weighted_median" else out
     return labels(forest, raw, transformed)
 
 

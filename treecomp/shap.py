@@ -94,6 +94,9 @@ def check_cover(forest: Forest) -> None:
     if forest.is_linear:
         raise UnsupportedModelError("SHAP contributions of linear-tree models (LightGBM "
                                     "linear_tree) are not supported: TreeSHAP explains constant leaves")
+    if forest.transform == "weighted_median":
+        raise UnsupportedModelError("SHAP contributions of AdaBoostRegressor are not supported: its "
+                                    "prediction is a weighted median of its trees, not a sum")
     for i, t in enumerate(forest.trees):
         if t.n_nodes > 1 and t.cover is None:
             raise UnsupportedModelError(

@@ -1,8 +1,8 @@
 """The scikit-learn frontend: fitted tree estimators -> :class:`treecomp.ir.Forest`.
 
 Covers DecisionTree*/ExtraTree* (single trees), RandomForest*/ExtraTrees*, GradientBoosting*
-and HistGradientBoosting* (regressors and classifiers), IsolationForest and AdaBoostClassifier
-(over decision trees). Every rule below was read in the sklearn 1.9.1 sources and is pinned by
+and HistGradientBoosting* (regressors and classifiers), IsolationForest and AdaBoost (classifier
+and regressor, over decision trees). Every rule below was read in the sklearn 1.9.1 sources and is pinned by
 differential tests (tests/test_frontend_sklearn.py, tests/test_frontend_sklearn_more.py). Every
 tree records sklearn's node ids (Tree.node_ids: what `apply` returns).
 
@@ -14,8 +14,8 @@ margin is ``depths``: per tree ``_decision_path_lengths[leaf] + _average_path_le
 default sequential joblib; a threading backend adds trees in completion order). score_samples,
 decision_function and predict follow with numpy (outputs.py, transform "iforest").
 AdaBoostClassifier (ensemble/_weight_boosting.py, SAMME): see parse_adaboost; its own input
-check refuses NaN and +/-inf, the trees' float32 cast refuses 1e39. AdaBoostRegressor (a weighted
-median) is refused.
+check refuses NaN and +/-inf, the trees' float32 cast refuses 1e39. AdaBoostRegressor: a weighted
+median of its trees' predictions, see _parse_adaboost_regressor.
 
 Trees, forests, GradientBoosting (tree/_tree.pyx, ensemble/_forest.py, ensemble/_gb.py):
 - Rows are converted to float32, then ``float64(x32) <= threshold64`` goes left; NaN follows
@@ -708,10 +708,7 @@ def parse_adaboost(model: Any) -> Forest:
     it adds a to m, so the sums are each other's negation; both start at 0 and are never -0.0).
     """
     if not _is_classifier(model):
-        raise UnsupportedModelError(
-            f"{_name(model)} predicts the weighted median of its estimators' predictions (per "
-            "row: sort them, accumulate their weights, take the first reaching half), not a sum "
-            "of leaf values: treecomp cannot compile it")
+        return _parse_adaboost_regressor(model)
     _check_fitted(model, "estimators_")
     if getattr(model, "algorithm", "SAMME") not in ("SAMME", "deprecated"):
         raise UnsupportedModelError(f"{_name(model)} with algorithm={model.algorithm!r}; "
@@ -773,8 +770,45 @@ def parse_adaboost(model: Any) -> Forest:
                   transform_params=(weight_sum,), provenance=_provenance(model))
 
 
-#: estimators treecomp recognises and refuses, with the reason (frontends.parse raises it)
-REFUSED = {"AdaBoostRegressor": parse_adaboost}
+def _parse_adaboost_regressor(model: Any) -> Forest:
+    """AdaBoostRegressor (sklearn 1.9.1 ensemble/_weight_boosting.py) over regression trees.
+
+    predict is _get_median_predict: the estimators' predictions, per row the weighted median
+    (outputs.weighted_median). Not a sum, so each tree writes an output of its own (tree t,
+    output t: n_outputs = the number of estimators) from a base of -0.0, which adds nothing
+    (x + -0.0 is x, signed zeros included: the raw outputs are the trees' predictions bit for
+    bit), and transform "weighted_median" takes estimator_weights_ (the first len(estimators_):
+    an early stop leaves the rest 0 and unused)."""
+    _check_fitted(model, "estimators_")
+    from sklearn.tree import DecisionTreeRegressor, ExtraTreeRegressor
+
+    ests = list(model.estimators_)
+    weights = np.asarray(model.estimator_weights_)
+    if not ests or weights.dtype != np.float64 or weights.ndim != 1 or len(weights) < len(ests) \
+            or not np.all(np.isfinite(weights)) or np.any(weights < 0):
+        raise InvalidModelError(f"{_name(model)}: {len(ests)} estimators with weights "
+                                f"{weights.dtype} {weights.shape} (finite float64 >= 0, one each)")
+    n = int(model.n_features_in_)
+    trees = []
+    for i, e in enumerate(ests):
+        where = f"{_name(model)}.estimators_[{i}]"
+        if type(e) not in (DecisionTreeRegressor, ExtraTreeRegressor):
+            raise UnsupportedModelError(
+                f"{where} is a {type(e).__module__}.{type(e).__qualname__}; treecomp compiles "
+                "AdaBoostRegressor over DecisionTreeRegressor / ExtraTreeRegressor only")
+        _check_estimator(e, False, None, 1, n, where)
+        trees.append(_tree_from_estimator(e, None))
+    E = len(trees)
+    return Forest(trees=tuple(trees), n_features=n, n_outputs=E,
+                  tree_output=np.arange(E, dtype=np.int32), base_score=np.full(E, -0.0),
+                  input_dtype="float32", comparison="<=", average=False,
+                  transform="weighted_median", decision="none", classes=(),
+                  feature_names=_feature_names(model),
+                  # _check_X refuses NaN and +/-inf; the trees' float32 cast refuses 1e39 too
+                  allow_nan=False, reject_inf=range(n), exp_lib="numpy",
+                  transform_params=tuple(float(w) for w in weights[:E]),
+                  provenance=_provenance(model))
+
 
 PARSERS = {
     "DecisionTreeRegressor": parse_tree,
@@ -791,4 +825,5 @@ PARSERS = {
     "HistGradientBoostingClassifier": parse_hist_gradient_boosting,
     "IsolationForest": parse_isolation_forest,
     "AdaBoostClassifier": parse_adaboost,
+    "AdaBoostRegressor": parse_adaboost,
 }
