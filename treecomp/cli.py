@@ -333,10 +333,6 @@ def compile_cmd(model, output, backend, native, emit_source, header, with_ir):
         _check_writable(header)
     t0 = time.perf_counter()
     forest = parse(model)
-    if forest.is_linear:
-        from .errors import UnsupportedModelError
-        from .ir import LINEAR_NO_ARTIFACT
-        raise UnsupportedModelError(LINEAR_NO_ARTIFACT)
     if backend != "auto":
         name = backend
     elif suffix == ".tc":
