@@ -169,6 +169,16 @@ def test_pickles_and_predictor_save_round_trip(models, tmp_path):
     np.testing.assert_array_equal(r.apply(Z), m.predict(Z, pred_leaf=True))
     q.save(tmp_path / "again.tc")  # the same file
     assert (tmp_path / "again.tc").read_bytes() == (tmp_path / "m.tc").read_bytes()
+    q.save(tmp_path / "from_tc.so")  # its tables and section in a library, the IR with them
+    s = treecomp.load(tmp_path / "from_tc.so")
+    assert s.backend == "arrays" and s._kernel.kind == "so"
+    np.testing.assert_array_equal(s.predict_proba(Z), m.predict_proba(Z), strict=True)
+    np.testing.assert_array_equal(s.apply(Z), m.predict(Z, pred_leaf=True))
+    # dask keys a Predictor by its artifact's bytes: the .tc, or the .so that save writes
+    assert p._kernel.to_bytes() == (tmp_path / "m.tc").read_bytes()
+    c = treecomp.compile(m, backend="c")
+    c.save(tmp_path / "c.so")
+    assert c._kernel.to_bytes() == (tmp_path / "c.so").read_bytes()
 
 
 # -- corrupt linear sections ----------------------------------------------------------------------

@@ -287,22 +287,33 @@ class LinearKernel:
                                                                {"average": self.forest.average}))
         return self._data
 
+    def _library(self) -> bytes:
+        from .backends import linear_so
+        artifact_check(self.forest)
+        return linear_so.build_path(self.forest, self.backend_name, self.options).read_bytes()
+
     def to_bytes(self) -> bytes:
+        """The artifact's bytes (what dask keys a Predictor by): the file loaded, else the .tc
+        of an arrays kernel, else the .so `save` writes."""
         if self.forest is None:
             return self._data
-        return self._table_file()
+        return self._table_file() if self.backend_name == "arrays" else self._library()
 
     def save(self, path: Any) -> None:
         """A .tc file (arrays backend, a non-library suffix), else a self-contained shared
-        library (backends/linear_so.py) whatever the suffix, as the c and llvm backends do."""
-        if self.forest is None:  # loaded from a .tc: the same file
+        library (backends/linear_so.py) whatever the suffix, as the c and llvm backends do;
+        one loaded from a .tc saves the same file, or its tables in a .so."""
+        so = Path(path).suffix.lower() in _SO_SUFFIXES
+        if self.forest is None:  # loaded from a .tc: the same file, or its tables in a .so
             data = self._data
-        elif self.backend_name == "arrays" and Path(path).suffix.lower() not in _SO_SUFFIXES:
+            if so:
+                from .backends import linear_so
+                data = linear_so.from_arrays_kernel(self.leaves, self.head, self.tables.arrays,
+                                                    self.tables.average, self._ir).read_bytes()
+        elif self.backend_name == "arrays" and not so:
             data = self._table_file()
         else:
-            from .backends import linear_so
-            artifact_check(self.forest)
-            data = linear_so.build_path(self.forest, self.backend_name, self.options).read_bytes()
+            data = self._library()
         toolchain.publish(Path(os.fspath(path)).resolve(), lambda p: p.write_bytes(data))
 
 

@@ -32,7 +32,7 @@ from typing import Any, Callable
 import numpy as np
 
 from .. import __version__, interp, outputs, toolchain
-from ..ir import LINEAR_ZERO, Forest, head_of
+from ..ir import LINEAR_ZERO, Forest, Head, head_of
 from ..loader import BASE_SYMBOL
 
 #: the prefix the leaf kernel's entry points take inside the library
@@ -52,22 +52,23 @@ def renamed(unit: str) -> str:
     return "".join(f"#define {s} {ENTRY_PREFIX}{s}\n" for s in ENTRY_SYMBOLS) + unit
 
 
-def emit_wrapper(forest: Forest, backend: str, ir: bytes | None) -> tuple[str, bytes]:
-    """The generated unit and its blob (the linear section, then the IR file if any)."""
+def emit_wrapper(head: Head, section: dict[str, np.ndarray], average: bool, backend: str,
+                 ir: bytes | None) -> tuple[str, bytes]:
+    """The generated unit and its blob (the linear section, then the IR file if any) of a
+    model of `head` (its linear section and average: linear.section_arrays, Forest.average)."""
     from . import c as cb
     from .arrays_so import _blob
-    from ..linear import section_arrays
-    head = head_of(forest, linear_ok=True)
-    arrays: dict[str, np.ndarray] = dict(section_arrays(forest))
+    n_trees = head.n_trees
+    arrays: dict[str, np.ndarray] = dict(section)
     if ir is not None:
         arrays["ir"] = np.frombuffer(ir, np.uint8)
     blob, offs = _blob(arrays)
     p = {k: f"TCL_P({offs[k]})" for k in offs}
     meta = head.to_json(backend=backend, treecomp_version=__version__)
-    average = (f"    for (int64_t k = 0; k < nb * TC_NO; ++k) ab[k] /= (tc_acc){forest.n_trees};\n"
-               if forest.average else "")
+    average = (f"    for (int64_t k = 0; k < nb * TC_NO; ++k) ab[k] /= (tc_acc){n_trees};\n"
+               if average else "")
     transform = cb._transform_code(head)
-    src = f"""/* treecomp {__version__}: a model with linear leaves ({forest.n_trees} trees): the {backend}
+    src = f"""/* treecomp {__version__}: a model with linear leaves ({n_trees} trees): the {backend}
  * backend's leaf-id kernel (entry points renamed {ENTRY_PREFIX}treecomp_*), then tc_linear_margins. */
 #include <math.h>
 #include <stdint.h>
@@ -81,7 +82,7 @@ def emit_wrapper(forest: Forest, backend: str, ir: bytes | None) -> tuple[str, b
 typedef double tc_acc;
 #define TC_NF {head.n_features}
 #define TC_NO {head.n_outputs}
-#define TCL_NT {forest.n_trees}
+#define TCL_NT {n_trees}
 #define TCL_BLOCK {BLOCK_ROWS}
 
 int32_t {ENTRY_PREFIX}treecomp_predict(const void *X, int32_t x_dtype, int64_t n_rows, void *out,
@@ -149,43 +150,60 @@ def build_path(forest: Forest, backend: str, options: dict[str, Any],
                progress: Callable[[str], None] | None = None) -> Path:
     """The .so of `forest` (linear leaves) with `backend`'s leaf kernel, from the cache or built
     (options as for the backend; ir=True carries the model's IR)."""
+    from ..linear import section_arrays
     leaf = interp.leaf_id_forest(forest, node_index=True)
     opts = {k: v for k, v in options.items() if k != "ir"}  # the leaf kernel carries no IR
     ir = forest.to_bytes() if options.get("ir") else None
-    cc = toolchain.find_compiler()
-    files: dict[str, bytes] = {}
-    archives: list[Path] = []
-    objects: list[bytes] = []
-    key_parts: list[Any] = [backend]
+    head, section = head_of(forest, linear_ok=True), section_arrays(forest)
     if backend == "c":
         from . import c
+        cc = toolchain.find_compiler()
         copts = c.options(**opts)
-        sources = {n: renamed(t) for n, t in c.emit(leaf, copts).items()}
-        flags = c.cflags(copts, cc)
-        key_parts.append(c._host_cpu() if copts["native"] else "")
-    elif backend == "arrays":
-        from . import arrays_native, arrays_so
-        src, files["blob.bin"] = arrays_so.emit(arrays_so.so_kernel(leaf, **opts))
-        sources = {"model.c": renamed(src)}
-        archives.append(arrays_native.kernel_archive(progress))
-        flags = arrays_native.KERNEL_CFLAGS
-        key_parts += [arrays_native.kernel_source_hash(), arrays_native.ARCHIVE_ORIGIN]
-    elif backend == "llvm":
+        return _link(head, section, forest.average, backend, ir, progress,
+                     {n: renamed(t) for n, t in c.emit(leaf, copts).items()}, {}, [], [],
+                     c.cflags(copts, cc), [c._host_cpu() if copts["native"] else ""])
+    if backend == "arrays":
+        from . import arrays_so
+        return from_arrays_kernel(arrays_so.so_kernel(leaf, **opts), head, section,
+                                  forest.average, ir, progress)
+    if backend == "llvm":
         from . import llvm
         objects = llvm.compile_objects(leaf, progress, entry_prefix=ENTRY_PREFIX, **opts)
-        sources, flags = {}, toolchain.DEFAULT_CFLAGS
-    else:
-        raise ValueError(f"unknown backend {backend!r}")
-    sources["linear.c"], files["linear.bin"] = emit_wrapper(forest, backend, ir)
+        return _link(head, section, forest.average, backend, ir, progress, {}, {}, [], objects,
+                     toolchain.DEFAULT_CFLAGS, [])
+    raise ValueError(f"unknown backend {backend!r}")
+
+
+def from_arrays_kernel(leaves: Any, head: Head, section: dict[str, np.ndarray], average: bool,
+                       ir: bytes | None, progress: Callable[[str], None] | None = None) -> Path:
+    """The .so around an arrays leaf kernel (an ArraysKernel: built, or loaded from a .tc with
+    its linear section)."""
+    from . import arrays_native, arrays_so
+    src, blob = arrays_so.emit(leaves)
+    return _link(head, section, average, "arrays", ir, progress, {"model.c": renamed(src)},
+                 {"blob.bin": blob}, [arrays_native.kernel_archive(progress)], [],
+                 arrays_native.KERNEL_CFLAGS,
+                 [arrays_native.kernel_source_hash(), arrays_native.ARCHIVE_ORIGIN])
+
+
+def _link(head: Head, section: dict[str, np.ndarray], average: bool, backend: str,
+          ir: bytes | None, progress: Callable[[str], None] | None, sources: dict[str, str],
+          files: dict[str, bytes], archives: list[Path], objects: list[bytes], flags: Any,
+          key_parts: list[Any]) -> Path:
+    """The leaf kernel's renamed units / objects / archives with the generated unit, linked
+    (cached by the hash of everything that goes in)."""
+    cc = toolchain.find_compiler()
+    sources["linear.c"], files["linear.bin"] = emit_wrapper(head, section, average, backend, ir)
     h = hashlib.sha256()
     for part in [*(n.encode() + b"\0" + t.encode() for n, t in sorted(sources.items())),
                  *(n.encode() + b"\0" + b for n, b in sorted(files.items())), *objects]:
         h.update(hashlib.sha256(part).digest())
-    key = toolchain.cache_key("linear-so", h.hexdigest(), flags, cc.version, *key_parts)
+    key = toolchain.cache_key("linear-so", backend, h.hexdigest(), tuple(flags), cc.version,
+                              *key_parts)
 
     def write(path: Path) -> None:
         if progress:
-            progress(f"linking the linear-leaf .so ({backend} leaf kernel, {forest.n_trees} trees)")
+            progress(f"linking the linear-leaf .so ({backend} leaf kernel, {head.n_trees} trees)")
         with tempfile.TemporaryDirectory(prefix="treecomp-linear-") as tmp:
             objs = []
             for u, o in enumerate(objects):
