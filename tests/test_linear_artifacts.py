@@ -25,7 +25,7 @@ from tests.test_frontend_lightgbm_linear import _data, _raw, _rows  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 #: (backend, file name): every artifact kind a linear model saves as
 KINDS = [("arrays", "m.tc"), ("arrays", "m.so"), ("c", "m.so"), ("llvm", "m.so")]
-NAMES = ["regression", "binary", "multiclass"]
+NAMES = ["regression", "binary", "multiclass", "random forest"]  # the last averages its trees
 
 
 @pytest.fixture(scope="module")
@@ -36,16 +36,27 @@ def models():
     kw = dict(**BASE, num_leaves=6, min_child_samples=10, linear_tree=True)
     binary = lgb.LGBMClassifier(n_estimators=8, **kw).fit(X, np.where(y > 0, "yes", "no"))
     multi = lgb.LGBMClassifier(n_estimators=5, linear_lambda=0.5, **kw).fit(X, np.digitize(y, [-1, 1]))
-    return {"regression": (reg, X), "binary": (binary, X), "multiclass": (multi, X)}
+    rf = lgb.train({**BASE, "objective": "regression", "boosting": "rf", "bagging_fraction": 0.7,
+                    "bagging_freq": 1, "linear_tree": True, "num_leaves": 6}, lgb.Dataset(X, y), 4)
+    return {"regression": (reg, X), "binary": (binary, X), "multiclass": (multi, X),
+            "random forest": (rf, X)}
 
 
 def _booster(m):
     return m if isinstance(m, lgb.Booster) else m.booster_
 
 
+def _lib_raw(m, Z: np.ndarray) -> np.ndarray:
+    """lightgbm's raw margins; in rf mode (a regression here) its raw_score is the undivided
+    sum, its predict the margins (the sum / n_trees) treecomp's raw is held to."""
+    if treecomp.parse(m).average:
+        return m.predict(Z).reshape(len(Z), -1)
+    return _raw(m, Z)
+
+
 def _want(m, Z: np.ndarray) -> dict[str, np.ndarray]:
     """lightgbm's outputs: raw margins, predict (values / probabilities / labels), proba."""
-    out = {"raw": _raw(m, Z), "pred": m.predict(Z)}
+    out = {"raw": _lib_raw(m, Z), "pred": m.predict(Z)}
     if not isinstance(m, lgb.Booster):
         out["proba"] = m.predict_proba(Z)
     return out
@@ -73,7 +84,7 @@ def loaded(models, tmp_path_factory):
     for name, (m, X) in models.items():
         rows[name] = Z = _rows(m, X, 31)
         for backend, fname in KINDS:
-            path = d / f"{name}-{backend}-{fname}"
+            path = d / f"{name.replace(' ', '_')}-{backend}-{fname}"
             treecomp.compile(m, backend=backend).save(path)
             np.save(str(path) + ".rows.npy", Z)
             paths[(name, backend, fname)] = path
@@ -88,12 +99,13 @@ def loaded(models, tmp_path_factory):
 def test_saved_and_loaded_in_a_fresh_process_is_bit_exact(models, loaded, name, backend, fname):
     got, rows = loaded
     out, (m, _), Z = got[(name, backend, fname)], models[name], rows[name]
+    assert treecomp.parse(m).average == (name == "random forest")
     assert str(out["backend"]) == backend
     want = _want(m, Z)
     np.testing.assert_array_equal(out["raw"], want["raw"], strict=True)
     np.testing.assert_array_equal(out["pred"], want["pred"], strict=True)
     np.testing.assert_array_equal(out["one"], want["pred"][-1:], strict=True)
-    np.testing.assert_array_equal(out["f32"], _raw(m, Z[:7].astype(np.float32)), strict=True)
+    np.testing.assert_array_equal(out["f32"], _lib_raw(m, Z[:7].astype(np.float32)), strict=True)
     if "proba" in want:
         np.testing.assert_array_equal(out["proba"], want["proba"], strict=True)
     assert np.isnan(Z).any() and np.isinf(Z).any()  # NaN rows and +-inf went through
