@@ -165,6 +165,9 @@ def test_cli_compiles_a_linear_model_file(models, tmp_path):
         else:
             with pytest.raises(UnsupportedModelError, match="carries no IR"):
                 p.apply(Z)
+    res = CliRunner().invoke(main, ["compile", str(tmp_path / "m.txt"), "-o", str(tmp_path / "e.so"),
+                                    "--backend", "c", "--emit-source", str(tmp_path / "src")])
+    assert res.exit_code == 2 and "sources are not emitted" in res.output, res.output
 
 
 def test_pickles_and_predictor_save_round_trip(models, tmp_path):
