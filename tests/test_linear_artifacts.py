@@ -147,6 +147,58 @@ def test_c_abi_gives_lightgbm_margins_and_probabilities(models, backend, tmp_pat
         assert lib.treecomp_predict(None, 64, n, out.ctypes.data, 0) == -1
 
 
+_DRIVER = r"""
+#include <stdio.h>
+#include <stdlib.h>
+#include "treecomp.h"
+/* argv: n_rows, a file of n_rows x n_features values; prints RAW then TRANSFORM for float64
+ * rows, then both for float32 rows, as hex floats */
+int main(int argc, char **argv) {
+  int n = atoi(argv[1]), nf = treecomp_n_features(), no = treecomp_n_outputs();
+  if (argc != 3 || treecomp_out_dtype() != TREECOMP_F64) return 2;
+  double *x = malloc(sizeof(double) * n * nf), *out = malloc(sizeof(double) * n * no);
+  float *x32 = malloc(sizeof(float) * n * nf);
+  FILE *fp = fopen(argv[2], "r");
+  for (int i = 0; i < n * nf; ++i) { if (fscanf(fp, "%lf", &x[i]) != 1) return 3; x32[i] = (float)x[i]; }
+  for (int dt = 0; dt < 2; ++dt)
+    for (unsigned flags = 0; flags < 2; ++flags) {
+      if (treecomp_predict(dt ? (const void *)x32 : (const void *)x, dt ? TREECOMP_F32 : TREECOMP_F64,
+                           n, out, flags) != TREECOMP_OK) return 4;
+      for (int i = 0; i < n * no; ++i) printf("%a\n", out[i]);
+    }
+  return 0;
+}
+"""
+
+
+def test_a_c_program_gets_lightgbm_values(models, tmp_path):
+    """A C caller compiled against treecomp.h alone and linked with each backend's .so."""
+    from treecomp import toolchain
+    from treecomp.cli import write_header
+    if not toolchain.have_compiler():
+        pytest.skip("no C compiler")
+    m, X = models["multiclass"]
+    b = _booster(m)
+    Z = _rows(m, X, 35)
+    np.savetxt(tmp_path / "x.txt", Z.ravel(), fmt="%.17g")
+    (tmp_path / "driver.c").write_text(_DRIVER)
+    write_header(str(tmp_path / "treecomp.h"))
+    want = [b.predict(x, raw_score=True) if raw else b.predict(x)
+            for x in (Z, Z.astype(np.float32)) for raw in (True, False)]
+    for backend in ("arrays", "c", "llvm"):
+        so = tmp_path / f"{backend}.so"
+        treecomp.compile(m, backend=backend).save(so)
+        exe = tmp_path / f"driver-{backend}"
+        subprocess.run([*toolchain.find_compiler().argv, str(tmp_path / "driver.c"), "-I", str(tmp_path),
+                        str(so), "-o", str(exe), f"-Wl,-rpath,{tmp_path}"], check=True)
+        res = subprocess.run([str(exe), str(len(Z)), str(tmp_path / "x.txt")], capture_output=True,
+                             text=True, timeout=60)
+        assert res.returncode == 0, (backend, res.returncode, res.stderr)
+        got = np.array([float.fromhex(v) for v in res.stdout.split()]).reshape(4, len(Z), 3)
+        for g, w in zip(got, want):
+            np.testing.assert_array_equal(g, w, strict=True)
+
+
 def test_cli_compiles_a_linear_model_file(models, tmp_path):
     from click.testing import CliRunner
     from treecomp.cli import main
