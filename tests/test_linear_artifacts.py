@@ -346,6 +346,17 @@ def test_truncated_and_mislabelled_linear_files_are_refused(models, linear_tc):
         treecomp.Predictor(k).predict_raw(models["multiclass"][1][:20])
 
 
+def test_damaged_linear_libraries_are_refused(models, tmp_path):
+    m, _ = models["binary"]
+    treecomp.compile(m, backend="c").save(tmp_path / "m.so")
+    data = (tmp_path / "m.so").read_bytes()
+    (tmp_path / "cut.so").write_bytes(data[:len(data) // 2])
+    (tmp_path / "junk.so").write_bytes(data[:4] + bytes(200))
+    for name in ("cut.so", "junk.so"):
+        with pytest.raises(ArtifactError):
+            treecomp.load(tmp_path / name)
+
+
 def test_unsupported_linear_artifacts_say_why(models, tmp_path):
     from treecomp import linear
     f = treecomp.parse(models["regression"][0])
