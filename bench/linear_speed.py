@@ -3,15 +3,18 @@ process: `python bench/linear_speed.py [n_trees] [n_rows]`.
 
 Model: a regression Booster, linear_tree=True, 200 trees of up to 31 leaves over 10 features
 (10k training rows, 2% NaN). 100k fresh rows (2% NaN). Each treecomp backend (treecomp.linear:
-a native leaf kernel, then the arrays kernel library's tc_linear_margins) and lightgbm predict(num_threads=1) run
-alternately: medians of 7, outputs checked bit for bit.
+a native leaf kernel, then the arrays kernel library's tc_linear_margins), each one's saved
+artifact loaded back (a .so for every backend, backends/linear_so.py; a .tc for arrays) and
+lightgbm predict(num_threads=1) run alternately: medians of 7, outputs checked bit for bit.
 """
 
 from __future__ import annotations
 
 import statistics
 import sys
+import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import lightgbm as lgb
@@ -39,10 +42,16 @@ def main(n_trees: int = 200, n_rows: int = 100_000) -> None:
           f"{sum(t.n_leaves for t in f.trees)} leaves, {np.mean(k):.2f} features per leaf")
     Z, _ = data(n_rows, 10, 1)
     preds = {}
+    tmp = Path(tempfile.mkdtemp(prefix="linear-speed-"))
     for be in ("arrays", "c", "llvm"):
         t0 = time.perf_counter()
         preds[be] = treecomp.compile(b, backend=be)
         print(f"compile {be}: {time.perf_counter() - t0:.2f}s")
+        for suffix in (".so", ".tc") if be == "arrays" else (".so",):
+            t0 = time.perf_counter()
+            preds[be].save(tmp / f"{be}{suffix}")
+            preds[f"{be}{suffix}"] = treecomp.load(tmp / f"{be}{suffix}")
+            print(f"save + load {be}{suffix}: {time.perf_counter() - t0:.2f}s")
     want = b.predict(Z, num_threads=1)
     for be, p in preds.items():
         assert np.array_equal(p.predict(Z, n_threads=1), want), be
@@ -58,7 +67,7 @@ def main(n_trees: int = 200, n_rows: int = 100_000) -> None:
     base = statistics.median(times["lightgbm"])
     for name, ts in times.items():
         m = statistics.median(ts)
-        print(f"{name:9s} {m * 1e3:8.1f} ms  {m / n_rows * 1e9:7.0f} ns/row  "
+        print(f"{name:10s} {m * 1e3:8.1f} ms  {m / n_rows * 1e9:7.0f} ns/row  "
               f"lightgbm/this {base / m:5.2f}x")
 
 

@@ -1,5 +1,6 @@
 """Corrupt artifacts: a seeded, bounded mutation fuzz over arrays-backend table files (.tc) and
-IR files (.tcir) of a few small models.
+IR files (.tcir) of a few small models (one with linear leaves: its .tc carries a linear
+section).
 
 Each mutated file is loaded and, when it loads, predicted on a few rows, in a subprocess per
 batch (a segfault or a hang fails the test with the case that caused it instead of killing
@@ -51,7 +52,25 @@ def _forests():
     deep = deep.replace(decision="proba_gt_half", classes=(np.array(["no", "yes"], object),))
     f64 = random_forest(4, n_trees=3, max_depth=5, input_dtype="float64", p_cat=0.2,
                         category_rule="trunc")
-    return [(cat, "auto"), (multi, "auto"), (deep, "compact"), (f64, "naive")]
+    lin = _with_linear_leaves(random_forest(5, n_trees=4, n_outputs=2, max_depth=4,
+                                            input_dtype="float64", p_cat=0.2), 5)
+    return [(cat, "auto"), (multi, "auto"), (deep, "compact"), (f64, "naive"), (lin, "auto")]
+
+
+def _with_linear_leaves(forest, seed):
+    """`forest` with LightGBM-style linear leaves: 0-2 (feature, coeff) pairs a leaf."""
+    import dataclasses
+    rng = np.random.default_rng(seed)
+    trees = []
+    for t in forest.trees:
+        leaf = t.left < 0
+        ptr = np.concatenate([[0], np.cumsum(np.where(leaf, rng.integers(0, 3, t.n_nodes), 0))])
+        k = int(ptr[-1])
+        trees.append(dataclasses.replace(
+            t, leaf_const=np.where(leaf, rng.normal(size=t.n_nodes), 0.0), linear_ptr=ptr.astype(np.int32),
+            linear_feature=rng.integers(0, forest.n_features, k).astype(np.int32),
+            linear_coeff=rng.normal(size=k)))
+    return forest.replace(trees=tuple(trees))
 
 
 # -- mutations ----------------------------------------------------------------------------------
@@ -121,24 +140,24 @@ def _flip(rng, data, lo=0, hi=None):
 
 
 def _tc_parts(data):
-    _, _, _, hlen = arrays_format._PREFIX.unpack_from(data, 0)
+    _, version, _, hlen = arrays_format._PREFIX.unpack_from(data, 0)
     hdr = json.loads(data[arrays_format._PREFIX.size:arrays_format._PREFIX.size + hlen])
     start = -(-(arrays_format._PREFIX.size + hlen) // 64) * 64
-    return hdr, data[start:]
+    return hdr, data[start:], version
 
 
-def _tc_join(hdr, body):
+def _tc_join(hdr, body, version):
     h = json.dumps(hdr, sort_keys=True).encode()
     start = -(-(arrays_format._PREFIX.size + len(h)) // 64) * 64
     buf = bytearray(start)
-    arrays_format._PREFIX.pack_into(buf, 0, arrays_format.MAGIC, arrays_format.FORMAT_VERSION, 0, len(h))
+    arrays_format._PREFIX.pack_into(buf, 0, arrays_format.MAGIC, version, 0, len(h))
     buf[arrays_format._PREFIX.size:arrays_format._PREFIX.size + len(h)] = h
     return bytes(buf) + body
 
 
 def mutate_tc(rng, data):
     """(description, mutated bytes) of a table file."""
-    hdr, body = _tc_parts(data)
+    hdr, body, version = _tc_parts(data)
     r = int(rng.integers(8))
     if r == 0:
         return "flip bytes", _flip(rng, data)
@@ -151,13 +170,13 @@ def mutate_tc(rng, data):
         return "extend", data + bytes(rng.integers(0, 256, int(rng.integers(1, 200)), np.uint8))
     if r == 4:  # a value of the header (descriptors, table meta, runtime options)
         doc = {k: v for k, v in hdr.items() if k != "head"}
-        return "header value", _tc_join({**_mutate_json(rng, doc), "head": hdr["head"]}, body)
+        return "header value", _tc_join({**_mutate_json(rng, doc), "head": hdr["head"]}, body, version)
     if r == 5:  # a value of the embedded Head (its own JSON string)
         head = _mutate_json(rng, json.loads(hdr["head"]))
-        return "head value", _tc_join({**hdr, "head": json.dumps(head)}, body)
+        return "head value", _tc_join({**hdr, "head": json.dumps(head)}, body, version)
     # a number inside an array (the most likely mutations to pass validation): r = 6 a special
     # value, r = 7 another entry of the same array (a plausible index: shared children...)
-    descr = [d for d in hdr["arrays"] if d["length"] > 0]
+    descr = [d for d in hdr["arrays"] + hdr.get("linear", {}).get("arrays", []) if d["length"] > 0]
     d = descr[rng.integers(len(descr))]
     dt = np.dtype(d["dtype"])
     i = int(rng.integers(d["length"]))
@@ -169,7 +188,7 @@ def mutate_tc(rng, data):
         v = a[rng.integers(len(a))]
     off = d["offset"] + i * dt.itemsize
     b[off:off + dt.itemsize] = np.array([v], dt).tobytes()
-    return f"{d['name']}[{i}] = {v!r}", _tc_join(hdr, bytes(b))
+    return f"{d['name']}[{i}] = {v!r}", _tc_join(hdr, bytes(b), version)
 
 
 def _zip(members, method=zipfile.ZIP_DEFLATED):
@@ -292,13 +311,21 @@ def _run_case(kind: str, data: bytes, isa: str) -> str:
         return f"refused: {type(exc).__name__}"
     except Exception as exc:  # noqa: BLE001 - what the fuzz looks for
         return f"BAD: load raised {type(exc).__name__}: {exc}"
+    from treecomp.linear import LinearKernel
+    linear = isinstance(k, LinearKernel) if kind == "tc" else False
+
+    def at(isa):  # the loaded kernel with its (leaf) tables walked by instruction set `isa`
+        if not linear:
+            return arrays.ArraysKernel(k.tables, k.head, isa=isa, block_rows=k.requested_block_rows)
+        lv = arrays.ArraysKernel(k.leaves.tables, k.leaves.head, isa=isa,
+                                 block_rows=k.leaves.requested_block_rows)
+        return LinearKernel.loaded(lv, k.head, k.tables.arrays, k.tables.average, data, None)
     try:
         if kind == "tc":
             nf = k.head.n_features
             if nf > 4096:
                 return f"BAD: loaded with n_features={nf}"
-            k = arrays.ArraysKernel(k.tables, k.head, isa=isa, block_rows=k.requested_block_rows)
-            p = treecomp.Predictor(k)
+            p = treecomp.Predictor(at(isa))
         else:
             try:
                 p = treecomp.compile(forest, backend="arrays", isa=isa)
@@ -307,7 +334,14 @@ def _run_case(kind: str, data: bytes, isa: str) -> str:
         X = _rows(p.head.n_features)
         if not p.head.allow_nan:  # a model that refuses NaN rows, as its library does
             X = np.nan_to_num(X)
-        raw = p.predict_raw(X)
+        try:
+            raw = p.predict_raw(X)
+        except treecomp.errors.ArtifactError as exc:
+            if not linear:
+                raise
+            # leaf tables that validate on their own but reach a node outside the linear
+            # section: only the walk finds it (treecomp.linear)
+            return f"refused at predict: {type(exc).__name__}"
         if not np.all(np.isfinite(raw)):
             return "BAD: non-finite margins"
         if kind == "tcir":
@@ -315,7 +349,7 @@ def _run_case(kind: str, data: bytes, isa: str) -> str:
             if raw.dtype != want.dtype or not np.array_equal(raw, want):
                 return "BAD: compiled margins differ from the interpreter's"
         elif isa != "numpy":  # every path walks the same validated tables the same way
-            ref = treecomp.Predictor(arrays.ArraysKernel(k.tables, k.head, isa="numpy"))
+            ref = treecomp.Predictor(at("numpy"))
             if not np.array_equal(raw, ref.predict_raw(X)):
                 return f"BAD: the {isa} path and the numpy path disagree"
         with np.errstate(all="ignore"):

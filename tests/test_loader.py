@@ -4,6 +4,7 @@ import pickle
 import subprocess
 import sys
 import threading
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -99,6 +100,37 @@ def test_save_load_and_self_description(model, tmp_path):
     assert q.digest == f.digest() and q.n_features == 5 and q.backend == "c"
     X = random_rows(f, 50)
     np.testing.assert_array_equal(q.predict_raw(X), interp.predict_raw(f, X))
+
+
+ROOT = Path(__file__).resolve().parents[1]
+_LOAD_CUTS = """
+import sys, treecomp
+from treecomp.errors import ArtifactError
+for path in sys.argv[1:]:
+    try:
+        treecomp.load(path)
+    except ArtifactError as exc:
+        print("refused", exc)
+    else:
+        print("loaded", path)
+"""
+
+
+def test_truncated_libraries_are_refused_not_crashing(tmp_path):
+    # dlopen maps segments past the end of a truncated file: touching them raised SIGBUS
+    # (a c .so cut in half); the cuts load in a subprocess so a crash fails this test only
+    f = random_forest(1, n_trees=3)
+    treecomp.compile(f, backend="c").save(tmp_path / "m.so")
+    data = (tmp_path / "m.so").read_bytes()
+    paths = []
+    for cut in (64, 200, len(data) // 3, len(data) // 2, len(data) - 4096, len(data) - 1):
+        paths.append(tmp_path / f"cut{cut}.so")
+        paths[-1].write_bytes(data[:cut])
+    res = subprocess.run([sys.executable, "-c", _LOAD_CUTS, *map(str, paths)], capture_output=True,
+                         text=True, timeout=120, cwd=str(ROOT))
+    assert res.returncode == 0, res.stderr[-2000:]
+    lines = res.stdout.splitlines()
+    assert len(lines) == len(paths) and all(ln.startswith("refused") for ln in lines), lines
 
 
 def test_load_rejects_bad_files(tmp_path):

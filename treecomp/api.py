@@ -24,7 +24,7 @@ def compile(model: Any, backend: str = "auto", n_threads: int | None = None,
     """
     forest = model if isinstance(model, Forest) else parse(model)
     name = backends.choose(forest) if backend == "auto" else backend
-    if forest.is_linear:  # linear leaves: a kernel finds the leaves, numpy adds their models
+    if forest.is_linear:  # linear leaves: a kernel finds the leaves, treecomp.linear evaluates them
         from . import linear
         return linear.compile(forest, name, n_threads, progress, **options)
     kernel = backends.get(name).build(forest, progress=progress, **options)

@@ -333,10 +333,10 @@ def compile_cmd(model, output, backend, native, emit_source, header, with_ir):
         _check_writable(header)
     t0 = time.perf_counter()
     forest = parse(model)
-    if forest.is_linear:
-        from .errors import UnsupportedModelError
-        from .ir import LINEAR_NO_ARTIFACT
-        raise UnsupportedModelError(LINEAR_NO_ARTIFACT)
+    if emit_source and forest.is_linear:
+        raise click.UsageError("--emit-source: a linear_tree model's .so links the leaf-finding "
+                               "code with its linear leaves' tables (treecomp/backends/linear_so.py); "
+                               "its sources are not emitted")
     if backend != "auto":
         name = backend
     elif suffix == ".tc":

@@ -958,9 +958,10 @@ def _check_transform(f: Any) -> None:
                                 f"got n_outputs={f.n_outputs}, {p}")
 
 
-#: why a forest with linear leaves has no standalone artifact
-LINEAR_NO_ARTIFACT = ("linear_tree models (linear leaves) run in Python through treecomp.compile; "
-                      "a standalone .so / .tc artifact is not supported")
+#: why a backend alone does not compile a forest with linear leaves
+LINEAR_NO_ARTIFACT = ("linear_tree models (linear leaves): a backend's kernel alone finds only the "
+                      "leaves; compile them with treecomp.compile (or `treecomp compile`), whose "
+                      "Predictor evaluates the leaves and saves .so / .tc artifacts (treecomp.linear)")
 
 
 def legacy_exp_lib(transform: str) -> str:

@@ -634,6 +634,36 @@ _LOADED: dict[str, Any] = {}
 _LOADED_LOCK = threading.Lock()
 
 
+def check_elf_extents(data: bytes) -> None:
+    """ArtifactError unless every program header, loadable segment and the section header
+    table of an ELF file lie inside `data`. The dynamic loader maps segments past the end of a
+    truncated file and the process dies of SIGBUS on touching them (a c-backend .so cut in
+    half did, under glibc 2.36): refused here, before dlopen. Non-ELF data is left to dlopen."""
+    import struct
+    if data[:4] != _ELF_MAGIC or len(data) < 6:
+        return
+    bits, order = data[4], {1: "<", 2: ">"}.get(data[5])
+    if bits not in (1, 2) or order is None:
+        raise ArtifactError("not a loadable shared library (unknown ELF class or byte order)")
+    wide = bits == 2
+    head = struct.Struct(order + ("16xHHIQQQIHHHHHH" if wide else "16xHHIIIIIHHHHHH"))
+    phdr = struct.Struct(order + ("IIQQQQQQ" if wide else "IIIIIIII"))
+    if len(data) < head.size:
+        raise ArtifactError("truncated shared library (its ELF header is cut)")
+    _, _, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum, _ = head.unpack_from(data)
+    size = len(data)
+    if phnum and (phentsize < phdr.size or phoff + phnum * phentsize > size):
+        raise ArtifactError("truncated shared library (its program headers lie past the end)")
+    if shnum and shoff + shnum * shentsize > size:
+        raise ArtifactError("truncated shared library (its section headers lie past the end)")
+    for i in range(phnum):
+        f = phdr.unpack_from(data, phoff + i * phentsize)
+        offset, filesz = (f[2], f[5]) if wide else (f[1], f[4])
+        if f[0] != 0 and offset + filesz > size:  # any segment but PT_NULL
+            raise ArtifactError(f"truncated shared library (segment {i} ends at byte "
+                                f"{offset + filesz}, the file at {size})")
+
+
 def kernel_from_bytes(kind: str, data: bytes) -> Any:
     """A kernel from artifact bytes, loaded once per process (keyed by content)."""
     key = hashlib.sha256(data).hexdigest()
@@ -642,6 +672,7 @@ def kernel_from_bytes(kind: str, data: bytes) -> Any:
         if k is None:
             if kind == "so":
                 from .errors import WriteError
+                check_elf_extents(data)
                 from .toolchain import cached, private_dir, publish
                 path = cached(f"artifact-{key[:40]}", ".so", lambda p: p.write_bytes(data))
                 if path.read_bytes() != data:

@@ -319,11 +319,15 @@ class ArraysKernel:
 
     def to_bytes(self) -> bytes:
         if self._data is None:
-            self._data = tables_to_bytes(getattr(self, "_file_tables", self.tables), self.head,
-                                         {"isa": self.requested_isa,
-                                          "block_rows": self.requested_block_rows},
-                                         self.ir_bytes())
+            self._data = self.file_bytes(self.ir_bytes())
         return self._data
+
+    def file_bytes(self, ir: bytes | None, linear: tuple | None = None) -> bytes:
+        """The .tc file of these tables with the IR file `ir` and (treecomp.linear) a linear
+        section (the model's Head, its arrays, its meta)."""
+        return tables_to_bytes(getattr(self, "_file_tables", self.tables), self.head,
+                               {"isa": self.requested_isa, "block_rows": self.requested_block_rows},
+                               ir, linear)
 
     def save(self, path: str | os.PathLike) -> None:
         """A .tc table file, or with a shared-library suffix (.so, .dylib) a self-contained
@@ -353,15 +357,22 @@ def build(forest: Forest, progress: Callable[[str], None] | None = None, **overr
                         ir=forest if opts["ir"] else None)
 
 
-def load_bytes(data: bytes) -> ArraysKernel:
-    """A kernel from a table file (ArtifactError if it is corrupt or truncated)."""
-    tables, head, runtime, ir = tables_from_bytes(data)
+def load_bytes(data: bytes) -> Any:
+    """A kernel from a table file (ArtifactError if it is corrupt or truncated): an ArraysKernel,
+    or a linear.LinearKernel for a file with a linear section."""
+    tables, head, runtime, ir, linear = tables_from_bytes(data)
     isa = runtime.get("isa", "auto")
     block = runtime.get("block_rows", DEFAULTS["block_rows"])
     if isa not in ISAS or not isinstance(block, int) or not 0 <= block <= 1 << 16:
         raise _bad("runtime options")
-    return ArraysKernel(tables, head, isa=isa, block_rows=block, data=bytes(data), strict_isa=False,
-                        ir=ir)
+    if linear is None:
+        return ArraysKernel(tables, head, isa=isa, block_rows=block, data=bytes(data),
+                            strict_isa=False, ir=ir)
+    # linear leaves: these tables find the leaves, the section evaluates them (treecomp.linear)
+    from ..linear import LinearKernel
+    leaves = ArraysKernel(tables, head, isa=isa, block_rows=block, strict_isa=False)
+    lhead, arrays, meta = linear
+    return LinearKernel.loaded(leaves, lhead, arrays, meta["average"], bytes(data), ir)
 
 
 def __getattr__(name: str) -> Any:

@@ -259,9 +259,9 @@ def save(kernel: Any, path: Any, progress: Callable[[str], None] | None = None) 
     toolchain.publish(Path(path).resolve(), lambda p: p.write_bytes(data))
 
 
-def build(forest: Any, progress: Callable[[str], None] | None = None, **overrides: Any):
-    """Compile `forest` straight to a loaded arrays .so (a loader.SharedLibrary)."""
-    from ..loader import SharedLibrary
+def so_kernel(forest: Any, **overrides: Any) -> Any:
+    """The ArraysKernel whose tables a .so of `forest` holds (not loaded into the native
+    kernel: its isa is the one the .so will request)."""
     from .arrays import ArraysKernel, options
     from .arrays_tables import flatten, validate
     from ..ir import head_of
@@ -271,4 +271,10 @@ def build(forest: Any, progress: Callable[[str], None] | None = None, **override
     k = ArraysKernel(tables, head_of(forest), isa="numpy", block_rows=opts["block_rows"],
                      ir=forest if opts["ir"] else None)
     k.requested_isa = opts["isa"]
-    return SharedLibrary(build_path(k, progress))
+    return k
+
+
+def build(forest: Any, progress: Callable[[str], None] | None = None, **overrides: Any):
+    """Compile `forest` straight to a loaded arrays .so (a loader.SharedLibrary)."""
+    from ..loader import SharedLibrary
+    return SharedLibrary(build_path(so_kernel(forest, **overrides), progress))

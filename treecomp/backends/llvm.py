@@ -732,8 +732,10 @@ def _parts(forest: Forest, opts: dict[str, Any]) -> list[list[int]]:
 
 
 # -- code generation: the entry point and metadata (llvmlite.ir) -------------------------------
-def _main_text(forest: Forest, sym: str, n_parts: int, block: int, triple: str) -> str:
-    """IR text of the module with the treecomp.h entry points (built with llvmlite.ir)."""
+def _main_text(forest: Forest, sym: str, n_parts: int, block: int, triple: str,
+               entry_prefix: str = "") -> str:
+    """IR text of the module with the treecomp.h entry points (built with llvmlite.ir), named
+    entry_prefix + treecomp_* (a prefix: linked into a linear-leaf .so, backends/linear_so.py)."""
     import llvmlite.ir as ir
 
     i8, i32, i64 = ir.IntType(8), ir.IntType(32), ir.IntType(64)
@@ -752,7 +754,7 @@ def _main_text(forest: Forest, sym: str, n_parts: int, block: int, triple: str) 
         return fn
 
     def const_fn(name: str, ret: ir.Type, value: ir.Value) -> None:
-        fn = export(ir.Function(mod, ir.FunctionType(ret, []), name=name))
+        fn = export(ir.Function(mod, ir.FunctionType(ret, []), name=entry_prefix + name))
         ir.IRBuilder(fn.append_basic_block("e")).ret(value)
 
     def cstring(name: str, text: str) -> None:
@@ -795,7 +797,8 @@ def _main_text(forest: Forest, sym: str, n_parts: int, block: int, triple: str) 
     exp = ir.Function(mod, ir.FunctionType(f64, [f64]), name="exp")
     expf = ir.Function(mod, ir.FunctionType(ir.FloatType(), [ir.FloatType()]), name="expf")
 
-    fn = export(ir.Function(mod, ir.FunctionType(i32, [ptr, i32, i64, ptr, i32]), name="treecomp_predict"))
+    fn = export(ir.Function(mod, ir.FunctionType(i32, [ptr, i32, i64, ptr, i32]),
+                            name=entry_prefix + "treecomp_predict"))
     X, x_dtype, n_rows, out, flags = fn.args
     b = ir.IRBuilder(fn.append_basic_block("entry"))
 
@@ -1052,10 +1055,11 @@ def _cache_key(forest: Forest, opts: dict[str, Any]) -> str:
 
 
 def compile_objects(forest: Forest, progress: Callable[[str], None] | None = None,
-                    **overrides: Any) -> list[bytes]:
-    """The object files of `forest` (from the cache, or compiled and cached)."""
+                    entry_prefix: str = "", **overrides: Any) -> list[bytes]:
+    """The object files of `forest` (from the cache, or compiled and cached); entry_prefix:
+    see _main_text."""
     opts = options(**overrides)
-    key = _cache_key(forest, opts)
+    key = _cache_key(forest, opts) + (f"-{entry_prefix}" if entry_prefix else "")
     sym = _symbol_prefix(forest)
     parts = _parts(forest, opts)
     n = len(parts)
@@ -1063,7 +1067,8 @@ def compile_objects(forest: Forest, progress: Callable[[str], None] | None = Non
     def texts(u: int) -> list[str]:
         t = [_chunk_text(forest, parts[u], sym, u, opts)]
         if u == 0:  # the entry points travel with the first part: a small model is one object
-            t.append(_main_text(forest, sym, n, int(opts["block_rows"]), _llvm().get_process_triple()))
+            t.append(_main_text(forest, sym, n, int(opts["block_rows"]), _llvm().get_process_triple(),
+                                entry_prefix))
         return t
 
     def one(u: int) -> Path:

@@ -44,9 +44,9 @@ by tests/test_frontend_lightgbm.py against the installed library):
   is_linear=0). leaf_const and leaf_coeff are read with std::stod (leaf_value with
   fast_double_parser): both correctly rounded from %.17g, so exact. IR: Tree.leaf_const /
   linear_ptr / linear_feature / linear_coeff on the IR's leaf nodes; predicted by
-  treecomp.linear (no standalone artifact). LightGBM's sparse-row path (> 100k features, rows
-  with < 1% non-zeros) skips absent features instead of adding coeff * 0.0: it differs only
-  in the sign of a zero sum.
+  treecomp.linear (artifacts: a .tc with a linear section, a .so by backends/linear_so.py).
+  LightGBM's sparse-row path (> 100k features, rows with < 1% non-zeros) skips absent
+  features instead of adding coeff * 0.0: it differs only in the sign of a zero sum.
 - Objectives: regression/regression_l1/huber/fair/quantile/mape/lambdarank/rank_xendcg/custom
   -> identity; poisson/gamma/tweedie -> exp; binary and cross_entropy -> sigmoid (binary
   `sigmoid:2` -> "sigmoid2", other scales refused); multiclass -> "softmax_seq" (Common::Softmax:
