@@ -223,10 +223,20 @@ def expected_values(forest: Forest, prep: dict | None = None) -> np.ndarray:
 class Explainer:
     """A forest's SHAP tables, prepared once (treecomp.loader.Predictor.contributions)."""
 
-    def __init__(self, forest: Forest):
+    def __init__(self, forest: Forest, isa: str = "auto"):
+        """isa: the kernel's path, "scalar" (a row at a time), "avx2" or "avx512" (several rows
+        per group, a row per vector lane: the same values bit for bit), or "auto" (the best
+        this CPU runs, as the arrays backend's isa="auto" picks it)."""
         check_cover(forest)
-        from .backends.arrays_native import native_library
+        from .backends.arrays_native import _NATIVE_ISAS, native_library, resolve_isa
         self.forest, self.lib = forest, native_library()
+        if isa == "auto":
+            isa = resolve_isa("auto")
+            isa = isa if isa in _NATIVE_ISAS else "scalar"
+        elif isa not in _NATIVE_ISAS or not self.lib.tc_arrays_isa_mask() >> _NATIVE_ISAS.index(isa) & 1:
+            raise ValueError(f"SHAP kernel: isa={isa!r} is not available here (one of "
+                             f"{', '.join(resolve_isa_names(self.lib))}, or 'auto')")
+        self.isa = isa
         p = self.prep = _paths(forest)
         trees = forest.trees
         flat = lambda f, dt: np.ascontiguousarray(np.concatenate([f(t) for t in trees]), dt)  # noqa: E731
@@ -260,14 +270,16 @@ class Explainer:
         if fn(ctypes.byref(self.model), len(p["leaf_d"])) != 0:
             raise RuntimeError("treecomp SHAP kernel: table preparation failed")
         self._rows = self.lib.tc_shap_rows
-        self._rows.restype, self._rows.argtypes = ctypes.c_int32, [_P, _P, ctypes.c_int64, _P]
+        self._rows.restype = ctypes.c_int32
+        self._rows.argtypes = [_P, _P, ctypes.c_int64, _P, ctypes.c_int32]
         self.bias = expected_values(forest, p)
+        self._isa = _NATIVE_ISAS.index(self.isa)
 
     def rows(self, X64: np.ndarray, out: np.ndarray) -> None:
         """Add rows' contributions (no bias) into out[(n, n_outputs, n_features + 1)]; the GIL
         is released (ctypes), so threads may run disjoint row ranges."""
         if len(X64) and self._rows(ctypes.byref(self.model), X64.ctypes.data, len(X64),
-                                   out.ctypes.data) != 0:
+                                   out.ctypes.data, self._isa) != 0:
             raise MemoryError("treecomp SHAP kernel: out of memory")
 
     def matrix(self, X: Any) -> np.ndarray:
@@ -290,6 +302,12 @@ class Explainer:
     def shaped(self, out: np.ndarray) -> np.ndarray:
         out[:, :, -1] += self.bias
         return out[:, 0, :] if self.forest.n_outputs == 1 else out
+
+
+def resolve_isa_names(lib: Any) -> list[str]:
+    """The SHAP kernel's paths this CPU runs."""
+    from .backends.arrays_native import _NATIVE_ISAS
+    return [n for i, n in enumerate(_NATIVE_ISAS) if lib.tc_arrays_isa_mask() >> i & 1]
 
 
 # -- the reference: Algorithm 2 as the libraries write it, with an explicit stack ----------------
