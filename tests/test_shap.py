@@ -260,3 +260,62 @@ def test_refused_where_no_library_cover_exists():
     for model in (zam, vec):
         with pytest.raises(UnsupportedModelError, match="cover"):
             treecomp.compile(model, backend="arrays").contributions(X[:2])
+
+
+def isa_paths() -> list[str]:
+    from treecomp.backends.arrays_native import native_library
+    return shap.resolve_isa_names(native_library())
+
+
+def test_row_groups_every_isa_bitwise_equal_to_one_row_path(kernel):
+    """The several-row kernels (a row per vector lane: 4 with AVX2, 8 with AVX-512), forced one
+    by one, against the one-row path bit for bit and the libraries within the bound: row counts
+    around the groups (1, 7, 8, 9, 17), NaN rows, rows on thresholds, categories, several
+    outputs, vector leaves, an averaged forest."""
+    from sklearn.ensemble import RandomForestClassifier
+    X, y = data(n=300, seed=11)
+    R = edge_rows(treecomp.compile(b := xgb.train({"max_depth": 6, "base_score": 0.2},
+                                                  xgb.DMatrix(X, y), 12), backend="arrays")._forest, X)
+    R[3] = np.nan
+    rng = np.random.default_rng(12)
+    Xc = np.column_stack([rng.integers(0, 12, 400), rng.normal(size=400)]).astype(np.float64)
+    yc = np.digitize((Xc[:, 0] % 3) + Xc[:, 1], [0.5, 2])
+    Xct = Xc[:40].copy()
+    Xct[:6, 0] = [np.nan, -1, 40, 2.5, 11, 0]
+    Xct[6:9, 1] = np.nan
+    mc = lgb.train({"verbose": -1, "num_leaves": 8, "min_data_per_group": 5, "cat_smooth": 1,
+                    "objective": "multiclass", "num_class": 3},
+                   lgb.Dataset(Xc, yc, categorical_feature=[0]), 5)
+    rf = RandomForestClassifier(n_estimators=3, max_depth=6, random_state=0).fit(
+        np.nan_to_num(X), np.digitize(y, [0, 1.5]))
+    cases = [(b, R, lambda Z: b.predict(xgb.DMatrix(Z), pred_contribs=True), 1e-6),
+             (mc, Xct, lambda Z: mc.predict(Z, pred_contrib=True), 1e-9),
+             (rf, np.nan_to_num(R), None, 0)]
+    isas = isa_paths()
+    for model, Z, lib, rel in cases:
+        p = treecomp.compile(model, backend="arrays")
+        if isinstance(model, lgb.Booster):
+            assert any(t.has_categorical for t in p._forest.trees)
+        ex = {isa: shap.Explainer(p._forest, isa=isa) for isa in isas}
+        if kernel == "linear":   # else these small trees have tables (run per lane)
+            assert (ex["scalar"].prep["tree_nq"] > 0).any()
+        for n in (1, 7, 8, 9, 17, len(Z)):
+            Zn = np.ascontiguousarray(Z[:n])
+            one = ex["scalar"].contributions(Zn, 1, None)
+            for isa in isas[1:]:
+                assert ex[isa].contributions(Zn, 1, None).tobytes() == one.tobytes(), (isa, n)
+            if lib is not None:
+                close(one, lib(Zn), rel)
+            else:
+                np.testing.assert_allclose(one, shap.reference_contributions(p._forest, Zn),
+                                           rtol=1e-9, atol=1e-12)
+        # Predictor.contributions runs the best path here
+        assert p.contributions(Z[:2]) is not None and p._explainer.isa == isas[-1]
+
+
+def test_isa_argument_validated():
+    X, y = data(n=100, seed=13)
+    f = treecomp.compile(xgb.train({"max_depth": 2}, xgb.DMatrix(X, y), 2), backend="arrays")._forest
+    for bad in ("avx9", "numpy", "llvm"):
+        with pytest.raises(ValueError, match="isa"):
+            shap.Explainer(f, isa=bad)
