@@ -55,6 +55,7 @@ def main() -> None:
             runs["xgboost"] = lambda: booster.predict(dm, pred_contribs=True)
             try:
                 import daal4py
+                daal4py.daalinit(1)  # one thread, as the others
                 d4p = daal4py.mb.convert_model(booster)
                 runs["daal4py"] = lambda: d4p.predict(X, pred_contribs=True)
             except Exception as exc:  # noqa: BLE001 - not installed, or no SHAP in this version

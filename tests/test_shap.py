@@ -19,9 +19,11 @@ lgb = pytest.importorskip("lightgbm")
 
 @pytest.fixture(params=["tables", "linear"], autouse=True)
 def kernel(request, monkeypatch):
-    """Every test runs twice: as treecomp runs by default (tables for the trees whose tables are
-    small, Linear TreeSHAP with each node's 1 / g kept with the model for the others), and with
-    Linear TreeSHAP for every tree, computing 1 / g per row (no memory kept)."""
+    """Every test runs twice: with tables for the trees whose tables are small (treecomp's
+    default on the one-row path; the several-row paths run them a row per lane) and Linear
+    TreeSHAP with each node's 1 / g kept with the model for the others, and with Linear TreeSHAP
+    for every tree, computing 1 / g per row (no memory kept)."""
+    monkeypatch.setattr(shap, "TABLES", request.param == "tables")
     if request.param == "linear":
         monkeypatch.setattr(shap, "TABLE_BUDGET", 0)
         monkeypatch.setattr(shap, "INVERSE_BUDGET", 0)
@@ -297,8 +299,9 @@ def test_row_groups_every_isa_bitwise_equal_to_one_row_path(kernel):
         if isinstance(model, lgb.Booster):
             assert any(t.has_categorical for t in p._forest.trees)
         ex = {isa: shap.Explainer(p._forest, isa=isa) for isa in isas}
-        if kernel == "linear":   # else these small trees have tables (run per lane)
-            assert (ex["scalar"].prep["tree_nq"] > 0).any()
+        nq = ex["scalar"].prep["tree_nq"]
+        # "linear": Linear TreeSHAP for every tree; "tables": tables for these small trees
+        assert np.all(nq > 0) if kernel == "linear" else np.any(nq == 0)
         for n in (1, 7, 8, 9, 17, len(Z)):
             Zn = np.ascontiguousarray(Z[:n])
             one = ex["scalar"].contributions(Zn, 1, None)
@@ -311,6 +314,27 @@ def test_row_groups_every_isa_bitwise_equal_to_one_row_path(kernel):
                                            rtol=1e-9, atol=1e-12)
         # Predictor.contributions runs the best path here
         assert p.contributions(Z[:2]) is not None and p._explainer.isa == isas[-1]
+
+
+def test_default_tables_only_on_the_one_row_path(monkeypatch):
+    """By default (TABLES None) the one-row path uses tables where they fit and the several-row
+    paths run Linear TreeSHAP for every tree: the same values to rounding. (Under "linear" the
+    several-row paths compute 1 / g per row.)"""
+    monkeypatch.setattr(shap, "TABLES", None)
+    monkeypatch.setattr(shap, "TABLE_BUDGET", 256 << 20)
+    X, y = data(n=300, seed=14)
+    b = xgb.train({"max_depth": 4}, xgb.DMatrix(X, y), 10)
+    f = treecomp.compile(b, backend="arrays")._forest
+    R = edge_rows(f, X)
+    isas = isa_paths()
+    ex = {isa: shap.Explainer(f, isa=isa) for isa in isas}
+    assert [e.tables for e in ex.values()] == [isa == "scalar" for isa in isas]
+    assert np.all(ex["scalar"].prep["tree_nq"] == 0)
+    one = ex["scalar"].contributions(R, 1, None)
+    close(one, b.predict(xgb.DMatrix(R), pred_contribs=True), 1e-6)
+    for isa in isas[1:]:
+        assert np.all(ex[isa].prep["tree_nq"] > 0)
+        close(ex[isa].contributions(R, 1, None), one, 1e-14)
 
 
 def test_isa_argument_validated():
