@@ -25,6 +25,8 @@ static inline __attribute__((always_inline)) TC_ATTR TC_SV TC_SHAP_CAT(tc_shap_s
   return (TC_SV)(((TC_SM)a & m) | ((TC_SM)b & ~m));
 }
 #define TC_SEL TC_SHAP_CAT(tc_shap_sel, TC_ISA)
+/* the loops over quadrature points unrolled (their count is a constant here) */
+#define TC_SHAP_UNROLL _Pragma("GCC unroll 8")
 
 /* one Linear TreeSHAP tree (tree_nq > 0) for one group of rows xr[0..L): tc_shap_linear_nq
  * with a row per lane; contributions added into phiv[output x (nf + 1)] (vectors) */
@@ -40,6 +42,7 @@ static inline __attribute__((always_inline)) TC_ATTR void TC_SHAP_CAT(tc_shap_vl
   const uint8_t *dleft = M->dleft + n0;
   const double *inv = M->tree_ioff[t] >= 0 ? M->n_inv + M->tree_ioff[t] : NULL;
   const TC_SV one = (TC_SV){0} + 1.0, zero = (TC_SV){0};
+  TC_SHAP_UNROLL
   for (int p = 0; p < nq; p++) G[p] = one;
   ON[0] = one;
   for (int64_t j = 0; j < nn; j++) {
@@ -68,20 +71,25 @@ static inline __attribute__((always_inline)) TC_ATTR void TC_SHAP_CAT(tc_shap_vl
       ON[c] = oc;
       if (inv) {  /* 1 / g from the model */
         const double *i0 = inv + 2 * c * nq, *i1 = i0 + nq;
+        TC_SHAP_UNROLL
         for (int p = 0; p < nq; p++) IGc[p] = TC_SEL(ocm, zero + i1[p], zero + i0[p]);
       } else {    /* ... or computed for these rows */
+        TC_SHAP_UNROLL
         for (int p = 0; p < nq; p++) {
           const TC_SV g = z + oz * U[p];
           IGc[p] = TC_SEL((TC_SM)(g != zero), 1.0 / g, zero);
         }
       }
       if (pv < 0) {
+        TC_SHAP_UNROLL
         for (int p = 0; p < nq; p++) Gc[p] = Gj[p] * (z + oz * U[p]);
       } else {
         const TC_SV *IGp = IG + pv * nq;
+        TC_SHAP_UNROLL
         for (int p = 0; p < nq; p++) Gc[p] = Gj[p] * (z + oz * U[p]) * IGp[p];
       }
       if (z == 0.0)  /* a zero-cover leaf a row does not reach: adds nothing for that row */
+        TC_SHAP_UNROLL
         for (int p = 0; p < nq; p++) Gc[p] = TC_SEL(ocm, Gc[p], zero);
     }
   }
@@ -89,6 +97,7 @@ static inline __attribute__((always_inline)) TC_ATTR void TC_SHAP_CAT(tc_shap_vl
     for (int64_t l = M->leaf0[t]; l < M->leaf0[t + 1]; l++) {
       const int64_t c = M->leaf_node[l];
       const double v = M->values[M->leaf_voff[l] + q] * M->scale;
+      TC_SHAP_UNROLL
       for (int p = 0; p < nq; p++) S[c * nq + p] = W[p] * (v * G[c * nq + p]);  /* weighted */
     }
     TC_SV *phi = phiv + q * (nf + 1);
@@ -100,13 +109,20 @@ static inline __attribute__((always_inline)) TC_ATTR void TC_SHAP_CAT(tc_shap_vl
         const int32_t pv = prev[c];
         const TC_SV *Sc = S + c * nq, *IGc = IG + c * nq, oz = ON[c] - zn[c];
         if (pv < 0) {
+          TC_SHAP_UNROLL
           for (int p = 0; p < nq; p++) acc += oz * IGc[p] * Sc[p];
         } else {
           const TC_SV *IGp = IG + pv * nq, ozp = ON[pv] - zn[pv];
+          TC_SHAP_UNROLL
           for (int p = 0; p < nq; p++) acc += (oz * IGc[p] - ozp * IGp[p]) * Sc[p];
         }
-        if (side) for (int p = 0; p < nq; p++) Sj[p] += Sc[p];
-        else for (int p = 0; p < nq; p++) Sj[p] = Sc[p];
+        if (side) {
+          TC_SHAP_UNROLL
+          for (int p = 0; p < nq; p++) Sj[p] += Sc[p];
+        } else {
+          TC_SHAP_UNROLL
+          for (int p = 0; p < nq; p++) Sj[p] = Sc[p];
+        }
       }
       phi[feat[j]] += acc;
     }
@@ -176,6 +192,7 @@ TC_ATTR int32_t TC_SHAP_CAT(tc_shap_rows, TC_ISA)(const tc_shap_model *M, const 
 }
 
 #undef TC_SEL
+#undef TC_SHAP_UNROLL
 #undef TC_SV
 #undef TC_SM
 #undef TC_SHAP_CAT
