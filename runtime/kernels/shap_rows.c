@@ -28,10 +28,11 @@ static inline __attribute__((always_inline)) TC_ATTR TC_SV TC_SHAP_CAT(tc_shap_s
 /* the loops over quadrature points unrolled (their count is a constant here) */
 #define TC_SHAP_UNROLL _Pragma("GCC unroll 8")
 
-/* one Linear TreeSHAP tree (tree_nq > 0) for one group of rows xr[0..L): tc_shap_linear_nq
- * with a row per lane; contributions added into phiv[output x (nf + 1)] (vectors) */
+/* one Linear TreeSHAP tree (tree_nq > 0) for one group of rows, xv[feature] their values (a
+ * row per lane): tc_shap_linear_nq with a row per lane; contributions added into
+ * phiv[output x (nf + 1)] (vectors) */
 static inline __attribute__((always_inline)) TC_ATTR void TC_SHAP_CAT(tc_shap_vlin_nq, TC_ISA)(
-    const tc_shap_model *M, int64_t t, const double *const *xr, TC_SV *phiv, TC_SV *ON,
+    const tc_shap_model *M, int64_t t, const TC_SV *xv, TC_SV *phiv, TC_SV *ON,
     TC_SV *G, TC_SV *IG, TC_SV *S, const int nq) {
   const int64_t n0 = M->node0[t], nn = M->node0[t + 1] - n0, nf = M->n_features;
   const int w = M->tree_width[t];
@@ -48,15 +49,14 @@ static inline __attribute__((always_inline)) TC_ATTR void TC_SHAP_CAT(tc_shap_vl
   for (int64_t j = 0; j < nn; j++) {
     if (left[j] < 0) continue;
     const int32_t f = feat[j];
+    const TC_SV x = xv[f];
     TC_SM gl;
     if (cat[j] < 0) {  /* the numeric split of tc_shap_go_left, per lane */
-      TC_SV xv;
-      for (int l = 0; l < TC_SHAP_L; l++) xv[l] = xr[l][f];
       const TC_SV th = zero + thr[j];
-      const TC_SM lt = M->strict ? (TC_SM)(xv < th) : (TC_SM)(xv <= th);
-      gl = lt | ((TC_SM)(xv != xv) & ((TC_SM){0} - (int64_t)dleft[j]));
+      const TC_SM lt = M->strict ? (TC_SM)(x < th) : (TC_SM)(x <= th);
+      gl = lt | ((TC_SM)(x != x) & ((TC_SM){0} - (int64_t)dleft[j]));
     } else {
-      for (int l = 0; l < TC_SHAP_L; l++) gl[l] = -(int64_t)tc_shap_go_left(M, n0 + j, xr[l][f]);
+      for (int l = 0; l < TC_SHAP_L; l++) gl[l] = -(int64_t)tc_shap_go_left(M, n0 + j, x[l]);
     }
     const TC_SV *Gj = G + j * nq;
     for (int side = 0; side < 2; side++) {
@@ -130,15 +130,15 @@ static inline __attribute__((always_inline)) TC_ATTR void TC_SHAP_CAT(tc_shap_vl
 }
 
 static TC_ATTR void TC_SHAP_CAT(tc_shap_vlin, TC_ISA)(
-    const tc_shap_model *M, int64_t t, const double *const *xr, TC_SV *phiv, TC_SV *ON,
+    const tc_shap_model *M, int64_t t, const TC_SV *xv, TC_SV *phiv, TC_SV *ON,
     TC_SV *G, TC_SV *IG, TC_SV *S) {
   switch (M->tree_nq[t]) {
 #define TC_SHAP_NQ(k) \
-    case k: TC_SHAP_CAT(tc_shap_vlin_nq, TC_ISA)(M, t, xr, phiv, ON, G, IG, S, k); return;
+    case k: TC_SHAP_CAT(tc_shap_vlin_nq, TC_ISA)(M, t, xv, phiv, ON, G, IG, S, k); return;
     TC_SHAP_NQ(1) TC_SHAP_NQ(2) TC_SHAP_NQ(3) TC_SHAP_NQ(4) TC_SHAP_NQ(5) TC_SHAP_NQ(6)
     TC_SHAP_NQ(7) TC_SHAP_NQ(8)
 #undef TC_SHAP_NQ
-    default: TC_SHAP_CAT(tc_shap_vlin_nq, TC_ISA)(M, t, xr, phiv, ON, G, IG, S, M->tree_nq[t]);
+    default: TC_SHAP_CAT(tc_shap_vlin_nq, TC_ISA)(M, t, xv, phiv, ON, G, IG, S, M->tree_nq[t]);
   }
 }
 
@@ -154,29 +154,32 @@ TC_ATTR int32_t TC_SHAP_CAT(tc_shap_rows, TC_ISA)(const tc_shap_model *M, const 
   if (block < TC_SHAP_L) block = TC_SHAP_L;
   const size_t nodes = (size_t)M->max_nodes + 1, lin = nodes * (size_t)(M->max_nq + 1);
   void *mem = NULL;
-  if (posix_memalign(&mem, 64, sizeof(TC_SV) * (3 * lin + nodes + (size_t)(block / TC_SHAP_L * width))))
+  const size_t ngb = (size_t)(block / TC_SHAP_L);
+  if (posix_memalign(&mem, 64, sizeof(TC_SV) * (3 * lin + nodes + ngb * (size_t)(width + nf))))
     return -2;
   uint64_t *pat = malloc(sizeof(uint64_t) * nodes);
   if (!pat) { free(mem); return -2; }
   TC_SV *G = mem, *IG = G + lin, *S = IG + lin, *ON = S + lin, *phiv = ON + nodes;
+  TC_SV *xt = phiv + ngb * (size_t)width;  /* the block's rows by group, feature, lane */
   for (int64_t r0 = 0; r0 < n_rows; r0 += block) {
     const int64_t nb = n_rows - r0 < block ? n_rows - r0 : block;
     const int64_t ng = (nb + TC_SHAP_L - 1) / TC_SHAP_L;
     memset(phiv, 0, sizeof(TC_SV) * (size_t)(ng * width));
+    for (int64_t i = 0; i < ng * TC_SHAP_L; i++) {  /* lanes past the last row repeat it */
+      const int64_t r = r0 + i < n_rows ? r0 + i : n_rows - 1;
+      double *dst = (double *)(xt + i / TC_SHAP_L * nf) + i % TC_SHAP_L;
+      for (int64_t f = 0; f < nf; f++) dst[f * TC_SHAP_L] = X[r * nf + f];
+    }
     for (int64_t t = 0; t < M->n_trees; t++) {
       if (M->node0[t + 1] - M->node0[t] < 2) continue;
       for (int64_t gi = 0; gi < ng; gi++) {
-        const double *xr[TC_SHAP_L];
-        for (int l = 0; l < TC_SHAP_L; l++) {  /* lanes past the last row repeat it */
-          const int64_t r = r0 + gi * TC_SHAP_L + l;
-          xr[l] = X + (r < n_rows ? r : n_rows - 1) * nf;
-        }
         TC_SV *phi_t = phiv + gi * width + (int64_t)M->tree_out[t] * (nf + 1);
         if (M->tree_nq[t] > 0) {
-          TC_SHAP_CAT(tc_shap_vlin, TC_ISA)(M, t, xr, phi_t, ON, G, IG, S);
+          TC_SHAP_CAT(tc_shap_vlin, TC_ISA)(M, t, xt + gi * nf, phi_t, ON, G, IG, S);
         } else {
           for (int l = 0; l < TC_SHAP_L && r0 + gi * TC_SHAP_L + l < n_rows; l++)
-            tc_shap_table_row(M, t, xr[l], pat, (double *)phi_t + l, TC_SHAP_L);
+            tc_shap_table_row(M, t, X + (r0 + gi * TC_SHAP_L + l) * nf, pat, (double *)phi_t + l,
+                              TC_SHAP_L);
         }
       }
     }
