@@ -88,11 +88,13 @@ static inline __attribute__((always_inline)) TC_ATTR void TC_SHAP_CAT(tc_shap_vl
         TC_SHAP_UNROLL
         for (int p = 0; p < nq; p++) Gc[p] = Gj[p] * (z + oz * U[p]) * IGp[p];
       }
-      if (z == 0.0)  /* a zero-cover leaf a row does not reach: adds nothing for that row */
+      if (z == 0.0) {  /* a zero-cover leaf a row does not reach: adds nothing for that row */
         TC_SHAP_UNROLL
         for (int p = 0; p < nq; p++) Gc[p] = TC_SEL(ocm, Gc[p], zero);
+      }
     }
   }
+  if (w == 1) S = G;  /* the up pass reads G at the leaves only: S may overwrite it */
   for (int q = 0; q < w; q++) {  /* one bottom-up pass per output of a vector-leaf tree */
     for (int64_t l = M->leaf0[t]; l < M->leaf0[t + 1]; l++) {
       const int64_t c = M->leaf_node[l];
