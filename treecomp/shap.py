@@ -41,6 +41,11 @@ Two ways, chosen per tree:
   down the tree and the value-weighted sums up it, so a row costs O(nodes x points) per tree
   against the recurrences' O(leaves x d^2). All its terms are products of positive factors
   except the (o - z) differences, so it keeps the recurrences' accuracy (measured above).
+The kernel runs a row at a time (isa "scalar", portable) or, on CPUs with AVX2 / AVX-512
+(chosen at run time as the arrays backend chooses its path), Linear TreeSHAP for 4 / 8 rows at
+once, a row per vector lane: the same arithmetic in the same order per lane, so the same bits
+given the same tables, 4-5x faster. Tables then lose to Linear TreeSHAP (TABLES): by default
+only the one-row path uses them.
 reference_contributions runs the recurrences themselves.
 Paths are prepared with vectorised numpy steps, one per tree level (no recursion).
 """

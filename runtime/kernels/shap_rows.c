@@ -149,8 +149,9 @@ static TC_ATTR void TC_SHAP_CAT(tc_shap_vlin, TC_ISA)(
 TC_ATTR int32_t TC_SHAP_CAT(tc_shap_rows, TC_ISA)(const tc_shap_model *M, const double *X,
                                                   int64_t n_rows, double *out) {
   const int64_t nf = M->n_features, width = M->n_outputs * (nf + 1);
-  /* rows in blocks of up to 128 (whole groups; fewer where the block's contributions would
-   * pass ~256 KB), trees outside groups within a block: a tree is read once per block */
+  /* rows in blocks of up to 128 (whole groups; fewer where the block's contributions, and as
+   * many rows, would pass ~256 KB each), trees outside groups within a block: a tree is read
+   * once per block */
   int64_t block = (32768 / width) / TC_SHAP_L * TC_SHAP_L;
   if (block > 128) block = 128;
   if (block < TC_SHAP_L) block = TC_SHAP_L;
