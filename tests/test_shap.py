@@ -265,8 +265,8 @@ def test_refused_where_no_library_cover_exists():
 
 
 def isa_paths() -> list[str]:
-    from treecomp.backends.arrays_native import native_library
-    return shap.resolve_isa_names(native_library())
+    from treecomp.backends.arrays_native import _native_isas
+    return _native_isas()
 
 
 def test_row_groups_every_isa_bitwise_equal_to_one_row_path(kernel):
@@ -276,8 +276,8 @@ def test_row_groups_every_isa_bitwise_equal_to_one_row_path(kernel):
     outputs, vector leaves, an averaged forest."""
     from sklearn.ensemble import RandomForestClassifier
     X, y = data(n=300, seed=11)
-    R = edge_rows(treecomp.compile(b := xgb.train({"max_depth": 6, "base_score": 0.2, "nthread": 1},
-                                                  xgb.DMatrix(X, y), 12), backend="arrays")._forest, X)
+    b = xgb.train({"max_depth": 6, "base_score": 0.2, "nthread": 1}, xgb.DMatrix(X, y), 12)
+    R = edge_rows(treecomp.compile(b, backend="arrays")._forest, X)
     R[3] = np.nan
     rng = np.random.default_rng(12)
     Xc = np.column_stack([rng.integers(0, 12, 400), rng.normal(size=400)]).astype(np.float64)

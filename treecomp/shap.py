@@ -240,14 +240,14 @@ class Explainer:
         or "auto" (the best this CPU runs, as the arrays backend's isa="auto" picks it).
         tables: per-pattern tables for the trees that qualify (default: TABLES)."""
         check_cover(forest)
-        from .backends.arrays_native import _NATIVE_ISAS, native_library, resolve_isa
+        from .backends.arrays_native import _NATIVE_ISAS, _native_isas, native_library, resolve_isa
         self.forest, self.lib = forest, native_library()
         if isa == "auto":
             isa = resolve_isa("auto")
             isa = isa if isa in _NATIVE_ISAS else "scalar"
-        elif isa not in _NATIVE_ISAS or not self.lib.tc_arrays_isa_mask() >> _NATIVE_ISAS.index(isa) & 1:
+        elif isa not in _native_isas():
             raise ValueError(f"SHAP kernel: isa={isa!r} is not available here (one of "
-                             f"{', '.join(resolve_isa_names(self.lib))}, or 'auto')")
+                             f"{', '.join(_native_isas())}, or 'auto')")
         self.isa = isa
         tables = TABLES if tables is None else tables
         self.tables = isa == "scalar" if tables is None else bool(tables)
@@ -316,12 +316,6 @@ class Explainer:
     def shaped(self, out: np.ndarray) -> np.ndarray:
         out[:, :, -1] += self.bias
         return out[:, 0, :] if self.forest.n_outputs == 1 else out
-
-
-def resolve_isa_names(lib: Any) -> list[str]:
-    """The SHAP kernel's paths this CPU runs."""
-    from .backends.arrays_native import _NATIVE_ISAS
-    return [n for i, n in enumerate(_NATIVE_ISAS) if lib.tc_arrays_isa_mask() >> i & 1]
 
 
 # -- the reference: Algorithm 2 as the libraries write it, with an explicit stack ----------------

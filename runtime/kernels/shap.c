@@ -328,7 +328,8 @@ static void tc_shap_linear(const tc_shap_model *M, int64_t t, const double *x, d
 }
 
 /* the one-row path of tc_shap_rows (TC_ISA_SCALAR) */
-static int32_t tc_shap_rows_scalar(const tc_shap_model *M, const double *X, int64_t n_rows, double *out) {
+static int32_t tc_shap_rows_scalar(const tc_shap_model *M, const double *X, int64_t n_rows,
+                                   double *out) {
   const int64_t nf = M->n_features, stride = M->n_outputs * (nf + 1);
   uint8_t *go = malloc((size_t)M->max_nodes + 1);
   uint64_t *pat = malloc(sizeof(uint64_t) * ((size_t)M->max_nodes + 1));
