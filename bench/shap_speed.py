@@ -55,6 +55,7 @@ def main() -> None:
             runs["xgboost"] = lambda: booster.predict(dm, pred_contribs=True)
             try:
                 import daal4py
+                daal4py.daalinit(1)  # one thread, as the others
                 d4p = daal4py.mb.convert_model(booster)
                 runs["daal4py"] = lambda: d4p.predict(X, pred_contribs=True)
             except Exception as exc:  # noqa: BLE001 - not installed, or no SHAP in this version
@@ -70,7 +71,7 @@ def main() -> None:
                 times[k].append(dt)
         med = {k: statistics.median(v) for k, v in times.items()}
         print(f"{case.title}: {n_rows} rows, 1 thread, median of {reps} "
-              f"(treecomp tables prepared in {prep:.2f} s)")
+              f"(treecomp: {p._explainer.isa} path, prepared in {prep:.2f} s)")
         ours = outs["treecomp"]
         for k, v in med.items():
             line = f"  {k:9s} {v * 1e3 / n_rows:9.3f} ms/row  x{v / med['treecomp']:6.1f}"

@@ -19,9 +19,11 @@ lgb = pytest.importorskip("lightgbm")
 
 @pytest.fixture(params=["tables", "linear"], autouse=True)
 def kernel(request, monkeypatch):
-    """Every test runs twice: as treecomp runs by default (tables for the trees whose tables are
-    small, Linear TreeSHAP with each node's 1 / g kept with the model for the others), and with
-    Linear TreeSHAP for every tree, computing 1 / g per row (no memory kept)."""
+    """Every test runs twice: with tables for the trees whose tables are small (treecomp's
+    default on the one-row path; the several-row paths run them a row per lane) and Linear
+    TreeSHAP with each node's 1 / g kept with the model for the others, and with Linear TreeSHAP
+    for every tree, computing 1 / g per row (no memory kept)."""
+    monkeypatch.setattr(shap, "TABLES", request.param == "tables")
     if request.param == "linear":
         monkeypatch.setattr(shap, "TABLE_BUDGET", 0)
         monkeypatch.setattr(shap, "INVERSE_BUDGET", 0)
@@ -260,3 +262,85 @@ def test_refused_where_no_library_cover_exists():
     for model in (zam, vec):
         with pytest.raises(UnsupportedModelError, match="cover"):
             treecomp.compile(model, backend="arrays").contributions(X[:2])
+
+
+def isa_paths() -> list[str]:
+    from treecomp.backends.arrays_native import _native_isas
+    return _native_isas()
+
+
+def test_row_groups_every_isa_bitwise_equal_to_one_row_path(kernel):
+    """The several-row kernels (a row per vector lane: 4 with AVX2, 8 with AVX-512), forced one
+    by one, against the one-row path bit for bit and the libraries within the bound: row counts
+    around the groups (1, 7, 8, 9, 17), NaN rows, rows on thresholds, categories, several
+    outputs, vector leaves, an averaged forest."""
+    from sklearn.ensemble import RandomForestClassifier
+    X, y = data(n=300, seed=11)
+    b = xgb.train({"max_depth": 6, "base_score": 0.2, "nthread": 1}, xgb.DMatrix(X, y), 12)
+    R = edge_rows(treecomp.compile(b, backend="arrays")._forest, X)
+    R[3] = np.nan
+    rng = np.random.default_rng(12)
+    Xc = np.column_stack([rng.integers(0, 12, 400), rng.normal(size=400)]).astype(np.float64)
+    yc = np.digitize((Xc[:, 0] % 3) + Xc[:, 1], [0.5, 2])
+    Xct = Xc[:40].copy()
+    Xct[:6, 0] = [np.nan, -1, 40, 2.5, 11, 0]
+    Xct[6:9, 1] = np.nan
+    mc = lgb.train({"verbose": -1, "num_leaves": 8, "min_data_per_group": 5, "cat_smooth": 1,
+                    "objective": "multiclass", "num_class": 3, "num_threads": 1},
+                   lgb.Dataset(Xc, yc, categorical_feature=[0]), 5)
+    rf = RandomForestClassifier(n_estimators=3, max_depth=6, random_state=0).fit(
+        np.nan_to_num(X), np.digitize(y, [0, 1.5]))
+    cases = [(b, R, lambda Z: b.predict(xgb.DMatrix(Z), pred_contribs=True), 1e-6),
+             (mc, Xct, lambda Z: mc.predict(Z, pred_contrib=True), 1e-9),
+             (rf, np.nan_to_num(R), None, 0)]
+    isas = isa_paths()
+    for model, Z, lib, rel in cases:
+        p = treecomp.compile(model, backend="arrays")
+        if isinstance(model, lgb.Booster):
+            assert any(t.has_categorical for t in p._forest.trees)
+        ex = {isa: shap.Explainer(p._forest, isa=isa) for isa in isas}
+        nq = ex["scalar"].prep["tree_nq"]
+        # "linear": Linear TreeSHAP for every tree; "tables": tables for these small trees
+        assert np.all(nq > 0) if kernel == "linear" else np.any(nq == 0)
+        ref = shap.reference_contributions(p._forest, Z[:17]) if lib is None else None
+        for n in (1, 7, 8, 9, 17, len(Z)):
+            Zn = np.ascontiguousarray(Z[:n])
+            one = ex["scalar"].contributions(Zn, 1, None)
+            for isa in isas[1:]:
+                assert ex[isa].contributions(Zn, 1, None).tobytes() == one.tobytes(), (isa, n)
+            if lib is not None:
+                close(one, lib(Zn), rel)
+            elif n <= len(ref):
+                np.testing.assert_allclose(one, ref[:n], rtol=1e-9, atol=1e-12)
+        # Predictor.contributions runs the best path here
+        assert p.contributions(Z[:2]) is not None and p._explainer.isa == isas[-1]
+
+
+def test_default_tables_only_on_the_one_row_path(monkeypatch):
+    """By default (TABLES None) the one-row path uses tables where they fit and the several-row
+    paths run Linear TreeSHAP for every tree: the same values to rounding. (Under "linear" the
+    several-row paths compute 1 / g per row.)"""
+    monkeypatch.setattr(shap, "TABLES", None)
+    monkeypatch.setattr(shap, "TABLE_BUDGET", 256 << 20)
+    X, y = data(n=300, seed=14)
+    b = xgb.train({"max_depth": 4, "nthread": 1}, xgb.DMatrix(X, y), 10)
+    f = treecomp.compile(b, backend="arrays")._forest
+    R = edge_rows(f, X)
+    isas = isa_paths()
+    ex = {isa: shap.Explainer(f, isa=isa) for isa in isas}
+    assert [e.tables for e in ex.values()] == [isa == "scalar" for isa in isas]
+    assert np.all(ex["scalar"].prep["tree_nq"] == 0)
+    one = ex["scalar"].contributions(R, 1, None)
+    close(one, b.predict(xgb.DMatrix(R), pred_contribs=True), 1e-6)
+    for isa in isas[1:]:
+        assert np.all(ex[isa].prep["tree_nq"] > 0)
+        close(ex[isa].contributions(R, 1, None), one, 1e-14)
+
+
+def test_isa_argument_validated():
+    X, y = data(n=100, seed=13)
+    f = treecomp.compile(xgb.train({"max_depth": 2, "nthread": 1}, xgb.DMatrix(X, y), 2),
+                         backend="arrays")._forest
+    for bad in ("avx9", "numpy", "llvm"):
+        with pytest.raises(ValueError, match="isa"):
+            shap.Explainer(f, isa=bad)

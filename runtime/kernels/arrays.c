@@ -383,7 +383,7 @@ TC_EXPORT int32_t tc_arrays_predict(const tc_tables *T, const void *X, int32_t x
 }
 #endif /* TC_PART 0 */
 
+#include "kernels/shap.c"  /* SHAP contributions (treecomp/shap.py): every part */
 #if TC_PART == -1 || TC_PART == 0
-#include "kernels/shap.c"  /* SHAP contributions (treecomp/shap.py) */
 #include "kernels/linear.c"  /* linear leaves (treecomp/linear.py) */
 #endif

@@ -43,7 +43,7 @@ from ..ir import Forest, Tree, head_of
 KERNEL_DIR = toolchain.RUNTIME_DIR / "kernels"
 #: every file the kernel is built from (setup.py reads this tuple: keep it a literal)
 KERNEL_FILES = ("arrays.c", "arrays_isa.c", "arrays_acc.c", "arrays_impl.c", "quant_impl.c",
-                "shap.c", "linear.c")
+                "shap.c", "shap_rows.c", "linear.c")
 KERNEL_CFLAGS = tuple(toolchain.DEFAULT_CFLAGS)  # -O2: -O3 doubled the build for no measured gain
 #: the kernel's translation units: TC_PART 0 (baseline + entry points), 1 (AVX2), 2 (AVX-512:
 #: F, BW, VL, VBMI)

@@ -839,7 +839,9 @@ def measure_shap(ctx: CaseContext) -> dict:
     pred.contributions(X[:1], n_threads=1)
     res: dict[str, Any] = {"n_rows": n, "prepare_s": time.perf_counter() - t0, "engines": []}
     engines, skipped = _shap_engines(model, ctx.case.library, X)
-    engines.insert(0, ("treecomp", "treecomp Predictor.contributions(X, n_threads=1)",
+    isa = getattr(pred.__dict__.get("_explainer"), "isa", "?")  # the SHAP kernel's path
+    res["isa"] = isa
+    engines.insert(0, ("treecomp", f"treecomp Predictor.contributions(X, n_threads=1) ({isa} path)",
                        lambda: pred.contributions(X, n_threads=1)))
     d4p = sys.modules.get("daal4py")
     d4p_threads = d4p.num_threads() if d4p is not None else 0
