@@ -1423,13 +1423,25 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(qrows_w1)(
 }
 
 #if TC_QVEC == 2
+/* the decisions of 64 consecutive heap slots from s0 (those in kn) for the row whose column
+ * mux bytes are q: bit j set = slot s0 + j sends the row right (zrows_w1) */
+static inline __attribute__((always_inline)) TC_ATTR __mmask64 FN(zslots)(
+    const tc_tables *T, __m512i q, int64_t s0, __mmask64 kn) {
+  const __m512i cx = _mm512_maskz_loadu_epi8(kn, T->h_qcix + s0);
+  const __m512i x = _mm512_permutexvar_epi8(cx, q);
+  __mmask64 g = _mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_maskz_loadu_epi8(kn, T->h_qthr + s0));
+  if (T->q_cnan) g &= ~(_mm512_cmpeq_epi8_mask(x, _mm512_set1_epi8(0x7F)) & _mm512_movepi8_mask(cx));
+  return g;
+}
+
 /* few rows, AVX-512: a row's bytes of the column mux's columns (q_cmux <= 64, see tc_qlevelc) in
  * one vector; per tree of depth <= 6 one vpermb by the slots' column indices (h_qcix) picks
  * the row's byte at each of the tree's <= 63 slots and one compare with the slots' thresholds
  * gives every slot's decision as a mask, from which the D steps of the walk are bit tests
  * (no loads left on the walk's chain). Merged NaN columns (q_cnan): a row with code 255 goes
- * left at slots whose index byte carries bit 7, as in the column mux. Deeper trees walk as in
- * qrows_w1. Leaves added in tree order. */
+ * left at slots whose index byte carries bit 7, as in the column mux. Trees of depth 7 and 8
+ * take their 127 / 255 slots' decisions in two / four masks (zslots) and walk them the same
+ * way. Leaves added in tree order. */
 static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
     const tc_tables *T, const uint8_t *qb, int64_t gs, int64_t nb, TC_AT *ab) {
   const int64_t no = T->n_outputs, nt = T->n_trees;
@@ -1507,9 +1519,21 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
         for (int l = 0; l < 6; ++l) i = 2u * i + 1u + (uint32_t)((G >> i) & 1u);
         i = ((i + 1u) >> (6 - D)) - 1u;
       } else {
-        const int32_t *co = T->h_qcol + n0;
-        const int8_t *tb = T->h_qthr + n0;
-        for (int l = 0; l < D; ++l) i = 2u * i + 1u + ((int8_t)qg[TC_QCS * co[i]] > tb[i]);
+        /* depth 7 or 8 (QUANT_MAX_DEPTH): the slots' decisions as four masks, one per window
+         * of slots [0, 63), [63, 127), [127, 191), [191, 255) (a level's slots lie in one or
+         * two windows), then eight steps by bit tests; slots past the tree's own (n and up)
+         * are 0, so a depth-7 tree's eighth step maps i to 2i + 1 */
+        const int n = (1 << D) - 1;
+        const uint64_t G0 = (uint64_t)FN(zslots)(T, q, n0, ((__mmask64)1 << 63) - 1);
+        const uint64_t G1 = (uint64_t)FN(zslots)(T, q, n0 + 63, ~(__mmask64)0);
+        const uint64_t G2 = n > 127 ? (uint64_t)FN(zslots)(T, q, n0 + 127, ~(__mmask64)0) : 0;
+        const uint64_t G3 = n > 191 ? (uint64_t)FN(zslots)(T, q, n0 + 191, ~(__mmask64)0) : 0;
+#pragma GCC unroll 6
+        for (int l = 0; l < 6; ++l) i = 2u * i + 1u + (uint32_t)((G0 >> i) & 1u);
+        i = 2u * i + 1u + (uint32_t)((G1 >> (i - 63u)) & 1u);  /* i in [63, 127) */
+        const uint32_t s = i - 127u;                            /* i in [127, 255) */
+        i = 2u * i + 1u + (uint32_t)(((s < 64u ? G2 : G3) >> (s & 63u)) & 1u);
+        i = ((i + 1u) >> (8 - D)) - 1u;
       }
       const TC_AT v = lv[T->tree_leaf[t] + (i - ((1u << D) - 1u))];
       if (no == 1) one += v;
