@@ -1423,37 +1423,45 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(qrows_w1)(
 }
 
 #if TC_QVEC == 2
-/* the decisions of 64 consecutive heap slots from s0 (those in kn) for the row whose column
- * mux bytes are q: bit j set = slot s0 + j sends the row right (zrows_w1) */
+/* the decisions of 64 consecutive heap slots from s0 (those in kn) for the row whose 128-byte
+ * table (zrows_w1) is q0:q1: bit j set = slot s0 + j sends the row right */
 static inline __attribute__((always_inline)) TC_ATTR __mmask64 FN(zslots)(
-    const tc_tables *T, __m512i q, int64_t s0, __mmask64 kn) {
-  const __m512i cx = _mm512_maskz_loadu_epi8(kn, T->h_qcix + s0);
-  const __m512i x = _mm512_permutexvar_epi8(cx, q);
-  __mmask64 g = _mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_maskz_loadu_epi8(kn, T->h_qthr + s0));
-  if (T->q_cnan) g &= ~(_mm512_cmpeq_epi8_mask(x, _mm512_set1_epi8(0x7F)) & _mm512_movepi8_mask(cx));
-  return g;
+    const tc_tables *T, __m512i q0, __m512i q1, int64_t s0, __mmask64 kn) {
+  const __m512i x = _mm512_permutex2var_epi8(q0, _mm512_maskz_loadu_epi8(kn, T->h_qc7 + s0), q1);
+  return _mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_maskz_loadu_epi8(kn, T->h_qthr + s0));
 }
 
-/* few rows, AVX-512: a row's bytes of the column mux's columns (q_cmux <= 64, see tc_qlevelc) in
- * one vector; per tree of depth <= 6 one vpermb by the slots' column indices (h_qcix) picks
- * the row's byte at each of the tree's <= 63 slots and one compare with the slots' thresholds
- * gives every slot's decision as a mask, from which the D steps of the walk are bit tests
- * (no loads left on the walk's chain). Merged NaN columns (q_cnan): a row with code 255 goes
- * left at slots whose index byte carries bit 7, as in the column mux. Trees of depth 7 and 8
- * take their 127 / 255 slots' decisions in two / four masks (zslots) and walk them the same
- * way. Leaves added in tree order. */
+/* few rows, AVX-512: a row's bytes in a 128-byte table (two vectors): with the column mux
+ * (q_cmux <= 64, see tc_qlevelc) the mux columns, then the same with NaN's code 255 made 0 (a
+ * merged column's NaN-left slots index this half: h_qc7 bit 6), else the row's <= 128 columns.
+ * Per tree of depth <= 6 one vpermi2b by the slots' indices (h_qc7) picks the row's byte at
+ * each of the tree's <= 63 slots and one compare with the slots' thresholds gives every slot's
+ * decision as a mask, from which the D steps of the walk are bit tests (no loads left on the
+ * walk's chain). Trees of depth 7 and 8 take their 127 / 255 slots' decisions in two / four
+ * masks and walk them the same way. Leaves added in tree order.
+ * Measured (AMD EPYC Zen 4, one process, one row, kernel time): the 300-tree depth-8 XGBoost
+ * NaN model walked its deep trees a tree at a time by byte loads (8.5 us); by four masks per
+ * tree 4.0 us with the merged columns' NaN fixed per slot (cmpeq + movepi8_mask + andn), ...
+ * with the table's NaN-left half. Tried and dropped: eight trees' masks as the qwords of
+ * vectors and the eight steps for all at once (as for depth <= 6): 0.90x (the masked
+ * broadcasts cost more than the per-tree chains, which overlap); the top six levels by one
+ * mask and the last two by byte loads: 0.81x (a load chain per level). */
 static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
     const tc_tables *T, const uint8_t *qb, int64_t gs, int64_t nb, TC_AT *ab) {
   const int64_t no = T->n_outputs, nt = T->n_trees;
   const int C = T->q_cmux, NC = T->q_ncols;
   const TC_AT *lv = (const TC_AT *)T->leaf_values;
+  const __m512i nan = _mm512_set1_epi8(0x7F), left = _mm512_set1_epi8((char)0x80);
   for (int64_t r = 0; r < nb; ++r) {
     const uint8_t *qg = qb + TC_QOFF(r);
-    uint8_t row[64];
-    /* columns from q_ncols up to C are never selected (h_qcix holds column indices): 0x80,
-     * what the block's clearing once left there (run clears no block below TC_QVEC_MIN rows) */
-    for (int c = 0; c < 64; ++c) row[c] = c < C ? (c < NC ? qg[(int64_t)c * TC_QR] : 0x80) : 0;
-    const __m512i q = _mm512_loadu_si512((const void *)row);
+    uint8_t row[128];
+    /* columns from q_ncols up to the table's end are never selected: 0x80, what the block's
+     * clearing once left there (run clears no block below TC_QVEC_MIN rows) */
+    const int W = C ? C : 128;
+    for (int c = 0; c < 128; ++c) row[c] = c < W && c < NC ? qg[(int64_t)c * TC_QR] : 0x80;
+    const __m512i q0 = _mm512_loadu_si512((const void *)row);
+    const __m512i q1 = C ? _mm512_mask_blend_epi8(_mm512_cmpeq_epi8_mask(q0, nan), q0, left)
+                         : _mm512_loadu_si512((const void *)(row + 64));
     TC_AT *a = ab + r * no;
     /* one output: the margin in a register (through memory, each add would wait for the
      * previous one's store to forward) */
@@ -1470,14 +1478,9 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
       for (int j = 0; j < 8; ++j) {
         const int64_t n0 = T->tree_node[t + j];
         const __mmask64 kn = ((__mmask64)1 << ((1 << T->tree_depth[t + j]) - 1)) - 1;
-        const __m512i cx = _mm512_maskz_loadu_epi8(kn, T->h_qcix + n0);
-        const __m512i x = _mm512_permutexvar_epi8(cx, q);
-        __mmask64 g = _mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_maskz_loadu_epi8(kn, T->h_qthr + n0));
-        if (T->q_cnan)
-          g &= ~(_mm512_cmpeq_epi8_mask(x, _mm512_set1_epi8(0x7F)) & _mm512_movepi8_mask(cx));
         /* into qword j by a masked broadcast (eight stores read back as one vector would
          * wait for the stores: no forwarding) */
-        G = _mm512_mask_set1_epi64(G, (__mmask8)(1u << j), (int64_t)(uint64_t)g);
+        G = _mm512_mask_set1_epi64(G, (__mmask8)(1u << j), (int64_t)(uint64_t)FN(zslots)(T, q0, q1, n0, kn));
       }
       const __m512i one64 = _mm512_set1_epi64(1);
       __m512i iv = _mm512_setzero_si512();
@@ -1505,29 +1508,21 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
       const int64_t n0 = T->tree_node[t];
       uint32_t i = 0;
       if (D <= 6) {
-        const int n = (1 << D) - 1;
-        const __mmask64 kn = ((__mmask64)1 << n) - 1;
-        const __m512i cx = _mm512_maskz_loadu_epi8(kn, T->h_qcix + n0);
-        const __m512i x = _mm512_permutexvar_epi8(cx, q);
-        __mmask64 g = _mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_maskz_loadu_epi8(kn, T->h_qthr + n0));
-        if (T->q_cnan)
-          g &= ~(_mm512_cmpeq_epi8_mask(x, _mm512_set1_epi8(0x7F)) & _mm512_movepi8_mask(cx));
+        const uint64_t G = (uint64_t)FN(zslots)(T, q0, q1, n0, ((__mmask64)1 << ((1 << D) - 1)) - 1);
         /* six steps whatever D, no branch on a tree's depth: below the tree's slots (n and
          * up) every bit of g is 0, so each step past D maps i to 2i + 1 (i + 1 doubles) */
-        const uint64_t G = (uint64_t)g;
 #pragma GCC unroll 6
         for (int l = 0; l < 6; ++l) i = 2u * i + 1u + (uint32_t)((G >> i) & 1u);
         i = ((i + 1u) >> (6 - D)) - 1u;
       } else {
         /* depth 7 or 8 (QUANT_MAX_DEPTH): the slots' decisions as four masks, one per window
          * of slots [0, 63), [63, 127), [127, 191), [191, 255) (a level's slots lie in one or
-         * two windows), then eight steps by bit tests; slots past the tree's own (n and up)
-         * are 0, so a depth-7 tree's eighth step maps i to 2i + 1 */
-        const int n = (1 << D) - 1;
-        const uint64_t G0 = (uint64_t)FN(zslots)(T, q, n0, ((__mmask64)1 << 63) - 1);
-        const uint64_t G1 = (uint64_t)FN(zslots)(T, q, n0 + 63, ~(__mmask64)0);
-        const uint64_t G2 = n > 127 ? (uint64_t)FN(zslots)(T, q, n0 + 127, ~(__mmask64)0) : 0;
-        const uint64_t G3 = n > 191 ? (uint64_t)FN(zslots)(T, q, n0 + 191, ~(__mmask64)0) : 0;
+         * two windows), then eight steps by bit tests; a depth-7 tree has no slots past 126
+         * (G2 = G3 = 0), so its eighth step maps i to 2i + 1 */
+        const uint64_t G0 = (uint64_t)FN(zslots)(T, q0, q1, n0, ((__mmask64)1 << 63) - 1);
+        const uint64_t G1 = (uint64_t)FN(zslots)(T, q0, q1, n0 + 63, ~(__mmask64)0);
+        const uint64_t G2 = D == 8 ? (uint64_t)FN(zslots)(T, q0, q1, n0 + 127, ~(__mmask64)0) : 0;
+        const uint64_t G3 = D == 8 ? (uint64_t)FN(zslots)(T, q0, q1, n0 + 191, ~(__mmask64)0) : 0;
 #pragma GCC unroll 6
         for (int l = 0; l < 6; ++l) i = 2u * i + 1u + (uint32_t)((G0 >> i) & 1u);
         i = 2u * i + 1u + (uint32_t)((G1 >> (i - 63u)) & 1u);  /* i in [63, 127) */
@@ -1553,15 +1548,14 @@ static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs
   /* the AVX-512 few-row walk up to TC_ZROWS_MAX - 1 rows: the 64-row vector walk costs about
    * as much for 8 rows as for 64 (500-tree XGBoost, AMD Zen 4: 8 rows 27 us, one row here
    * 2.75 us, so the two meet near 10 rows) */
-  if (nb < TC_ZROWS_MAX && nb >= TC_QVEC_MIN && T->q_w1 && !cs && T->h_qcix && T->q_cmux > 0
-      && T->q_cmux <= 64) {
+  if (nb < TC_ZROWS_MAX && nb >= TC_QVEC_MIN && T->q_w1 && !cs && T->h_qc7) {
     FN(zrows_w1)(T, qb, gs, nb, ab);
     return;
   }
 #endif
   if (nb < TC_QVEC_MIN && T->q_w1 && !cs) {
 #if TC_QVEC == 2
-    if (T->h_qcix && T->q_cmux > 0 && T->q_cmux <= 64) {
+    if (T->h_qc7) {
       FN(zrows_w1)(T, qb, gs, nb, ab);
       return;
     }

@@ -56,8 +56,8 @@ from .. import outputs, toolchain
 from ..errors import CompileError
 from ..ir import Forest, Head, head_of
 from . import arrays_native, arrays_walkers
-from .arrays_derived import (DEEP_TOP_MAX, QCIX_MAX_COLS, _HEAP_PAD, _QUANT_ARRAYS, _deep_tables,
-                             bitvec_tables, cat_byte_sets, leaf_planes, merge_nan_columns,
+from .arrays_derived import (DEEP_TOP_MAX, QCIX_MAX_COLS, ZROW_MAX_COLS, _HEAP_PAD, _QUANT_ARRAYS,
+                             _deep_tables, bitvec_tables, cat_byte_sets, leaf_planes, merge_nan_columns,
                              oblivious_heaps, quant_levels, quant_tables)
 # MAGIC: the backend interface (backends.kind_of_artifact reads it here)
 from .arrays_format import BACKEND, MAGIC, tables_from_bytes, tables_to_bytes  # noqa: F401
@@ -261,6 +261,16 @@ class ArraysKernel:
                 # (quant_impl.c, tc_qlevelc); padded like h_qthr
                 cix = q["h_qcix"] if cnan else q["h_qcol"].astype(np.uint8)
                 keep["h_qcix"] = np.concatenate([cix, np.zeros(32, np.uint8)])
+            if m.get("quant") and (cmux or len(q["q_feat"]) <= ZROW_MAX_COLS):
+                # the AVX-512 few-row walk's slot indices into a row's 128-byte table
+                # (quant_impl.c, zrows_w1): the mux column (bit 6: a merged NaN-left slot), or
+                # the column; padded by 64 (64-slot masked loads)
+                if cmux:
+                    cix = keep["h_qcix"][:len(q["h_qthr"])]
+                    c7 = (cix & 63) | ((cix >> 7) << 6)
+                else:
+                    c7 = q["h_qcol"]
+                keep["h_qc7"] = np.concatenate([c7.astype(np.uint8), np.zeros(64, np.uint8)])
             if m.get("quant"):  # symmetric trees: one column and byte a level (zobl)
                 keep["h_qobl"] = oblivious_heaps(q["h_qcol"], q["h_qthr"], A["tree_layout"] == 0,
                                                  A["tree_nint"])

@@ -344,6 +344,9 @@ def leaf_planes(leaf_values: np.ndarray, depth: np.ndarray) -> tuple[np.ndarray,
 #: the heap byte walk muxes a level's bytes by column instead of by node (tc_qlevelc) where
 #: the level has more nodes than the model has columns, up to this many columns
 QCIX_MAX_COLS = 64
+#: the AVX-512 few-row walk looks a row's bytes up in a 128-byte table (h_qc7, quant_impl.c
+#: zrows_w1): without the column mux, models of up to this many columns
+ZROW_MAX_COLS = 128
 
 _QUANT_ARRAYS = ("q_feat", "q_nanc", "q_off", "q_len", "q_count", "q_src", "q_thr", "h_qcol", "h_qthr")
 
