@@ -716,7 +716,9 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
     for (int64_t r = 0; r < nb; ++r)
       for (int64_t k = 0; k < no; ++k) ab[r * no + k] = base[k];
     if (T->naive) FN(naive)(T, xb, nb, ab);
-    else if (qb && (T->quant || nb >= TC_QVEC_MIN)) {
+    /* the byte walks: quantised heaps always; the interval walk from TC_QVEC_MIN rows, or
+     * below where the AVX-512 few-row interval walk takes the block (zbvrows_w1) */
+    else if (qb && (T->quant || nb >= TC_QVEC_MIN || (TC_QVEC == 2 && T->bv_lmask && T->q_w1))) {
       if (T->strict) FN(quantise)(T, xb, nb, qb, gs, xq, xd, xu, 1);
       else FN(quantise)(T, xb, nb, qb, gs, xq, xd, xu, 0);
       const int64_t cs = cm && nb >= TC_QVEC_MIN ? nb : 0;  /* class stride, or row-major */

@@ -276,6 +276,17 @@ def bitvec_tables(A: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             "bv_hi": (lo + nl_left)[order].astype(np.int8), "bv_leaf": bv_leaf}
 
 
+def interval_masks(lo1: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per node of the interval walk (bitvec_tables' order) its left subtree's leaves [lo, hi)
+    as bits of a uint64 (trees of <= 64 leaves), padded by 8 zeros: a row's exit leaf is the
+    lowest bit no right-going node's mask covers (quant_impl.c, zbvrows_w1)."""
+    def below(k: np.ndarray) -> np.ndarray:  # bits [0, k), k in [0, 64]
+        low = (np.uint64(1) << np.minimum(k, 63).astype(np.uint64)) - np.uint64(1)
+        return np.where(k >= 64, np.uint64(0xFFFFFFFFFFFFFFFF), low)
+    m = below(hi.astype(np.int64)) & ~below(lo1.astype(np.int64) + 1)
+    return np.concatenate([m, np.zeros(8, np.uint64)])
+
+
 def oblivious_heaps(h_qcol: np.ndarray, h_qthr: np.ndarray, heap: np.ndarray,
                     nint: np.ndarray) -> np.ndarray:
     """Per tree 1 where it is a heap whose every level's slots read one column and one threshold
