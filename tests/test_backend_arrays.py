@@ -720,14 +720,16 @@ def test_few_rows_against_the_libraries():
                           random_state=0).fit(X, y)
     lm = lgb.LGBMRegressor(n_estimators=24, num_leaves=63, min_child_samples=3, n_jobs=1,
                            verbose=-1, random_state=0).fit(X, y)
-    for model, want_of in ((xm, lambda Z: xm.predict(Z, output_margin=True)),
-                           (lm, lambda Z: lm.booster_.predict(Z, raw_score=True))):
+    # (layout "quant": one of the XGBoost trees is sparse enough that "auto" would not pad it)
+    for model, layout, want_of in ((xm, "quant", lambda Z: xm.predict(Z, output_margin=True)),
+                                   (lm, "auto", lambda Z: lm.booster_.predict(Z, raw_score=True))):
         f = treecomp.parse(model)
         Z = edge_rows(f, X[:300], n=120, seed=5)
         want = want_of(Z)
         for isa in NATIVE:
-            p = treecomp.compile(model, backend="arrays", isa=isa)
-            assert p._kernel.isa == isa
+            p = treecomp.compile(model, backend="arrays", isa=isa, layout=layout)
+            assert p._kernel.isa == isa and "h_qc7" in p._kernel._keep
+            assert ("bv_lmask" in p._kernel._keep) == (model is lm)
             np.testing.assert_array_equal(p.predict_raw(Z).reshape(want.shape), want)
             for i, n in zip(range(0, len(Z), 7), itertools.cycle((1, 1, 2, 5, 9, 15))):
                 np.testing.assert_array_equal(p.predict_raw(Z[i:i + n]).reshape(want[i:i + n].shape),
