@@ -1410,9 +1410,11 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zbvrows_w1)(
         const __m512i x = _mm512_permutex2var_epi8(q0, _mm512_maskz_loadu_epi8(kn, T->h_qc7 + n0), q1);
         const uint64_t g = (uint64_t)_mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_maskz_loadu_epi8(kn, T->h_qthr + n0));
         const uint64_t *lm = T->bv_lmask + n0;
-        __m512i c = _mm512_maskz_loadu_epi64((__mmask8)g, lm);
-        for (int64_t k = 8; k < nn; k += 8)
-          c = _mm512_or_si512(c, _mm512_maskz_loadu_epi64((__mmask8)(g >> k), lm + k));
+#define TC_LM(k) _mm512_maskz_loadu_epi64((__mmask8)(g >> (8 * (k))), lm + 8 * (k))
+        const __m512i c = _mm512_or_si512(
+            _mm512_or_si512(_mm512_or_si512(TC_LM(0), TC_LM(1)), _mm512_or_si512(TC_LM(2), TC_LM(3))),
+            _mm512_or_si512(_mm512_or_si512(TC_LM(4), TC_LM(5)), _mm512_or_si512(TC_LM(6), TC_LM(7))));
+#undef TC_LM
         leaf = (uint32_t)__builtin_ctzll(~(uint64_t)_mm512_reduce_or_epi64(c));
       }
       const TC_AT v = lv[T->tree_leaf[t] + leaf];
