@@ -1578,13 +1578,14 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
           _mm512_add_epi64(_mm512_srlv_epi64(_mm512_add_epi64(iv, one64), _mm512_sub_epi64(_mm512_set1_epi64(6), d64)),
                            _mm512_loadu_si512((const void *)(T->tree_leaf + t))),
           _mm512_sllv_epi64(one64, d64));
-      TC_AT v[8];
-      if (sizeof(TC_AT) == 4) _mm256_storeu_ps((float *)v, _mm512_i64gather_ps(leaf, (const float *)lv, 4));
-      else _mm512_storeu_pd((double *)v, _mm512_i64gather_pd(leaf, (const double *)lv, 8));
+      /* the eight leaf values by scalar loads (the indices stored and read back): a gather
+       * here cost more (below) */
+      int64_t li[8];
+      _mm512_storeu_si512((void *)li, leaf);
       if (no == 1) {
-        for (int j = 0; j < 8; ++j) one += v[j];
+        for (int j = 0; j < 8; ++j) one += lv[li[j]];
       } else {
-        for (int j = 0; j < 8; ++j) a[T->tree_out[t + j]] += v[j];
+        for (int j = 0; j < 8; ++j) a[T->tree_out[t + j]] += lv[li[j]];
       }
     }
     for (; t < nt; ++t) {
