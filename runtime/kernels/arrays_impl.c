@@ -532,7 +532,13 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(add_leaves)(
  * one row's walks of 8 trees at once, a tree per AVX2 lane (masked gathers of node words,
  * thresholds and the row's values): 1.13x slower on rf-deep and ET (float32 nodes); on
  * XGBoost's float heaps 1.8x faster than the scalar heap walk but still 2x slower than the byte
- * walk a single row takes there (gathers are slow on this core). */
+ * walk a single row takes there (gathers are slow on this core).
+ * Forests of the interval walk (trees of <= 64 leaves, numeric, <= 128 columns) take a byte
+ * walk below 10 rows on AVX-512 instead (quant_impl.c, zbvrows_w1: 500 LightGBM trees, one
+ * row, 17.0 -> 5.5 us): this walk is left to bigger trees (random forests, ExtraTrees), the
+ * scalar and AVX2 paths and forests with categorical nodes. What bounds it: one node record's
+ * load per step of each of the 8 chains (float64 records: 24 bytes, LightGBM's 31,000 nodes
+ * 744 KB, beyond L1 and most of L2). */
 static inline __attribute__((always_inline)) TC_ATTR void FN(compact_trees)(
     const tc_tables *T, int64_t t0, int64_t k, const TC_XT *xb, int64_t nb, TC_AT *ab,
     const int strict) {
