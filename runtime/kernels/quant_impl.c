@@ -1375,9 +1375,11 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(bvtree)(
   }
 }
 
-/* below this many rows the AVX-512 interval walk takes a row at a time (zbvrows_w1) */
+/* below this many rows the AVX-512 interval walk takes a row at a time (zbvrows_w1): 500
+ * LightGBM trees, batches of 10, 16, 20, 24 rows, us: 53.7, 79.5, 97.1, 114.9 against the
+ * 64-row sweep's 92.6, 108.9, 85.0, 88.9 (AMD Zen 4, one process) */
 #ifndef TC_BVROWS_MAX
-#define TC_BVROWS_MAX 10
+#define TC_BVROWS_MAX 17
 #endif
 #if TC_QVEC == 2
 /* few rows, AVX-512, interval walk of trees of <= 64 leaves without categorical nodes
@@ -1469,7 +1471,7 @@ static TC_ATTR void FN(bvblock)(const tc_tables *T, const uint8_t *qb, int64_t g
 #define TC_QVEC_MIN 8
 #endif
 #ifndef TC_ZROWS_MAX
-#define TC_ZROWS_MAX 10
+#define TC_ZROWS_MAX 12
 #endif
 
 /* few rows (single-row latency): row by row, four trees walked at once (independent chains
@@ -1647,8 +1649,9 @@ static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs
   const int64_t no = cs ? 1 : T->n_outputs;
 #if TC_QVEC == 2
   /* the AVX-512 few-row walk up to TC_ZROWS_MAX - 1 rows: the 64-row vector walk costs about
-   * as much for 8 rows as for 64 (500-tree XGBoost, AMD Zen 4: 8 rows 27 us, one row here
-   * 2.75 us, so the two meet near 10 rows) */
+   * as much for 8 rows as for 64, so the two meet near 12 rows (AMD Zen 4, batches of 10, 12,
+   * 16 rows here against the vector walk, us: 500-tree XGBoost 21.5 / 25.9 / 33.4 against
+   * 27.5 / 28.0 / 31.1; 300 depth-8 trees 29.6 / 36.0 / 47.3 against 34.5 / 34.9 / 38.9) */
   if (nb < TC_ZROWS_MAX && nb >= TC_QVEC_MIN && T->q_w1 && !cs && T->h_qc7) {
     FN(zrows_w1)(T, qb, gs, nb, ab);
     return;
