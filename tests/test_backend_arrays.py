@@ -342,7 +342,7 @@ def test_byte_walks_every_row_group(isa, layout):
                 assert p._kernel._struct.h_qcix and p._kernel._struct.q_cnan
             for n in (1, 63, 64, 65, 127, 128, 130, 257):
                 _check(p, f, X[:n])
-        # the few-row walks (below 8 rows; AVX-512: below 10), over rows with NaN, edges,
+        # the few-row walks (below 8 rows; AVX-512: below 12), over rows with NaN, edges,
         # categories
         for i, n in zip(range(0, 200, 5), itertools.cycle((5, 8, 9, 1))):
             _check(p, f, X[i:i + n])
@@ -634,7 +634,7 @@ def test_zoo_bit_exact():
 
 # -- few rows (single-row latency): the AVX-512 walks of a row's slot / node decisions ------------
 def _few_row_checks(p, f, X):
-    """Single rows and batches of 1..15 rows (the few-row walks below 10 rows, the vector walk
+    """Single rows and batches of 1..15 rows (the few-row walks below 12 and 17 rows, the vector walks
     above) bit for bit against the interpreter and against the same rows in one large batch."""
     for Xin in (X, X.astype(np.float32)):
         want = interp.predict_raw(f, Xin)

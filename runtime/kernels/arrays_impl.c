@@ -534,7 +534,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(add_leaves)(
  * XGBoost's float heaps 1.8x faster than the scalar heap walk but still 2x slower than the byte
  * walk a single row takes there (gathers are slow on this core).
  * Forests of the interval walk (trees of <= 64 leaves, numeric, <= 128 columns) take a byte
- * walk below 10 rows on AVX-512 instead (quant_impl.c, zbvrows_w1: 500 LightGBM trees, one
+ * walk below 17 rows on AVX-512 instead (quant_impl.c, zbvrows_w1: 500 LightGBM trees, one
  * row, 17.0 -> 5.5 us): this walk is left to bigger trees (random forests, ExtraTrees), the
  * scalar and AVX2 paths and forests with categorical nodes. What bounds it: one node record's
  * load per step of each of the 8 chains (float64 records: 24 bytes, LightGBM's 31,000 nodes
