@@ -674,7 +674,8 @@ def test_few_rows_deep_heaps(isa, nf, both, c7):
 
 
 @pytest.mark.parametrize("isa", ISAS[:3])
-@pytest.mark.parametrize("comparison,x,acc,no", [("<=", "float64", "float64", 1), ("<", "float32", "float32", 1),
+@pytest.mark.parametrize("comparison,x,acc,no", [("<=", "float64", "float64", 1),
+                                                 ("<", "float32", "float32", 1),
                                                  ("<=", "float64", "float64", 3)])
 def test_few_rows_interval_walk(isa, comparison, x, acc, no):
     """The interval walk's trees (<= 64 leaves, any shape: deep chains, 64-leaf complete trees,
@@ -700,7 +701,8 @@ def test_few_rows_interval_walk(isa, comparison, x, acc, no):
     assert "bv_lmask" in k._keep  # (the scalar and AVX2 paths walk the float tables)
     _few_row_checks(p, f, X)
     # a tree of 65 leaves: no masks, the float walk
-    g = f.replace(trees=f.trees + (_unbalanced_tree(rng, 65, 50),), tree_output=np.arange(len(trees) + 1) % no)
+    g = f.replace(trees=f.trees + (_unbalanced_tree(rng, 65, 50),),
+                  tree_output=np.arange(len(trees) + 1) % no)
     pg = treecomp.compile(g, backend="arrays", layout="bitvec", isa=isa)
     assert "bv_lmask" not in pg._kernel._keep
     _few_row_checks(pg, g, X[:60])
