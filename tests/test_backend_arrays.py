@@ -342,7 +342,7 @@ def test_byte_walks_every_row_group(isa, layout):
                 assert p._kernel._struct.h_qcix and p._kernel._struct.q_cnan
             for n in (1, 63, 64, 65, 127, 128, 130, 257):
                 _check(p, f, X[:n])
-        # the few-row walks (below 8 rows; AVX-512: below 10), over rows with NaN, edges,
+        # the few-row walks (below 8 rows; AVX-512: below 12), over rows with NaN, edges,
         # categories
         for i, n in zip(range(0, 200, 5), itertools.cycle((5, 8, 9, 1))):
             _check(p, f, X[i:i + n])
@@ -630,6 +630,112 @@ def test_zoo_bit_exact():
             except AssertionError as exc:
                 failures.append(f"{name} [{isa}, {layout}]: {exc}")
     assert not failures, "\n".join(failures)
+
+
+# -- few rows (single-row latency): the AVX-512 walks of a row's slot / node decisions ------------
+def _few_row_checks(p, f, X):
+    """Single rows and batches of 1..15 rows (the few-row walks below 12 and 17 rows, the vector walks
+    above) bit for bit against the interpreter and against the same rows in one large batch."""
+    for Xin in (X, X.astype(np.float32)):
+        want = interp.predict_raw(f, Xin)
+        np.testing.assert_array_equal(p.predict_raw(Xin), want)
+        for i in range(0, 40):
+            np.testing.assert_array_equal(p.predict_raw(Xin[i:i + 1]), want[i:i + 1])
+        for i, n in zip(range(40, len(X), 9), itertools.cycle(range(1, 16))):
+            np.testing.assert_array_equal(p.predict_raw(Xin[i:i + n]), want[i:i + n])
+
+
+@pytest.mark.parametrize("isa", ISAS[:3])
+@pytest.mark.parametrize("nf,both,c7", [(20, True, "mux"), (80, False, "cols"), (140, False, None)])
+def test_few_rows_deep_heaps(isa, nf, both, c7):
+    """Heaps of depth 7 and 8 among shallower ones, a row at a time: on AVX-512 the slots'
+    decisions in four 64-slot masks, the row's bytes looked up in a 128-byte table (h_qc7):
+    the column mux's columns with merged NaN twins (NaN-left slots read the table's upper half),
+    or up to 128 columns; more columns walk bytes a tree at a time. Rows on thresholds, +-1 ULP,
+    NaN, -0.0, infinities."""
+    rng = np.random.default_rng(71)
+    depths = [8, 8, 7, 8, 3, 8, 6, 8, 7, 7, 8, 8, 8, 8, 8, 8, 0, 8, 5, 8]
+    trees = []
+    for d in depths:
+        t = leaf_tree(0.25) if d == 0 else _complete_tree(rng, d, nf, p_leaf=0.1 if d == 7 else 0.0)
+        dl = t.default_left if both else np.ones(t.n_nodes, bool)
+        trees.append(dataclasses.replace(t, value=t.value.astype(np.float32).astype(np.float64),
+                                         default_left=dl))
+    f = Forest(trees=tuple(trees), n_features=nf, n_outputs=1, tree_output=np.zeros(len(trees)),
+               base_score=[0.5], comparison="<", accumulate_dtype="float32")
+    X = random_rows(f, 100, seed=4)
+    X = X[np.random.default_rng(2).permutation(len(X))]  # edge rows among the first ones
+    p = treecomp.compile(f, backend="arrays", layout="quant", isa=isa)
+    k = p._kernel
+    assert k.isa == isa and k.tables.meta["quant"]
+    assert ("h_qc7" in k._keep) == (c7 is not None)
+    assert bool(k._struct.q_cnan) == (c7 == "mux") and (k._struct.q_cmux > 0) == (c7 == "mux")
+    _few_row_checks(p, f, X)
+
+
+@pytest.mark.parametrize("isa", ISAS[:3])
+@pytest.mark.parametrize("comparison,x,acc,no", [("<=", "float64", "float64", 1),
+                                                 ("<", "float32", "float32", 1),
+                                                 ("<=", "float64", "float64", 3)])
+def test_few_rows_interval_walk(isa, comparison, x, acc, no):
+    """The interval walk's trees (<= 64 leaves, any shape: deep chains, 64-leaf complete trees,
+    single leaves), a row at a time: on AVX-512 the nodes' decisions as one mask and the exit
+    leaf as the lowest leaf no right-going node's left-subtree mask covers (bv_lmask). Several
+    outputs (a tree per output): leaves into their own margins."""
+    rng = np.random.default_rng(23)
+    trees = [leaf_tree(0.5)]
+    for n_leaves in (2, 3, 9, 31, 63, 64, 64, 40, 17):
+        trees.append(_unbalanced_tree(rng, n_leaves, 50))
+    trees += [_complete_tree(rng, 6, 50), chain_tree(63, 50, rng), _complete_tree(rng, 5, 50, p_leaf=0.3)]
+    trees = [dataclasses.replace(t, default_left=rng.random(t.n_nodes) < 0.5) for t in trees]
+    if acc == "float32":
+        trees = [dataclasses.replace(t, value=t.value.astype(np.float32).astype(np.float64)) for t in trees]
+    f = Forest(trees=tuple(trees), n_features=50, n_outputs=no, tree_output=np.arange(len(trees)) % no,
+               base_score=np.full(no, 0.125), comparison=comparison, input_dtype=x, accumulate_dtype=acc)
+    assert max(t.n_leaves for t in trees) == 64
+    X = random_rows(f, 100, seed=6)
+    X = X[np.random.default_rng(3).permutation(len(X))]
+    p = treecomp.compile(f, backend="arrays", layout="bitvec", isa=isa)
+    k = p._kernel
+    assert k.isa == isa and k._bitvec
+    assert "bv_lmask" in k._keep  # (the scalar and AVX2 paths walk the float tables)
+    _few_row_checks(p, f, X)
+    # a tree of 65 leaves: no masks, the float walk
+    g = f.replace(trees=f.trees + (_unbalanced_tree(rng, 65, 50),),
+                  tree_output=np.arange(len(trees) + 1) % no)
+    pg = treecomp.compile(g, backend="arrays", layout="bitvec", isa=isa)
+    assert "bv_lmask" not in pg._kernel._keep
+    _few_row_checks(pg, g, X[:60])
+
+
+def test_few_rows_against_the_libraries():
+    """The few-row walks on models the libraries trained (XGBoost depth-8 heaps with missing
+    values; LightGBM trees of 63 leaves, float64 rows): single rows and small batches of rows on
+    thresholds, +-1 ULP, NaN, -0.0, bit for bit against the library's own margins."""
+    xgb = pytest.importorskip("xgboost")
+    lgb = pytest.importorskip("lightgbm")
+    rng = np.random.default_rng(8)
+    X = rng.normal(size=(2000, 24))
+    y = X[:, 0] * X[:, 1] + np.sin(3 * X[:, 2]) + rng.normal(scale=0.1, size=len(X))
+    X[rng.random(X.shape) < 0.15] = np.nan
+    xm = xgb.XGBRegressor(n_estimators=24, max_depth=8, tree_method="hist", n_jobs=1,
+                          random_state=0).fit(X, y)
+    lm = lgb.LGBMRegressor(n_estimators=24, num_leaves=63, min_child_samples=3, n_jobs=1,
+                           verbose=-1, random_state=0).fit(X, y)
+    # (layout "quant": one of the XGBoost trees is sparse enough that "auto" would not pad it)
+    for model, layout, want_of in ((xm, "quant", lambda Z: xm.predict(Z, output_margin=True)),
+                                   (lm, "auto", lambda Z: lm.booster_.predict(Z, raw_score=True))):
+        f = treecomp.parse(model)
+        Z = edge_rows(f, X[:300], n=120, seed=5)
+        want = want_of(Z)
+        for isa in NATIVE:
+            p = treecomp.compile(model, backend="arrays", isa=isa, layout=layout)
+            assert p._kernel.isa == isa and "h_qc7" in p._kernel._keep
+            assert ("bv_lmask" in p._kernel._keep) == (model is lm)
+            np.testing.assert_array_equal(p.predict_raw(Z).reshape(want.shape), want)
+            for i, n in zip(range(0, len(Z), 7), itertools.cycle((1, 1, 2, 5, 9, 15))):
+                np.testing.assert_array_equal(p.predict_raw(Z[i:i + n]).reshape(want[i:i + n].shape),
+                                              want[i:i + n])
 
 
 # -- the artifact -------------------------------------------------------------------------------

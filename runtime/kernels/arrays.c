@@ -137,6 +137,17 @@ typedef struct {
   /* appended: per tree 1 where the heap's every level reads one column and one threshold byte
    * (symmetric trees: the AVX-512 walk zobl), or NULL. Derived (arrays_derived.oblivious_heaps). */
   const uint8_t *h_qobl;
+  /* appended: per heap slot an index (0..127) into a row's 128-byte table of the AVX-512
+   * few-row walk (quant_impl.c, zrows_w1), padded by 64, or NULL. With the column mux
+   * (q_cmux): bits 0-5 the mux column, bit 6 set at a merged column's NaN-left slot (the
+   * table's upper half: the row's mux bytes with NaN's code 255 made 0, left of every node);
+   * else (q_ncols <= 128) the column; for the interval walk's nodes (zbvrows_w1) the column.
+   * Derived (arrays.py, pack_arrays). */
+  const uint8_t *h_qc7;
+  /* appended: per interval-walk node its left subtree's leaves [lo, hi) as bits (trees of <= 64
+   * leaves, no categorical nodes, <= 128 columns; padded by 8), or NULL: the AVX-512 few-row
+   * interval walk (quant_impl.c, zbvrows_w1). Derived (arrays_derived.py, interval_masks). */
+  const uint64_t *bv_lmask;
 } tc_tables;
 
 /* a deep-path record: 16 bytes, children as byte offsets into d_recs (no scaling in the walk);

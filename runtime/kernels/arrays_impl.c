@@ -532,7 +532,13 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(add_leaves)(
  * one row's walks of 8 trees at once, a tree per AVX2 lane (masked gathers of node words,
  * thresholds and the row's values): 1.13x slower on rf-deep and ET (float32 nodes); on
  * XGBoost's float heaps 1.8x faster than the scalar heap walk but still 2x slower than the byte
- * walk a single row takes there (gathers are slow on this core). */
+ * walk a single row takes there (gathers are slow on this core).
+ * Forests of the interval walk (trees of <= 64 leaves, numeric, <= 128 columns) take a byte
+ * walk below 17 rows on AVX-512 instead (quant_impl.c, zbvrows_w1: 500 LightGBM trees, one
+ * row, 17.0 -> 5.5 us): this walk is left to bigger trees (random forests, ExtraTrees), the
+ * scalar and AVX2 paths and forests with categorical nodes. What bounds it: one node record's
+ * load per step of each of the 8 chains (float64 records: 24 bytes, LightGBM's 31,000 nodes
+ * 744 KB, beyond L1 and most of L2). */
 static inline __attribute__((always_inline)) TC_ATTR void FN(compact_trees)(
     const tc_tables *T, int64_t t0, int64_t k, const TC_XT *xb, int64_t nb, TC_AT *ab,
     const int strict) {
@@ -716,7 +722,9 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
     for (int64_t r = 0; r < nb; ++r)
       for (int64_t k = 0; k < no; ++k) ab[r * no + k] = base[k];
     if (T->naive) FN(naive)(T, xb, nb, ab);
-    else if (qb && (T->quant || nb >= TC_QVEC_MIN)) {
+    /* the byte walks: quantised heaps always; the interval walk from TC_QVEC_MIN rows, or
+     * below where the AVX-512 few-row interval walk takes the block (zbvrows_w1) */
+    else if (qb && (T->quant || nb >= TC_QVEC_MIN || (TC_QVEC == 2 && T->bv_lmask && T->q_w1))) {
       if (T->strict) FN(quantise)(T, xb, nb, qb, gs, xq, xd, xu, 1);
       else FN(quantise)(T, xb, nb, qb, gs, xq, xd, xu, 0);
       const int64_t cs = cm && nb >= TC_QVEC_MIN ? nb : 0;  /* class stride, or row-major */

@@ -397,8 +397,35 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
        * Against the binary search below, same tables, one process: 0.81x the time on HGB
        * (200 trees, 20 float64 features), 0.93x on LightGBM (500 trees, 50 features). */
       const float *u32 = T->q_thr32 + T->q_off[c];
+      if (T->q_lvl && r < nb) {
+        /* the same guess from the level table's first 7 entries (every P / 8-th threshold:
+         * how many whole P / 8-groups lie below x), then the next group's P / 8 thresholds
+         * counted, 8 a compare (not 16 coarse thresholds copied per call: a single row paid
+         * that for every column; 500 LightGBM trees, 100 columns, one row, kernel time in
+         * one process: 7.5 -> 6.7 us) */
+        const __m256 l1 = _mm256_loadu_ps(T->q_lvl + 64 * c);
+        const uint32_t g1 = P / 8;  /* P <= 32: the whole table counted */
+        for (; r < nb; ++r) {
+          const TC_XT v = x[r * nf];
+          const float vf = (float)v;
+          uint32_t p;
+          if (P <= 32) {
+            p = tc_count16f(u32, vf) + (P == 32 ? tc_count16f(u32 + 16, vf) : 0);
+          } else {
+            const __m256 xv = _mm256_set1_ps(vf);
+            const uint32_t b1 = (uint32_t)__builtin_popcount(
+                (uint32_t)_mm256_movemask_ps(_mm256_cmp_ps(l1, xv, _CMP_LT_OQ)) & 0x7fu);
+            p = g1 * b1;
+            for (uint32_t k = 0; k < g1; k += 8)  /* within the table: g1 b1 + g1 <= P */
+              p += (uint32_t)__builtin_popcount((uint32_t)_mm256_movemask_ps(
+                  _mm256_cmp_ps(_mm256_loadu_ps(u32 + g1 * b1 + k), xv, _CMP_LT_OQ)));
+          }
+          while (strict ? v >= u[p] : v > u[p]) ++p;
+          TC_QAT(r) = v != v ? nan_code : (uint8_t)(p ^ 0x80);
+        }
+      }
       float spl[16];
-      for (uint32_t i = 0; i < 16; ++i) spl[i] = i < P / 16 ? u32[16 * i + 15] : __builtin_nanf("");
+      for (uint32_t i = 0; i < 16 && r < nb; ++i) spl[i] = i < P / 16 ? u32[16 * i + 15] : __builtin_nanf("");
       for (; r < nb; ++r) {
         const TC_XT v = x[r * nf];
         const float vf = (float)v;
@@ -1348,12 +1375,78 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(bvtree)(
   }
 }
 
+/* below this many rows the AVX-512 interval walk takes a row at a time (zbvrows_w1): 500
+ * LightGBM trees, batches of 10, 16, 20, 24 rows, us: 53.7, 79.5, 97.1, 114.9 against the
+ * 64-row sweep's 92.6, 108.9, 85.0, 88.9 (AMD Zen 4, one process) */
+#ifndef TC_BVROWS_MAX
+#define TC_BVROWS_MAX 17
+#endif
+#if TC_QVEC == 2
+/* few rows, AVX-512, interval walk of trees of <= 64 leaves without categorical nodes
+ * (bv_lmask; the other ISAs and other forests walk the float node tables, compact_trees in
+ * arrays_impl.c): per tree one vpermi2b by the nodes' columns (h_qc7) picks the row's byte at each
+ * of its <= 63 nodes and one compare with their thresholds gives every node's decision as a
+ * mask; the nodes where the row goes right rule out their left subtrees' leaves, so the OR of
+ * those nodes' leaf masks (masked loads, 8 nodes a load, the decisions as the load masks)
+ * covers every leaf left of the exit leaf and not the exit leaf itself (bitvec_tables): the
+ * exit leaf is the lowest clear bit. No chain through the nodes (the sweep's pos) and no
+ * loads on a walk's path: the trees' work overlaps. Leaves added in tree order, as the float
+ * walk adds them. Measured (AMD EPYC Zen 4, one process, kernel time, one row, 2026-11-24): 500
+ * LightGBM trees of 63 leaves, 100 float64 columns: 17.0 us by the float node walk (8 trees in
+ * flight over 24-byte records, 744 KB of them), 7.3 us here with the leaf-mask loads in a loop
+ * over the tree's node count, 6.7 us with the quantiser's level table (quantise), 5.5 us with
+ * the eight loads unrolled (masked-off groups load nothing) and OR-ed as a tree. What bounds it
+ * is throughput, not latency: prefetching the tables of the tree 4 ahead made it 0.88x as
+ * fast; about 9 ns a tree, about a quarter of the kernel the quantiser (100 columns). */
+static inline __attribute__((always_inline)) TC_ATTR void FN(zbvrows_w1)(
+    const tc_tables *T, const uint8_t *qb, int64_t gs, int64_t nb, TC_AT *ab) {
+  const int64_t no = T->n_outputs, nt = T->n_trees;
+  const int NC = T->q_ncols;
+  const TC_AT *lv = (const TC_AT *)T->bv_leaf;
+  for (int64_t r = 0; r < nb; ++r) {
+    const uint8_t *qg = qb + TC_QOFF(r);
+    uint8_t row[128];
+    for (int c = 0; c < 128; ++c) row[c] = c < NC ? qg[(int64_t)c * TC_QR] : 0x80;
+    const __m512i q0 = _mm512_loadu_si512((const void *)row);
+    const __m512i q1 = _mm512_loadu_si512((const void *)(row + 64));
+    TC_AT *a = ab + r * no;
+    TC_AT one = a[0];  /* one output: the margin in a register */
+    for (int64_t t = 0; t < nt; ++t) {
+      const int64_t nn = T->bv_nint[t], n0 = T->tree_node[t];
+      uint32_t leaf = 0;
+      if (nn > 0) {  /* nn <= 63 */
+        const __mmask64 kn = ((__mmask64)1 << nn) - 1;
+        const __m512i x = _mm512_permutex2var_epi8(q0, _mm512_maskz_loadu_epi8(kn, T->h_qc7 + n0), q1);
+        const uint64_t g = (uint64_t)_mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_maskz_loadu_epi8(kn, T->h_qthr + n0));
+        const uint64_t *lm = T->bv_lmask + n0;
+#define TC_LM(k) _mm512_maskz_loadu_epi64((__mmask8)(g >> (8 * (k))), lm + 8 * (k))
+        const __m512i c = _mm512_or_si512(
+            _mm512_or_si512(_mm512_or_si512(TC_LM(0), TC_LM(1)), _mm512_or_si512(TC_LM(2), TC_LM(3))),
+            _mm512_or_si512(_mm512_or_si512(TC_LM(4), TC_LM(5)), _mm512_or_si512(TC_LM(6), TC_LM(7))));
+#undef TC_LM
+        leaf = (uint32_t)__builtin_ctzll(~(uint64_t)_mm512_reduce_or_epi64(c));
+      }
+      const TC_AT v = lv[T->tree_leaf[t] + leaf];
+      if (no == 1) one += v;
+      else a[T->tree_out[t]] += v;
+    }
+    if (no == 1) a[0] = one;
+  }
+}
+#endif
+
 /* the trees over one quantised block, interval walk; leaves added per row in tree order.
  * cs > 0: ab is class-major (output o of row r at ab[o * cs + r]; every leaf a scalar), so a
  * tree's leaves go into one contiguous column like a single-output model's */
 static TC_ATTR void FN(bvblock)(const tc_tables *T, const uint8_t *qb, int64_t gs, int64_t nb,
                                 TC_AT *ab, int32_t *lidx, int64_t cs) {
   const int64_t no = cs ? 1 : T->n_outputs;
+#if TC_QVEC == 2
+  if (nb < TC_BVROWS_MAX && T->bv_lmask && T->q_w1 && !cs) {  /* few rows: see zbvrows_w1 */
+    FN(zbvrows_w1)(T, qb, gs, nb, ab);
+    return;
+  }
+#endif
   for (int64_t t = 0; t < T->n_trees; ++t) {
     const TC_AT *lv = (const TC_AT *)T->bv_leaf + T->tree_leaf[t];
     const int64_t o = cs ? 0 : T->tree_out[t], w = T->tree_width[t];
@@ -1378,7 +1471,7 @@ static TC_ATTR void FN(bvblock)(const tc_tables *T, const uint8_t *qb, int64_t g
 #define TC_QVEC_MIN 8
 #endif
 #ifndef TC_ZROWS_MAX
-#define TC_ZROWS_MAX 10
+#define TC_ZROWS_MAX 12
 #endif
 
 /* few rows (single-row latency): row by row, four trees walked at once (independent chains
@@ -1423,25 +1516,54 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(qrows_w1)(
 }
 
 #if TC_QVEC == 2
-/* few rows, AVX-512: a row's bytes of the column mux's columns (q_cmux <= 64, see tc_qlevelc) in
- * one vector; per tree of depth <= 6 one vpermb by the slots' column indices (h_qcix) picks
- * the row's byte at each of the tree's <= 63 slots and one compare with the slots' thresholds
- * gives every slot's decision as a mask, from which the D steps of the walk are bit tests
- * (no loads left on the walk's chain). Merged NaN columns (q_cnan): a row with code 255 goes
- * left at slots whose index byte carries bit 7, as in the column mux. Deeper trees walk as in
- * qrows_w1. Leaves added in tree order. */
+/* the decisions of 64 consecutive heap slots from s0 (those in kn) for the row whose 128-byte
+ * table (zrows_w1) is q0:q1: bit j set = slot s0 + j sends the row right */
+static inline __attribute__((always_inline)) TC_ATTR __mmask64 FN(zslots)(
+    const tc_tables *T, __m512i q0, __m512i q1, int64_t s0, __mmask64 kn) {
+  const __m512i x = _mm512_permutex2var_epi8(q0, _mm512_maskz_loadu_epi8(kn, T->h_qc7 + s0), q1);
+  return _mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_maskz_loadu_epi8(kn, T->h_qthr + s0));
+}
+
+/* few rows, AVX-512: a row's bytes in a 128-byte table (two vectors): with the column mux
+ * (q_cmux <= 64, see tc_qlevelc) the mux columns, then the same with NaN's code 255 made 0 (a
+ * merged column's NaN-left slots index this half: h_qc7 bit 6), else the row's <= 128 columns.
+ * Per tree of depth <= 6 one vpermi2b by the slots' indices (h_qc7) picks the row's byte at
+ * each of the tree's <= 63 slots and one compare with the slots' thresholds gives every slot's
+ * decision as a mask, from which the D steps of the walk are bit tests (no loads left on the
+ * walk's chain). Trees of depth 7 and 8 take their 127 / 255 slots' decisions in two / four
+ * masks and walk them the same way. Leaves added in tree order.
+ * Measured (AMD EPYC Zen 4, one process, one row, kernel time, 2026-11-24): the 300-tree
+ * depth-8 XGBoost NaN model (71 columns, 64 after merging NaN twins) walked its deep trees a
+ * tree at a time by byte loads: 8.5 us; by four masks per tree 4.0 us with the merged columns'
+ * NaN fixed per slot (cmpeq + movepi8_mask + andn: 3 of a window's 8 instructions), 3.2-3.3 us
+ * with the table's NaN-left half. Tried and dropped there: eight trees' masks as the qwords
+ * of vectors and the eight steps for all at once (as for depth <= 6): 0.90x as fast (32
+ * masked broadcasts per group cost more than the per-tree chains, which overlap); the top six
+ * levels by one mask and the last two by byte loads: 0.81x (a load chain per level).
+ * On the 500-tree depth-6 XGBoost model (eight trees a group): the leaf values by scalar loads
+ * of the stored indices instead of a gather, 2.67 -> 2.35 us (min; median of paired ratios
+ * 1.07x); dropped: the steps per tree in scalar registers instead of per group in vectors,
+ * 0.77x; the group's masks merged in two chains of four instead of one of eight, 1.00x. What
+ * bounds the walk is latency: each group's chain (table loads from L2, permute, compare, mask
+ * to vector, six dependent steps, leaf loads) overlaps only the next two or three groups', and
+ * the leaf values are added one by one in tree order (exactness: 500 dependent adds, ~0.4 us
+ * of the 2.35 alone). */
 static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
     const tc_tables *T, const uint8_t *qb, int64_t gs, int64_t nb, TC_AT *ab) {
   const int64_t no = T->n_outputs, nt = T->n_trees;
   const int C = T->q_cmux, NC = T->q_ncols;
   const TC_AT *lv = (const TC_AT *)T->leaf_values;
+  const __m512i nan = _mm512_set1_epi8(0x7F), left = _mm512_set1_epi8((char)0x80);
   for (int64_t r = 0; r < nb; ++r) {
     const uint8_t *qg = qb + TC_QOFF(r);
-    uint8_t row[64];
-    /* columns from q_ncols up to C are never selected (h_qcix holds column indices): 0x80,
-     * what the block's clearing once left there (run clears no block below TC_QVEC_MIN rows) */
-    for (int c = 0; c < 64; ++c) row[c] = c < C ? (c < NC ? qg[(int64_t)c * TC_QR] : 0x80) : 0;
-    const __m512i q = _mm512_loadu_si512((const void *)row);
+    uint8_t row[128];
+    /* columns from q_ncols up to the table's end are never selected: 0x80, what the block's
+     * clearing once left there (run clears no block below TC_QVEC_MIN rows) */
+    const int W = C ? C : 128;
+    for (int c = 0; c < 128; ++c) row[c] = c < W && c < NC ? qg[(int64_t)c * TC_QR] : 0x80;
+    const __m512i q0 = _mm512_loadu_si512((const void *)row);
+    const __m512i q1 = C ? _mm512_mask_blend_epi8(_mm512_cmpeq_epi8_mask(q0, nan), q0, left)
+                         : _mm512_loadu_si512((const void *)(row + 64));
     TC_AT *a = ab + r * no;
     /* one output: the margin in a register (through memory, each add would wait for the
      * previous one's store to forward) */
@@ -1458,14 +1580,9 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
       for (int j = 0; j < 8; ++j) {
         const int64_t n0 = T->tree_node[t + j];
         const __mmask64 kn = ((__mmask64)1 << ((1 << T->tree_depth[t + j]) - 1)) - 1;
-        const __m512i cx = _mm512_maskz_loadu_epi8(kn, T->h_qcix + n0);
-        const __m512i x = _mm512_permutexvar_epi8(cx, q);
-        __mmask64 g = _mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_maskz_loadu_epi8(kn, T->h_qthr + n0));
-        if (T->q_cnan)
-          g &= ~(_mm512_cmpeq_epi8_mask(x, _mm512_set1_epi8(0x7F)) & _mm512_movepi8_mask(cx));
         /* into qword j by a masked broadcast (eight stores read back as one vector would
          * wait for the stores: no forwarding) */
-        G = _mm512_mask_set1_epi64(G, (__mmask8)(1u << j), (int64_t)(uint64_t)g);
+        G = _mm512_mask_set1_epi64(G, (__mmask8)(1u << j), (int64_t)(uint64_t)FN(zslots)(T, q0, q1, n0, kn));
       }
       const __m512i one64 = _mm512_set1_epi64(1);
       __m512i iv = _mm512_setzero_si512();
@@ -1479,13 +1596,14 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
           _mm512_add_epi64(_mm512_srlv_epi64(_mm512_add_epi64(iv, one64), _mm512_sub_epi64(_mm512_set1_epi64(6), d64)),
                            _mm512_loadu_si512((const void *)(T->tree_leaf + t))),
           _mm512_sllv_epi64(one64, d64));
-      TC_AT v[8];
-      if (sizeof(TC_AT) == 4) _mm256_storeu_ps((float *)v, _mm512_i64gather_ps(leaf, (const float *)lv, 4));
-      else _mm512_storeu_pd((double *)v, _mm512_i64gather_pd(leaf, (const double *)lv, 8));
+      /* the eight leaf values by scalar loads (the indices stored and read back): a gather
+       * here cost more (below) */
+      int64_t li[8];
+      _mm512_storeu_si512((void *)li, leaf);
       if (no == 1) {
-        for (int j = 0; j < 8; ++j) one += v[j];
+        for (int j = 0; j < 8; ++j) one += lv[li[j]];
       } else {
-        for (int j = 0; j < 8; ++j) a[T->tree_out[t + j]] += v[j];
+        for (int j = 0; j < 8; ++j) a[T->tree_out[t + j]] += lv[li[j]];
       }
     }
     for (; t < nt; ++t) {
@@ -1493,23 +1611,27 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
       const int64_t n0 = T->tree_node[t];
       uint32_t i = 0;
       if (D <= 6) {
-        const int n = (1 << D) - 1;
-        const __mmask64 kn = ((__mmask64)1 << n) - 1;
-        const __m512i cx = _mm512_maskz_loadu_epi8(kn, T->h_qcix + n0);
-        const __m512i x = _mm512_permutexvar_epi8(cx, q);
-        __mmask64 g = _mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_maskz_loadu_epi8(kn, T->h_qthr + n0));
-        if (T->q_cnan)
-          g &= ~(_mm512_cmpeq_epi8_mask(x, _mm512_set1_epi8(0x7F)) & _mm512_movepi8_mask(cx));
+        const uint64_t G = (uint64_t)FN(zslots)(T, q0, q1, n0, ((__mmask64)1 << ((1 << D) - 1)) - 1);
         /* six steps whatever D, no branch on a tree's depth: below the tree's slots (n and
          * up) every bit of g is 0, so each step past D maps i to 2i + 1 (i + 1 doubles) */
-        const uint64_t G = (uint64_t)g;
 #pragma GCC unroll 6
         for (int l = 0; l < 6; ++l) i = 2u * i + 1u + (uint32_t)((G >> i) & 1u);
         i = ((i + 1u) >> (6 - D)) - 1u;
       } else {
-        const int32_t *co = T->h_qcol + n0;
-        const int8_t *tb = T->h_qthr + n0;
-        for (int l = 0; l < D; ++l) i = 2u * i + 1u + ((int8_t)qg[TC_QCS * co[i]] > tb[i]);
+        /* depth 7 or 8 (QUANT_MAX_DEPTH): the slots' decisions as four masks, one per window
+         * of slots [0, 63), [63, 127), [127, 191), [191, 255) (a level's slots lie in one or
+         * two windows), then eight steps by bit tests; a depth-7 tree has no slots past 126
+         * (G2 = G3 = 0), so its eighth step maps i to 2i + 1 */
+        const uint64_t G0 = (uint64_t)FN(zslots)(T, q0, q1, n0, ((__mmask64)1 << 63) - 1);
+        const uint64_t G1 = (uint64_t)FN(zslots)(T, q0, q1, n0 + 63, ~(__mmask64)0);
+        const uint64_t G2 = D == 8 ? (uint64_t)FN(zslots)(T, q0, q1, n0 + 127, ~(__mmask64)0) : 0;
+        const uint64_t G3 = D == 8 ? (uint64_t)FN(zslots)(T, q0, q1, n0 + 191, ~(__mmask64)0) : 0;
+#pragma GCC unroll 6
+        for (int l = 0; l < 6; ++l) i = 2u * i + 1u + (uint32_t)((G0 >> i) & 1u);
+        i = 2u * i + 1u + (uint32_t)((G1 >> (i - 63u)) & 1u);  /* i in [63, 127) */
+        const uint32_t s = i - 127u;                            /* i in [127, 255) */
+        i = 2u * i + 1u + (uint32_t)(((s < 64u ? G2 : G3) >> (s & 63u)) & 1u);
+        i = ((i + 1u) >> (8 - D)) - 1u;
       }
       const TC_AT v = lv[T->tree_leaf[t] + (i - ((1u << D) - 1u))];
       if (no == 1) one += v;
@@ -1527,17 +1649,17 @@ static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs
   const int64_t no = cs ? 1 : T->n_outputs;
 #if TC_QVEC == 2
   /* the AVX-512 few-row walk up to TC_ZROWS_MAX - 1 rows: the 64-row vector walk costs about
-   * as much for 8 rows as for 64 (500-tree XGBoost, AMD Zen 4: 8 rows 27 us, one row here
-   * 2.75 us, so the two meet near 10 rows) */
-  if (nb < TC_ZROWS_MAX && nb >= TC_QVEC_MIN && T->q_w1 && !cs && T->h_qcix && T->q_cmux > 0
-      && T->q_cmux <= 64) {
+   * as much for 8 rows as for 64, so the two meet near 12 rows (AMD Zen 4, batches of 10, 12,
+   * 16 rows here against the vector walk, us: 500-tree XGBoost 21.5 / 25.9 / 33.4 against
+   * 27.5 / 28.0 / 31.1; 300 depth-8 trees 29.6 / 36.0 / 47.3 against 34.5 / 34.9 / 38.9) */
+  if (nb < TC_ZROWS_MAX && nb >= TC_QVEC_MIN && T->q_w1 && !cs && T->h_qc7) {
     FN(zrows_w1)(T, qb, gs, nb, ab);
     return;
   }
 #endif
   if (nb < TC_QVEC_MIN && T->q_w1 && !cs) {
 #if TC_QVEC == 2
-    if (T->h_qcix && T->q_cmux > 0 && T->q_cmux <= 64) {
+    if (T->h_qc7) {
       FN(zrows_w1)(T, qb, gs, nb, ab);
       return;
     }

@@ -56,8 +56,8 @@ from .. import outputs, toolchain
 from ..errors import CompileError
 from ..ir import Forest, Head, head_of
 from . import arrays_native, arrays_walkers
-from .arrays_derived import (DEEP_TOP_MAX, QCIX_MAX_COLS, _HEAP_PAD, _QUANT_ARRAYS, _deep_tables,
-                             bitvec_tables, cat_byte_sets, leaf_planes, merge_nan_columns,
+from .arrays_derived import (DEEP_TOP_MAX, QCIX_MAX_COLS, ZROW_MAX_COLS, _HEAP_PAD, _QUANT_ARRAYS,
+                             _deep_tables, bitvec_tables, interval_masks, cat_byte_sets, leaf_planes, merge_nan_columns,
                              oblivious_heaps, quant_levels, quant_tables)
 # MAGIC: the backend interface (backends.kind_of_artifact reads it here)
 from .arrays_format import BACKEND, MAGIC, tables_from_bytes, tables_to_bytes  # noqa: F401
@@ -261,6 +261,22 @@ class ArraysKernel:
                 # (quant_impl.c, tc_qlevelc); padded like h_qthr
                 cix = q["h_qcix"] if cnan else q["h_qcol"].astype(np.uint8)
                 keep["h_qcix"] = np.concatenate([cix, np.zeros(32, np.uint8)])
+            if m.get("quant") and (cmux or len(q["q_feat"]) <= ZROW_MAX_COLS):
+                # the AVX-512 few-row walk's slot indices into a row's 128-byte table
+                # (quant_impl.c, zrows_w1): the mux column (bit 6: a merged NaN-left slot), or
+                # the column; padded by 64 (64-slot masked loads)
+                if cmux:
+                    cix = keep["h_qcix"][:len(q["h_qthr"])]
+                    c7 = (cix & 63) | ((cix >> 7) << 6)
+                else:
+                    c7 = q["h_qcol"]
+                keep["h_qc7"] = np.concatenate([c7.astype(np.uint8), np.zeros(64, np.uint8)])
+            if self._bitvec and len(q["q_feat"]) <= ZROW_MAX_COLS \
+                    and int(A["tree_nleaf"].max()) <= 64 and not np.any(q["q_kind"]):
+                # the AVX-512 few-row interval walk (quant_impl.c, zbvrows_w1): each node's
+                # column as a byte and its left subtree's leaves [lo, hi) as a 64-bit mask
+                keep["h_qc7"] = np.concatenate([q["h_qcol"].astype(np.uint8), np.zeros(64, np.uint8)])
+                keep["bv_lmask"] = interval_masks(self._bitvec["bv_lo1"], self._bitvec["bv_hi"])
             if m.get("quant"):  # symmetric trees: one column and byte a level (zobl)
                 keep["h_qobl"] = oblivious_heaps(q["h_qcol"], q["h_qthr"], A["tree_layout"] == 0,
                                                  A["tree_nint"])

@@ -276,6 +276,17 @@ def bitvec_tables(A: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
             "bv_hi": (lo + nl_left)[order].astype(np.int8), "bv_leaf": bv_leaf}
 
 
+def interval_masks(lo1: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Per node of the interval walk (bitvec_tables' order) its left subtree's leaves [lo, hi)
+    as bits of a uint64 (trees of <= 64 leaves), padded by 8 zeros: a row's exit leaf is the
+    lowest bit no right-going node's mask covers (quant_impl.c, zbvrows_w1)."""
+    def below(k: np.ndarray) -> np.ndarray:  # bits [0, k), k in [0, 64]
+        low = (np.uint64(1) << np.minimum(k, 63).astype(np.uint64)) - np.uint64(1)
+        return np.where(k >= 64, np.uint64(0xFFFFFFFFFFFFFFFF), low)
+    m = below(hi.astype(np.int64)) & ~below(lo1.astype(np.int64) + 1)
+    return np.concatenate([m, np.zeros(8, np.uint64)])
+
+
 def oblivious_heaps(h_qcol: np.ndarray, h_qthr: np.ndarray, heap: np.ndarray,
                     nint: np.ndarray) -> np.ndarray:
     """Per tree 1 where it is a heap whose every level's slots read one column and one threshold
@@ -344,6 +355,9 @@ def leaf_planes(leaf_values: np.ndarray, depth: np.ndarray) -> tuple[np.ndarray,
 #: the heap byte walk muxes a level's bytes by column instead of by node (tc_qlevelc) where
 #: the level has more nodes than the model has columns, up to this many columns
 QCIX_MAX_COLS = 64
+#: the AVX-512 few-row walk looks a row's bytes up in a 128-byte table (h_qc7, quant_impl.c
+#: zrows_w1): without the column mux, models of up to this many columns
+ZROW_MAX_COLS = 128
 
 _QUANT_ARRAYS = ("q_feat", "q_nanc", "q_off", "q_len", "q_count", "q_src", "q_thr", "h_qcol", "h_qthr")
 
