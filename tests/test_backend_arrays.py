@@ -586,6 +586,25 @@ def test_layout_choice_and_table_size():
     assert arrays_tables.flatten(big).nbytes < 2 * ir_bytes
 
 
+@pytest.mark.parametrize("isa", ISAS[:3])
+def test_a_sparse_tree_keeps_the_byte_walk(isa):
+    """One sparse depth-8 tree (a chain of 9 leaves) among full ones is padded into a heap too:
+    the forest keeps the quantised walk (its padding bound is summed over the trees), where it
+    used to send every tree to the float walk; a forest of only such trees does not."""
+    rng = np.random.default_rng(81)
+    trees = [_complete_tree(rng, 8, 12) for _ in range(5)]
+    trees.insert(2, chain_tree(8, 12, rng))
+    f = Forest(trees=tuple(trees), n_features=12, n_outputs=1, tree_output=np.zeros(len(trees)),
+               base_score=[0.5])
+    assert arrays_tables.quant_eligible(f)
+    p = treecomp.compile(f, backend="arrays", isa=isa)
+    assert p._kernel.tables.meta["quant"] and set(p._kernel.tables.arrays["tree_layout"]) == {0}
+    _few_row_checks(p, f, random_rows(f, 60, seed=5))
+    chains = f.replace(trees=tuple(chain_tree(8, 12, rng) for _ in range(4)), tree_output=np.zeros(4))
+    meta = arrays_tables.flatten(chains, "auto").meta  # (the interval walk takes them)
+    assert not meta["quant"] and meta["bitvec"]
+
+
 def test_transform_flag_and_threads():
     f = random_forest(9, **FOREST_VARIANTS["multi-output"])
     X = np.ascontiguousarray(random_rows(f, 3000))

@@ -16,7 +16,8 @@ Layouts, chosen per tree (option ``layout``; see runtime/kernels/arrays.c for th
   depth <= heap_max_depth whose padding costs at most 4x their leaves (or 64 slots).
   The float32-input heap walk has explicit AVX2 (8 rows/vector) and AVX-512F (16 rows/vector)
   paths, four vectors interleaved to hide gather latency.
-- ``quant`` (the default for numeric forests whose trees are all heaps of depth <= 8): the heap
+- ``quant`` (the default for numeric forests whose trees are all heaps of depth <= 8, their
+  padding at most 4x the forest's leaves: quant_heaps): the heap
   tables plus, derived when loading, per-feature sorted threshold tables (arrays_derived). Each
   block of rows is first quantised to one byte per (feature, NaN direction) column: a row's bin
   counts the thresholds it goes right of, found exactly in the comparison precision; a node then
@@ -134,9 +135,20 @@ def quant_eligible(forest: Forest, heap_max_depth: int = 8) -> bool:
         return True
     if any(t.has_categorical for t in trees):
         return False
-    limit = min(heap_max_depth, QUANT_AUTO_DEPTH)
-    return all(d <= limit and (1 << d) <= max(64, 4 * t.n_leaves)
-               for t, d in ((t, t.max_depth) for t in trees))
+    return quant_heaps([t.max_depth for t in trees], [t.n_leaves for t in trees], heap_max_depth)
+
+
+def quant_heaps(depth: Any, n_leaves: Any, heap_max_depth: int = 8) -> bool:
+    """layout="auto"'s rule for the quantised heap walk over numeric trees of these depths and
+    leaf counts: every tree of depth <= min(heap_max_depth, QUANT_AUTO_DEPTH), and the heaps'
+    slots in all at most the sum over the trees of max(64, 4 x its leaves). Summed, not per
+    tree: a few sparse trees among full ones are padded too (a byte and a column index a slot)
+    rather than sending the whole forest to the float walk (an XGBoost depth-8 model with one
+    61-leaf tree did, for every batch size)."""
+    d = np.asarray(depth, np.int64)
+    if not len(d) or int(d.max()) > min(heap_max_depth, QUANT_AUTO_DEPTH):
+        return False
+    return int((np.int64(1) << d).sum()) <= int(np.maximum(64, 4 * np.asarray(n_leaves, np.int64)).sum())
 
 
 def _excl_cumsum(a: np.ndarray) -> np.ndarray:
@@ -213,11 +225,13 @@ def flatten(forest: Forest, layout: str = "auto", heap_max_depth: int = 8) -> Ta
         quant, bitvec = layout == "quant" and bool(internal.any()), layout == "bitvec"
     else:
         heap = ~has_cat & (tdepth <= heap_max_depth)
-        if layout == "auto":  # padding costs at most 4x the real leaves (always fine up to 64)
-            heap &= (np.int64(1) << np.minimum(tdepth, 62)) <= np.maximum(64, 4 * n_leaf_real)
-            # every tree a heap of depth <= QUANT_AUTO_DEPTH: the quantised walk (measured in
-            # bench/: faster than the float walk there, see quant_tables)
-            quant = bool(heap.all() and internal.any() and int(tdepth.max()) <= QUANT_AUTO_DEPTH)
+        if layout == "auto":
+            # every tree a numeric heap of depth <= QUANT_AUTO_DEPTH, padding bounded over the
+            # forest: the quantised walk (measured in bench/: faster than the float walk there)
+            quant = bool(heap.all() and internal.any()) and quant_heaps(tdepth, n_leaf_real,
+                                                                        heap_max_depth)
+            if not quant:  # float heaps: padding at most 4x the tree's leaves (or 64 slots)
+                heap &= (np.int64(1) << np.minimum(tdepth, 62)) <= np.maximum(64, 4 * n_leaf_real)
             if not quant and small:  # deeper trees of <= 128 leaves (LightGBM's, HGB's kind)
                 heap = np.zeros(T, bool)
                 bitvec = True
