@@ -460,8 +460,8 @@ class Predictor:
 
     def predict_raw(self, X: Any, n_threads: int | None = None) -> np.ndarray:
         """Raw margins, shape (n_rows, n_outputs), in the library's accumulation dtype."""
-        if n_threads is not None:
-            _check_threads(n_threads)
+        if n_threads is not None and (type(n_threads) is not int or n_threads < 1):
+            _check_threads(n_threads)  # (a plain int >= 1 needs no call: a single row's time)
         out = self._via_entry(X, "raw")
         if out is not None:
             return out
@@ -518,8 +518,8 @@ class Predictor:
 
     def predict(self, X: Any, n_threads: int | None = None) -> np.ndarray:
         """What the library's predict returns (labels for classifiers)."""
-        if n_threads is not None:
-            _check_threads(n_threads)
+        if n_threads is not None and (type(n_threads) is not int or n_threads < 1):
+            _check_threads(n_threads)  # (a plain int >= 1 needs no call: a single row's time)
         plan = self._plans.get("predict")  # _via_entry inlined: a single row's Python time
         if plan is not None:
             out = (_ENTRY or _entry())(X, *plan)
@@ -533,8 +533,8 @@ class Predictor:
         plan = self._plans.get("proba")  # only a classifier has one
         if plan is None and not self.head.is_classifier:
             raise AttributeError("predict_proba is only available for classifiers")
-        if n_threads is not None:
-            _check_threads(n_threads)
+        if n_threads is not None and (type(n_threads) is not int or n_threads < 1):
+            _check_threads(n_threads)  # (a plain int >= 1 needs no call: a single row's time)
         if plan is not None:  # _via_entry inlined: a single row's Python time
             out = (_ENTRY or _entry())(X, *plan)
             if out is not None:
@@ -549,8 +549,8 @@ class Predictor:
         """What the library's decision_function returns: the raw margins shaped like it (or
         like output_margin=True), or for AdaBoost / IsolationForest the values it computes from
         them (treecomp.outputs.decision_values)."""
-        if n_threads is not None:
-            _check_threads(n_threads)
+        if n_threads is not None and (type(n_threads) is not int or n_threads < 1):
+            _check_threads(n_threads)  # (a plain int >= 1 needs no call: a single row's time)
         out = self._via_entry(X, "decision")
         if out is not None:
             return out
