@@ -53,6 +53,7 @@
 /* return codes */
 #define TREECOMP_OK 0
 #define TREECOMP_EINVAL (-1) /* bad dtype code, negative n_rows, NULL pointer, unknown flag */
+#define TREECOMP_ENOMEM (-2) /* a per-call buffer could not be allocated (arrays, linear leaves) */
 
 #ifdef __cplusplus
 extern "C" {

@@ -110,7 +110,7 @@ TC_EXPORT int32_t treecomp_predict(const void *X, int32_t x_dtype, int64_t n_row
   double *lv = (double *)malloc(sizeof(double) * (size_t)(B * TCL_NT));
   double *xd = x_dtype == 64 ? 0 : (double *)malloc(sizeof(double) * (size_t)(B * TC_NF));
   int32_t rc = TREECOMP_OK;
-  if (!lv || (x_dtype != 64 && !xd)) rc = TREECOMP_EINVAL;
+  if (!lv || (x_dtype != 64 && !xd)) rc = TREECOMP_ENOMEM;
   for (int64_t r0 = 0; rc == TREECOMP_OK && r0 < n_rows; r0 += TCL_BLOCK) {{
     const int64_t nb = n_rows - r0 < TCL_BLOCK ? n_rows - r0 : TCL_BLOCK;
     const char *xb = (const char *)X + r0 * TC_NF * (x_dtype / 8);
