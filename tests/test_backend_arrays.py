@@ -727,24 +727,6 @@ def test_few_rows_interval_walk(isa, comparison, x, acc, no):
     _few_row_checks(pg, g, X[:60])
 
 
-@pytest.mark.parametrize("isa", ISAS[:3])
-@pytest.mark.parametrize("variant", ["categorical", "categorical-acc32", "categorical-trunc",
-                                     "categorical-integral"])
-def test_few_rows_interval_walk_categorical(isa, variant):
-    """Categorical nodes in the few-row interval walk: on AVX-512 each tree's categorical nodes
-    (bv_cmask) decided one by one from the row's category code and the node's set, the numeric
-    ones in one mask. Rows with unseen, negative, fractional, NaN and huge categories."""
-    f = random_forest(500 + len(variant), n_trees=24, n_features=9, **FOREST_VARIANTS[variant])
-    assert max(t.n_leaves for t in f.trees) <= 64 and any(t.has_categorical for t in f.trees)
-    X = random_rows(f, 100, seed=7)
-    X[::7, 0] = 1e30
-    X = X[np.random.default_rng(5).permutation(len(X))]
-    p = treecomp.compile(f, backend="arrays", layout="bitvec", isa=isa)
-    k = p._kernel
-    assert k.isa == isa and k._bitvec and "bv_lmask" in k._keep and "bv_cmask" in k._keep
-    _few_row_checks(p, f, X)
-
-
 def test_few_rows_against_the_libraries():
     """The few-row walks on models the libraries trained (XGBoost depth-8 heaps with missing
     values; LightGBM trees of 63 leaves, float64 rows): single rows and small batches of rows on

@@ -145,12 +145,9 @@ typedef struct {
    * Derived (arrays.py, pack_arrays). */
   const uint8_t *h_qc7;
   /* appended: per interval-walk node its left subtree's leaves [lo, hi) as bits (trees of <= 64
-   * leaves, <= 128 columns; padded by 8), or NULL: the AVX-512 few-row interval walk
-   * (quant_impl.c, zbvrows_w1). Derived (arrays_derived.py, interval_masks). */
+   * leaves, no categorical nodes, <= 128 columns; padded by 8), or NULL: the AVX-512 few-row
+   * interval walk (quant_impl.c, zbvrows_w1). Derived (arrays_derived.py, interval_masks). */
   const uint64_t *bv_lmask;
-  /* appended: per tree its categorical nodes for zbvrows_w1 (bit j: the tree's node j in the
-   * interval walk's order), or NULL where no node is. Derived (arrays_derived.py, node_masks). */
-  const uint64_t *bv_cmask;
 } tc_tables;
 
 /* a deep-path record: 16 bytes, children as byte offsets into d_recs (no scaling in the walk);

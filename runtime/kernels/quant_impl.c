@@ -1382,8 +1382,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(bvtree)(
 #define TC_BVROWS_MAX 17
 #endif
 #if TC_QVEC == 2
-/* few rows, AVX-512, interval walk of trees of <= 64 leaves (categorical nodes decided one by
- * one, bv_cmask)
+/* few rows, AVX-512, interval walk of trees of <= 64 leaves without categorical nodes
  * (bv_lmask; the other ISAs and other forests walk the float node tables, compact_trees in
  * arrays_impl.c): per tree one vpermi2b by the nodes' columns (h_qc7) picks the row's byte at each
  * of its <= 63 nodes and one compare with their thresholds gives every node's decision as a
@@ -1418,19 +1417,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zbvrows_w1)(
       if (nn > 0) {  /* nn <= 63 */
         const __mmask64 kn = ((__mmask64)1 << nn) - 1;
         const __m512i x = _mm512_permutex2var_epi8(q0, _mm512_maskz_loadu_epi8(kn, T->h_qc7 + n0), q1);
-        uint64_t g = (uint64_t)_mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_maskz_loadu_epi8(kn, T->h_qthr + n0));
-        if (T->bv_cmask) {  /* categorical nodes: right where the code's bit in the node's set
-                             * is clear (tc_cat_right), one by one (independent lookups) */
-          const uint64_t cm0 = T->bv_cmask[t];
-          uint64_t rb = 0;
-          for (uint64_t cm = cm0; cm; cm &= cm - 1) {
-            const int j = __builtin_ctzll(cm);
-            const uint8_t c = row[T->h_qc7[n0 + j]];
-            const uint8_t *st = T->q_cat + 32 * (int64_t)T->h_qcat[n0 + j];
-            rb |= (uint64_t)(((st[(c >> 3) & 31] >> (c & 7)) & 1u) ^ 1u) << j;
-          }
-          g = (g & ~cm0) | rb;
-        }
+        const uint64_t g = (uint64_t)_mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_maskz_loadu_epi8(kn, T->h_qthr + n0));
         const uint64_t *lm = T->bv_lmask + n0;
 #define TC_LM(k) _mm512_maskz_loadu_epi64((__mmask8)(g >> (8 * (k))), lm + 8 * (k))
         const __m512i c = _mm512_or_si512(

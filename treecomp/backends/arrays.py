@@ -57,7 +57,7 @@ from ..errors import CompileError
 from ..ir import Forest, Head, head_of
 from . import arrays_native, arrays_walkers
 from .arrays_derived import (DEEP_TOP_MAX, QCIX_MAX_COLS, ZROW_MAX_COLS, _HEAP_PAD, _QUANT_ARRAYS,
-                             _deep_tables, bitvec_tables, interval_masks, node_masks, cat_byte_sets, leaf_planes, merge_nan_columns,
+                             _deep_tables, bitvec_tables, interval_masks, cat_byte_sets, leaf_planes, merge_nan_columns,
                              oblivious_heaps, quant_levels, quant_tables)
 # MAGIC: the backend interface (backends.kind_of_artifact reads it here)
 from .arrays_format import BACKEND, MAGIC, tables_from_bytes, tables_to_bytes  # noqa: F401
@@ -272,16 +272,11 @@ class ArraysKernel:
                     c7 = q["h_qcol"]
                 keep["h_qc7"] = np.concatenate([c7.astype(np.uint8), np.zeros(64, np.uint8)])
             if self._bitvec and len(q["q_feat"]) <= ZROW_MAX_COLS \
-                    and int(A["tree_nleaf"].max()) <= 64 and np.mean(q["h_qcat"] >= 0) <= 0.5:
+                    and int(A["tree_nleaf"].max()) <= 64 and not np.any(q["q_kind"]):
                 # the AVX-512 few-row interval walk (quant_impl.c, zbvrows_w1): each node's
-                # column as a byte and its left subtree's leaves [lo, hi) as a 64-bit mask;
-                # each tree's categorical nodes as a mask, decided one by one there, so only
-                # where they are at most half the nodes (one row, 200 trees of <= 59 leaves,
-                # AMD Zen 4: 39% categorical 1.18x faster than the float node walk, all 0.79x)
+                # column as a byte and its left subtree's leaves [lo, hi) as a 64-bit mask
                 keep["h_qc7"] = np.concatenate([q["h_qcol"].astype(np.uint8), np.zeros(64, np.uint8)])
                 keep["bv_lmask"] = interval_masks(self._bitvec["bv_lo1"], self._bitvec["bv_hi"])
-                if np.any(q["h_qcat"] >= 0):
-                    keep["bv_cmask"] = node_masks(q["h_qcat"] >= 0, A["tree_nint"])
             if m.get("quant"):  # symmetric trees: one column and byte a level (zobl)
                 keep["h_qobl"] = oblivious_heaps(q["h_qcol"], q["h_qthr"], A["tree_layout"] == 0,
                                                  A["tree_nint"])

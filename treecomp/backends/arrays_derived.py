@@ -287,19 +287,6 @@ def interval_masks(lo1: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.concatenate([m, np.zeros(8, np.uint64)])
 
 
-def node_masks(flag: np.ndarray, nint: np.ndarray) -> np.ndarray:
-    """Per tree the bits j of its nodes j (in table order, trees of <= 64 internal nodes, their
-    nodes contiguous in tree order) where `flag` is set: the interval walk's categorical nodes,
-    decided one by one by the AVX-512 few-row walk (quant_impl.c, zbvrows_w1)."""
-    n = np.asarray(nint, np.int64)
-    tree = np.repeat(np.arange(len(n)), n)
-    pos = np.arange(len(tree)) - _excl_cumsum(n)[tree]
-    out = np.zeros(len(n), np.uint64)
-    sel = np.asarray(flag, bool)[:len(tree)]
-    np.bitwise_or.at(out, tree[sel], np.uint64(1) << pos[sel].astype(np.uint64))
-    return out
-
-
 def oblivious_heaps(h_qcol: np.ndarray, h_qthr: np.ndarray, heap: np.ndarray,
                     nint: np.ndarray) -> np.ndarray:
     """Per tree 1 where it is a heap whose every level's slots read one column and one threshold
