@@ -727,6 +727,24 @@ def test_few_rows_interval_walk(isa, comparison, x, acc, no):
     _few_row_checks(pg, g, X[:60])
 
 
+@pytest.mark.parametrize("isa", ISAS[:3])
+@pytest.mark.parametrize("variant", ["categorical", "categorical-acc32", "categorical-trunc",
+                                     "categorical-integral", "f32-le", "f64-lt"])
+def test_few_rows_eight_trees_at_once(isa, variant):
+    """Single rows and small batches of forests the byte walks leave to the float node walk
+    (categorical nodes; trees of > 64 leaves): eight trees' walks at once, their nodes in
+    registers, then the rest of the trees. Rows with unseen, negative, fractional, NaN and huge
+    categories, on thresholds, +-1 ULP, NaN, -0.0."""
+    f = random_forest(500 + len(variant), n_trees=21, n_features=9, max_depth=9,
+                      **FOREST_VARIANTS[variant])
+    X = random_rows(f, 100, seed=7)
+    X[::7, 0] = 1e30
+    X = X[np.random.default_rng(5).permutation(len(X))]
+    p = treecomp.compile(f, backend="arrays", isa=isa, layout="compact")
+    assert p._kernel.isa == isa and set(p._kernel.tables.arrays["tree_layout"]) == {1}
+    _few_row_checks(p, f, X)
+
+
 def test_few_rows_against_the_libraries():
     """The few-row walks on models the libraries trained (XGBoost depth-8 heaps with missing
     values; LightGBM trees of 63 leaves, float64 rows): single rows and small batches of rows on
