@@ -566,25 +566,19 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(compact_trees)(
       }
 #undef TC_CT_STEP
       nd[0] = n0; nd[1] = n1; nd[2] = n2; nd[3] = n3; nd[4] = n4; nd[5] = n5; nd[6] = n6; nd[7] = n7;
-      TC_AT *a = ab + r * no;
+    } else {
+      int live = 0;
       for (int64_t j = 0; j < k; ++j) {
-        const int64_t t = t0 + j, w = T->tree_width[t];
-        const TC_AT *v = (const TC_AT *)T->leaf_values + T->tree_leaf[t] + (int64_t)(~nd[j]) * w;
-        for (int64_t c = 0; c < w; ++c) a[T->tree_out[t] + c] += v[c];
+        nd[j] = (int32_t)T->tree_node[t0 + j];
+        live += nd[j] >= 0;
       }
-      continue;
-    }
-    int live = 0;
-    for (int64_t j = 0; j < k; ++j) {
-      nd[j] = (int32_t)T->tree_node[t0 + j];
-      live += nd[j] >= 0;
-    }
-    while (live) {
-      live = 0;
-      for (int64_t j = 0; j < k; ++j) {
-        if (nd[j] >= 0) {
-          nd[j] = FN(cstep)(T, nodes + nd[j], x, strict);
-          live += nd[j] >= 0;
+      while (live) {
+        live = 0;
+        for (int64_t j = 0; j < k; ++j) {
+          if (nd[j] >= 0) {
+            nd[j] = FN(cstep)(T, nodes + nd[j], x, strict);
+            live += nd[j] >= 0;
+          }
         }
       }
     }
