@@ -73,11 +73,16 @@ def section_arrays(forest: Forest) -> dict[str, np.ndarray]:
     return {k: np.ascontiguousarray(arrays[k], np.dtype(dt)) for k, dt in SECTION.items()}
 
 
+def section_fits(forest: Forest) -> bool:
+    """Whether the linear section computes `forest`'s margins exactly: scalar float64 leaves
+    (LightGBM's) and constant base margins."""
+    return all(t.width == 1 for t in forest.trees) and forest.accumulate_dtype == "float64" \
+        and forest.base_link == "identity"
+
+
 def artifact_check(forest: Forest) -> None:
-    """UnsupportedModelError unless the linear section computes `forest`'s margins exactly:
-    scalar float64 leaves (LightGBM's) and constant base margins."""
-    if not all(t.width == 1 for t in forest.trees) or forest.accumulate_dtype != "float64" \
-            or forest.base_link != "identity":
+    """UnsupportedModelError unless the linear section computes `forest`'s margins exactly."""
+    if not section_fits(forest):
         raise UnsupportedModelError(
             "an artifact of a model with linear leaves needs scalar float64 leaves and constant "
             "base margins (LightGBM's linear_tree); this one runs through treecomp.compile only")
@@ -238,8 +243,7 @@ class LinearKernel:
                                                   progress=progress, **options)
         self.backend = self.leaves.backend
         # vector leaves beside linear ones: the reference evaluates them (no artifact)
-        self.tables = _Tables.of(forest) if all(t.width == 1 for t in forest.trees) \
-            and forest.accumulate_dtype == "float64" and forest.base_link == "identity" else None
+        self.tables = _Tables.of(forest) if section_fits(forest) else None
         self._data: bytes | None = None
         self._ir: bytes | None = None
 

@@ -295,9 +295,13 @@ class Explainer:
     def rows(self, X64: np.ndarray, out: np.ndarray) -> None:
         """Add rows' contributions (no bias) into out[(n, n_outputs, n_features + 1)]; the GIL
         is released (ctypes), so threads may run disjoint row ranges."""
-        if len(X64) and self._rows(ctypes.byref(self.model), X64.ctypes.data, len(X64),
-                                   out.ctypes.data, self._isa) != 0:
+        rc = self._rows(ctypes.byref(self.model), X64.ctypes.data, len(X64), out.ctypes.data,
+                        self._isa) if len(X64) else 0
+        if rc == -2:
             raise MemoryError("treecomp SHAP kernel: out of memory")
+        if rc != 0:
+            raise RuntimeError(f"treecomp SHAP kernel: the {self.isa} path does not run on this "
+                               f"CPU (code {rc})")
 
     def matrix(self, X: Any) -> np.ndarray:
         """X as float64 holding values of the model's input dtype (as it is routed)."""
