@@ -745,6 +745,31 @@ def test_few_rows_eight_trees_at_once(isa, variant):
     _few_row_checks(p, f, X)
 
 
+@pytest.mark.parametrize("isa", ISAS[:3])
+@pytest.mark.parametrize("variant", ["f32-le", "f64-lt", "vector-leaf-average", "multi-output"])
+def test_few_rows_plain_walks(isa, variant):
+    """Forests without categorical nodes (c_plain): a NaN-free row's walks step on the node's
+    feature, value and one compare, up to ten trees at once in equal batches (1, 5, 10, 11, 23
+    and 31 trees; heap trees among the compact ones under layout "auto"); rows with NaN take the
+    general steps. Bit for bit against the interpreter, on thresholds, +-1 ULP, -0.0, infinities."""
+    for k, n_trees in enumerate((1, 5, 10, 11, 23, 31)):
+        f = random_forest(640 + k, n_trees=n_trees, n_features=9, max_depth=10,
+                          **FOREST_VARIANTS[variant])
+        X = random_rows(f, 60, seed=k)
+        X = X[np.random.default_rng(k).permutation(len(X))]
+        clean = X[~np.isnan(X).any(axis=1)]
+        assert len(clean) >= 40 and len(clean) < len(X)  # both kinds of rows
+        for layout in ("compact", "auto"):
+            p = treecomp.compile(f, backend="arrays", isa=isa, layout=layout)
+            assert p._kernel.isa == isa and p._kernel._struct.c_plain == 1
+            if layout == "compact":
+                assert set(p._kernel.tables.arrays["tree_layout"]) == {1}
+            _few_row_checks(p, f, np.concatenate([clean[:40], X]))
+    # any categorical node: no plain steps
+    g = random_forest(650, n_trees=12, n_features=9, max_depth=9, **FOREST_VARIANTS["categorical"])
+    assert treecomp.compile(g, backend="arrays", isa=isa, layout="compact")._kernel._struct.c_plain == 0
+
+
 def test_few_rows_against_the_libraries():
     """The few-row walks on models the libraries trained (XGBoost depth-8 heaps with missing
     values; LightGBM trees of 63 leaves, float64 rows): single rows and small batches of rows on

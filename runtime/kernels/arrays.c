@@ -148,6 +148,10 @@ typedef struct {
    * leaves, no categorical nodes, <= 128 columns; padded by 8), or NULL: the AVX-512 few-row
    * interval walk (quant_impl.c, zbvrows_w1). Derived (arrays_derived.py, interval_masks). */
   const uint64_t *bv_lmask;
+  /* appended: 1 where no compact node is categorical and every feature index is below 2^16:
+   * the few-row walk's plain steps (arrays_impl.c, compact_trees) then apply to rows without
+   * NaN. Derived (arrays.py, pack_arrays). */
+  int32_t c_plain;
 } tc_tables;
 
 /* a deep-path record: 16 bytes, children as byte offsets into d_recs (no scaling in the walk);

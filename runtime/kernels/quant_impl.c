@@ -1406,7 +1406,9 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zbvrows_w1)(
   for (int64_t r = 0; r < nb; ++r) {
     const uint8_t *qg = qb + TC_QOFF(r);
     uint8_t row[128];
-    for (int c = 0; c < 128; ++c) row[c] = c < NC ? qg[(int64_t)c * TC_QR] : 0x80;
+    _mm512_storeu_si512((void *)row, _mm512_set1_epi8((char)0x80));
+    _mm512_storeu_si512((void *)(row + 64), _mm512_set1_epi8((char)0x80));
+    for (int c = 0, e = NC < 128 ? NC : 128; c < e; ++c) row[c] = qg[(int64_t)c * TC_QR];
     const __m512i q0 = _mm512_loadu_si512((const void *)row);
     const __m512i q1 = _mm512_loadu_si512((const void *)(row + 64));
     TC_AT *a = ab + r * no;
@@ -1560,7 +1562,9 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
     /* columns from q_ncols up to the table's end are never selected: 0x80, what the block's
      * clearing once left there (run clears no block below TC_QVEC_MIN rows) */
     const int W = C ? C : 128;
-    for (int c = 0; c < 128; ++c) row[c] = c < W && c < NC ? qg[(int64_t)c * TC_QR] : 0x80;
+    _mm512_storeu_si512((void *)row, _mm512_set1_epi8((char)0x80));
+    _mm512_storeu_si512((void *)(row + 64), _mm512_set1_epi8((char)0x80));
+    for (int c = 0, e = W < NC ? W : NC; c < e; ++c) row[c] = qg[(int64_t)c * TC_QR];
     const __m512i q0 = _mm512_loadu_si512((const void *)row);
     const __m512i q1 = C ? _mm512_mask_blend_epi8(_mm512_cmpeq_epi8_mask(q0, nan), q0, left)
                          : _mm512_loadu_si512((const void *)(row + 64));

@@ -296,7 +296,10 @@ class ArraysKernel:
                        quant=int(bool(q) and bool(m.get("quant"))),
                        q_ncols=len(q["q_feat"]) if q else 0,
                        q_w1=int(bool(np.all(A["tree_width"] == 1))), bitvec=int(bool(self._bitvec)),
-                       d_nint=int(d_nint), q_cmux=cmux, q_cnan=int(cnan))
+                       d_nint=int(d_nint), q_cmux=cmux, q_cnan=int(cnan),
+                       # the few-row walk's plain steps (arrays_impl.c, compact_trees)
+                       c_plain=int(m["n_features"] <= 1 << 16
+                                   and not np.any(A["c_ff"].view(np.uint32) & FF_CAT)))
         return {k: int(v) for k, v in scalars.items()}, keep
 
     # -- the kernel interface ------------------------------------------------------------------
