@@ -1544,7 +1544,10 @@ static inline __attribute__((always_inline)) TC_ATTR __mmask64 FN(zslots)(
  * levels by one mask and the last two by byte loads: 0.81x (a load chain per level).
  * On the 500-tree depth-6 XGBoost model (eight trees a group): the leaf values by scalar loads
  * of the stored indices instead of a gather, 2.67 -> 2.35 us (min; median of paired ratios
- * 1.07x); dropped: the steps per tree in scalar registers instead of per group in vectors,
+ * 1.07x); the indices then taken out of the vector by extracts instead of a store read back
+ * (a 64-byte store forwards badly to 8-byte loads on Zen 4), 2.25 -> 2.18 us; dropped: the
+ * leaf values of up to 256 trees gathered (or loaded) into a buffer first and added at the
+ * end, off the walk's chain, 2.25 -> 2.57 (2.59 loaded): the adds' chain does not bound it; dropped: the steps per tree in scalar registers instead of per group in vectors,
  * 0.77x; the group's masks merged in two chains of four instead of one of eight, 1.00x. What
  * bounds the walk is latency: each group's chain (table loads from L2, permute, compare, mask
  * to vector, six dependent steps, leaf loads) overlaps only the next two or three groups', and
@@ -1603,10 +1606,20 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
       /* the eight leaf values by scalar loads (the indices stored and read back): a gather
        * here cost more (below) */
       int64_t li[8];
-      _mm512_storeu_si512((void *)li, leaf);
       if (no == 1) {
-        for (int j = 0; j < 8; ++j) one += lv[li[j]];
+        const __m256i lo = _mm512_castsi512_si256(leaf), hi = _mm512_extracti64x4_epi64(leaf, 1);
+        const __m128i q0 = _mm256_castsi256_si128(lo), q1 = _mm256_extracti128_si256(lo, 1);
+        const __m128i q2 = _mm256_castsi256_si128(hi), q3 = _mm256_extracti128_si256(hi, 1);
+        one += lv[_mm_cvtsi128_si64(q0)];
+        one += lv[_mm_extract_epi64(q0, 1)];
+        one += lv[_mm_cvtsi128_si64(q1)];
+        one += lv[_mm_extract_epi64(q1, 1)];
+        one += lv[_mm_cvtsi128_si64(q2)];
+        one += lv[_mm_extract_epi64(q2, 1)];
+        one += lv[_mm_cvtsi128_si64(q3)];
+        one += lv[_mm_extract_epi64(q3, 1)];
       } else {
+        _mm512_storeu_si512((void *)li, leaf);
         for (int j = 0; j < 8; ++j) a[T->tree_out[t + j]] += lv[li[j]];
       }
     }
