@@ -546,6 +546,17 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(add_leaves)(
  * steps on top (finished walks stepping a dummy node) were slower again: 1.03x, 0.95x. An
  * AVX-512 interval walk deciding categorical nodes one by one (12 a tree on HGB's model) lost
  * to it too: 6.6 against 5.9 us. */
+/* the exit leaves nd[0..k) (~leaf) of trees [t0, t0 + k) added into a row's margins a, in
+ * tree order (the interpreter's summation order) */
+static inline __attribute__((always_inline)) TC_ATTR void FN(tree_leaves)(
+    const tc_tables *T, int64_t t0, int64_t k, const int32_t *nd, TC_AT *a) {
+  for (int64_t j = 0; j < k; ++j) {
+    const int64_t t = t0 + j, w = T->tree_width[t];
+    const TC_AT *v = (const TC_AT *)T->leaf_values + T->tree_leaf[t] + (int64_t)(~nd[j]) * w;
+    for (int64_t c = 0; c < w; ++c) a[T->tree_out[t] + c] += v[c];
+  }
+}
+
 static inline __attribute__((always_inline)) TC_ATTR void FN(compact_trees)(
     const tc_tables *T, int64_t t0, int64_t k, const TC_XT *xb, int64_t nb, TC_AT *ab,
     const int strict) {
@@ -582,12 +593,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(compact_trees)(
         }
       }
     }
-    TC_AT *a = ab + r * no;
-    for (int64_t j = 0; j < k; ++j) {
-      const int64_t t = t0 + j, w = T->tree_width[t];
-      const TC_AT *v = (const TC_AT *)T->leaf_values + T->tree_leaf[t] + (int64_t)(~nd[j]) * w;
-      for (int64_t c = 0; c < w; ++c) a[T->tree_out[t] + c] += v[c];
-    }
+    FN(tree_leaves)(T, t0, k, nd, ab + r * no);
   }
 }
 
@@ -636,12 +642,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(plain_trees)(
 #undef TC_PL_AND
 #undef TC_PL_STEP
 #undef TC_PL_OUT
-    TC_AT *a = ab + r * no;
-    for (int64_t j = 0; j < k; ++j) {
-      const int64_t t = t0 + j, w = T->tree_width[t];
-      const TC_AT *v = (const TC_AT *)T->leaf_values + T->tree_leaf[t] + (int64_t)(~nd[j]) * w;
-      for (int64_t c = 0; c < w; ++c) a[T->tree_out[t] + c] += v[c];
-    }
+    FN(tree_leaves)(T, t0, k, nd, ab + r * no);
   }
 }
 #undef TC_PL_LIST
