@@ -33,7 +33,9 @@
  * loader overwrites them with its numpy's value when it loads the library.
  *
  * Entry points are reentrant and thread-safe (no global mutable state but treecomp_base, which
- * is written, if at all, before the first call): split rows across threads freely.
+ * is written, if at all, before the first call): split rows across threads freely. A call
+ * uses up to about 20 KB of the calling thread's stack (the arrays kernel keeps a few rows'
+ * buffers there); its larger buffers come from the heap (TREECOMP_ENOMEM when they cannot).
  */
 #ifndef TREECOMP_H
 #define TREECOMP_H
