@@ -84,6 +84,40 @@ def test_threads_share_one_predictor_bit_exact(model):
     assert errors == []
 
 
+def test_single_rows_in_a_thread_with_the_smallest_stack():
+    """The arrays kernel keeps a few rows' buffers on the stack (about 13 KB for this model's 140
+    byte columns): single rows predict, bit for bit, in a thread with Python's smallest stack
+    (32 KiB). In a subprocess: an overflow would kill it, not the test run."""
+    import subprocess
+    import sys
+    import textwrap
+    code = textwrap.dedent("""
+        import threading, numpy as np, treecomp
+        from treecomp import interp
+        from tests.randforest import random_forest, random_rows
+        f = random_forest(61, n_trees=40, n_features=70, max_depth=6)
+        p = treecomp.compile(f, backend="arrays", layout="quant")
+        cols = p._kernel._struct.q_ncols
+        assert 100 <= cols <= 180, cols  # one 64-row group of them and the padding: < 16 KB
+        X = random_rows(f, 30)
+        want = interp.predict_raw(f, X)
+        ok = []
+        def work():
+            ok.append(all(np.array_equal(p.predict_raw(X[i:i + 1]), want[i:i + 1])
+                          for i in range(len(X))))
+        threading.stack_size(32 * 1024)
+        t = threading.Thread(target=work)
+        t.start()
+        t.join()
+        print(ok)
+        """)
+    root = Path(__file__).resolve().parent.parent
+    r = subprocess.run([sys.executable, "-c", code], cwd=root, capture_output=True, text=True,
+                       timeout=120, env={**os.environ, "PYTHONPATH": str(root)})
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip() == "[True]"
+
+
 # -- n_threads ------------------------------------------------------------------------------------
 @pytest.mark.parametrize("bad, exc", [(1.5, TypeError), ("2", TypeError), (True, TypeError),
                                       (np.float64(2.0), TypeError), (0, ValueError),
