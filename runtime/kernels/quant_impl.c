@@ -1519,13 +1519,11 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(qrows_w1)(
 
 #if TC_QVEC == 2
 /* the decisions of 64 consecutive heap slots from s0 (those in kn) for the row whose 128-byte
- * table (zrows_w1) is q0:q1: bit j set = slot s0 + j sends the row right. Plain 64-byte loads
- * (h_qc7 and h_qthr are padded by 64; the compare is masked): masked loads cost the 500-tree
- * XGBoost row 2.18 against 2.11-2.15 us on Zen 4. */
+ * table (zrows_w1) is q0:q1: bit j set = slot s0 + j sends the row right */
 static inline __attribute__((always_inline)) TC_ATTR __mmask64 FN(zslots)(
     const tc_tables *T, __m512i q0, __m512i q1, int64_t s0, __mmask64 kn) {
-  const __m512i x = _mm512_permutex2var_epi8(q0, _mm512_loadu_si512((const void *)(T->h_qc7 + s0)), q1);
-  return _mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_loadu_si512((const void *)(T->h_qthr + s0)));
+  const __m512i x = _mm512_permutex2var_epi8(q0, _mm512_maskz_loadu_epi8(kn, T->h_qc7 + s0), q1);
+  return _mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_maskz_loadu_epi8(kn, T->h_qthr + s0));
 }
 
 /* few rows, AVX-512: a row's bytes in a 128-byte table (two vectors): with the column mux

@@ -255,9 +255,8 @@ class ArraysKernel:
                     keep["q_thr32"] = q["q_thr"].astype(np.float32)
             if len(q["q_thr"]):  # level tables of the quantiser's rows in lanes (of the guess)
                 keep["q_lvl"] = quant_levels(keep.get("q_thr32", q["q_thr"]), q["q_off"], q["q_len"])
-            # padded: the heap walk reads a level's thresholds 16 at a time, the AVX-512
-            # few-row walks 64 slots from any slot (quant_impl.c, zslots)
-            keep["h_qthr"] = np.concatenate([(q["h_qthr"] ^ 0x80).view(np.int8), np.zeros(64, np.int8)])
+            # padded: the heap walk reads a level's thresholds 16 at a time (quant_impl.c)
+            keep["h_qthr"] = np.concatenate([(q["h_qthr"] ^ 0x80).view(np.int8), np.zeros(32, np.int8)])
             if cmux:  # each slot's column index as a byte, for levels wider than the columns
                 # (quant_impl.c, tc_qlevelc); padded like h_qthr
                 cix = q["h_qcix"] if cnan else q["h_qcol"].astype(np.uint8)
