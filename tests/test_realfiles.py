@@ -148,6 +148,28 @@ def test_real_file_matches_library(rel):
     np.testing.assert_array_equal(got, want, strict=True)
 
 
+@pytest.mark.parametrize("rel", [r for r in FILES if r not in REFUSED])
+def test_real_file_single_rows_every_isa(rel):
+    """One row at a time (the few-row walks: AVX-512 masks and intervals, the float node walk's
+    plain and general steps on the other ISAs), raw margins bit for bit against the library's
+    on the same rows, on every native ISA the CPU has."""
+    from treecomp.backends import arrays
+    forest = treecomp.parse(ROOT / rel)
+    X = _rows(forest, seed=len(rel) + 1, n_max=40, float32=forest.input_dtype == "float32")
+    want_raw, _ = _library_outputs(rel, X)
+    for isa in [i for i in ("scalar", "avx2", "avx512") if i in arrays.supported_isas()]:
+        try:
+            pred = treecomp.compile(forest, backend="arrays", isa=isa)
+        except Exception:  # noqa: BLE001 - as above
+            if all(np.all((t.feature < 0) | (t.cat_index >= 0)) for t in forest.trees):
+                pytest.xfail("issue 20.8: arrays backend on an all-categorical model")
+            raise
+        got = np.concatenate([pred.decision_function(X[i:i + 1]).reshape(1, -1)
+                              for i in range(len(X))]).reshape(want_raw.shape)
+        assert got.dtype == want_raw.dtype
+        np.testing.assert_array_equal(got, want_raw, err_msg=f"isa={isa}")
+
+
 def test_lightgbm_refuses_model_small_too():
     """model_small.txt: the installed LightGBM does not load it (it crashes or raises), so
     treecomp's InvalidModelError is the library's answer, not a gap."""
