@@ -152,6 +152,10 @@ typedef struct {
    * the few-row walk's plain steps (arrays_impl.c, compact_trees) then apply to rows without
    * NaN. Derived (arrays.py, pack_arrays). */
   int32_t c_plain;
+  /* appended: per tree 128 bytes, 64-byte aligned: its heap slots' h_qc7 bytes, then their
+   * h_qthr bytes, each padded to 64 (trees of depth <= 6), or NULL: the AVX-512 few-row walk's
+   * aligned loads (quant_impl.c, zrows_w1). Derived (arrays.py, zrow_slots). */
+  const uint8_t *h_zq;
 } tc_tables;
 
 /* a deep-path record: 16 bytes, children as byte offsets into d_recs (no scaling in the walk);

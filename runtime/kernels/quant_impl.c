@@ -1528,6 +1528,18 @@ static inline __attribute__((always_inline)) TC_ATTR __mmask64 FN(zslots)(
   return _mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_maskz_loadu_epi8(kn, T->h_qthr + s0));
 }
 
+/* zslots for tree t of depth <= 6 (heap slots from s0): from its 128 aligned bytes in h_zq
+ * where the tables have them (two loads within one cache line each, where the heap's slots,
+ * 63 bytes a tree, mostly straddle two: the 1000-tree 10-class XGBoost model's single row
+ * 4.2 -> 3.65 us, the 500-tree binary one 2.2 -> 2.05, Zen 4, one process) */
+static inline __attribute__((always_inline)) TC_ATTR __mmask64 FN(zslot6)(
+    const tc_tables *T, __m512i q0, __m512i q1, int64_t t, int64_t s0, __mmask64 kn) {
+  if (!T->h_zq) return FN(zslots)(T, q0, q1, s0, kn);
+  const uint8_t *z = T->h_zq + 128 * t;
+  const __m512i x = _mm512_permutex2var_epi8(q0, _mm512_loadu_si512((const void *)z), q1);
+  return _mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_loadu_si512((const void *)(z + 64)));
+}
+
 /* few rows, AVX-512: a row's bytes in a 128-byte table (two vectors): with the column mux
  * (q_cmux <= 64, see tc_qlevelc) the mux columns, then the same with NaN's code 255 made 0 (a
  * merged column's NaN-left slots index this half: h_qc7 bit 6), else the row's <= 128 columns.
@@ -1591,7 +1603,8 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
         const __mmask64 kn = ((__mmask64)1 << ((1 << T->tree_depth[t + j]) - 1)) - 1;
         /* into qword j by a masked broadcast (eight stores read back as one vector would
          * wait for the stores: no forwarding) */
-        G = _mm512_mask_set1_epi64(G, (__mmask8)(1u << j), (int64_t)(uint64_t)FN(zslots)(T, q0, q1, n0, kn));
+        G = _mm512_mask_set1_epi64(G, (__mmask8)(1u << j),
+                                   (int64_t)(uint64_t)FN(zslot6)(T, q0, q1, t + j, n0, kn));
       }
       const __m512i one64 = _mm512_set1_epi64(1);
       __m512i iv = _mm512_setzero_si512();
@@ -1630,7 +1643,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
       const int64_t n0 = T->tree_node[t];
       uint32_t i = 0;
       if (D <= 6) {
-        const uint64_t G = (uint64_t)FN(zslots)(T, q0, q1, n0, ((__mmask64)1 << ((1 << D) - 1)) - 1);
+        const uint64_t G = (uint64_t)FN(zslot6)(T, q0, q1, t, n0, ((__mmask64)1 << ((1 << D) - 1)) - 1);
         /* six steps whatever D, no branch on a tree's depth: below the tree's slots (n and
          * up) every bit of g is 0, so each step past D maps i to 2i + 1 (i + 1 doubles) */
 #pragma GCC unroll 6

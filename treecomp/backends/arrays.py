@@ -271,6 +271,8 @@ class ArraysKernel:
                 else:
                     c7 = q["h_qcol"]
                 keep["h_qc7"] = np.concatenate([c7.astype(np.uint8), np.zeros(64, np.uint8)])
+                keep["h_zq"] = zrow_slots(keep["h_qc7"], keep["h_qthr"], self._tree_node,
+                                          A["tree_depth"], A["tree_layout"] == 0)
             if self._bitvec and len(q["q_feat"]) <= ZROW_MAX_COLS \
                     and int(A["tree_nleaf"].max()) <= 64 and not np.any(q["q_kind"]):
                 # the AVX-512 few-row interval walk (quant_impl.c, zbvrows_w1): each node's
@@ -401,3 +403,21 @@ def __getattr__(name: str) -> Any:
         return getattr(arrays_native, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
+def zrow_slots(c7: np.ndarray, thr: np.ndarray, node: np.ndarray, depth: np.ndarray,
+               heap: np.ndarray) -> np.ndarray:
+    """Per tree 128 bytes, 64-byte aligned (quant_impl.c, zrows_w1): the heap's <= 63 slots'
+    row-table indices (h_qc7), then their biased thresholds (h_qthr), each padded to 64 bytes
+    (zeros, never compared): one aligned load each for trees of depth <= 6 (zeros elsewhere)."""
+    n = len(node)
+    buf = np.zeros(n * 128 + 64, np.uint8)
+    a = (-buf.ctypes.data) % 64
+    zq = buf[a:a + n * 128].reshape(n, 128)
+    use = heap & (depth <= 6) & (node >= 0)
+    k = np.arange(64)
+    nslot = (np.int64(1) << depth.astype(np.int64)) - 1
+    live = use[:, None] & (k[None, :] < nslot[:, None])
+    idx = np.where(live, node[:, None] + k[None, :], 0)
+    zq[:, :64] = np.where(live, c7[idx], 0)
+    zq[:, 64:] = np.where(live, thr.view(np.uint8)[idx], 0)
+    return zq.reshape(-1)
