@@ -689,6 +689,7 @@ def test_few_rows_deep_heaps(isa, nf, both, c7):
     assert k.isa == isa and k.tables.meta["quant"]
     assert ("h_qc7" in k._keep) == (c7 is not None)
     assert ("h_zq" in k._keep) == (c7 is not None)  # the depth <= 6 trees' aligned slot bytes
+    assert ("h_zq8" in k._keep) == (c7 is not None)  # ... and the depth 7 / 8 trees' windows
     assert bool(k._struct.q_cnan) == (c7 == "mux") and (k._struct.q_cmux > 0) == (c7 == "mux")
     _few_row_checks(p, f, X)
 

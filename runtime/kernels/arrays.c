@@ -156,6 +156,10 @@ typedef struct {
    * h_qthr bytes, each padded to 64 (trees of depth <= 6), or NULL: the AVX-512 few-row walk's
    * aligned loads (quant_impl.c, zrows_w1). Derived (arrays.py, zrow_slots). */
   const uint8_t *h_zq;
+  /* appended: the same for trees of depth 7 and 8, 512 bytes a tree: four windows of 64 slots
+   * (from slots 0 (63 of them), 63, 127, 191), each its h_qc7 then its h_qthr bytes, or NULL
+   * (no such tree). Derived (arrays.py, zrow_slots). */
+  const uint8_t *h_zq8;
 } tc_tables;
 
 /* a deep-path record: 16 bytes, children as byte offsets into d_recs (no scaling in the walk);

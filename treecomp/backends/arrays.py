@@ -271,8 +271,13 @@ class ArraysKernel:
                 else:
                     c7 = q["h_qcol"]
                 keep["h_qc7"] = np.concatenate([c7.astype(np.uint8), np.zeros(64, np.uint8)])
+                heap = A["tree_layout"] == 0
                 keep["h_zq"] = zrow_slots(keep["h_qc7"], keep["h_qthr"], self._tree_node,
-                                          A["tree_depth"], A["tree_layout"] == 0)
+                                          A["tree_depth"], heap & (A["tree_depth"] <= 6), (0,))
+                if np.any(heap & (A["tree_depth"] > 6)):  # depth 7, 8: four 64-slot windows
+                    keep["h_zq8"] = zrow_slots(keep["h_qc7"], keep["h_qthr"], self._tree_node,
+                                               A["tree_depth"], heap & (A["tree_depth"] > 6),
+                                               (0, 63, 127, 191))
             if self._bitvec and len(q["q_feat"]) <= ZROW_MAX_COLS \
                     and int(A["tree_nleaf"].max()) <= 64 and not np.any(q["q_kind"]):
                 # the AVX-512 few-row interval walk (quant_impl.c, zbvrows_w1): each node's
@@ -405,19 +410,24 @@ def __getattr__(name: str) -> Any:
 
 
 def zrow_slots(c7: np.ndarray, thr: np.ndarray, node: np.ndarray, depth: np.ndarray,
-               heap: np.ndarray) -> np.ndarray:
-    """Per tree 128 bytes, 64-byte aligned (quant_impl.c, zrows_w1): the heap's <= 63 slots'
-    row-table indices (h_qc7), then their biased thresholds (h_qthr), each padded to 64 bytes
-    (zeros, never compared): one aligned load each for trees of depth <= 6 (zeros elsewhere)."""
-    n = len(node)
-    buf = np.zeros(n * 128 + 64, np.uint8)
+               use: np.ndarray, starts: tuple[int, ...]) -> np.ndarray:
+    """Per tree 128 bytes a window of its heap's slots, 64-byte aligned (quant_impl.c, zslot6,
+    zwin): for each window start s, slots [s, s + 64) of the tree's 2^depth - 1, their row-table
+    indices (h_qc7), then their biased thresholds (h_qthr), each padded to 64 bytes with zeros
+    (never compared); trees not in `use` all zeros. One window (0,) for trees of depth <= 6,
+    four (0, 63, 127, 191) for depth 7 and 8: each load then lies in one cache line (a heap
+    tree's slots mostly straddle two)."""
+    n, W = len(node), len(starts)
+    buf = np.zeros(n * W * 128 + 64, np.uint8)
     a = (-buf.ctypes.data) % 64
-    zq = buf[a:a + n * 128].reshape(n, 128)
-    use = heap & (depth <= 6) & (node >= 0)
-    k = np.arange(64)
+    zq = buf[a:a + n * W * 128].reshape(n, W, 2, 64)
     nslot = (np.int64(1) << depth.astype(np.int64)) - 1
-    live = use[:, None] & (k[None, :] < nslot[:, None])
-    idx = np.where(live, node[:, None] + k[None, :], 0)
-    zq[:, :64] = np.where(live, c7[idx], 0)
-    zq[:, 64:] = np.where(live, thr.view(np.uint8)[idx], 0)
+    k = np.arange(64)
+    for w, st in enumerate(starts):
+        # window 0 of a deep tree: 63 slots (the next window starts at 63), as the kernel's masks
+        end = np.minimum(nslot, starts[w + 1] if w + 1 < W else nslot)
+        live = use[:, None] & (node[:, None] >= 0) & (st + k[None, :] < end[:, None])
+        idx = np.where(live, node[:, None] + st + k[None, :], 0)
+        zq[:, w, 0] = np.where(live, c7[idx], 0)
+        zq[:, w, 1] = np.where(live, thr.view(np.uint8)[idx], 0)
     return zq.reshape(-1)
