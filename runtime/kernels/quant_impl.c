@@ -1608,14 +1608,29 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
       const __m256i dep = _mm256_loadu_si256((const __m256i *)(T->tree_depth + t));
       if (_mm256_movemask_epi8(_mm256_cmpgt_epi32(dep, _mm256_set1_epi32(6)))) break;
       __m512i G = _mm512_setzero_si512();
+      const int D0 = T->tree_depth[t];
+      if (T->h_zq && _mm256_movemask_epi8(_mm256_cmpeq_epi32(dep, _mm256_set1_epi32(D0))) == -1) {
+        /* eight trees of one depth (the common case): one slot mask for the group, the
+         * trees' bytes at a stride of 128 (no per-tree depth, node offset or branch: the
+         * 500-tree XGBoost model's single row 2.05 -> 1.8 us, 10 classes 3.7 -> 3.1) */
+        const uint8_t *z = T->h_zq + 128 * t;
+        const __mmask64 kn = ((__mmask64)1 << ((1 << D0) - 1)) - 1;
 #pragma GCC unroll 8
-      for (int j = 0; j < 8; ++j) {
-        const int64_t n0 = T->tree_node[t + j];
-        const __mmask64 kn = ((__mmask64)1 << ((1 << T->tree_depth[t + j]) - 1)) - 1;
-        /* into qword j by a masked broadcast (eight stores read back as one vector would
-         * wait for the stores: no forwarding) */
-        G = _mm512_mask_set1_epi64(G, (__mmask8)(1u << j),
-                                   (int64_t)(uint64_t)FN(zslot6)(T, q0, q1, t + j, n0, kn));
+        for (int j = 0; j < 8; ++j) {
+          const __m512i x = _mm512_permutex2var_epi8(q0, _mm512_loadu_si512((const void *)(z + 128 * j)), q1);
+          G = _mm512_mask_set1_epi64(G, (__mmask8)(1u << j), (int64_t)(uint64_t)_mm512_mask_cmpgt_epi8_mask(
+              kn, x, _mm512_loadu_si512((const void *)(z + 128 * j + 64))));
+        }
+      } else {
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) {
+          const int64_t n0 = T->tree_node[t + j];
+          const __mmask64 kn = ((__mmask64)1 << ((1 << T->tree_depth[t + j]) - 1)) - 1;
+          /* into qword j by a masked broadcast (eight stores read back as one vector would
+           * wait for the stores: no forwarding) */
+          G = _mm512_mask_set1_epi64(G, (__mmask8)(1u << j),
+                                     (int64_t)(uint64_t)FN(zslot6)(T, q0, q1, t + j, n0, kn));
+        }
       }
       const __m512i one64 = _mm512_set1_epi64(1);
       __m512i iv = _mm512_setzero_si512();
