@@ -606,16 +606,8 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(compact_trees)(
  * 10, 5 classes) 1.17 -> 0.79. Ten walks beat 8 (0.58, 0.99 with the plain steps), 12 (0.44,
  * 0.85) and 16 (0.48, 0.83): past ten the chains spill registers. The general steps keep
  * eight: ten cost HGB's categorical forest 20% more. */
-#ifndef TC_PLAINTREES
-#define TC_PLAINTREES 10
-#endif
-#if TC_PLAINTREES == 10
+#define TC_PLAINTREES 10 /* (TC_PL_LIST names that many walks) */
 #define TC_PL_LIST(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9)
-#elif TC_PLAINTREES == 12
-#define TC_PL_LIST(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
-#elif TC_PLAINTREES == 16
-#define TC_PL_LIST(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11) X(12) X(13) X(14) X(15)
-#endif
 static inline __attribute__((always_inline)) TC_ATTR void FN(plain_trees)(
     const tc_tables *T, int64_t t0, int64_t k, const TC_XT *xb, int64_t nb, TC_AT *ab,
     const int strict) {
