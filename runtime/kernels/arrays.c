@@ -148,17 +148,18 @@ typedef struct {
    * leaves, no categorical nodes, <= 128 columns; padded by 8), or NULL: the AVX-512 few-row
    * interval walk (quant_impl.c, zbvrows_w1). Derived (arrays_derived.py, interval_masks). */
   const uint64_t *bv_lmask;
-  /* appended: 1 where no compact node is categorical and every feature index is below 2^16:
-   * the few-row walk's plain steps (arrays_impl.c, compact_trees) then apply to rows without
-   * NaN. Derived (arrays.py, pack_arrays). */
+  /* appended: 1 where some tree is compact, no compact node is categorical and every feature
+   * index is below 2^16: the few-row walk's plain steps (arrays_impl.c, plain_trees) then apply
+   * to rows without NaN. Derived (arrays.py, pack_arrays). */
   int32_t c_plain;
   /* appended: per tree 128 bytes, 64-byte aligned: its heap slots' h_qc7 bytes, then their
    * h_qthr bytes, each padded to 64 (trees of depth <= 6), or NULL: the AVX-512 few-row walk's
-   * aligned loads (quant_impl.c, zrows_w1). Derived (arrays.py, zrow_slots). */
+   * aligned loads (quant_impl.c, zslots; zrows_w1 runs where it is set). Derived
+   * (arrays_derived.py, zrow_slots). */
   const uint8_t *h_zq;
   /* appended: the same for trees of depth 7 and 8, 512 bytes a tree: four windows of 64 slots
    * (from slots 0 (63 of them), 63, 127, 191), each its h_qc7 then its h_qthr bytes, or NULL
-   * (no such tree). Derived (arrays.py, zrow_slots). */
+   * (no such tree). Derived (arrays_derived.py, zrow_slots). */
   const uint8_t *h_zq8;
 } tc_tables;
 

@@ -644,7 +644,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(block_s)(
     const int strict) {
   const int64_t no = T->n_outputs;
   int nan = -1;  /* unknown yet */
-  int plain = 0;  /* few rows: the plain steps of compact_trees apply (no NaN in the rows) */
+  int plain = 0;  /* few rows: plain_trees' steps apply (no NaN in the rows) */
   int64_t run_end = 0;  /* plain: the end of the run of compact trees being walked */
   if (nb < TC_FEW && T->c_plain) {
     int any = 0;
@@ -653,8 +653,8 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(block_s)(
   }
   for (int64_t t = 0; t < T->n_trees; ++t) {
     if (nb < TC_FEW && T->tree_layout[t] == 1) {
-      /* few rows (single-row latency): a row's walks down up to TC_CGROUP consecutive compact
-       * trees at once, independent chains in flight instead of one */
+      /* few rows (single-row latency): a row's walks down up to TC_FEWTREES (plain steps:
+       * TC_PLAINTREES) consecutive compact trees at once, independent chains in flight */
       int64_t t1 = t + 1;
       if (plain) {  /* the run of compact trees from t in equal batches of <= TC_PLAINTREES */
         if (t >= run_end)

@@ -1518,35 +1518,16 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(qrows_w1)(
 }
 
 #if TC_QVEC == 2
-/* the decisions of 64 consecutive heap slots from s0 (those in kn) for the row whose 128-byte
- * table (zrows_w1) is q0:q1: bit j set = slot s0 + j sends the row right. (Plain 64-byte
- * loads, the tables padded, were measured on Zen 4: 2-3% faster on the 500-tree XGBoost
- * binary model, 30% slower on the 1000-tree 10-class one, every tree of depth 6 in both.) */
+/* the decisions of 64 heap slots (those in kn) for the row whose 128-byte table (zrows_w1) is
+ * q0:q1, from the slots' 128 aligned bytes z (h_zq: a tree of depth <= 6; h_zq8: a window of a
+ * deeper one): their row-table indices, then their thresholds. Bit j set = slot j sends the row
+ * right. Aligned copies rather than the heap's own bytes (63 a tree: most 64-byte loads there
+ * straddle two cache lines), Zen 4, one row, kernel, one process: the 1000-tree 10-class
+ * XGBoost model 4.2 -> 3.65 us, the 500-tree binary one 2.2 -> 2.05, the 300-tree depth-8 one
+ * 0.83x. (Plain 64-byte loads of the heap's bytes, padded: 2-3% faster on the binary model, 30%
+ * slower on the 10-class one, every tree of depth 6 in both.) */
 static inline __attribute__((always_inline)) TC_ATTR __mmask64 FN(zslots)(
-    const tc_tables *T, __m512i q0, __m512i q1, int64_t s0, __mmask64 kn) {
-  const __m512i x = _mm512_permutex2var_epi8(q0, _mm512_maskz_loadu_epi8(kn, T->h_qc7 + s0), q1);
-  return _mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_maskz_loadu_epi8(kn, T->h_qthr + s0));
-}
-
-/* zslots for window w (of four) of tree t of depth 7 or 8 (heap slots from s0), from h_zq8
- * where the tables have it (the 300-tree depth-8 XGBoost model's single row, Zen 4, one
- * process: 2.88-2.93 -> 2.80-2.86 us; beside the walk without it in one process, 0.83x) */
-static inline __attribute__((always_inline)) TC_ATTR __mmask64 FN(zwin)(
-    const tc_tables *T, __m512i q0, __m512i q1, int64_t t, int w, int64_t s0, __mmask64 kn) {
-  if (!T->h_zq8) return FN(zslots)(T, q0, q1, s0, kn);
-  const uint8_t *z = T->h_zq8 + 512 * t + 128 * w;
-  const __m512i x = _mm512_permutex2var_epi8(q0, _mm512_loadu_si512((const void *)z), q1);
-  return _mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_loadu_si512((const void *)(z + 64)));
-}
-
-/* zslots for tree t of depth <= 6 (heap slots from s0): from its 128 aligned bytes in h_zq
- * where the tables have them (two loads within one cache line each, where the heap's slots,
- * 63 bytes a tree, mostly straddle two: the 1000-tree 10-class XGBoost model's single row
- * 4.2 -> 3.65 us, the 500-tree binary one 2.2 -> 2.05, Zen 4, one process) */
-static inline __attribute__((always_inline)) TC_ATTR __mmask64 FN(zslot6)(
-    const tc_tables *T, __m512i q0, __m512i q1, int64_t t, int64_t s0, __mmask64 kn) {
-  if (!T->h_zq) return FN(zslots)(T, q0, q1, s0, kn);
-  const uint8_t *z = T->h_zq + 128 * t;
+    __m512i q0, __m512i q1, const uint8_t *z, __mmask64 kn) {
   const __m512i x = _mm512_permutex2var_epi8(q0, _mm512_loadu_si512((const void *)z), q1);
   return _mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_loadu_si512((const void *)(z + 64)));
 }
@@ -1554,7 +1535,7 @@ static inline __attribute__((always_inline)) TC_ATTR __mmask64 FN(zslot6)(
 /* few rows, AVX-512: a row's bytes in a 128-byte table (two vectors): with the column mux
  * (q_cmux <= 64, see tc_qlevelc) the mux columns, then the same with NaN's code 255 made 0 (a
  * merged column's NaN-left slots index this half: h_qc7 bit 6), else the row's <= 128 columns.
- * Per tree of depth <= 6 one vpermi2b by the slots' indices (h_qc7) picks the row's byte at
+ * Per tree of depth <= 6 one vpermi2b by the slots' indices (h_qc7, read from h_zq) picks the row's byte at
  * each of the tree's <= 63 slots and one compare with the slots' thresholds gives every slot's
  * decision as a mask, from which the D steps of the walk are bit tests (no loads left on the
  * walk's chain). Trees of depth 7 and 8 take their 127 / 255 slots' decisions in two / four
@@ -1572,8 +1553,8 @@ static inline __attribute__((always_inline)) TC_ATTR __mmask64 FN(zslot6)(
  * 1.07x); the indices then taken out of the vector by extracts instead of a store read back
  * (a 64-byte store forwards badly to 8-byte loads on Zen 4), 2.25 -> 2.18 us; dropped: the
  * leaf values of up to 256 trees gathered (or loaded) into a buffer first and added at the
- * end, off the walk's chain, 2.25 -> 2.57 (2.59 loaded): the adds' chain does not bound it; dropped: the steps per tree in scalar registers instead of per group in vectors,
- * 0.77x; the group's masks merged in two chains of four instead of one of eight, 1.00x. What
+ * end, off the walk's chain, 2.25 -> 2.57 (2.59 loaded): the adds' chain does not bound it;
+ * the steps per tree in scalar registers instead of per group in vectors, 0.77x; the group's masks merged in two chains of four instead of one of eight, 1.00x. What
  * bounds the walk is latency: each group's chain (table loads from L2, permute, compare, mask
  * to vector, six dependent steps, leaf loads) overlaps only the next two or three groups', and
  * the leaf values are added one by one in tree order (exactness: 500 dependent adds, ~0.4 us
@@ -1608,28 +1589,25 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
       const __m256i dep = _mm256_loadu_si256((const __m256i *)(T->tree_depth + t));
       if (_mm256_movemask_epi8(_mm256_cmpgt_epi32(dep, _mm256_set1_epi32(6)))) break;
       __m512i G = _mm512_setzero_si512();
+      const uint8_t *z = T->h_zq + 128 * t;
       const int D0 = T->tree_depth[t];
-      if (T->h_zq && _mm256_movemask_epi8(_mm256_cmpeq_epi32(dep, _mm256_set1_epi32(D0))) == -1) {
-        /* eight trees of one depth (the common case): one slot mask for the group, the
-         * trees' bytes at a stride of 128 (no per-tree depth, node offset or branch: the
-         * 500-tree XGBoost model's single row 2.05 -> 1.8 us, 10 classes 3.7 -> 3.1) */
-        const uint8_t *z = T->h_zq + 128 * t;
+      /* each mask into qword j by a masked broadcast (eight stores read back as one vector
+       * would wait for the stores: no forwarding) */
+      if (_mm256_movemask_epi8(_mm256_cmpeq_epi32(dep, _mm256_set1_epi32(D0))) == -1) {
+        /* eight trees of one depth (the common case): one slot mask for the group, no
+         * per-tree depth (the 500-tree XGBoost model's single row 2.05 -> 1.8 us, 10 classes
+         * 3.7 -> 3.1) */
         const __mmask64 kn = ((__mmask64)1 << ((1 << D0) - 1)) - 1;
 #pragma GCC unroll 8
-        for (int j = 0; j < 8; ++j) {
-          const __m512i x = _mm512_permutex2var_epi8(q0, _mm512_loadu_si512((const void *)(z + 128 * j)), q1);
-          G = _mm512_mask_set1_epi64(G, (__mmask8)(1u << j), (int64_t)(uint64_t)_mm512_mask_cmpgt_epi8_mask(
-              kn, x, _mm512_loadu_si512((const void *)(z + 128 * j + 64))));
-        }
+        for (int j = 0; j < 8; ++j)
+          G = _mm512_mask_set1_epi64(G, (__mmask8)(1u << j),
+                                     (int64_t)(uint64_t)FN(zslots)(q0, q1, z + 128 * j, kn));
       } else {
 #pragma GCC unroll 8
         for (int j = 0; j < 8; ++j) {
-          const int64_t n0 = T->tree_node[t + j];
           const __mmask64 kn = ((__mmask64)1 << ((1 << T->tree_depth[t + j]) - 1)) - 1;
-          /* into qword j by a masked broadcast (eight stores read back as one vector would
-           * wait for the stores: no forwarding) */
           G = _mm512_mask_set1_epi64(G, (__mmask8)(1u << j),
-                                     (int64_t)(uint64_t)FN(zslot6)(T, q0, q1, t + j, n0, kn));
+                                     (int64_t)(uint64_t)FN(zslots)(q0, q1, z + 128 * j, kn));
         }
       }
       const __m512i one64 = _mm512_set1_epi64(1);
@@ -1644,9 +1622,8 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
           _mm512_add_epi64(_mm512_srlv_epi64(_mm512_add_epi64(iv, one64), _mm512_sub_epi64(_mm512_set1_epi64(6), d64)),
                            _mm512_loadu_si512((const void *)(T->tree_leaf + t))),
           _mm512_sllv_epi64(one64, d64));
-      /* the eight leaf values by scalar loads (the indices stored and read back): a gather
-       * here cost more (below) */
-      int64_t li[8];
+      /* the eight leaf values by scalar loads, the indices taken out of the vector (one
+       * output) or stored and read back (several): a gather here cost more (below) */
       if (no == 1) {
         const __m256i lo = _mm512_castsi512_si256(leaf), hi = _mm512_extracti64x4_epi64(leaf, 1);
         const __m128i q0 = _mm256_castsi256_si128(lo), q1 = _mm256_extracti128_si256(lo, 1);
@@ -1660,16 +1637,16 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
         one += lv[_mm_cvtsi128_si64(q3)];
         one += lv[_mm_extract_epi64(q3, 1)];
       } else {
+        int64_t li[8];
         _mm512_storeu_si512((void *)li, leaf);
         for (int j = 0; j < 8; ++j) a[T->tree_out[t + j]] += lv[li[j]];
       }
     }
     for (; t < nt; ++t) {
       const int D = T->tree_depth[t];
-      const int64_t n0 = T->tree_node[t];
       uint32_t i = 0;
       if (D <= 6) {
-        const uint64_t G = (uint64_t)FN(zslot6)(T, q0, q1, t, n0, ((__mmask64)1 << ((1 << D) - 1)) - 1);
+        const uint64_t G = (uint64_t)FN(zslots)(q0, q1, T->h_zq + 128 * t, ((__mmask64)1 << ((1 << D) - 1)) - 1);
         /* six steps whatever D, no branch on a tree's depth: below the tree's slots (n and
          * up) every bit of g is 0, so each step past D maps i to 2i + 1 (i + 1 doubles) */
 #pragma GCC unroll 6
@@ -1680,10 +1657,11 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
          * of slots [0, 63), [63, 127), [127, 191), [191, 255) (a level's slots lie in one or
          * two windows), then eight steps by bit tests; a depth-7 tree has no slots past 126
          * (G2 = G3 = 0), so its eighth step maps i to 2i + 1 */
-        const uint64_t G0 = (uint64_t)FN(zwin)(T, q0, q1, t, 0, n0, ((__mmask64)1 << 63) - 1);
-        const uint64_t G1 = (uint64_t)FN(zwin)(T, q0, q1, t, 1, n0 + 63, ~(__mmask64)0);
-        const uint64_t G2 = D == 8 ? (uint64_t)FN(zwin)(T, q0, q1, t, 2, n0 + 127, ~(__mmask64)0) : 0;
-        const uint64_t G3 = D == 8 ? (uint64_t)FN(zwin)(T, q0, q1, t, 3, n0 + 191, ~(__mmask64)0) : 0;
+        const uint8_t *z = T->h_zq8 + 512 * t;  /* the four windows' 128 bytes each */
+        const uint64_t G0 = (uint64_t)FN(zslots)(q0, q1, z, ((__mmask64)1 << 63) - 1);
+        const uint64_t G1 = (uint64_t)FN(zslots)(q0, q1, z + 128, ~(__mmask64)0);
+        const uint64_t G2 = D == 8 ? (uint64_t)FN(zslots)(q0, q1, z + 256, ~(__mmask64)0) : 0;
+        const uint64_t G3 = D == 8 ? (uint64_t)FN(zslots)(q0, q1, z + 384, ~(__mmask64)0) : 0;
 #pragma GCC unroll 6
         for (int l = 0; l < 6; ++l) i = 2u * i + 1u + (uint32_t)((G0 >> i) & 1u);
         i = 2u * i + 1u + (uint32_t)((G1 >> (i - 63u)) & 1u);  /* i in [63, 127) */
@@ -1710,14 +1688,14 @@ static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs
    * as much for 8 rows as for 64, so the two meet near 12 rows (AMD Zen 4, batches of 10, 12,
    * 16 rows here against the vector walk, us: 500-tree XGBoost 21.5 / 25.9 / 33.4 against
    * 27.5 / 28.0 / 31.1; 300 depth-8 trees 29.6 / 36.0 / 47.3 against 34.5 / 34.9 / 38.9) */
-  if (nb < TC_ZROWS_MAX && nb >= TC_QVEC_MIN && T->q_w1 && !cs && T->h_qc7) {
+  if (nb < TC_ZROWS_MAX && nb >= TC_QVEC_MIN && T->q_w1 && !cs && T->h_zq) {
     FN(zrows_w1)(T, qb, gs, nb, ab);
     return;
   }
 #endif
   if (nb < TC_QVEC_MIN && T->q_w1 && !cs) {
 #if TC_QVEC == 2
-    if (T->h_qc7) {
+    if (T->h_zq) {
       FN(zrows_w1)(T, qb, gs, nb, ab);
       return;
     }

@@ -58,7 +58,7 @@ from ..ir import Forest, Head, head_of
 from . import arrays_native, arrays_walkers
 from .arrays_derived import (DEEP_TOP_MAX, QCIX_MAX_COLS, ZROW_MAX_COLS, _HEAP_PAD, _QUANT_ARRAYS,
                              _deep_tables, bitvec_tables, interval_masks, cat_byte_sets, leaf_planes, merge_nan_columns,
-                             oblivious_heaps, quant_levels, quant_tables)
+                             oblivious_heaps, quant_levels, quant_tables, zrow_slots)
 # MAGIC: the backend interface (backends.kind_of_artifact reads it here)
 from .arrays_format import BACKEND, MAGIC, tables_from_bytes, tables_to_bytes  # noqa: F401
 # the native kernel's loading, ISA choice and self-test (re-exported: arrays.native_library etc.)
@@ -271,7 +271,7 @@ class ArraysKernel:
                 else:
                     c7 = q["h_qcol"]
                 keep["h_qc7"] = np.concatenate([c7.astype(np.uint8), np.zeros(64, np.uint8)])
-                heap = A["tree_layout"] == 0
+                heap = A["tree_layout"] == 0  # (quant: every tree; see arrays_derived.zrow_slots)
                 keep["h_zq"] = zrow_slots(keep["h_qc7"], keep["h_qthr"], self._tree_node,
                                           A["tree_depth"], heap & (A["tree_depth"] <= 6), (0,))
                 if np.any(heap & (A["tree_depth"] > 6)):  # depth 7, 8: four 64-slot windows
@@ -304,8 +304,8 @@ class ArraysKernel:
                        q_ncols=len(q["q_feat"]) if q else 0,
                        q_w1=int(bool(np.all(A["tree_width"] == 1))), bitvec=int(bool(self._bitvec)),
                        d_nint=int(d_nint), q_cmux=cmux, q_cnan=int(cnan),
-                       # the few-row walk's plain steps (arrays_impl.c, compact_trees)
-                       c_plain=int(m["n_features"] <= 1 << 16
+                       # the few-row walk's plain steps (arrays_impl.c, plain_trees)
+                       c_plain=int(m["n_features"] <= 1 << 16 and bool(np.any(A["tree_layout"] == 1))
                                    and not np.any(A["c_ff"].view(np.uint32) & FF_CAT)))
         return {k: int(v) for k, v in scalars.items()}, keep
 
@@ -408,26 +408,3 @@ def __getattr__(name: str) -> Any:
         return getattr(arrays_native, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-
-def zrow_slots(c7: np.ndarray, thr: np.ndarray, node: np.ndarray, depth: np.ndarray,
-               use: np.ndarray, starts: tuple[int, ...]) -> np.ndarray:
-    """Per tree 128 bytes a window of its heap's slots, 64-byte aligned (quant_impl.c, zslot6,
-    zwin): for each window start s, slots [s, s + 64) of the tree's 2^depth - 1, their row-table
-    indices (h_qc7), then their biased thresholds (h_qthr), each padded to 64 bytes with zeros
-    (never compared); trees not in `use` all zeros. One window (0,) for trees of depth <= 6,
-    four (0, 63, 127, 191) for depth 7 and 8: each load then lies in one cache line (a heap
-    tree's slots mostly straddle two)."""
-    n, W = len(node), len(starts)
-    buf = np.zeros(n * W * 128 + 64, np.uint8)
-    a = (-buf.ctypes.data) % 64
-    zq = buf[a:a + n * W * 128].reshape(n, W, 2, 64)
-    nslot = (np.int64(1) << depth.astype(np.int64)) - 1
-    k = np.arange(64)
-    for w, st in enumerate(starts):
-        # window 0 of a deep tree: 63 slots (the next window starts at 63), as the kernel's masks
-        end = np.minimum(nslot, starts[w + 1] if w + 1 < W else nslot)
-        live = use[:, None] & (node[:, None] >= 0) & (st + k[None, :] < end[:, None])
-        idx = np.where(live, node[:, None] + st + k[None, :], 0)
-        zq[:, w, 0] = np.where(live, c7[idx], 0)
-        zq[:, w, 1] = np.where(live, thr.view(np.uint8)[idx], 0)
-    return zq.reshape(-1)

@@ -491,3 +491,27 @@ def _deep_tables(A: dict[str, np.ndarray], c_left_g: np.ndarray, c_right_g: np.n
     return {"d_recs": recs, "d_topd": K.astype(np.int32), "d_topoff": topoff[:-1],
             "d_exitoff": exitoff[:-1], "d_leaf0": leaf0.astype(np.int64), "d_top_ff": top_ff,
             "d_top_tk": top_tk, "d_exit": exits.astype(np.int32), "d_nint": L, "d_nanr": nanr}
+
+
+def zrow_slots(c7: np.ndarray, thr: np.ndarray, node: np.ndarray, depth: np.ndarray,
+               use: np.ndarray, starts: tuple[int, ...]) -> np.ndarray:
+    """Per tree 128 bytes a window of its heap's slots, 64-byte aligned (quant_impl.c, zslots,
+    zrows_w1): for each window start s, slots [s, s + 64) of the tree's 2^depth - 1, their row-table
+    indices (h_qc7), then their biased thresholds (h_qthr), each padded to 64 bytes with zeros
+    (never compared); trees not in `use` all zeros. One window (0,) for trees of depth <= 6,
+    four (0, 63, 127, 191) for depth 7 and 8: each load then lies in one cache line (a heap
+    tree's slots mostly straddle two)."""
+    n, W = len(node), len(starts)
+    buf = np.zeros(n * W * 128 + 64, np.uint8)
+    a = (-buf.ctypes.data) % 64
+    zq = buf[a:a + n * W * 128].reshape(n, W, 2, 64)
+    nslot = (np.int64(1) << depth.astype(np.int64)) - 1
+    k = np.arange(64)
+    for w, st in enumerate(starts):
+        # window 0 of a deep tree: 63 slots (the next window starts at 63), as the kernel's masks
+        end = np.minimum(nslot, starts[w + 1] if w + 1 < W else nslot)
+        live = use[:, None] & (node[:, None] >= 0) & (st + k[None, :] < end[:, None])
+        idx = np.where(live, node[:, None] + st + k[None, :], 0)
+        zq[:, w, 0] = np.where(live, c7[idx], 0)
+        zq[:, w, 1] = np.where(live, thr.view(np.uint8)[idx], 0)
+    return zq.reshape(-1)
