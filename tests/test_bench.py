@@ -413,3 +413,19 @@ def test_compile_processes_forked_and_fresh(tmp_path):
         assert figs["compile_s"] > 0 and figs["artifact_bytes"] > 0 and figs["compile_rss_mib"] >= 0
     with pytest.raises(bench_run.Skip, match="unknown backend|KeyError|nope"):
         bench_run._compile_in_subprocess(ir, "nope", {}, tmp_path / "cache3", 120)
+
+
+def test_data_files_are_read_as_the_cli_reads_them(tmp_path):
+    """`--data` goes through treecomp.datafile: pandas' header of an unnamed frame (0,1,2,...)
+    is a header, not a row; its index column is left out; an ambiguous first line is refused."""
+    pd = pytest.importorskip("pandas")
+    X = np.random.default_rng(0).normal(size=(7, 3))
+    pd.DataFrame(X).to_csv(tmp_path / "a.csv", index=False)
+    np.testing.assert_array_equal(bench_cases.load_data(str(tmp_path / "a.csv"), 3), X)
+    pd.DataFrame(X).to_csv(tmp_path / "b.csv")
+    np.testing.assert_array_equal(bench_cases.load_data(str(tmp_path / "b.csv"), 3), X)
+    (tmp_path / "c.csv").write_text("3,5,8\n" + "\n".join(",".join(map(repr, r)) for r in X.tolist()))
+    with pytest.raises(ValueError, match="--header / --no-header"):
+        bench_cases.load_data(str(tmp_path / "c.csv"), 3)
+    np.testing.assert_array_equal(bench_cases.load_data(str(tmp_path / "c.csv"), 3, header=True), X)
+    assert bench_run.parse_args(["m.json", "--data", "x.csv", "--no-header"]).header is False

@@ -1221,6 +1221,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    f"./{DEFAULT_OUT_NAME} in the current directory; --out is the same option)")
     p.add_argument("--data", help="rows for MODEL: a .npy or numeric .csv file (default: synthetic "
                    "rows around the model's thresholds)")
+    p.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
+                   help="--data text file: its first line is a header (--header) or data "
+                   "(--no-header); default: decided as `treecomp predict` does, refusing what "
+                   "is ambiguous")
+    p.add_argument("--delimiter", default=",", help="--data text file: the character between "
+                   "fields (default ',')")
     p.add_argument("--cases", help="comma-separated case names (see --list)")
     p.add_argument("--strategies", help="comma-separated strategy names (see --list)")
     p.add_argument("--rows", type=int, help="test rows per case (default 100000; quick 8000)")
@@ -1269,7 +1275,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 forest = treecomp.parse(args.model)
                 case_list.append(C.user_case(args.model, forest, args.data,
-                                             n_rows=args.rows or (8000 if args.quick else 100_000), log=log))
+                                             n_rows=args.rows or (8000 if args.quick else 100_000), log=log,
+                                             header=args.header, delimiter=args.delimiter))
             except (OSError, ValueError, treecomp.TreecompError) as exc:
                 log(f"error: {args.model}: {type(exc).__name__}: {exc}")
                 return 2
