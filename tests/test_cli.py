@@ -671,3 +671,47 @@ def test_delimiter_spellings(lgbm_files, tmp_path):
     for bad in ("ab", "1", ".", ""):
         res = _predict_csv(tc, tmp_path / "x.txt", tmp_path / "q.npy", "--delimiter", bad)
         assert res.exit_code == 2 and _one_error_line(res) and "--delimiter" in res.stderr, (bad, res.output)
+
+
+def _field(res, name: str) -> str:
+    return next(ln for ln in res.output.splitlines() if ln.startswith(f"{name}:"))[len(name) + 1:].strip()
+
+
+@pytest.mark.parametrize("backend, suffix", [("arrays", ".tc"), ("arrays", ".so"), ("c", ".so"),
+                                             ("llvm", ".so")])
+def test_inspect_describes_an_artifact(model_file, tmp_path, backend, suffix):
+    """`treecomp inspect` on a compiled artifact describes it from its own metadata (read
+    through treecomp.load): backend, treecomp version, trees, features, outputs, classes, and
+    the model's digest, the one `inspect` prints for the model file."""
+    if suffix == ".so" and not toolchain.have_compiler():
+        pytest.skip("no C compiler")
+    path, m, _ = model_file
+    art = tmp_path / f"m{suffix}"
+    res = CliRunner().invoke(main, ["compile", str(path), "-o", str(art), "--backend", backend])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["inspect", str(art)])
+    assert res.exit_code == 0, res.output
+    assert "cannot tell" not in res.output
+    assert _field(res, "artifact").startswith(f"m{suffix} (" + ("a table file" if suffix == ".tc"
+                                                                else "a shared library"))
+    assert _field(res, "backend").split(";")[0] == backend
+    if backend == "arrays" and suffix == ".tc":  # the kernel loaded here picks an instruction set
+        assert "instruction set" in _field(res, "backend")
+    assert _field(res, "written by") == f"treecomp {treecomp.__version__}"
+    assert _field(res, "kind").startswith("classifier")
+    assert _field(res, "classes") == "[0, 1, 2]"
+    assert _field(res, "trees") == "5"
+    assert _field(res, "features") == "6"
+    assert _field(res, "outputs").startswith("3 raw margin")
+    model = CliRunner().invoke(main, ["inspect", str(path)])
+    assert _field(res, "digest") == _field(model, "digest")
+
+
+def test_inspect_names_a_broken_artifact(tmp_path):
+    """A file that starts like an artifact but is not one: one line saying so."""
+    (tmp_path / "x.so").write_bytes(b"\x7fELF" + b"\x00" * 60)
+    (tmp_path / "x.tc").write_bytes(b"TCARRAYS" + b"\x00" * 60)
+    for name in ("x.so", "x.tc"):
+        res = CliRunner().invoke(main, ["inspect", str(tmp_path / name)])
+        assert res.exit_code == 1 and _one_error_line(res), res.output
+        assert name in res.stderr and "cannot tell the model format" not in res.stderr

@@ -29,6 +29,10 @@ import numpy as np
 
 from . import __version__
 
+ARTIFACT_WARNING = ("A .so artifact is loaded to be described, which runs its code: only "
+                    "inspect artifacts you trust.")
+#: the first bytes of a shared library (what `treecomp compile -o x.so` writes on Linux)
+ELF_MAGIC = b"\x7fELF"
 PICKLE_WARNING = ("Model files ending in .pkl/.pickle/.joblib are unpickled, which EXECUTES code "
                   "from the file: only use files you trust.")
 
@@ -439,13 +443,13 @@ def predict_cmd(artifact, data, output, proba, raw, threads, header, delimiter):
             _bad_suffix(output) + "; use "
             + ", ".join(f"{s} ({what})" for s, what in PREDICTION_SUFFIXES.items()),
             param_hint="'-o' / '--output'")
-    from . import datafile, load
+    from . import datafile
     try:
         delimiter = datafile.delimiter_char(delimiter)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="'--delimiter'") from None
     _check_writable(output)
-    pred = load(artifact, n_threads=threads)
+    pred = _load(artifact, n_threads=threads)
     if proba and not pred.head.is_classifier:
         if pred.head.transform in PROBABILITY_TRANSFORMS:
             raise Failure("--proba needs a classifier with class labels; this model has none (a "
@@ -466,13 +470,18 @@ def predict_cmd(artifact, data, output, proba, raw, threads, header, delimiter):
     click.echo(f"wrote {output}: {y.shape} {y.dtype}")
 
 
-@main.command("inspect", epilog=PICKLE_WARNING, help=(
-    "Describe MODEL: trees, depth and leaf histograms, features, objective.\n\n"
-    + MODEL_FILES_HELP))
+@main.command("inspect", epilog=PICKLE_WARNING + " " + ARTIFACT_WARNING, help=(
+    "Describe MODEL: trees, depth and leaf histograms, features, objective; or describe a "
+    "compiled artifact (.so, .tc: recognised by content) from its own metadata: backend, "
+    "the treecomp that wrote it, trees, features, outputs.\n\n" + MODEL_FILES_HELP))
 @click.argument("model", type=click.Path(dir_okay=False))
 @_friendly
 def inspect_cmd(model):
     from . import outputs, parse
+    kind = _artifact_kind(model)
+    if kind is not None:
+        _inspect_artifact(model, kind)
+        return
     f = parse(model)
     s = {k: _plain(v) for k, v in f.stats().items()}
     depths = np.array([t.max_depth for t in f.trees])
@@ -510,6 +519,71 @@ def inspect_cmd(model):
     for lo, hi, n in zip(edges[:-1], edges[1:], hist):
         click.echo(f"  {int(lo):6d}-{int(hi) - 1:<6d}: {int(n):6d} trees "
                    f"{'#' * int(np.ceil(40 * n / len(leaves)))}")
+
+
+def _artifact_kind(path: str) -> str | None:
+    """"so" for a shared library, a backend's artifact kind for its file (backends.
+    kind_of_artifact: "arrays" for a .tc), by the file's first bytes; None for anything else
+    (a model file, or a file parse will report)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+    except OSError:
+        return None
+    if head[:4] == ELF_MAGIC:
+        return "so"
+    from .backends import kind_of_artifact
+    return kind_of_artifact(head)
+
+
+def _load(path: str, n_threads: int | None = None) -> Any:
+    """treecomp.load, its ArtifactError naming the file where the loader's message does not."""
+    from . import load
+    from .errors import ArtifactError
+    try:
+        return load(path, n_threads=n_threads)
+    except ArtifactError as exc:
+        name = Path(path).name
+        if name in str(exc):
+            raise
+        raise ArtifactError(f"{name}: {exc}") from None
+
+
+def _inspect_artifact(path: str, kind: str) -> None:
+    """What a compiled artifact says about itself, loaded through treecomp.load (a .so's
+    treecomp_meta_json, a .tc file's header: Predictor.metadata)."""
+    pred = _load(path)
+    m, h = pred.metadata, pred.head
+    what = {"so": "a shared library", "arrays": "a table file"}.get(kind, f"a {kind} artifact")
+    click.echo(f"artifact:   {Path(path).name} ({what}, {Path(path).stat().st_size} bytes)")
+    isa = m.get("isa")
+    click.echo(f"backend:    {m['backend']}"
+               + (f"; instruction set in this process: {isa}" if isa else ""))
+    version = m.get("treecomp_version")
+    click.echo("written by: " + (f"treecomp {version}" if version else
+                                 "a treecomp that did not record its version"))
+    click.echo(f"kind:       {_kind(h.transform, h.is_classifier)}; transform {h.transform}; "
+               f"decision {h.decision}")
+    if h.is_classifier:
+        for c in h.classes:
+            c = _plain(list(c))
+            click.echo(f"classes:    {c[:20]}{' ...' if len(c) > 20 else ''}")
+    click.echo(f"trees:      {h.n_trees}")
+    names = h.feature_names
+    click.echo(f"features:   {h.n_features}"
+               + (f" ({', '.join(map(str, names[:10]))}{' ...' if h.n_features > 10 else ''})"
+                  if names else ""))
+    if h.category_hashes:
+        cols = ", ".join(f"{c} ({len(v)} values)" for c, v in h.category_hashes[:10])
+        click.echo(f"categories: columns read by CatBoost's category hash (one-hot): {cols}"
+                   f"{' ...' if len(h.category_hashes) > 10 else ''}")
+    click.echo(f"outputs:    {h.n_outputs} raw margin(s)"
+               + (f"; base {h.base_link} of {_plain(list(h.base_score[:10]))}, evaluated where "
+                  "it predicts" if h.base_link != "identity" else ""))
+    click.echo(f"arithmetic: input {h.input_dtype}, sum in {h.accumulate_dtype}")
+    click.echo(f"digest:     {h.digest}")
+    click.echo("(tree depths and leaves are not kept in an artifact: `treecomp inspect` on the "
+               "model file shows them)")
 
 
 def _bench_usage_error(run: Any, args: list[str]) -> str | None:

@@ -445,6 +445,23 @@ class Predictor:
             raise AttributeError("the model was trained without feature names")
         return np.array(self.head.feature_names, dtype=object)
 
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """What the compiled artifact records about itself (a .so's treecomp_meta_json, a .tc
+        file's header; for a Predictor from treecomp.compile, what its artifact would record),
+        as a new dict: the Head's fields ("n_features", "n_outputs", "n_trees",
+        "input_dtype", "accumulate_dtype", "transform", "decision", "classes",
+        "feature_names", "digest", ...), "backend", and where the artifact holds them
+        "treecomp_version" (the treecomp that wrote it) and "isa" (the arrays kernel's
+        instruction set in this process)."""
+        meta = json.loads(self.head.to_json())
+        text = getattr(self._kernel, "meta_json", None)
+        if text:
+            for key, value in json.loads(text).items():
+                meta.setdefault(key, value)
+        meta.setdefault("backend", self.backend)
+        return meta
+
     def __repr__(self) -> str:
         kind = "classifier" if self.head.is_classifier else \
             "outlier detector" if self.head.decision == "outlier" else "regressor"
