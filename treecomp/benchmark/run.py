@@ -1140,8 +1140,9 @@ def run_case(case: Any, strats: list[Strategy], settings: Settings, tmp: Path, i
             lib_ns = row["ns_per_row_1t"]
         rows[s.name] = row
         if row["status"] == "ok":
-            ex = "bit-exact" if row.get("bit_exact") else (
-                f"max diff {row.get('max_abs_diff')}" if row.get("exact") else "not compared")
+            vs = f" vs {res['reference']}" if res.get("reference") else ""
+            ex = f"bit-exact{vs}" if row.get("bit_exact") else (
+                f"max diff {row.get('max_abs_diff')}{vs}" if row.get("exact") else "not compared")
             comp = f"compile {row['compile_s']:.2f} s, " if row.get("compile_s") is not None else ""
             log(f"{tag} {s.name}: {comp}{_fmt_ns(row['ns_per_row_1t'])} ns/row (1 thread), "
                 f"{_fmt_ns(row.get('ns_per_row_all'))} ns/row (all cores), {ex} [{row['bench_s']:.1f} s]")
