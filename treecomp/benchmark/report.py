@@ -5,9 +5,8 @@ Plots (matplotlib, Agg backend, so no display is needed; optional: ``pip install
 'treecomp[bench]'``): speedup.png (per case, every strategy's 1-thread throughput as a speedup
 over the library's own predict, library = 1x, the value printed on each bar; over the Python
 walker for a case where no library was measured, and the title, labels and captions say which),
-latency.png
-(latency per call against batch size, one panel per case), compile_time.png (cold compile or
-conversion time per case and strategy). Each strategy keeps one colour in all three.
+latency.png (latency per call against batch size, one panel per case), compile_time.png (cold
+compile or conversion time per case and strategy). Each strategy keeps one colour in all three.
 
 ``python -m treecomp.benchmark.report DIR`` re-renders report.md and the plots from
 DIR/results.json without touching it (how docs/bench is refreshed after a change here).
