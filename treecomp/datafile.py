@@ -104,15 +104,13 @@ class _Reader:
         return lines[k:]
 
     def _fields(self, line: str, lineno: int) -> list[str]:
+        if self.delim == " ":  # runs of spaces (and tabs), as np.loadtxt reads them
+            return line.split()
         try:
-            rows = list(csv.reader([line], delimiter=self.delim, strict=True,
-                                   skipinitialspace=self.delim == " "))
+            rows = list(csv.reader([line], delimiter=self.delim, strict=True))
         except csv.Error as exc:
             raise ValueError(f"{self.name}: line {lineno}: {exc}") from None
-        row = rows[0] if rows else []
-        if self.delim == " " and row and row[-1] == "":  # trailing spaces
-            row = row[:-1]
-        return row
+        return rows[0] if rows else []
 
     # -- the header --------------------------------------------------------------------------
     def _labels(self, cells: list[str]) -> str | None:
@@ -227,11 +225,17 @@ class _Reader:
         return np.ascontiguousarray(X[:, 1:]) if index and X.shape[1] == width else X
 
     def _fast(self, data: list[tuple[int, str]], width: int) -> np.ndarray | None:
-        """numpy's C reader, for clean files (no empty field, no stray text), else None."""
+        """numpy's C reader, for files of plain numbers and empty fields (read as nan), else
+        None (a quoted field, stray text, a wrong width: _slow names what is wrong)."""
+        lines = [t for _, t in data]
+        if self.delim != " ":  # an empty field (at a line's start, between delimiters, at its end)
+            d = re.escape(self.delim)
+            empty = re.compile(rf"(?:(?<=^)|(?<={d}))(?={d}|$)", re.M)
+            lines = empty.sub("nan", "\n".join(lines)).split("\n")
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("error")
-                X = np.loadtxt([t for _, t in data], delimiter=None if self.delim == " " else self.delim,
+                X = np.loadtxt(lines, delimiter=None if self.delim == " " else self.delim,
                                comments=None, quotechar='"', ndmin=2, dtype=np.float64)
         except (ValueError, UserWarning):
             return None
@@ -240,9 +244,15 @@ class _Reader:
     def _slow(self, data: list[tuple[int, str]], width: int, want: str, index: bool) -> np.ndarray:
         """Field by field: empty fields read as NaN; the first wrong line or value named. An
         index column (left out) is not read."""
+        if self.delim == " ":
+            split = [line.split() for _, line in data]
+        else:
+            try:
+                split = list(csv.reader([line for _, line in data], delimiter=self.delim, strict=True))
+            except csv.Error:  # name the line
+                split = [self._fields(line, lineno) for lineno, line in data]
         rows = []
-        for lineno, line in data:
-            r = self._fields(line, lineno)
+        for (lineno, line), r in zip(data, split):
             if len(r) != width:
                 raise self._width_error(line, lineno, len(r), width, want)
             rows.append(r[1:] if index else r)
