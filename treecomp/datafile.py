@@ -29,7 +29,6 @@ values.
 from __future__ import annotations
 
 import csv
-import math
 import re
 import warnings
 from pathlib import Path
