@@ -212,6 +212,12 @@ def test_cli_compiles_a_linear_model_file(models, tmp_path):
         assert res.exit_code == 0, res.output
         p = treecomp.load(tmp_path / out)
         np.testing.assert_array_equal(p.predict(Z), want, strict=True)
+        # what `treecomp inspect` reads: the linear model's own shapes, the leaf kernel's backend
+        meta = p.metadata
+        assert meta["treecomp_version"] == treecomp.__version__ and meta["backend"] == p.backend
+        assert meta["n_trees"] == b.num_trees() and meta["n_features"] == X.shape[1]
+        res = CliRunner().invoke(main, ["inspect", str(tmp_path / out)])
+        assert res.exit_code == 0 and f"written by: treecomp {treecomp.__version__}" in res.output, res.output
         if out.startswith("ir"):  # the model's IR travels: LightGBM's leaf indices
             np.testing.assert_array_equal(p.apply(Z), b.predict(Z, pred_leaf=True))
         else:

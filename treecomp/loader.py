@@ -160,6 +160,45 @@ def _build_entry() -> Any:
     return _load_extension(path)
 
 
+def native_parts() -> dict[str, str]:
+    """Where each native part this process uses comes from, loading each as its first use
+    would (building it, once per machine, where the package's prebuilt one does not match: see
+    docs/build.md): the arrays kernel, its static archive (what an arrays-backend .so links)
+    and the small-batch entry. Each value is a sentence: "prebuilt (<file>)", "built on first
+    use (<cached file>); the package's prebuilt one was not used: <why>", or "unavailable:
+    <why> (<what serves instead>)"."""
+    from .backends import arrays_native as native
+
+    def origin(how: str | None, path: Any, why: str | None) -> str:
+        if how == "prebuilt":
+            return f"prebuilt ({path})"
+        return f"built on first use ({path}); the package's prebuilt one was not used: {why}"
+
+    def failed(exc: BaseException) -> str:
+        return " ".join(str(exc).split()) or type(exc).__name__
+
+    parts: dict[str, str] = {}
+    try:
+        native.native_library()
+        parts["arrays kernel"] = origin(native.KERNEL_ORIGIN, native.KERNEL_PATH, native.PREBUILT_ERROR)
+    except (CompileError, OSError) as exc:
+        parts["arrays kernel"] = (f"unavailable: {failed(exc)} (the arrays backend runs its "
+                                  "llvmlite or numpy walkers instead)")
+    try:
+        path = native.kernel_archive()
+        parts["arrays kernel archive"] = origin(native.ARCHIVE_ORIGIN, path, native.ARCHIVE_ERROR)
+    except (CompileError, OSError) as exc:
+        parts["arrays kernel archive"] = (f"unavailable: {failed(exc)} (an arrays-backend .so "
+                                          "cannot be linked here)")
+    if _entry() is _no_entry:
+        parts["small-batch entry"] = (f"unavailable: {ENTRY_ERROR} (small batches go through "
+                                      "ctypes instead)")
+    else:
+        parts["small-batch entry"] = origin(ENTRY_ORIGIN, getattr(_ENTRY_MODULE, "__file__", "?"),
+                                            ENTRY_PREBUILT_ERROR)
+    return parts
+
+
 def native_call_ns(predictor: "Predictor", X: np.ndarray, reps: int = 2000) -> float | None:
     """Nanoseconds per single-row kernel call, cycling through X's rows (<= SMALL_BATCH; the
     transform applied when the kernel applies it natively), timed in C with no Python in
@@ -444,6 +483,23 @@ class Predictor:
         if self.head.feature_names is None:
             raise AttributeError("the model was trained without feature names")
         return np.array(self.head.feature_names, dtype=object)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """What the compiled artifact records about itself (a .so's treecomp_meta_json, a .tc
+        file's header; for a Predictor from treecomp.compile, what its artifact would record),
+        as a new dict: the Head's fields ("n_features", "n_outputs", "n_trees",
+        "input_dtype", "accumulate_dtype", "transform", "decision", "classes",
+        "feature_names", "digest", ...), "backend", and where the artifact holds them
+        "treecomp_version" (the treecomp that wrote it) and "isa" (the arrays kernel's
+        instruction set in this process)."""
+        meta = json.loads(self.head.to_json())
+        text = getattr(self._kernel, "meta_json", None)
+        if text:
+            for key, value in json.loads(text).items():
+                meta.setdefault(key, value)
+        meta.setdefault("backend", self.backend)
+        return meta
 
     def __repr__(self) -> str:
         kind = "classifier" if self.head.is_classifier else \
