@@ -785,7 +785,8 @@ def _forest(doc: Any, mode: _Mode) -> Forest:
                   tree_output=tree_output, base_score=base.astype(np.float64),
                   input_dtype="float32", comparison="<", accumulate_dtype="float32",
                   average=False, transform=transform, decision=decision, classes=classes,
-                  feature_names=names, allow_nan=True, provenance=prov)
+                  feature_names=names, allow_nan=True, provenance=prov,
+                  leaf_layout="xgboost")  # pred_leaf: float32, (n,) for a one-tree model
 
 
 def _trees_by_id(trees: list) -> list:
