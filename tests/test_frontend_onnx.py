@@ -367,6 +367,20 @@ def test_member_and_equality_edges():
             check(model, X, backends=("arrays",))
 
 
+@pytest.mark.parametrize("v5", [False, True])
+def test_missing_value_tracks_true_is_one_only(v5):
+    """ORT sends NaN to the TRUE branch where nodes_missing_value_tracks_true is 1, and for
+    any other value (0, 2, -1) to the FALSE branch: in opset 3 and opset 5 alike."""
+    X = np.array([[np.nan, 0.0], [0.0, np.nan], [np.nan, np.nan], [1.0, 1.0], [0.0, 0.0]], F32)
+    for miss in (0, 1, 2, -1, 7):
+        tree = [{"f": 0, "mode": "BRANCH_LEQ", "val": F32(0.5), "miss": miss, "t": 1, "e": 2},
+                {"f": 1, "mode": "BRANCH_GT", "val": F32(0.5), "miss": miss, "t": 3, "e": 4},
+                {"leaf": {0: F32(1.0)}}, {"leaf": {0: F32(2.0)}}, {"leaf": {0: F32(3.0)}}]
+        model = v5_model([tree], 2, 1) if v5 else v3_model([tree], 2, 1)
+        f = check(model, X)
+        assert interp.predict(f, X[:1])[0] == (3.0 if miss == 1 else 1.0), miss
+
+
 # -- refusals and corrupt input ---------------------------------------------------------------
 def _stump(**over):
     tree = [{"f": 0, "mode": "BRANCH_LEQ", "val": F32(0.5), "miss": 0, "t": 1, "e": 2},

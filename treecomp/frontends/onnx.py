@@ -441,7 +441,7 @@ def _v5(a: dict, onnx: Any) -> _Ensemble:
         if len(trk) != nn:
             raise InvalidModelError("ONNX TreeEnsemble: nodes_missing_value_tracks_true must have one "
                                     "entry per node")
-        miss[:nn] = trk != 0
+        miss[:nn] = trk == 1  # ORT honours 1 only (2 or -1 are not "true"), as in opset 3
     roots = []
     for r in ints["tree_roots"].tolist():
         if not 0 <= r < nn:
