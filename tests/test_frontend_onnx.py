@@ -507,3 +507,74 @@ def test_hostile_files(tmp_path):
     (tmp_path / "x.onnx").write_bytes(b"\x00\x01garbage")
     with pytest.raises(InvalidModelError):
         treecomp.parse(tmp_path / "x.onnx")
+
+
+def test_claims_the_file_cannot_back_are_refused(tmp_path):
+    """A 516-byte file with n_targets = 2^20 and SOFTMAX made ORT-sized outputs (23 GB for 200
+    rows): targets no leaf and no base value writes are refused, and so is a tree whose few
+    weights span a huge target range (dense IR leaves); before any large allocation."""
+    import tracemalloc
+    for v5 in (False, True):
+        tree = [{"f": 0, "mode": "BRANCH_LEQ", "val": F32(0.5), "miss": 0, "t": 1, "e": 2},
+                {"leaf": {0: F32(1.0)}}, {"leaf": {0: F32(2.0)}}]
+        model = v5_model([tree], 2, 1 << 20, post=2) if v5 else v3_model([tree], 2, 1 << 20, "SOFTMAX")
+        p = tmp_path / "claim.onnx"
+        p.write_bytes(model.SerializeToString())
+        assert p.stat().st_size < 600
+        tracemalloc.start()
+        with pytest.raises(UnsupportedModelError, match="n_targets=1048576"):
+            treecomp.parse(p)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert peak < 20e6, peak
+        # targets backed by base values are real outputs (0 where none is scored: ORT's rule)
+        if not v5:
+            backed = v3_model([tree], 2, 4, "SOFTMAX", base=[0.5, 0.0, 0.0, 0.0])
+            check(backed, np.array([[0.0, 0.0], [1.0, 0.0], [np.nan, 0.0]], F32))
+    sparse = [{"f": 0, "mode": "BRANCH_LEQ", "val": F32(0.5), "miss": 0, "t": 1, "e": 2},
+              {"leaf": {0: F32(1.0)}}, {"leaf": {(1 << 20) - 1: F32(2.0)}}]
+    with pytest.raises(UnsupportedModelError, match="dense leaf values"):
+        treecomp.parse(v3_model([sparse], 2, 1 << 20))
+
+
+@pytest.mark.parametrize("post", ["LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO"])
+def test_transforms_run_in_blocks(post, monkeypatch):
+    """ORT's post transforms in numpy peak near the size of what they return (they peaked at
+    ~30x: a dozen float64 temporaries of the whole batch inside expf), and the blocks change
+    no bit: against ORT, and against one block for the whole batch."""
+    import tracemalloc
+    from treecomp import outputs
+    rng = np.random.default_rng(21)
+    model = v3_model(random_trees(rng, 8, 4, 3, False, leaf_targets=3), 4, 3, post)
+    p = treecomp.compile(model, backend="arrays")
+    X = edge_grid(rng, 300_000, 4)
+    p.predict(X[:10])
+    tracemalloc.start()
+    got = p.predict(X)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    # the margins, the outputs, and one block's temporaries (at most 16 float64 arrays of a
+    # block): was ~30x the outputs (108 MB here)
+    assert peak < 2 * got.nbytes + 16 * 8 * outputs.TRANSFORM_BLOCK, (peak, got.nbytes)
+    assert_same(ort_outputs(model, X)[1], got)
+    monkeypatch.setattr(outputs, "TRANSFORM_BLOCK", 1 << 40)
+    assert_same(got, p.predict(X))
+    monkeypatch.setattr(outputs, "TRANSFORM_BLOCK", 5)  # blocks of 2 rows, the last one of 3
+    assert_same(got[:7], p.predict(X[:7]))
+
+
+def test_base_values_of_targets_not_always_scored():
+    """ORT 1.32 writes has_score ? score + base : 0 for each target of a several-target
+    regressor: a non-zero base value of a target that some rows get no score for is refused
+    (it was added to every row); zero base values, or a target scored on every row, are exact."""
+    X = np.array([[0.0, 0.0], [1.0, 0.0], [np.nan, 1.0]], F32)
+    tree = [{"f": 0, "mode": "BRANCH_LEQ", "val": F32(0.5), "miss": 0, "t": 1, "e": 2},
+            {"leaf": {0: F32(1.0), 1: F32(0.25)}}, {"leaf": {0: F32(2.0)}}]
+    for post in ("NONE", "SOFTMAX"):
+        with pytest.raises(UnsupportedModelError, match="target 1 has a non-zero base value"):
+            treecomp.parse(v3_model([tree], 2, 2, post, base=[0.3, 0.5]))
+        check(v3_model([tree], 2, 2, post, base=[0.3, 0.0]), X)
+        check(v3_model([tree], 2, 3, post, base=[0.3, 0.0, 0.0]), X)
+        full = [dict(nd) for nd in tree]
+        full[2] = {"leaf": {0: F32(2.0), 1: F32(-1.0)}}
+        check(v3_model([full], 2, 2, post, base=[0.3, 0.5]), X)

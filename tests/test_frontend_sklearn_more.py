@@ -509,3 +509,21 @@ def test_apply_refused_without_ids_or_ir():
     bare = arrays_format.tables_to_bytes(k.tables, k.head, {"isa": "auto", "block_rows": 0})
     with pytest.raises(UnsupportedModelError, match=r"leaf indices \(apply\) need the model's trees"):
         treecomp.Predictor(loader.kernel_from_bytes("arrays", bare)).apply(X)
+
+
+def test_transform_blocks_keep_sklearns_row_sums(monkeypatch):
+    """outputs.transform runs over blocks of rows; sklearn's softmax of Fortran-ordered margins
+    (AdaBoost, HistGradientBoosting) sums a single row pairwise and several rows class by class,
+    so no block may hold one row unless the batch does: with 10 classes and blocks of 2 rows
+    (the last of 3), every probability is still sklearn's."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    X, y = _data(n=300, d=6, k=10, seed=23)
+    monkeypatch.setattr(outputs, "TRANSFORM_BLOCK", 1)
+    for m in (AdaBoostClassifier(DecisionTreeClassifier(max_depth=3), n_estimators=4,
+                                 random_state=0).fit(X, y),
+              HistGradientBoostingClassifier(max_iter=2, max_leaf_nodes=4, random_state=0).fit(X, y)):
+        f = treecomp.parse(m)
+        p = treecomp.compile(f, backend="arrays")
+        for Z in (X[:1], X[:2], X[:3], X[5:10], X[:41]):
+            _same(p.predict_proba(Z), m.predict_proba(Z))
+            _same(interp.predict_proba(f, Z), m.predict_proba(Z))

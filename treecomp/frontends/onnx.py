@@ -28,7 +28,9 @@ ONNX Runtime's arithmetic (tree_ensemble_common.h, tree_ensemble_aggregator.h, m
 - Scores: float32, starting at 0, every tree's leaf weights added in tree order (a leaf adds
   each of its (target, weight) pairs); then AVERAGE divides by the number of trees; then the
   base values are added (``base_values``; absent means no addition). The IR starts from 0 and
-  adds the base values as a last single-leaf tree, which is the same float32 sum. AVERAGE with
+  adds the base values as a last single-leaf tree, which is the same float32 sum. With two or
+  more targets ORT writes 0 for a target no tree scored on a row, its base value dropped: a
+  non-zero base value for a target that not every row gets a score for is refused. AVERAGE with
   non-zero base values is refused (the IR divides after its last tree); MIN / MAX are refused.
 - post_transform (float32, glibc expf): LOGISTIC ``v = 1/(1+expf(-|x|)); x < 0 ? 1-v : v``;
   SOFTMAX max over -FLT_MAX and the scores, expf(x - max) summed in float in order, divided;
@@ -79,6 +81,10 @@ _V5_AGGREGATES = ("AVERAGE", "SUM", "MIN", "MAX")
 _MAX_CATEGORY = 1 << 16
 #: sanity bounds against corrupt files
 _MAX_OUTPUTS = 1 << 20
+#: a tree's dense leaf values (nodes x the targets it spans) may exceed its weights and nodes
+#: this many times over, plus _DENSE_SLACK values: more is a sparse claim the IR would inflate
+#: (a 1 kB file naming targets 0 and 2^20 - 1 at a few leaves: megabytes per node)
+_DENSE_RATIO, _DENSE_SLACK = 16, 4096
 #: how many bytes a .onnx file may have (protobuf's own limit is 2 GiB)
 _MAX_BYTES = 1 << 31
 
@@ -477,6 +483,14 @@ def _forest(e: _Ensemble, declared: int | None, prov: str) -> Forest:
         raise InvalidModelError(f"ONNX tree ensemble with {K} targets / classes")
     if e.ids_written and (min(e.ids_written) < 0 or max(e.ids_written) >= K):
         raise InvalidModelError(f"ONNX tree ensemble: a target / class id is outside [0, {K})")
+    if e.labels is None:
+        # n_targets is only a number in the file: outputs no leaf and no base value writes are
+        # constants ORT still allocates and transforms (2^20 of them from a 516-byte file)
+        backed = max(max(e.ids_written) + 1 if e.ids_written else 0, len(e.base))
+        if K > backed:
+            raise UnsupportedModelError(
+                f"ONNX tree ensemble claims n_targets={K}, but its leaves and base_values write "
+                f"targets below {backed} only: outputs no tree writes are not supported")
     if len(e.roots) == 0:
         raise InvalidModelError("ONNX tree ensemble without trees")
     if e.post == "PROBIT":
@@ -551,6 +565,12 @@ def _forest(e: _Ensemble, declared: int | None, prov: str) -> Forest:
             f"ONNX classifier: class {int(np.flatnonzero(~scored)[0])} gets no score on some rows "
             "(no base_values, no tree that scores it at every leaf): ORT then leaves it out of "
             "the argmax, which treecomp does not reproduce")
+    if not classifier and K > 1 and len(base) == K and np.any((base != 0) & ~scored):
+        # ORT 1.32's regressor writes has_score ? score + base : 0 per target and row
+        raise UnsupportedModelError(
+            f"ONNX regressor: target {int(np.flatnonzero((base != 0) & ~scored)[0])} has a "
+            "non-zero base value but no tree that scores it at every leaf: ORT then drops the "
+            "base value on the rows no tree scores it for, which treecomp does not reproduce")
     average = agg == "AVERAGE"
     if len(base) and np.any(base != 0):
         if average:
@@ -647,6 +667,12 @@ def _tree(e: _Ensemble, root: int, neg_pair: bool, newid: np.ndarray):
         raise UnsupportedModelError("ONNX tree ensemble: a leaf with two weights for one target "
                                     "(ORT adds them one by one)")
     always = np.bincount(t, minlength=e.n_out)[:e.n_out] == len(leaf_pos)
+    span = 2 if neg_pair else int(t.max()) - int(t.min()) + 1
+    if n * span > _DENSE_RATIO * (t.size + n) + _DENSE_SLACK:
+        raise UnsupportedModelError(
+            f"ONNX tree ensemble: a tree of {n} nodes writes {t.size} weights spread over targets "
+            f"{int(t.min())}..{int(t.max())}: {n * span} dense leaf values for so few weights "
+            "(sparse multi-target leaves) are not supported")
     if neg_pair:
         lo, value = 0, np.zeros((n, 2))
         value[at, 0], value[at, 1] = -w, w
