@@ -303,9 +303,12 @@ def edge_grid(rng, n, n_features):
 CASES = {  # name: (encoding, n_targets, post_transform, aggregate, base, leaf targets)
     "v3_sum": ("v3", 1, "NONE", "SUM", [0.25], 1),
     "v3_average": ("v3", 1, "NONE", "AVERAGE", None, 1),
-    "v3_targets_logistic": ("v3", 3, "LOGISTIC", "SUM", [0.5, -1.0, 0.0], 2),
+    # (a non-zero base value needs a tree scoring its target at every leaf: ORT writes 0 for
+    # a target no tree scored on a row; test_base_values_of_targets_not_always_scored)
+    "v3_targets_logistic": ("v3", 3, "LOGISTIC", "SUM", [0.5, -1.0, 0.0], 3),
     "v3_targets_softmax": ("v3", 3, "SOFTMAX", "SUM", None, 3),
-    "v3_targets_softmax_zero": ("v3", 4, "SOFTMAX_ZERO", "SUM", [0.0, 0.0, 1.0, 0.0], 1),
+    "v3_targets_softmax_zero": ("v3", 4, "SOFTMAX_ZERO", "SUM", [0.0, 0.0, 0.0, 0.0], 1),
+    "v3_targets_softmax_zero_base": ("v3", 4, "SOFTMAX_ZERO", "SUM", [0.0, 0.0, 1.0, 0.0], 4),
     "v3_targets_average": ("v3", 2, "SOFTMAX", "AVERAGE", None, 2),
     "v3_one_target_logistic": ("v3", 1, "LOGISTIC", "SUM", None, 1),  # ORT ignores it
     "v1_targets_softmax": ("v1", 2, "SOFTMAX", "SUM", [1.0, -1.0], 2),  # ai.onnx.ml opset 1
@@ -578,3 +581,65 @@ def test_base_values_of_targets_not_always_scored():
         full = [dict(nd) for nd in tree]
         full[2] = {"leaf": {0: F32(2.0), 1: F32(-1.0)}}
         check(v3_model([full], 2, 2, post, base=[0.3, 0.5]), X)
+
+
+def _after_scores(model, op, const, *, first=False, node_const=False, dtype=TensorProto.FLOAT,
+                  dims=None, on="scores"):
+    """`model` (a classifier: outputs label, scores) with `op`(scores, const) as its score output."""
+    m = model
+    vals = np.atleast_1d(np.asarray(const, np.float64)).tolist()
+    dims = list(np.shape(const)) if dims is None else dims
+    tensor = helper.make_tensor("c", dtype, dims, vals)
+    if node_const:
+        m.graph.node.append(helper.make_node("Constant", [], ["c"], value=tensor))
+    else:
+        m.graph.initializer.append(tensor)
+    ins = ["c", on] if first else [on, "c"]
+    m.graph.node.append(helper.make_node(op, ins, ["out"]))
+    for o in m.graph.output:
+        if o.name == on:
+            o.name = "out"
+    return m
+
+
+def _classifier(K, seed=50):
+    rng = np.random.default_rng(seed)
+    if K == 2:  # one score per row (weights for class 0 only), LOGISTIC: onnxmltools' binary layout
+        return v3_model(random_trees(rng, 8, 3, 1, False), 3, 1, "LOGISTIC", labels=[0, 1]), rng
+    return v3_model(random_trees(rng, 8, 3, K, False, leaf_targets=K), 3, K, "SOFTMAX",
+                    labels=list(range(10, 10 + K))), rng
+
+
+@pytest.mark.parametrize("how", [dict(op="Mul", const=1.0), dict(op="Mul", const=1.0, first=True),
+                                 dict(op="Mul", const=[1.0]), dict(op="Mul", const=[[1.0, 1.0, 1.0]]),
+                                 dict(op="Mul", const=1.0, node_const=True),
+                                 dict(op="Div", const=1.0), dict(op="Add", const=-0.0),
+                                 dict(op="Add", const=-0.0, first=True), dict(op="Sub", const=0.0)])
+def test_identity_arithmetic_after_the_ensemble(how):
+    """onnxmltools' LightGBM classifier ends in Mul(probabilities, 1.0): arithmetic by an
+    identity constant changes no bit, so the graph is read (outputs against ORT)."""
+    for K in (2, 3):
+        if K == 2 and np.ndim(how["const"]) == 2:
+            continue
+        model, rng = _classifier(K)
+        model = _after_scores(model, **how)
+        check(model, edge_grid(rng, 200, 3))
+
+
+@pytest.mark.parametrize("how, match", [
+    (dict(op="Mul", const=2.0), "changes no value"),
+    (dict(op="Mul", const=[1.0, 2.0, 1.0]), "changes no value"),
+    (dict(op="Add", const=0.0), "changes no value"),          # -0.0 + 0.0 is +0.0
+    (dict(op="Sub", const=-0.0), "changes no value"),
+    (dict(op="Sub", const=0.0, first=True), "second operand"),  # 0 - x
+    (dict(op="Div", const=1.0, first=True), "second operand"),  # 1 / x
+    (dict(op="Mul", const=1.0, dtype=TensorProto.DOUBLE), "DOUBLE"),
+    (dict(op="Mul", const=[[1.0], [1.0]]), "shape"),          # (2, 1): would broadcast rows
+    (dict(op="Mul", const=[[[1.0]]]), "shape"),                # rank 3
+    (dict(op="Mul", const=[1.0, 1.0]), "shape"),               # 2 columns for 3 classes
+    (dict(op="Mul", const=1.0, on="label"), "labels"),
+])
+def test_arithmetic_that_changes_values_is_refused(how, match):
+    model, _ = _classifier(3)
+    with pytest.raises(UnsupportedModelError, match=match):
+        treecomp.parse(_after_scores(model, **how))
