@@ -643,3 +643,20 @@ def test_arithmetic_that_changes_values_is_refused(how, match):
     model, _ = _classifier(3)
     with pytest.raises(UnsupportedModelError, match=match):
         treecomp.parse(_after_scores(model, **how))
+
+
+def test_identity_arithmetic_with_zipmap():
+    """Mul before ZipMap is read (outputs against ORT); after it (on the maps) it is refused,
+    as ORT refuses it."""
+    model, rng = _classifier(3)
+    model = _after_scores(model, "Mul", 1.0)
+    model.graph.node.append(helper.make_node("ZipMap", ["out"], ["zm"], domain="ai.onnx.ml",
+                                             classlabels_int64s=[10, 11, 12]))
+    model.graph.output[1].CopyFrom(helper.make_value_info(
+        "zm", helper.make_sequence_type_proto(helper.make_map_type_proto(TensorProto.INT64,
+                                                                         helper.make_tensor_type_proto(TensorProto.FLOAT, [])))))
+    check(model, edge_grid(rng, 100, 3))
+    model.graph.initializer.append(helper.make_tensor("c2", TensorProto.FLOAT, [], [1.0]))
+    model.graph.node.append(helper.make_node("Mul", ["zm", "c2"], ["bad"]))
+    with pytest.raises(UnsupportedModelError, match="ZipMap"):
+        treecomp.parse(model)

@@ -279,7 +279,7 @@ def _check_after(g: Any, node: Any, onnx: Any) -> None:
             for o in n.output:
                 if o in types:
                     raise InvalidModelError(f"ONNX graph: {o[:40]!r} is computed twice")
-                types[o] = src
+                types[o] = -2 if n.op_type == "ZipMap" else src  # ZipMap: a sequence of maps
                 todo.append(o)
     orphans = [g.node[k].op_type for k in others if k not in seen]
     if orphans:
@@ -329,7 +329,8 @@ def _check_identity(op: str, const: tuple[Any, int | None], src: int, width: int
         what = onnx.TensorProto.DataType.Name(t.data_type) if t.data_type in \
             onnx.TensorProto.DataType.values() else t.data_type
         raise UnsupportedModelError(f"ONNX {op} after the tree ensemble of a {what} constant, or "
-                                    "of its labels: treecomp reads float arithmetic on the scores only")
+                                    "of its labels or ZipMap's maps: treecomp reads float "
+                                    "arithmetic on the scores only")
     dims = list(t.dims)
     if len(dims) > 2 or (len(dims) == 2 and dims[0] != 1) or \
             any(d != 1 and (width is None or d != width) for d in dims[-1:]):
