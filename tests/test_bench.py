@@ -188,6 +188,18 @@ def test_missing_extras_name_the_extra(tmp_path, monkeypatch, capsys):
     assert not list((tmp_path / "o").glob("*.png"))
 
 
+
+def test_missing_catboost_names_its_own_extra(tmp_path, monkeypatch, capsys):
+    """The bench extra holds scikit-learn, XGBoost and LightGBM, not catboost: its cases say
+    pip install 'treecomp[catboost]'."""
+    monkeypatch.setattr(bench_cases, "module_available", lambda m: m != "catboost")
+    assert bench_run.main(["--quick", "--cases", "cb-binary", "--output-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'treecomp[catboost]'" in err and "treecomp[bench]" not in err
+    assert bench_run.install_hint(["catboost", "xgboost"]) == \
+        "pip install 'treecomp[bench]' 'treecomp[catboost]'"
+
+
 def test_bench_shims_are_the_package_modules():
     """bench/ in a checkout is a thin entry point: bench.run *is* treecomp.benchmark.run."""
     import bench.cases

@@ -425,6 +425,8 @@ class Predictor:
         if h.transform in outputs.PYTHON_TRANSFORMS:  # decision_function computed from margins
             return plans
         plans["decision"] = (cfg, TREECOMP_RAW, one, None)
+        if h.output_divisor != 1:  # predict divides the margins first: numpy (outputs.transform)
+            return plans
         # the flags giving transformed outputs (None: numpy applies this inverse link)
         tf = TREECOMP_RAW if h.transform == "identity" else TREECOMP_TRANSFORM if self._tf else None
         if not h.is_classifier:
@@ -643,15 +645,27 @@ class Predictor:
         self._forest = forest
 
     def apply(self, X: Any) -> np.ndarray:
-        """Leaf ids, shape (n_rows, n_trees) int64, numbered as the source library numbers its
-        nodes: scikit-learn's `apply` (GradientBoosting's trees stage by stage, class by class,
-        so `.reshape(n, n_stages, K)` is its layout), XGBoost's and LightGBM's
-        `pred_leaf=True` (their dtypes are float32 / int32). Whatever this Predictor's backend,
-        the ids come from an arrays-backend kernel built once, on first use, over
-        interp.leaf_id_forest (the same routing, leaves holding their ids: native speed, held
-        to interp.apply by the tests): available on a Predictor made by treecomp.compile, and
-        on one loaded or unpickled from an artifact that carries the model's IR (.tc, the c
-        and arrays backends' .so, a pickled Predictor; not an LLVM .so)."""
+        """Each row's leaf in each tree, numbered, shaped and typed as the source library's
+        own apply returns them (the model's Forest.leaf_layout, treecomp.outputs.leaf_ids):
+
+        - scikit-learn DecisionTree* / ExtraTree*: (n_rows,) int64; RandomForest* /
+          ExtraTrees*: (n_rows, n_estimators) int64;
+        - GradientBoostingRegressor: (n_rows, n_stages) float64; GradientBoostingClassifier:
+          (n_rows, n_stages, K) float64, K = 1 for two classes; NaN is accepted here as
+          scikit-learn's apply accepts it, though its predict refuses it;
+        - XGBoost (Booster.predict(pred_leaf=True), the wrappers' apply): (n_rows, n_trees)
+          float32, (n_rows,) for a model of one tree; multiclass and num_parallel_tree models
+          list every tree, round by round;
+        - LightGBM (predict(pred_leaf=True)): (n_rows, n_trees) int32, one tree included;
+        - models whose library has no apply (IsolationForest, AdaBoost, HistGradientBoosting:
+          each estimator's own node ids) and IR files that do not say: (n_rows, n_trees) int64.
+        CatBoost and ONNX models carry no node ids: UnsupportedModelError.
+
+        Whatever this Predictor's backend, the ids come from an arrays-backend kernel built
+        once, on first use, over interp.leaf_id_forest (the same routing, leaves holding their
+        ids: native speed, held to interp.apply by the tests): available on a Predictor made by
+        treecomp.compile, and on one loaded or unpickled from an artifact that carries the
+        model's IR (.tc, the c and arrays backends' .so, a pickled Predictor; not an LLVM .so)."""
         self._needs_forest("leaf indices (apply)")
         ids = self._leaf_ids
         if ids is None:  # built once (the arrays backend: no compiler, instant)
@@ -659,7 +673,7 @@ class Predictor:
             from .backends import get
             ids = self._leaf_ids = Predictor(get("arrays").build(interp.leaf_id_forest(self._forest)),
                                              self.n_threads)
-        return ids.predict_raw(X).astype(np.int64)
+        return outputs.leaf_ids(self._forest, ids.predict_raw(X))
 
     def contributions(self, X: Any, n_threads: int | None = None) -> np.ndarray:
         """SHAP values as XGBoost's pred_contribs / LightGBM's pred_contrib (treecomp.shap):

@@ -92,6 +92,15 @@ DEFAULT_OUT_NAME = "treecomp-bench"
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 #: what to install for the benchmark's libraries, plots and cases
 EXTRA_HINT = "pip install 'treecomp[bench]'"
+#: the case libraries the bench extra leaves out, and the extra that installs each
+_OTHER_EXTRAS = {"catboost": "catboost"}
+
+
+def install_hint(modules: Any) -> str:
+    """What to pip install for the cases of `modules`: the bench extra (scikit-learn, XGBoost,
+    LightGBM, plots), and the own extra of each library it does not hold (catboost)."""
+    extras = sorted({_OTHER_EXTRAS.get(m, "bench") for m in modules}) or ["bench"]
+    return "pip install " + " ".join(f"'treecomp[{e}]'" for e in extras)
 BATCHES = (1, 16, 256, 4096)
 
 
@@ -1293,10 +1302,11 @@ def main(argv: list[str] | None = None) -> int:
             missing = [m for m in needed if not C.module_available(m)]
             if missing and len(missing) == len(needed):
                 log(f"error: the benchmark cases need {', '.join(missing)}, not installed here: "
-                    f"{EXTRA_HINT} (or give a MODEL file)")
+                    f"{install_hint(missing)} (or give a MODEL file)")
                 return 2
             if missing:
-                log(f"note: {', '.join(missing)} not installed: their cases are skipped ({EXTRA_HINT})")
+                log(f"note: {', '.join(missing)} not installed: their cases are skipped "
+                    f"({install_hint(missing)})")
             for i, name in enumerate(names, 1):
                 spec = C.TINY if name == "tiny" else C.SPECS[name]
                 if not C.available(spec):
