@@ -42,9 +42,15 @@ def _rows(forest, Xi, n=200, seed=5):
         if thr[j]:
             c = np.array(thr[j])[rng.integers(0, len(thr[j]), n)]
             off = rng.integers(-300, 300, n) if j < 2 else rng.integers(-3, 3, n)
-            if j == 0:
-                off = off + rng.choice([-1, 1], n) * 2**38
-            T[:, j] = np.clip(np.round(c), -2.0**62, 2.0**62).astype(np.int64) + off
+            if j == 0:  # around the float32 midpoints next to the threshold, never on one:
+                # float64 rounds these to the midpoint (ulp 2**10), so two roundings differ
+                t32 = np.clip(c, -2.0**62, 2.0**62).astype(np.float32).astype(np.float64)
+                side = np.where(rng.random(n) < 0.5, -np.inf, np.inf)
+                other = np.nextafter(t32.astype(np.float32), side.astype(np.float32))
+                mid = (t32 + other.astype(np.float64)) / 2  # exact: both are float32 values
+                T[:, j] = mid.astype(np.int64) + np.where(off == 0, 1, off)
+            else:
+                T[:, j] = np.round(c).astype(np.int64) + off
     return T
 
 
@@ -70,6 +76,13 @@ def _kinds(T):
     yield "frame uint64", pd.DataFrame(np.abs(T).astype(np.uint64), columns=NAMES)
     yield "frame object", frame.astype(object)
     yield "frame str", frame.astype({"f3": str})
+
+
+def _tells_roundings(predict, T):
+    """Whether the rows tell one rounding to float32 from two (through float64): the test
+    could fail."""
+    return not np.array_equal(predict(T.astype(np.float32)),
+                              predict(T.astype(np.float64).astype(np.float32)))
 
 
 def _check(lib, p, kinds, refused_here=()):
@@ -116,6 +129,7 @@ def test_xgboost_conversions_and_big_endian_arrays(train):
     Xi, X, y = train
     m = xgb.XGBRegressor(n_estimators=20, max_depth=6, n_jobs=1).fit(pd.DataFrame(X, columns=NAMES), y)
     T = _rows(treecomp.parse(m), Xi)
+    assert _tells_roundings(m.predict, T)
     kinds = [(k, v.set_axis(NAMES, axis=1) if isinstance(v, pd.DataFrame) else v) for k, v in _kinds(T)]
     _check(m.predict, treecomp.compile(m), kinds, refused_here=(">f8", ">i8"))
     B = T[:5].astype(">f8")
@@ -137,6 +151,8 @@ def test_sklearn_conversions(train):
     for m in (RandomForestRegressor(n_estimators=5, max_depth=8, random_state=0).fit(df, y),
               HistGradientBoostingRegressor(max_iter=10).fit(df, y)):
         T = _rows(treecomp.parse(m), Xi)
+        if isinstance(m, RandomForestRegressor):  # (HistGradientBoosting compares in float64)
+            assert _tells_roundings(m.predict, pd.DataFrame(T, columns=NAMES))
         kinds = list(_kinds(T))
         frames = [(k, v) for k, v in kinds if isinstance(v, pd.DataFrame)]
         arrays = [(k, v) for k, v in kinds if not isinstance(v, pd.DataFrame)]
@@ -150,6 +166,7 @@ def test_catboost_conversions(train):
     Xi, X, y = train
     m = cb.CatBoostRegressor(iterations=20, depth=4, verbose=0, thread_count=1).fit(X, y)
     T = _rows(treecomp.parse(m), Xi)
+    assert _tells_roundings(m.predict, T)
     _check(m.predict, treecomp.compile(m),
            [(k, v) for k, v in _kinds(T) if k != "strings"])  # catboost parses them, treecomp refuses
 
@@ -208,3 +225,36 @@ def test_input_rule_travels_and_old_files_read_as_cast(tmp_path):
     g = f.replace(input_rule="cast")  # files written before input_rule: no such key
     assert "input_rule" not in g.meta() and "input_rule" not in treecomp.ir.head_of(g).to_json()
     assert treecomp.ir.Forest.from_bytes(g.to_bytes()).input_rule == "cast"
+
+
+def test_onnx_models_read_other_dtypes_as_their_float32_values(train):
+    """ONNX Runtime takes only the graph's float32 tensor (int64 and float64 inputs are
+    refused); treecomp reads any numeric input as X.astype(float32), what a caller passes
+    ONNX Runtime."""
+    ort = pytest.importorskip("onnxruntime")
+    to_onnx = pytest.importorskip("skl2onnx").to_onnx
+    from sklearn.ensemble import RandomForestRegressor
+    Xi, X, y = train
+    m = RandomForestRegressor(n_estimators=5, max_depth=8, random_state=0).fit(X, y)
+    onx = to_onnx(m, X[:1].astype(np.float32), target_opset={"": 17, "ai.onnx.ml": 3})
+    so = ort.SessionOptions()
+    so.intra_op_num_threads = 1
+    sess = ort.InferenceSession(onx.SerializeToString(), so, providers=["CPUExecutionProvider"])
+    p = treecomp.compile(onx)
+    T = _rows(treecomp.parse(onx), Xi)
+    name = sess.get_inputs()[0].name
+    with pytest.raises(Exception):  # noqa: B017 - ORT's own error type
+        sess.run(None, {name: T})
+    for kind, Z in _kinds(T):
+        if kind in ("strings", "frame str", "frame object"):
+            continue
+        # the float32 matrix a caller makes: np.asarray(X, np.float32), a frame's
+        # to_numpy(np.float32); big-endian and long double arrays through float64, as
+        # catboost reads them (the rule "cast" both follow)
+        via64 = kind in (">i8", ">f8", "longdouble")
+        Z32 = Z.to_numpy(np.float32, na_value=np.nan) if isinstance(Z, pd.DataFrame) else \
+            np.asarray(Z, np.float64 if via64 else None).astype(np.float32)
+        if kind.startswith("list"):
+            Z32 = np.asarray(Z, np.float32)
+        want = sess.run(None, {name: Z32})[0]
+        np.testing.assert_array_equal(p.predict(Z).reshape(want.shape), want, err_msg=kind)

@@ -19,8 +19,9 @@ tests/test_inputs.py; the array rules are in treecomp.inputs):
 - LightGBM (``_data_from_pandas``): only int, float and bool columns (object, string and
   float128 ones are refused); it converts to float32 only frames whose columns all fit float32
   exactly, so float64 is the same numbers.
-  A polars frame goes through Arrow, each column straight to float64.
-- CatBoost, ONNX and files of earlier treecomp (rule "cast"): ``to_numpy(float64, na_value=nan)``.
+  A polars frame goes through Arrow, each column straight to float64 (XGBoost: to float32).
+- CatBoost, ONNX and files of earlier treecomp (rule "cast"): ``to_numpy(input dtype,
+  na_value=nan)``, each value straight to it (what catboost does; ONNX Runtime takes no frame).
 """
 
 from __future__ import annotations
@@ -112,17 +113,19 @@ def numeric_frame(X: Any, forest: Any, names: Any = None, dtypes: list | None = 
             raise TypeError(f"categorical (polars Categorical / Enum) columns {cats[:5]} are "
                             "not accepted for this model: pass a pandas DataFrame with "
                             "'category' columns, or the numbers the model was trained on")
-        arr = np.asarray(X.to_numpy())
-        if rule in ("lightgbm", "lightgbm_sklearn"):
-            # LightGBM reads a polars frame through Arrow, each column straight to float64 (not
-            # an int64 array's float32); it takes only numeric and boolean columns
+        if rule in ("xgboost", "lightgbm", "lightgbm_sklearn"):
+            # both read a polars frame through Arrow, each column straight to their dtype
+            # (XGBoost float32, LightGBM float64: not an int64 array's float32), numeric and
+            # boolean columns only
             bad = [f"{c}: {dt}" for c, dt in zip(X.columns, X.dtypes)
                    if not (str(dt) == "Boolean" or getattr(dt, "is_numeric", lambda: False)())]
             if bad:
-                raise ValueError("polars columns must be numeric or boolean for a LightGBM "
-                                 f"model; got {', '.join(bad[:10])}")
-            return arr.astype(np.float64)
-        return arr
+                raise ValueError("polars columns must be numeric or boolean for this model "
+                                 f"(its library refuses the others); got {', '.join(bad[:10])}")
+            import polars as pl
+            to = pl.Float32 if rule == "xgboost" else pl.Float64
+            return np.asarray(X.select(pl.all().cast(to)).to_numpy())
+        return np.asarray(X.to_numpy())
     dtypes = list(X.dtypes) if dtypes is None else dtypes
     cats = [str(X.columns[j]) for j in category_positions(X, dtypes)]
     # scikit-learn reads a category column by its values (HistGradientBoosting's numeric
@@ -136,7 +139,8 @@ def numeric_frame(X: Any, forest: Any, names: Any = None, dtypes: list | None = 
             return _xgboost_frame(X, dtypes)
         if rule in ("lightgbm", "lightgbm_sklearn"):
             _lightgbm_dtypes(X, dtypes)
-        return X.to_numpy(dtype=np.float64, na_value=np.nan)
+            return X.to_numpy(dtype=np.float64, na_value=np.nan)
+        return X.to_numpy(dtype=np.dtype(forest.input_dtype), na_value=np.nan)
     except (TypeError, ValueError, COMPLEX_WARNING) as exc:
         if isinstance(exc, _Refused):
             raise ValueError(str(exc)) from None

@@ -128,7 +128,10 @@ def library_array(X: Any, rule: str, dtype: Any) -> np.ndarray:
                              "first, e.g. X.astype(X.dtype.newbyteorder('='))")
         if kind == "O":  # _ensure_np_dtype: astype(float32)
             return _converted(arr, np.float32)
-    elif rule in ("lightgbm", "lightgbm_sklearn"):
+        if kind in "fiub":  # the rest value by value, straight to float32
+            return arr
+        raise _not_numeric(f"dtype {arr.dtype}")
+    if rule in ("lightgbm", "lightgbm_sklearn"):
         if rule == "lightgbm_sklearn":  # check_array(dtype="numeric") first
             if kind in "USV":
                 raise _not_numeric(f"dtype {arr.dtype} (LightGBM's scikit-learn wrapper refuses "
@@ -142,7 +145,14 @@ def library_array(X: Any, rule: str, dtype: Any) -> np.ndarray:
         if kind in "cmM":
             raise _not_numeric(f"dtype {arr.dtype}")
         return _converted(arr, np.float32)  # every other dtype first to float32 (int64 rounds)
+    # "cast" (CatBoost, ONNX, files of earlier treecomp): numbers straight to the input dtype;
+    # a list as np.asarray(rows, dtype) converts it (Python ints through float64), big-endian
+    # and long double arrays through float64 (as catboost 1.2 reads all three)
     if kind in "fiub":
+        if not isinstance(X, np.ndarray):
+            return np.asarray(X, dtype=dtype)
+        if not arr.dtype.isnative or arr.dtype.itemsize > 8:
+            return arr.astype(np.float64)
         return arr
     if kind == "O":
         return _converted(arr, np.float64)

@@ -109,8 +109,9 @@ BASE_LINKS = ("identity", "logit", "half_logit", "multinomial_logit")
 CATEGORY_RULES = ("nonneg", "trunc", "integral")
 #: How a user's numbers become input_dtype values, as each library converts them (the rules
 #: themselves are in treecomp.frames and treecomp.inputs):
-#:   cast              every value straight to input_dtype (numpy's conversion); DataFrames via
-#:                     float64                           CatBoost, ONNX, files of earlier treecomp
+#:   cast              every value straight to input_dtype (numpy's conversion; lists by
+#:                     np.asarray(rows, dtype), big-endian and long double arrays through
+#:                     float64, as catboost reads them)   CatBoost, ONNX, files of earlier treecomp
 #:   sklearn           check_array: np.asarray(X, dtype=input_dtype), lists and frames too
 #:                     (bool and nullable frame columns first by DataFrame.astype)   scikit-learn
 #:   xgboost           object / float16 / bool arrays by numpy's astype(float32), other arrays
