@@ -147,6 +147,12 @@ def test_xgboost_frames_are_recoded_by_the_models_categories(xgb_models):
     for name, lib, p in _xgb_predictors(xgb_models):
         for what, X in _variants():
             assert same(lib, p.predict, X) == "equal", (name, what)
+    # leaves and contributions read the frame the same way
+    X = dict(_variants())["categories sorted"]
+    p = treecomp.compile(w)
+    np.testing.assert_array_equal(p.apply(X), w.apply(X))
+    np.testing.assert_allclose(p.contributions(X), w.get_booster().predict(  # (as test_shap)
+        xgb.DMatrix(X, enable_categorical=True), pred_contribs=True), rtol=1e-6, atol=1e-6)
     # the codes of a reordered frame are not the model's: the old advice was wrong
     X = dict(_variants())["categories sorted"]
     codes = X.assign(c=X.c.cat.codes.replace(-1, np.nan), d=X.d.cat.codes, e=X.e.cat.codes)
@@ -310,6 +316,9 @@ def test_hgb_string_categories_compile_and_encode_as_sklearn(hgb_model):
     for X in (cases[-2][1], cases[-2][1][:1]):  # numbers for string categories: refused
         with pytest.raises(TypeError, match="string categories"):
             p.predict(X)
+    # the preprocessor takes a frame's columns by name: other orders, extra columns
+    for X in (base[["e", "d", "c", "a"]], base.assign(extra=1.0), base[["a", "c", "d"]]):
+        assert same(hgb_model.predict, p.predict, X) == ("raised" if X.shape[1] == 3 else "equal")
 
 
 def test_hgb_number_strings_are_unknown_categories_as_sklearn_reads_them():

@@ -48,6 +48,8 @@ tests/test_categories.py, a seeded fuzz among them):
   "obj") numeric columns are refused (TypeError, as sklearn's isnan); numeric categories (kind
   "num") keep the value itself, which the splits compare, and strings are refused in a string
   array (ValueError, as the encoder's "previously unseen labels") but unknown in an object one.
+  The preprocessor takes a frame's columns by name: reordered and extra columns are accepted
+  (missing ones refused), as scikit-learn does for these models.
 """
 
 from __future__ import annotations
@@ -436,7 +438,15 @@ def _sklearn(X: Any, forest: Any) -> np.ndarray:
     known = {c: (k, v) for c, k, v in forest.category_values}
     nf = forest.n_features
     if is_frame(X):
-        check_names(X, forest.feature_names)
+        names = forest.feature_names
+        cols = [str(c) for c in X.columns]
+        if names is not None and cols != list(names) and len(set(cols)) == len(cols) \
+                and set(names) <= set(cols):
+            # the preprocessor (a ColumnTransformer fitted on a frame) takes its columns by
+            # name: other orders and extra columns are read as scikit-learn reads them
+            pos = [cols.index(n) for n in names]
+            X = X.iloc[:, pos] if is_pandas(X) else X.select([X.columns[j] for j in pos])
+        check_names(X, names)
         if not is_pandas(X):  # polars: the values (Categorical columns as strings)
             X = np.asarray(X.to_numpy())
     if is_pandas(X):

@@ -48,7 +48,9 @@ def as_matrix(X: Any, forest: Forest, dtype: Any | None = None, keep_float: bool
     by position as LightGBM 4.7 does even when fitted on names, or a scikit-learn model fitted
     on an array) reads any DataFrame by position, as all three libraries do; arrays and lists
     are always read by position. polars DataFrames are read like pandas ones (names checked),
-    through their to_numpy() array.
+    through their to_numpy() array. A HistGradientBoosting model with categorical features
+    takes a frame's columns by name (other orders and extra columns too), as its preprocessor,
+    a ColumnTransformer, does.
     """
     dtype = np.dtype(dtype or forest.input_dtype)
     if type(X).__module__.startswith("scipy.sparse"):
