@@ -444,7 +444,8 @@ def _sklearn(X: Any, forest: Any) -> np.ndarray:
                 and set(names) <= set(cols):
             # the preprocessor (a ColumnTransformer fitted on a frame) takes its columns by
             # name: other orders and extra columns are read as scikit-learn reads them
-            pos = [cols.index(n) for n in names]
+            where = {c: j for j, c in enumerate(cols)}
+            pos = [where[n] for n in names]
             X = X.iloc[:, pos] if is_pandas(X) else X.select([X.columns[j] for j in pos])
         check_names(X, names)
         if not is_pandas(X):  # polars: the values (Categorical columns as strings)

@@ -49,8 +49,9 @@ def check_columns(cols: list[str], names: list[str]) -> None:
     """Refuse a DataFrame whose columns are not exactly the model's feature names, in order."""
     if cols == names:
         return
-    missing = [n for n in names if n not in cols]
-    unseen = [c for c in cols if c not in names]
+    have, want = set(cols), set(names)
+    missing = [n for n in names if n not in have]
+    unseen = [c for c in cols if c not in want]
     if missing or unseen:
         why = "".join([f"; columns not seen at fit time: {unseen[:10]}" if unseen else "",
                        f"; model features missing from the frame: {missing[:10]}" if missing else ""])
