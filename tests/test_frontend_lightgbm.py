@@ -432,16 +432,20 @@ def test_transforms_bit_exact_over_many_margins(objective):
 
 
 def test_integer_arrays_are_cast_to_float32_by_lightgbm():
-    """Documented gap: LightGBM's predict casts non-float numpy input to float32 (4.7,
-    basic._np2d_to_np1d); the IR reads it as float64. Only integers beyond 2**24 differ."""
+    """LightGBM's predict casts non-float numpy input to float32 (4.7, basic._np2d_to_np1d):
+    integers beyond 2**24 round; so does treecomp (Forest.input_rule "lightgbm"), while
+    float64 input keeps its value."""
     t = tree_text([0], [16777216.5], [2], [-1], [-2], [1.0, 2.0])
     text = lib_model_text([t])
     f = parse_lightgbm_string(text)
+    assert f.input_rule == "lightgbm"
     Xi = np.array([[16777217], [3]], dtype=np.int64)
     b = lgb.Booster(model_str=text)
     assert b.predict(Xi).tolist() == [1.0, 1.0]              # 16777217 -> float32 16777216
     assert b.predict(Xi.astype(np.float64)).tolist() == [2.0, 1.0]
-    assert interp.predict(f, Xi).tolist() == [2.0, 1.0]      # the IR keeps the exact value
+    assert interp.predict(f, Xi).tolist() == [1.0, 1.0]
+    assert interp.predict(f, Xi.astype(np.float64)).tolist() == [2.0, 1.0]
+    assert treecomp.compile(f, backend="arrays").predict(Xi).tolist() == [1.0, 1.0]
 
 
 # -- structure: deep trees, many trees --------------------------------------------------------

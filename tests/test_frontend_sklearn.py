@@ -222,11 +222,17 @@ def test_hgb_pandas_categorical_dtype():
                       "c": pd.Categorical(cat, categories=[1, 4, 9, 16])})
     s.loc[:5, "c"] = np.nan  # missing
     _assert_same(interp.predict(f, s[["a", "c", "b"]]), m.predict(s[["a", "c", "b"]]))
-    # string categories cannot be represented as numbers in [0, 255]
-    df["c"] = pd.Categorical(np.array(["x", "y", "z", "w"])[cat % 4])
+    # string categories: read as codes, which treecomp.categories computes as the encoder does
+    df["c"] = pd.Categorical(np.array(["x", "y", "z", "w"])[np.searchsorted([1, 4, 9, 16], cat)])
     m2 = HistGradientBoostingRegressor(max_iter=3, random_state=0).fit(df, y)
-    with pytest.raises(UnsupportedModelError, match="categorical feature 'c'"):
-        treecomp.parse(m2)
+    f2 = treecomp.parse(m2)
+    assert f2.category_values == ((1, "obj", ("w", "x", "y", "z")),)
+    _assert_same(interp.predict(f2, df), m2.predict(df))
+    # categories that are neither strings nor numbers: refused, naming the feature
+    df["c"] = pd.Categorical(np.array([b"x", b"y", b"z", b"w"], dtype=object)[np.searchsorted([1, 4, 9, 16], cat)])
+    m3 = HistGradientBoostingRegressor(max_iter=3, random_state=0).fit(df, y)
+    with pytest.raises(UnsupportedModelError, match="categorical feature 'c'.*bytes"):
+        treecomp.parse(m3)
 
 
 def test_feature_names_from_dataframe():

@@ -1,4 +1,6 @@
-"""Categorical input columns compared by hash (CatBoost's one-hot features): values -> codes.
+"""Categorical input columns -> codes: CatBoost's one-hot features by hash (`encode`), and pandas
+'category' columns (and, for scikit-learn, values in object arrays) by the categories the model
+was trained on (`recode`), each as its library does it.
 
 CatBoost (1.2.10) turns a categorical value into a string, hashes it with CityHash64 (the
 v1.0.x algorithm of its util/digest/city.h) and keeps the low 32 bits (CalcCatFeatureHash); a
@@ -16,6 +18,38 @@ A Forest whose `category_hashes` is non-empty reads such a column as a category 
 of the value's hash among that column's known hashes (the hashes its splits compare), and
 len(hashes) for every other value, which no split matches (CatBoost's "unknown category": every
 one-hot test false). `encode` builds that matrix; treecomp.inputs.as_matrix calls it first.
+
+`recode` (Forest.pandas_categories, Forest.category_values; checked against the libraries by
+tests/test_categories.py, a seeded fuzz among them):
+
+- XGBoost >= 3.1 keeps the categories of a model trained on a DataFrame in the model
+  (``gradient_booster.model.cats``) and re-codes a frame's category columns by them: a
+  category's code is its index among the model's categories of that feature, whatever its
+  code in the frame; NaN is missing. The frame's category index must have the type the
+  model's has (an int32 index for an int64-trained feature is refused, float indexes always;
+  strings are strings); a category column where the model has a numeric feature, or the
+  reverse, is refused. A category the model never saw is refused (ValueError), as XGBoost
+  3.3+ does for every unseen category; 3.2 raises only for one above every known category and
+  silently gives one below the code of the next known category (dmlc/xgboost#12193): treecomp
+  refuses those rather than guess. ``Booster.predict`` (pandas_categories "xgboost") reads a
+  frame without category columns as numbers (codes); the sklearn wrappers' inplace_predict
+  ("xgboost_inplace") refuses it.
+- LightGBM keeps ``pandas_categorical`` (one list per category column of the training frame,
+  in column order) at the end of the text model; ``Booster.predict`` takes the frame's category
+  columns in order, sets each to its list (``cat.set_categories``) unless it equals it already,
+  and reads the codes, -1 (missing or unknown) as NaN. A different number of category columns
+  is refused. A model without the lists (trained on an array: "pandas_categorical:null") reads
+  the frame's own codes: refused here (pandas_categories "reject"), as no list says what they
+  mean.
+- scikit-learn's HistGradientBoosting (a preprocessor: ``categorical_features`` given or
+  "from_dtype") runs an OrdinalEncoder over its categorical columns, for every kind of input:
+  a value becomes the index of the category it equals (Python equality: 3.0 and True equal 3,
+  the string "3" does not), anything else NaN (the missing way). For string categories (kind
+  "obj") numeric columns are refused (TypeError, as sklearn's isnan); numeric categories (kind
+  "num") keep the value itself, which the splits compare, and strings are refused in a string
+  array (ValueError, as the encoder's "previously unseen labels") but unknown in an object one.
+  The preprocessor takes a frame's columns by name: reordered and extra columns are accepted
+  (missing ones refused), as scikit-learn does for these models.
 """
 
 from __future__ import annotations
@@ -25,6 +59,8 @@ import struct
 from typing import Any
 
 import numpy as np
+
+from .frames import category_positions, check_names, is_frame, is_pandas, numeric_frame
 
 _M = (1 << 64) - 1
 _K0, _K1, _K2, _K3 = 0xc3a5c85c97cb3127, 0xb492b66fbe98f273, 0x9ae16a3b2f90404f, 0xc949d7c7509e6557
@@ -208,8 +244,6 @@ def encode(X: Any, forest: Any) -> np.ndarray:
     """X (DataFrame, array or list of rows) as a float64 matrix: categorical columns as codes
     (forest.category_hashes), the others as numbers. DataFrame column names are checked first,
     as as_matrix checks them."""
-    from .inputs import _check_columns, numeric_frame
-
     nf = forest.n_features
     cats = dict(forest.category_hashes)
     if hasattr(X, "columns") and hasattr(X, "to_numpy"):
@@ -218,8 +252,7 @@ def encode(X: Any, forest: Any) -> np.ndarray:
                 raise TypeError(f"a {type(X).__name__} with categorical columns: pass a pandas "
                                 "DataFrame, an object array or a list of rows")
             X = X.to_pandas()
-        if forest.feature_names is not None:
-            _check_columns([str(c) for c in X.columns], list(forest.feature_names))
+        check_names(X, forest.feature_names)
         if X.shape[1] != nf:
             raise ValueError(f"input has {X.shape[1]} features, but the model expects {nf}")
         if len(X) <= SMALL_FRAME and all(_plain_dtype(dt) for dt in X.dtypes):
@@ -268,3 +301,219 @@ def _plain_dtype(dt: Any) -> bool:
 
 def _not_numeric(sub: np.ndarray) -> np.ndarray:
     raise TypeError(f"numeric columns of dtype {sub.dtype}")
+
+
+# -- pandas categories by the model's lists (recode) --------------------------------------------
+def recodes(X: Any, forest: Any) -> bool:
+    """Whether `recode` reads X for this model (else X is plain numbers, or refused elsewhere):
+    pandas frames for the re-coding modes; for scikit-learn's encoder anything but a numeric
+    array (which it refuses where a column has string categories)."""
+    mode = getattr(forest, "pandas_categories", "reject")
+    if mode in ("xgboost", "xgboost_inplace", "lightgbm"):
+        return is_pandas(X)
+    if mode != "sklearn":
+        return False
+    if isinstance(X, np.ndarray) and X.dtype.kind in "fiub":
+        objs = [c for c, k, _ in forest.category_values if k == "obj"]
+        if objs:
+            raise TypeError(f"a numeric array ({X.dtype}) for a model whose categorical "
+                            f"feature(s) {_names(forest, objs)} have string categories: "
+                            "scikit-learn refuses it too (its encoder compares values: pass an "
+                            "object array, a list of rows or a DataFrame with the categories)")
+        return False
+    return True
+
+
+def _names(forest: Any, cols: list[int]) -> list:
+    names = forest.feature_names
+    return [names[c] if names is not None else c for c in cols[:5]]
+
+
+def recode(X: Any, forest: Any) -> np.ndarray:
+    """X with its categorical columns as codes, as the model's library re-codes them (see the
+    module docstring), in a matrix of the forest's input dtype (the other columns converted as
+    treecomp.frames.numeric_frame converts them)."""
+    mode = forest.pandas_categories
+    if mode == "sklearn":
+        return _sklearn(X, forest)
+    check_names(X, forest.feature_names)
+    dtypes = list(X.dtypes)  # (a Series built on each read)
+    cats = category_positions(X, dtypes)
+    if mode == "lightgbm":
+        return _lightgbm(X, forest, cats, dtypes)
+    return _xgboost(X, forest, cats, dtypes)
+
+
+def _frame_out(X: Any, forest: Any, cats: list[int], dtype: Any, dtypes: list) -> np.ndarray:
+    """A matrix for X's values: the non-category columns already converted."""
+    if not cats:  # (no copy of the frame's columns)
+        return np.asarray(numeric_frame(X, forest, dtypes=dtypes), dtype)
+    out = np.empty(X.shape, dtype)
+    coded = set(cats)
+    num = [j for j in range(X.shape[1]) if j not in coded]
+    if num:
+        out[:, num] = numeric_frame(X.iloc[:, num], forest)  # names: checked by the caller
+    return out
+
+
+def _lightgbm(X: Any, forest: Any, cats: list[int], dtypes: list) -> np.ndarray:
+    lists = [list(v) for _, _, v in forest.category_values]
+    if len(cats) != len(lists):
+        raise ValueError(f"the DataFrame has {len(cats)} category column(s), but the model was "
+                         f"trained on a frame with {len(lists)} (LightGBM refuses it too: train "
+                         "and valid dataset categorical_feature do not match)")
+    out = _frame_out(X, forest, cats, np.float64, dtypes)
+    for j, known in zip(cats, lists):
+        col = X.iloc[:, j]
+        if list(col.cat.categories) != known:  # LightGBM 4.7's _data_from_pandas, verbatim
+            col = col.cat.set_categories(known)
+        codes = col.cat.codes.to_numpy().astype(np.float64)
+        codes[codes == -1] = np.nan
+        out[:, j] = codes
+    return out
+
+
+def _xgboost(X: Any, forest: Any, cats: list[int], dtypes: list) -> np.ndarray:
+    known = {c: (k, v) for c, k, v in forest.category_values}
+    if not cats and forest.pandas_categories == "xgboost":
+        return numeric_frame(X, forest, dtypes=dtypes)  # a DMatrix without categories: numbers
+    if X.shape[1] != forest.n_features:
+        raise ValueError(f"input has {X.shape[1]} features, but the model expects {forest.n_features}")
+    for j in range(X.shape[1]):
+        if (j in cats) != (j in known):
+            raise ValueError(
+                f"column {str(X.columns[j])!r} is {'a category' if j in cats else 'a numeric'} "
+                f"column where the model has a {'categorical' if j in known else 'numeric'} "
+                "feature (XGBoost refuses it too: both should be either numeric or categorical)")
+    out = _frame_out(X, forest, cats, np.float32, dtypes)
+    for j in cats:
+        col = X.iloc[:, j]
+        table = _xgboost_table(col.cat.categories, *known[j], str(X.columns[j]))
+        # code -1 (missing) reads the NaN appended at the end
+        out[:, j] = np.append(table, np.float32(np.nan))[col.cat.codes.to_numpy()]
+    return out
+
+
+def _xgboost_table(index: Any, kind: str, values: tuple, name: str) -> np.ndarray:
+    """The model's code (float32) of each category of a frame column's category index, as
+    XGBoost's re-coder finds them (pd_cat_inf: an integer index keeps its type, anything else
+    is strings)."""
+    dt = getattr(index, "dtype", None)
+    if isinstance(dt, np.dtype) and dt.kind == "f":
+        raise ValueError(f"column {name!r}: a category index of floating point dtype ({dt}); "
+                         "XGBoost refuses it too (use strings or integers)")
+    if isinstance(dt, np.dtype) and dt.kind in "iu":
+        frame_kind, items = dt.name, index.tolist()
+    else:
+        frame_kind, items = "str", []
+        for v in index.tolist():
+            if isinstance(v, bytes):
+                v = v.decode("utf-8", "surrogateescape")
+            if not isinstance(v, str):
+                raise TypeError(f"column {name!r}: category {v!r} of type {type(v).__name__}: "
+                                "XGBoost takes integer or string categories (it fails on this "
+                                "one too)")
+            items.append(v)
+    if frame_kind != kind:
+        raise ValueError(f"column {name!r}: its categories are {frame_kind}, the model's {kind} "
+                         "(XGBoost refuses it too: the category index type must match between "
+                         "the training and the test set)")
+    lookup = {v: i for i, v in enumerate(values)}
+    table = np.empty(len(items), np.float32)
+    for i, v in enumerate(items):
+        code = lookup.get(v)
+        if code is None:
+            raise ValueError(
+                f"column {name!r}: category {v!r} was not seen in training (XGBoost 3.3 and later "
+                "refuse it too; 3.2 silently gives it the code of a neighbouring category). Map "
+                "it to a known category or to NaN; a category the frame lists but never uses "
+                "counts too: df[col].cat.remove_unused_categories() drops those")
+        table[i] = code
+    return table
+
+
+def _sklearn(X: Any, forest: Any) -> np.ndarray:
+    """HistGradientBoosting's preprocessor: categorical columns through its OrdinalEncoder, the
+    others as check_array(dtype=float64) reads them."""
+    known = {c: (k, v) for c, k, v in forest.category_values}
+    nf = forest.n_features
+    if is_frame(X):
+        names = forest.feature_names
+        cols = [str(c) for c in X.columns]
+        if names is not None and cols != list(names) and len(set(cols)) == len(cols) \
+                and set(names) <= set(cols):
+            # the preprocessor (a ColumnTransformer fitted on a frame) takes its columns by
+            # name: other orders and extra columns are read as scikit-learn reads them
+            where = {c: j for j, c in enumerate(cols)}
+            pos = [where[n] for n in names]
+            X = X.iloc[:, pos] if is_pandas(X) else X.select([X.columns[j] for j in pos])
+        check_names(X, names)
+        if not is_pandas(X):  # polars: the values (Categorical columns as strings)
+            X = np.asarray(X.to_numpy())
+    if is_pandas(X):
+        if X.shape[1] != nf:
+            raise ValueError(f"input has {X.shape[1]} features, but the model expects {nf}")
+        out = np.empty(X.shape, np.float64)
+        num = [j for j in range(nf) if j not in known]
+        if num:
+            out[:, num] = numeric_frame(X.iloc[:, num], forest)
+        for j, (kind, values) in known.items():
+            col, name = X.iloc[:, j], str(X.columns[j])
+            if type(col.dtype).__name__ == "CategoricalDtype":  # each category once; -1: NaN
+                table = _encoder_codes(np.asarray(col.cat.categories), kind, values, name)
+                out[:, j] = np.append(table, np.nan)[col.cat.codes.to_numpy()]
+            else:
+                out[:, j] = _encoder_codes(_column_values(col), kind, values, name)
+        return out
+    # arrays, lists (ColumnTransformer: check_array(X, dtype=object) for a list)
+    arr = X if isinstance(X, np.ndarray) else np.array(X, dtype=object)
+    if arr.ndim != 2:
+        raise ValueError(f"input must be 2-D (n_rows, {nf}); got shape {arr.shape}"
+                         + ("; use X.reshape(1, -1) for a single row" if arr.ndim == 1 else ""))
+    if arr.shape[1] != nf:
+        raise ValueError(f"input has {arr.shape[1]} features, but the model expects {nf}")
+    out = np.empty(arr.shape, np.float64)
+    num = [j for j in range(nf) if j not in known]
+    if num:
+        try:
+            out[:, num] = np.asarray(arr[:, num], dtype=np.float64)
+        except (TypeError, ValueError) as exc:
+            raise TypeError(f"numeric columns must hold numbers ({exc})") from None
+    for j, (kind, values) in known.items():
+        out[:, j] = _encoder_codes(arr[:, j], kind, values, j)
+    return out
+
+
+def _column_values(col: Any) -> np.ndarray:
+    """A frame column's values as the OrdinalEncoder sees them (nullable and string columns:
+    objects)."""
+    if isinstance(col.dtype, np.dtype):
+        return col.to_numpy()
+    return col.to_numpy(dtype=object)
+
+
+def _encoder_codes(vals: np.ndarray, kind: str, values: tuple, name: Any) -> np.ndarray:
+    """sklearn 1.9's OrdinalEncoder(handle_unknown="use_encoded_value", unknown_value=nan,
+    encoded_missing_value=nan) over one column, for the IR: kind "obj" -> the code, kind "num"
+    -> the category value itself (the splits compare values); NaN for everything else."""
+    k = vals.dtype.kind
+    if kind == "obj":
+        if k in "biufc":
+            raise TypeError(f"categorical feature {name!r} has string categories but the input "
+                            f"column is numeric ({vals.dtype}); scikit-learn refuses it too")
+        lookup = {v: float(i) for i, v in enumerate(values)}
+    else:
+        if k in "biuf":
+            return vals.astype(np.float64)
+        if k in "US":
+            raise ValueError(f"categorical feature {name!r} has numeric categories but the input "
+                             f"is a string array ({vals.dtype}); scikit-learn refuses it too "
+                             "(previously unseen labels)")
+        lookup = {v: float(v) for v in values}
+    out = np.empty(len(vals))
+    for i, v in enumerate(vals.tolist()):
+        try:
+            out[i] = lookup.get(v, np.nan)
+        except TypeError:  # unhashable: no category
+            out[i] = np.nan
+    return out

@@ -504,11 +504,19 @@ def inspect_cmd(model):
         cols = ", ".join(f"{c} ({len(h)} values)" for c, h in f.category_hashes[:10])
         click.echo(f"categories: columns read by CatBoost's category hash (one-hot): {cols}"
                    f"{' ...' if len(f.category_hashes) > 10 else ''}")
+    if f.pandas_categories not in ("reject", "values"):
+        names = f.feature_names
+        cols = ", ".join(f"{names[c] if names and f.pandas_categories != 'lightgbm' else c} "
+                         f"({len(v)} {k})" for c, k, v in f.category_values[:10])
+        click.echo(f"categories: DataFrame categories re-coded as {f.pandas_categories} does: "
+                   f"{cols or 'none (the frame may have no category column)'}"
+                   f"{' ...' if len(f.category_values) > 10 else ''}")
     click.echo(f"outputs:    {f.n_outputs} raw margin(s), base "
                f"{_plain(np.round(outputs.base_margins(f), 6).ravel()[:10])}"
                + (f" ({f.base_link} of {_plain(np.round(f.base_score, 6)[:10])}, evaluated "
                   "where it predicts)" if f.base_link != "identity" else ""))
-    click.echo(f"arithmetic: input {f.input_dtype}, x {f.comparison} threshold, sum in {f.accumulate_dtype}")
+    click.echo(f"arithmetic: input {f.input_dtype} (conversion rule {f.input_rule!r}), "
+               f"x {f.comparison} threshold, sum in {f.accumulate_dtype}")
     click.echo(f"digest:     {f.digest()}")
     click.echo("depth histogram:")
     for d, n in zip(*np.unique(depths, return_counts=True)):

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Any
 
 import numpy as np
 
+from .categories import encode, recode, recodes
+from .frames import COMPLEX_WARNING, is_frame, numeric_frame
 from .ir import Forest
 
 
@@ -17,13 +20,21 @@ _INF_FROM = {"float32": float.fromhex("0x1.ffffffp+127"), "float64": np.inf}
 def as_matrix(X: Any, forest: Forest, dtype: Any | None = None, keep_float: bool = False) -> np.ndarray:
     """Return X as a C-contiguous 2-D array of `dtype` (default: the forest's input dtype).
 
-    With keep_float, float32 and float64 data keep their dtype (native kernels cast each value
-    themselves, saving a copy); anything else is converted straight to the input dtype (never
-    through float64: int64 -> float32 must round once, as the library's conversion does).
+    Numbers are converted as the model's library converts them (forest.input_rule, see
+    treecomp.ir.INPUT_RULES and treecomp.frames): e.g. LightGBM rounds an int64 array to float32
+    first, XGBoost converts int64 straight to float32 (never through float64) and refuses
+    big-endian arrays, which it would misread. With keep_float, float32 and float64 data keep
+    their dtype where that is the same numbers (native kernels cast each value themselves,
+    saving a copy).
+
+    Categorical columns: CatBoost's one-hot columns (forest.category_hashes) and pandas
+    'category' columns (forest.pandas_categories: re-coded by the categories the model was
+    trained on, as the library re-codes them; refused where the model records none) become
+    codes first: treecomp.categories.
 
     Raises TypeError for non-numeric data and for scipy sparse matrices, and ValueError for a
-    wrong shape, or for NaN or +/-inf (forest.allow_nan, forest.reject_inf) where the source
-    library rejects it.
+    wrong shape, for input the library refuses, or for NaN or +/-inf (forest.allow_nan,
+    forest.reject_inf) where the source library rejects it.
 
     DataFrame columns, never guessed: for a model trained with feature names (scikit-learn's
     ``feature_names_in_``, XGBoost's ``feature_names``), a DataFrame's column names (as strings)
@@ -36,7 +47,10 @@ def as_matrix(X: Any, forest: Forest, dtype: Any | None = None, keep_float: bool
     mean "by position". A model without feature names (LightGBM's frontend, which reads frames
     by position as LightGBM 4.7 does even when fitted on names, or a scikit-learn model fitted
     on an array) reads any DataFrame by position, as all three libraries do; arrays and lists
-    are always read by position.
+    are always read by position. polars DataFrames are read like pandas ones (names checked),
+    through their to_numpy() array. A HistGradientBoosting model with categorical features
+    takes a frame's columns by name (other orders and extra columns too), as its preprocessor,
+    a ColumnTransformer, does.
     """
     dtype = np.dtype(dtype or forest.input_dtype)
     if type(X).__module__.startswith("scipy.sparse"):
@@ -47,20 +61,12 @@ def as_matrix(X: Any, forest: Forest, dtype: Any | None = None, keep_float: bool
                         "read them; XGBoost reads absent entries as missing, so for an XGBoost "
                         "model set them to NaN)")
     if getattr(forest, "category_hashes", ()):  # CatBoost one-hot columns: values -> codes
-        from .categories import encode
         X = encode(X, forest)
-    if hasattr(X, "columns") and hasattr(X, "to_numpy"):  # pandas (or pandas-like) DataFrame
+    elif recodes(X, forest):  # pandas category columns (sklearn HGB: object values too)
+        X = recode(X, forest)
+    elif is_frame(X):
         X = numeric_frame(X, forest, forest.feature_names)
-    arr = np.asarray(X)
-    if arr.dtype.kind not in "fiub":
-        if arr.dtype == object:
-            try:
-                arr = arr.astype(np.float64)
-            except (TypeError, ValueError):
-                raise TypeError(f"input must be numeric; got an array of dtype {arr.dtype} "
-                                "holding non-numbers") from None
-        else:
-            raise TypeError(f"input must be numeric; got dtype {arr.dtype}")
+    arr = library_array(X, getattr(forest, "input_rule", "cast"), np.dtype(forest.input_dtype))
     if arr.ndim != 2:
         raise ValueError(f"input must be 2-D (n_rows, {forest.n_features}); got shape {arr.shape}"
                          + ("; use X.reshape(1, -1) for a single row" if arr.ndim == 1 else ""))
@@ -87,38 +93,78 @@ def as_matrix(X: Any, forest: Forest, dtype: Any | None = None, keep_float: bool
     return out
 
 
-def numeric_frame(X: Any, forest: Any, names: Any = None) -> np.ndarray:
-    """A DataFrame of numeric columns as a float64 array (missing values NaN); pandas
-    'category' columns only where forest.pandas_categories says what they mean; the column
-    names checked against `names` (the model's feature names) unless None."""
-    cats = [str(c) for c, dt in zip(X.columns, X.dtypes) if str(dt) == "category"]
-    if cats and getattr(forest, "pandas_categories", "reject") != "values":
-        # Libraries disagree on what a pandas category means (XGBoost and LightGBM use the
-        # codes, scikit-learn the values), so guessing could be silently wrong.
-        raise TypeError(f"categorical (pandas 'category' dtype) columns {cats[:5]} are not "
-                        "accepted: pass the numbers the model was trained on (e.g. "
-                        "df[col].cat.codes for XGBoost/LightGBM models)")
-    if names is not None:
-        _check_columns([str(c) for c in X.columns], list(names))
-    try:
-        return X.to_numpy(dtype=np.float64, na_value=np.nan)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(f"DataFrame columns must be numeric: {exc}") from None
+def _not_numeric(what: Any, exc: Exception | None = None) -> TypeError:
+    return TypeError(f"input must be numeric; got {what}" + (f" ({exc})" if exc else ""))
 
 
-def _check_columns(cols: list[str], names: list[str]) -> None:
-    """Refuse a DataFrame whose columns are not exactly the model's feature names, in order."""
-    if cols == names:
-        return
-    missing = [n for n in names if n not in cols]
-    unseen = [c for c in cols if c not in names]
-    if missing or unseen:
-        why = "".join([f"; columns not seen at fit time: {unseen[:10]}" if unseen else "",
-                       f"; model features missing from the frame: {missing[:10]}" if missing else ""])
+def library_array(X: Any, rule: str, dtype: Any) -> np.ndarray:
+    """X (an array, a list of rows, or an array a frame was converted to) as an array of
+    numbers the way the library of `rule` (treecomp.ir.INPUT_RULES) makes one: the same
+    numbers once cast to the input dtype `dtype`. Only the conversions that change numbers are done
+    here; as_matrix then casts float32 / float64 data to the input dtype."""
+    if rule == "sklearn":  # check_array(dtype=float32 / float64): np.asarray(X, dtype) at once
+        if isinstance(X, np.ndarray) and X.dtype.kind in "fiub":
+            return X  # (as_matrix's cast to the input dtype is that same conversion)
+        kind = X.dtype.kind if isinstance(X, np.ndarray) else ""
+        if kind and kind in "cmMV":
+            raise _not_numeric(f"dtype {X.dtype}")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("error", COMPLEX_WARNING)
+                return np.asarray(X, dtype=dtype)
+        except (TypeError, ValueError, COMPLEX_WARNING) as exc:
+            raise _not_numeric("values that are not numbers", exc) from None
+    if isinstance(X, np.ndarray):
+        arr = X
     else:
-        why = "; the columns are the model's features in another order (or repeated)"
-    raise ValueError(f"the DataFrame's column names do not match the model's feature names "
-                     f"{names[:20]}{' ...' if len(names) > 20 else ''}{why}. Select them in "
-                     "the model's order (df[predictor.feature_names_in_]), or pass df.to_numpy() "
-                     "to read the columns by position (scikit-learn and XGBoost refuse such a "
-                     "frame too)")
+        try:  # XGBoost and LightGBM: np.array(rows); sklearn's check_array: np.asarray(rows)
+            arr = np.array(X)
+        except (TypeError, ValueError) as exc:
+            raise _not_numeric("rows that do not form a matrix of numbers", exc) from None
+    kind = arr.dtype.kind
+    if rule == "xgboost":
+        if kind in "fiub" and not arr.dtype.isnative:
+            # XGBoost 3.2 passes the bytes on as little-endian numbers: silently wrong
+            raise ValueError(f"a big-endian array ({arr.dtype}): XGBoost reads its bytes as "
+                             "little-endian numbers, which gives wrong predictions; convert it "
+                             "first, e.g. X.astype(X.dtype.newbyteorder('='))")
+        if kind == "O":  # _ensure_np_dtype: astype(float32)
+            return _converted(arr, np.float32)
+        if kind in "fiub":  # the rest value by value, straight to float32
+            return arr
+        raise _not_numeric(f"dtype {arr.dtype}")
+    if rule in ("lightgbm", "lightgbm_sklearn"):
+        if rule == "lightgbm_sklearn":  # check_array(dtype="numeric") first
+            if kind in "USV":
+                raise _not_numeric(f"dtype {arr.dtype} (LightGBM's scikit-learn wrapper refuses "
+                                   "strings: dtype='numeric' is not compatible with arrays of "
+                                   "bytes/strings)")
+            if kind == "O":
+                arr = _converted(arr, np.float64)
+                kind = "f"
+        if arr.dtype in (np.float32, np.float64):  # _np2d_to_np1d: native float32 / float64 kept
+            return arr
+        if kind in "cmM":
+            raise _not_numeric(f"dtype {arr.dtype}")
+        return _converted(arr, np.float32)  # every other dtype first to float32 (int64 rounds)
+    # "cast" (CatBoost, ONNX, files of earlier treecomp): numbers straight to the input dtype;
+    # a list as np.asarray(rows, dtype) converts it (Python ints through float64), big-endian
+    # and long double arrays through float64 (as catboost 1.2 reads all three)
+    if kind in "fiub":
+        if not isinstance(X, np.ndarray):
+            return np.asarray(X, dtype=dtype)
+        if not arr.dtype.isnative or arr.dtype.itemsize > 8:
+            return arr.astype(np.float64)
+        return arr
+    if kind == "O":
+        return _converted(arr, np.float64)
+    raise _not_numeric(f"dtype {arr.dtype}")
+
+
+def _converted(arr: np.ndarray, dtype: Any) -> np.ndarray:
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", COMPLEX_WARNING)
+            return arr.astype(dtype)
+    except (TypeError, ValueError, COMPLEX_WARNING) as exc:
+        raise _not_numeric(f"an array of dtype {arr.dtype} holding non-numbers", exc) from None

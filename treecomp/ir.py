@@ -4,8 +4,11 @@ Every frontend produces a :class:`Forest`; every pass maps a Forest to a Forest;
 consumes one. What a Forest *means* is defined by :mod:`treecomp.interp`; in short::
 
     x   = row cast to forest.input_dtype                      (float32 or float64)
-          (columns in forest.category_hashes first become category codes: the index of the
-           value's CatBoost hash among the column's hashes, else their count; treecomp.categories)
+          (as the library casts it: forest.input_rule; columns in forest.category_hashes first
+           become category codes: the index of the value's CatBoost hash among the column's
+           hashes, else their count; DataFrame category columns (and for sklearn, object values)
+           become codes by forest.category_values as forest.pandas_categories says:
+           treecomp.categories)
     for each tree, from node 0 until a leaf (left == -1):
         numeric node:      go left iff  float64(x[f]) <cmp> threshold      (cmp: "<" or "<=")
         categorical node:  valid per forest.category_rule (default: 0 <= x < 32 * n_words); then
@@ -104,6 +107,45 @@ BASE_LINKS = ("identity", "logit", "half_logit", "multinomial_logit")
 #:   trunc     -1 < x < 32 * n_words (C's (int)x cast)      LightGBM: -0.5 is category 0
 #:   integral  0 <= x < 32 * n_words and x == trunc(x)      sklearn HistGradientBoosting
 CATEGORY_RULES = ("nonneg", "trunc", "integral")
+#: How a user's numbers become input_dtype values, as each library converts them (the rules
+#: themselves are in treecomp.frames and treecomp.inputs):
+#:   cast              every value straight to input_dtype (numpy's conversion; lists by
+#:                     np.asarray(rows, dtype), big-endian and long double arrays through
+#:                     float64, as catboost reads them)   CatBoost, ONNX, files of earlier treecomp
+#:   sklearn           check_array: np.asarray(X, dtype=input_dtype), lists and frames too
+#:                     (bool and nullable frame columns first by DataFrame.astype)   scikit-learn
+#:   xgboost           object / float16 / bool arrays by numpy's astype(float32), other arrays
+#:                     value by value; big-endian arrays refused (XGBoost 3.2 reads their bytes
+#:                     as little-endian); frames column by column       XGBoost (both entry points)
+#:   lightgbm          float32 / float64 arrays as they are, any other array first to float32
+#:                     (int64 above 2**24 rounds: _np2d_to_np1d)        lightgbm.Booster, files
+#:   lightgbm_sklearn  the sklearn wrappers: check_array(dtype="numeric") first (object arrays
+#:                     to float64, strings refused), then as lightgbm   LGBMRegressor & co.
+INPUT_RULES = ("cast", "sklearn", "xgboost", "lightgbm", "lightgbm_sklearn")
+#: What a pandas 'category' column means at predict time (treecomp.categories.recode):
+#:   reject           refused: the model records no categories, so what a code means cannot be
+#:                    checked (the library would read the frame's codes as they are)
+#:   values           the category values are the numbers the model compares (files of earlier
+#:                    treecomp for sklearn HistGradientBoosting)
+#:   sklearn          HistGradientBoosting's OrdinalEncoder: Forest.category_values lists each
+#:                    categorical column; kind "obj" columns become the index of their value
+#:                    (Python equality), kind "num" columns keep numbers (the splits compare
+#:                    the values); an unknown value is NaN; frames, object arrays and lists
+#:   xgboost          XGBoost >= 3.1's re-coder (Booster.predict on a DMatrix): a frame's category
+#:                    columns become the index of their category among the model's; a frame
+#:                    without category columns is read as numbers (codes)
+#:   xgboost_inplace  the same as the sklearn wrappers' inplace_predict runs it: a frame must
+#:                    have category columns exactly where the model has categorical features
+#:   lightgbm         LightGBM's pandas_categorical: the frame's category columns, in order, are
+#:                    set to the model's lists (set_categories) and read as codes, NaN unknown
+PANDAS_CATEGORIES = ("reject", "values", "sklearn", "xgboost", "xgboost_inplace", "lightgbm")
+#: the kinds of Forest.category_values entries: "obj" (sklearn: values compared with Python
+#: equality), "num" (sklearn: numeric categories), "json" (LightGBM: the JSON scalars of
+#: pandas_categorical), "str" and numpy integer dtype names (XGBoost's category index type)
+CATEGORY_KINDS = ("obj", "num", "json", "str", "int8", "uint8", "int16", "uint16", "int32",
+                  "uint32", "int64", "uint64")
+#: at most this many category values in a Forest's category_values, all columns together
+MAX_CATEGORY_VALUES = 1 << 24
 #: How predicted labels are derived for classifiers ("none" for regressors).
 #:   argmax_raw    classes[argmax(raw)]               sklearn GB multiclass, random forests
 #:   argmax_proba  classes[argmax(transform(raw))]    XGBoost sklearn wrapper, multi:softprob
@@ -496,8 +538,7 @@ class Forest(_Outputs):
     feature_names: tuple[str, ...] | None = None
     #: which values are valid category ids at categorical splits (CATEGORY_RULES)
     category_rule: str = "nonneg"
-    #: pandas 'category' columns at predict time: "reject" (TypeError: libraries disagree on
-    #: codes vs values, so guessing could be silently wrong) or "values" (sklearn HGB)
+    #: pandas 'category' columns at predict time (PANDAS_CATEGORIES)
     pandas_categories: str = "reject"
     #: False where the source library rejects NaN inputs (then so do we, with a ValueError)
     allow_nan: bool = True
@@ -523,6 +564,13 @@ class Forest(_Outputs):
     output_divisor: int = 1
     #: how apply shapes the leaf ids (LEAF_LAYOUTS)
     leaf_layout: str = "trees"
+    #: how a user's numbers become input_dtype values (INPUT_RULES)
+    input_rule: str = "cast"
+    #: the categories the model was trained on, for pandas_categories "sklearn", "xgboost",
+    #: "xgboost_inplace" and "lightgbm": ((column, kind, (value, ...)), ...) with the values in
+    #: code order (value i is code i); column is the feature index, or for "lightgbm" the
+    #: position among the frame's category columns; kinds in CATEGORY_KINDS
+    category_values: tuple[tuple[int, str, tuple[Any, ...]], ...] = ()
 
     def __post_init__(self) -> None:
         trees = tuple(self.trees)
@@ -546,6 +594,7 @@ class Forest(_Outputs):
         object.__setattr__(self, "transform_params", _params(self.transform_params))
         object.__setattr__(self, "category_hashes", _category_hashes(self.category_hashes, self.n_features))
         object.__setattr__(self, "output_divisor", _divisor(self.output_divisor))
+        object.__setattr__(self, "category_values", checked_category_values(self.category_values, self.n_features))
         self._validate()
 
     @property
@@ -563,8 +612,9 @@ class Forest(_Outputs):
         for name, allowed in (("comparison", COMPARISONS), ("input_dtype", DTYPES),
                               ("accumulate_dtype", DTYPES), ("transform", TRANSFORMS),
                               ("decision", DECISIONS), ("category_rule", CATEGORY_RULES),
-                              ("pandas_categories", ("reject", "values")),
-                              ("exp_lib", EXP_LIBS), ("leaf_layout", LEAF_LAYOUTS)):
+                              ("pandas_categories", PANDAS_CATEGORIES),
+                              ("exp_lib", EXP_LIBS), ("leaf_layout", LEAF_LAYOUTS),
+                              ("input_rule", INPUT_RULES)):
             if getattr(self, name) not in allowed:
                 raise InvalidModelError(f"forest.{name}={getattr(self, name)!r}; expected one of {allowed}")
         if (self.leaf_layout == "tree" and self.n_trees != 1) or \
@@ -575,6 +625,7 @@ class Forest(_Outputs):
                                          or self.transform in ("samme", "iforest", "weighted_median")):
             raise InvalidModelError("output_divisor (LightGBM's random-forest mode) goes with float64 "
                                     "margins, no average and a plain inverse link")
+        _check_category_values(self.pandas_categories, self.category_values)
         if self.n_features < 1 or self.n_outputs < 1:
             raise InvalidModelError("a forest needs n_features >= 1 and n_outputs >= 1")
         if len(self.tree_output) != len(self.trees):
@@ -631,6 +682,9 @@ class Forest(_Outputs):
                if self.category_hashes else {}),
             **({"output_divisor": self.output_divisor} if self.output_divisor != 1 else {}),
             **({"leaf_layout": self.leaf_layout} if self.leaf_layout != "trees" else {}),
+            **({"input_rule": self.input_rule} if self.input_rule != "cast" else {}),
+            **({"category_values": category_values_json(self.category_values)}
+               if self.category_values else {}),
         }
 
     def stats(self) -> dict[str, Any]:
@@ -720,6 +774,10 @@ class Forest(_Outputs):
                 _typed(meta, {"output_divisor": int})
             if "leaf_layout" in meta:
                 _typed(meta, {"leaf_layout": str})
+            if "input_rule" in meta:
+                _typed(meta, {"input_rule": str})
+            if "category_values" in meta:
+                _typed(meta, {"category_values": list})
             names = meta["feature_names"]
             if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
                 raise TypeError("feature_names must be a list of strings")
@@ -766,7 +824,9 @@ class Forest(_Outputs):
                            base_link=meta.get("base_link", "identity"),
                            category_hashes=meta.get("category_hashes", ()),
                            output_divisor=meta.get("output_divisor", 1),
-                           leaf_layout=meta.get("leaf_layout", "trees"))
+                           leaf_layout=meta.get("leaf_layout", "trees"),
+                           input_rule=meta.get("input_rule", "cast"),
+                           category_values=meta.get("category_values", ()))
             except InvalidModelError as exc:  # the forest's own checks, named as the file's
                 raise _corrupt_ir(str(exc)) from None
         except InvalidModelError:
@@ -826,6 +886,8 @@ class Head(_Outputs):
     base_score: tuple[float, ...] = ()
     category_hashes: tuple[tuple[int, tuple[int, ...]], ...] = ()
     output_divisor: int = 1
+    input_rule: str = "cast"
+    category_values: tuple[tuple[int, str, tuple[Any, ...]], ...] = ()
 
     def to_json(self, **extra: Any) -> str:
         d = {k: getattr(self, k) for k in ("n_features", "n_outputs", "input_dtype",
@@ -843,6 +905,10 @@ class Head(_Outputs):
             d["category_hashes"] = _category_hashes_json(self.category_hashes)
         if self.output_divisor != 1:
             d["output_divisor"] = self.output_divisor
+        if self.input_rule != "cast":
+            d["input_rule"] = self.input_rule
+        if self.category_values:
+            d["category_values"] = category_values_json(self.category_values)
         d.update(extra)
         return json.dumps(d, sort_keys=True)
 
@@ -873,15 +939,22 @@ class Head(_Outputs):
                        base_link=d.get("base_link", "identity"),
                        base_score=_params(d.get("base_score", [])),
                        category_hashes=_category_hashes(d.get("category_hashes", []), d["n_features"]),
-                       output_divisor=_divisor(d.get("output_divisor", 1)))
+                       output_divisor=_divisor(d.get("output_divisor", 1)),
+                       input_rule=d.get("input_rule", "cast"),
+                       category_values=checked_category_values(d.get("category_values", []), d["n_features"]))
         except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
             raise InvalidModelError(f"corrupt model metadata: {exc}") from None
         for name, allowed in (("input_dtype", DTYPES), ("accumulate_dtype", DTYPES),
                               ("transform", TRANSFORMS), ("decision", DECISIONS),
-                              ("pandas_categories", ("reject", "values")), ("exp_lib", EXP_LIBS)):
+                              ("pandas_categories", PANDAS_CATEGORIES), ("exp_lib", EXP_LIBS),
+                              ("input_rule", INPUT_RULES)):
             if getattr(head, name) not in allowed:
                 raise InvalidModelError(f"corrupt model metadata: {name}={getattr(head, name)!r}; "
                                         f"expected one of {allowed}")
+        try:
+            _check_category_values(head.pandas_categories, head.category_values)
+        except InvalidModelError as exc:
+            raise InvalidModelError(f"corrupt model metadata: {exc}") from None
         if head.n_features < 1 or head.n_outputs < 1 or head.n_trees < 1:
             raise InvalidModelError(f"corrupt model metadata: n_features={head.n_features}, "
                                     f"n_outputs={head.n_outputs}, n_trees={head.n_trees}")
@@ -956,6 +1029,82 @@ def _divisor(v: Any) -> int:
 
 def _category_hashes_json(v: tuple[tuple[int, tuple[int, ...]], ...]) -> list:
     return [[c, list(h)] for c, h in v]
+
+
+_INT_KINDS = {k: np.iinfo(k) for k in CATEGORY_KINDS if k.startswith(("int", "uint"))}
+
+
+def _category_value_ok(kind: str, v: Any) -> bool:
+    """Whether v is a value a category list of `kind` may hold (JSON scalars only, so the lists
+    survive the artifacts' JSON unchanged; no NaN: pandas and the libraries keep no NaN
+    category)."""
+    t = type(v)
+    if kind == "str":
+        return t is str
+    if kind in _INT_KINDS:
+        return t is int and _INT_KINDS[kind].min <= v <= _INT_KINDS[kind].max
+    if kind == "num":
+        return (t is int or t is float) and math.isfinite(v)
+    return t is str or t is bool or t is int or (t is float and math.isfinite(v))  # obj, json
+
+
+def checked_category_values(v: Any, n_features: int) -> tuple[tuple[int, str, tuple[Any, ...]], ...]:
+    """Forest.category_values checked: (column, kind, values) triples, columns distinct and in
+    [0, n_features), kinds in CATEGORY_KINDS, values distinct JSON scalars of their kind (numpy
+    scalars become Python ones); sorted by column."""
+    out = []
+    total = 0
+    try:
+        for entry in v:
+            col, kind, values = entry
+            if isinstance(col, np.integer):
+                col = int(col)
+            if type(col) is not int or not 0 <= col < n_features:
+                raise ValueError(f"column {col!r} is not a feature index")
+            if kind not in CATEGORY_KINDS:
+                raise ValueError(f"column {col}: kind {kind!r} is not one of {CATEGORY_KINDS}")
+            if isinstance(values, (str, bytes, dict)):
+                raise ValueError(f"column {col}: values must be a list")
+            values = tuple(x.item() if isinstance(x, np.generic) else x for x in values)
+            total += len(values)
+            if total > MAX_CATEGORY_VALUES:
+                raise ValueError(f"more than {MAX_CATEGORY_VALUES} category values")
+            bad = [x for x in values if not _category_value_ok(kind, x)]
+            if bad:
+                raise ValueError(f"column {col}: {bad[0]!r} is not a {kind} category value"[:200])
+            # repeated values would make a value's code ambiguous (1 == 1.0 == True in "obj"
+            # and "json" lists: Python's equality, as the libraries' lookups use it)
+            if len(set(values)) != len(values) or (kind in ("obj", "json") and len(
+                    {(type(x) is str, x) for x in values}) != len(values)):
+                raise ValueError(f"column {col}: repeated category values")
+            out.append((col, kind, values))
+    except (TypeError, ValueError) as exc:
+        raise InvalidModelError(f"category_values: {str(exc)[:200]}") from None
+    if len({c for c, _, _ in out}) != len(out):
+        raise InvalidModelError("category_values: a column appears twice")
+    return tuple(sorted(out, key=lambda e: e[0]))
+
+
+def category_values_json(v: tuple[tuple[int, str, tuple[Any, ...]], ...]) -> list:
+    """Forest.category_values as JSON-able lists (checked_category_values reads them back)."""
+    return [[c, k, list(vals)] for c, k, vals in v]
+
+
+def _check_category_values(mode: str, v: tuple[tuple[int, str, tuple[Any, ...]], ...]) -> None:
+    """category_values agree with pandas_categories: only the re-coding modes have them, each
+    with its own kinds; LightGBM's lists are numbered 0, 1, ... (the frame's category columns
+    in order)."""
+    kinds = {"sklearn": ("obj", "num"), "lightgbm": ("json",),
+             "xgboost": tuple(k for k in CATEGORY_KINDS if k == "str" or k in _INT_KINDS)}
+    kinds["xgboost_inplace"] = kinds["xgboost"]
+    allowed = kinds.get(mode, ())
+    bad = [k for _, k, _ in v if k not in allowed]
+    if bad:
+        raise InvalidModelError(f"category_values of kind {bad[0]!r} with pandas_categories "
+                                f"{mode!r} (expected kinds: {allowed or 'none'})")
+    if mode == "lightgbm" and [c for c, _, _ in v] != list(range(len(v))):
+        raise InvalidModelError("category_values for pandas_categories 'lightgbm' must be "
+                                "numbered 0, 1, ... (the frame's category columns in order)")
 
 
 def _params(v: Any) -> tuple[float, ...]:
@@ -1039,4 +1188,6 @@ def head_of(forest: Forest, linear_ok: bool = False) -> Head:
                 reject_inf=forest.reject_inf, transform_params=forest.transform_params,
                 base_link=forest.base_link,
                 base_score=tuple(forest.base_score.tolist()) if forest.base_link != "identity" else (),
-                category_hashes=forest.category_hashes, output_divisor=forest.output_divisor)
+                category_hashes=forest.category_hashes, output_divisor=forest.output_divisor,
+                input_rule=forest.input_rule,
+                category_values=forest.category_values)

@@ -401,9 +401,11 @@ class Predictor:
         self._tf = bool(getattr(kernel, "native_transform", False))
         self._pairs = bool(getattr(kernel, "native_pairs", False))
         # rows that need no check of their values (NaN accepted, no +/-inf refused); columns
-        # of categories by hash (CatBoost one-hot) are encoded by as_matrix first, so such
-        # models take neither the unchecked path nor the small-batch entry
-        hashed = bool(self.head.category_hashes)
+        # of categories by hash (CatBoost one-hot) are encoded by as_matrix first, and columns
+        # of string categories (sklearn's encoder) refuse numbers, so such models take neither
+        # the unchecked path nor the small-batch entry
+        hashed = bool(self.head.category_hashes) or any(
+            kind == "obj" for _, kind, _ in self.head.category_values)
         self._nf = self.head.n_features
         self._nan_ok = self.head.allow_nan and not self.head.reject_inf and not hashed
         self._plans = {} if hashed else self._entry_plans(getattr(kernel, "entry", None))

@@ -8,6 +8,11 @@ Prediction semantics reproduced (LightGBM 4.7, `Tree::GetLeaf` / `NumericalDecis
 `CategoricalDecision` in include/LightGBM/tree.h and the C API row readers; every point is pinned
 by tests/test_frontend_lightgbm.py against the installed library):
 
+- Input (Forest.input_rule "lightgbm"; the sklearn wrappers "lightgbm_sklearn"): float32 and
+  float64 arrays are read as they are, any other array is cast to float32 first
+  (basic._np2d_to_np1d: an int64 beyond 2**24 rounds); DataFrames of int, float and bool columns
+  only; a frame's category columns are re-coded by the model's ``pandas_categorical``
+  (treecomp.categories).
 - Rows are float64. Before any tree sees a row, the C API drops every value with
   |x| <= kZeroThreshold (1e-35f, i.e. 1.0000000180025095e-35 as a double) as a "sparse zero", so
   the trees see exactly 0.0 for it. The IR compares the raw value, so a numeric threshold t in
@@ -59,7 +64,7 @@ by tests/test_frontend_lightgbm.py against the installed library):
 from __future__ import annotations
 
 import dataclasses
-
+import json
 import os
 import re
 from pathlib import Path
@@ -68,7 +73,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidModelError, NotFittedError, UnsupportedModelError
-from ..ir import Forest, Tree, leaf_tree
+from ..ir import Forest, Tree, checked_category_values, leaf_tree
 
 #: LightGBM's kZeroThreshold: `const double kZeroThreshold = 1e-35f;` (a float literal).
 K_ZERO = float(np.float32(1e-35))
@@ -718,13 +723,16 @@ def _linear(tree: Tree, kv: dict[str, str], name: str) -> Tree:
 
 # -- public entry points ----------------------------------------------------------------------
 def parse_lightgbm_string(text: str, *, num_iteration: int | None = None,
-                          classes: np.ndarray | None = None, provenance: str = "") -> Forest:
+                          classes: np.ndarray | None = None, provenance: str = "",
+                          wrapper: bool = False) -> Forest:
     """Parse LightGBM's text model format.
 
     num_iteration: use only the first `num_iteration` iterations (None or <= 0: all, which is
     what a Booster loaded from this text predicts with). classes: class labels for an
     LGBMClassifier (labels then come from predict_proba's argmax, as the wrapper does);
-    None gives Booster semantics (predict = transformed scores, no labels).
+    None gives Booster semantics (predict = transformed scores, no labels). wrapper: the model
+    is an LGBMModel, whose predict converts arrays as sklearn's check_array first
+    (Forest.input_rule "lightgbm_sklearn").
     """
     header, tree_kvs, tail = _split_model_text(text)
     _check_parameters(tail)
@@ -792,9 +800,9 @@ def parse_lightgbm_string(text: str, *, num_iteration: int | None = None,
              f"{n_iter} iterations x {per_iter} trees"]
     if average:
         notes.append("average_output (random forest)")
-    m = re.search(r"^pandas_categorical:(.*)$", tail, flags=re.MULTILINE)
-    if m and m.group(1).strip() not in ("null", "[]", ""):
-        notes.append("pandas categorical columns: pass category codes, not DataFrame categories")
+    cats, why = pandas_categorical(tail, n_features)
+    if why:
+        notes.append(f"pandas_categorical not usable: {why}")
     if provenance:
         notes.insert(0, provenance)
     # feature_names stay None on purpose: LightGBM takes DataFrame columns by position (4.7 never
@@ -805,7 +813,46 @@ def parse_lightgbm_string(text: str, *, num_iteration: int | None = None,
                   accumulate_dtype="float64", output_divisor=n_iter if average else 1,
                   transform=transform, leaf_layout="lightgbm",
                   decision=decision, classes=cls, feature_names=None, allow_nan=True,
-                  provenance="; ".join(notes))
+                  provenance="; ".join(notes),
+                  input_rule="lightgbm_sklearn" if wrapper else "lightgbm",
+                  pandas_categories="reject" if cats is None else "lightgbm",
+                  category_values=cats or ())
+
+
+_PANDAS_KEY = "pandas_categorical:"
+
+
+def pandas_categorical(tail: str, n_features: int) -> tuple[tuple | None, str]:
+    """The model's pandas_categorical as Forest.category_values (one "json" list per category
+    column of the training frame, numbered in column order), or (None, why).
+
+    LightGBM 4.7 (_load_pandas_categorical) reads the last line of the model, or the one
+    before it (files), when it starts with "pandas_categorical:", as JSON; a Booster
+    predicting a DataFrame takes its category columns in order and sets each to its list
+    (_data_from_pandas). "null" (trained on an array) means the frame's own codes are read:
+    no list says what they mean, so such frames are refused (None, ""). JSON that LightGBM
+    cannot read is refused as LightGBM refuses the file; lists the re-coding cannot use
+    (not lists of distinct strings / numbers / booleans) give (None, why)."""
+    lines = [ln.strip() for ln in tail.rstrip().splitlines()[-2:]]
+    line = next((ln for ln in reversed(lines) if ln.startswith(_PANDAS_KEY)), None)
+    if line is None:
+        return None, ""
+    try:
+        value = json.loads(line[len(_PANDAS_KEY):])
+    except (ValueError, RecursionError) as exc:
+        raise InvalidModelError(f"LightGBM model: pandas_categorical is not valid JSON ({exc}); "
+                                "LightGBM cannot load the model either") from None
+    if value is None:
+        return None, ""
+    if not isinstance(value, list) or not all(isinstance(v, list) for v in value):
+        return None, "not a list of lists"
+    if len(value) > n_features:
+        return None, f"{len(value)} lists for {n_features} features"
+    try:
+        return checked_category_values([(i, "json", v) for i, v in enumerate(value)],
+                                       n_features), ""
+    except InvalidModelError as exc:
+        return None, str(exc)[:200]
 
 
 def parse_lightgbm_file(path: str | os.PathLike) -> Forest:
@@ -855,12 +902,13 @@ def parse_lgbm_model(model: Any) -> Forest:
     is_classifier = any(c.__name__ == "LGBMClassifier" for c in type(model).__mro__)
     prov = f"lightgbm.{type(model).__name__} (num_iteration={n})"
     if not is_classifier:
-        return parse_lightgbm_string(text, provenance=prov)
+        return parse_lightgbm_string(text, provenance=prov, wrapper=True)
     if callable(getattr(model, "objective", None)) or callable(getattr(model, "_objective", None)):
         raise UnsupportedModelError(
             f"{type(model).__name__} with a custom (callable) objective is not supported: "
             "LightGBM's predict/predict_proba then return raw scores; parse model.booster_")
-    return parse_lightgbm_string(text, classes=np.asarray(model.classes_), provenance=prov)
+    return parse_lightgbm_string(text, classes=np.asarray(model.classes_), provenance=prov,
+                                 wrapper=True)
 
 
 PARSERS = {

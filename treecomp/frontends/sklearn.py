@@ -54,10 +54,14 @@ HistGradientBoosting (``_hist_gradient_boosting/_predictor.pyx``, ``gradient_boo
   v in [0, 256) goes left iff it is a category whose code goes left, or it is no (known)
   category and the missing way is left; ``cat_other_left`` = ``missing_go_to_left`` covers
   negative values and values >= 256 (which the encoder maps to "unknown" too), and the column
-  permutation is undone in the feature indices. Raw categories must therefore be integers in
-  [0, 255]; anything else (strings from pandas categoricals, negative or large values) raises
-  UnsupportedModelError. A *non-integral* value in a categorical column (e.g. 2.5) is an unknown
-  category for sklearn (missing way): the forest's ``category_rule="integral"`` says so.
+  permutation is undone in the feature indices. Numeric raw categories must therefore be
+  integers in [0, 255] (negative or large values raise UnsupportedModelError). String categories
+  (a pandas category column of strings, "from_dtype") keep the codes instead: the bitset is over
+  codes, and treecomp.categories runs the encoder's value -> code lookup on every input
+  (Forest.pandas_categories "sklearn", category_values kind "obj"); for numeric categories it
+  only turns what the encoder finds no category in (the string "3" for category 3) into NaN.
+  A *non-integral* value in a categorical column (e.g. 2.5) is an unknown category for sklearn
+  (missing way): the forest's ``category_rule="integral"`` says so.
   Without a preprocessor (models pickled by sklearn < 1.4) raw values are the codes; sklearn casts
   them to uint8 (undefined behaviour for values >= 256); treecomp treats them as unknown.
 - Outputs: binary log_loss -> sigmoid, label ``raw > 0``; multiclass -> softmax over the raw
@@ -264,7 +268,7 @@ def parse_tree(model: Any) -> Forest:
     _check_estimator(model, clf, ncls, int(getattr(model, "n_outputs_", 1)),
                      int(model.n_features_in_), _name(model))
     tree = _tree_from_estimator(model, ncls)
-    return Forest(trees=(tree,), n_features=model.n_features_in_, n_outputs=tree.width,
+    return Forest(input_rule="sklearn", trees=(tree,), n_features=model.n_features_in_, n_outputs=tree.width,
                   tree_output=[0], base_score=np.zeros(tree.width), input_dtype="float32",
                   comparison="<=", average=False, transform="identity",
                   decision="argmax_raw" if clf else "none", classes=classes,
@@ -288,7 +292,7 @@ def parse_forest(model: Any) -> Forest:
     width = trees[0].width
     if any(t.width != width for t in trees):
         raise InvalidModelError(f"{_name(model)}: trees disagree on their output width")
-    return Forest(trees=trees, n_features=model.n_features_in_, n_outputs=width,
+    return Forest(input_rule="sklearn", trees=trees, n_features=model.n_features_in_, n_outputs=width,
                   tree_output=np.zeros(len(trees), np.int32), base_score=np.zeros(width),
                   input_dtype="float32", comparison="<=", average=True, transform="identity",
                   decision="argmax_raw" if clf else "none", classes=classes,
@@ -416,7 +420,7 @@ def parse_gradient_boosting(model: Any) -> Forest:
             trees.append(_make_tree(left, right, feature, threshold, dleft,
                                     scale * value[:, 0, :1], cover=_cover(ests[i, k])))
             outs.append(k)
-    return Forest(trees=tuple(trees), n_features=model.n_features_in_, n_outputs=K,
+    return Forest(input_rule="sklearn", trees=tuple(trees), n_features=model.n_features_in_, n_outputs=K,
                   tree_output=outs, base_score=base, base_link=base_link, input_dtype="float32",
                   comparison="<=", average=False, transform=transform, decision=decision,
                   classes=classes, feature_names=_feature_names(model), allow_nan=False,
@@ -431,16 +435,21 @@ _HGB_REGRESSION_LOSSES = {"squared_error": "identity", "absolute_error": "identi
                           "quantile": "identity", "poisson": "exp", "gamma": "exp"}
 
 
-def _hgb_column_map(model: Any) -> tuple[np.ndarray, dict[int, np.ndarray]]:
-    """(transformed column -> original column, original column -> raw category values).
+def _hgb_column_map(model: Any) -> tuple[np.ndarray, dict[int, np.ndarray], list]:
+    """(transformed column -> original column, original column -> raw numeric category values,
+    Forest.category_values).
 
     Without a preprocessor columns are the original ones and category values are the codes
-    (an empty dict means: identity).
+    (an empty dict means: identity). With one (sklearn >= 1.4 whenever a feature is
+    categorical), its OrdinalEncoder maps each categorical column's values to codes: numeric
+    categories are folded into the splits (the raw value decides, kind "num"), other ones
+    (strings) are read as codes, which treecomp.categories computes as the encoder does (kind
+    "obj").
     """
     n = int(model.n_features_in_)
     pre = getattr(model, "_preprocessor", None)
     if pre is None:
-        return np.arange(n), {}
+        return np.arange(n), {}, []
     from sklearn.compose import ColumnTransformer
     from sklearn.preprocessing import FunctionTransformer, OrdinalEncoder
 
@@ -449,6 +458,7 @@ def _hgb_column_map(model: Any) -> tuple[np.ndarray, dict[int, np.ndarray]]:
                                     "only sklearn's own ColumnTransformer is supported")
     col_map = np.full(n, -1, np.int64)
     cats: dict[int, np.ndarray] = {}
+    values: list = []
     for name, trans, cols in pre.transformers_:
         sl = pre.output_indices_.get(name)
         cols = np.asarray(cols)
@@ -471,17 +481,27 @@ def _hgb_column_map(model: Any) -> tuple[np.ndarray, dict[int, np.ndarray]]:
                     c = c[:-1]
                 fname = (repr(str(model.feature_names_in_[orig])) if hasattr(model, "feature_names_in_")
                          else f"at index {orig}")
-                if c.dtype.kind not in "iuf":
-                    raise UnsupportedModelError(
-                        f"{_name(model)}: categorical feature {fname} has non-numeric categories "
-                        f"({c.dtype}, e.g. {c[:3].tolist()}); treecomp supports categorical "
-                        "features whose values are integers in [0, 255]")
+                if c.dtype.kind not in "iuf":  # strings: the splits read the codes
+                    objs = [v.item() if isinstance(v, np.generic) else v for v in c.tolist()]
+                    while objs and (objs[-1] is None or (isinstance(objs[-1], float)
+                                                         and np.isnan(objs[-1]))):
+                        objs.pop()  # missing values (None, NaN), listed last: encoded as NaN
+                    odd = [v for v in objs if type(v) not in (str, int, float, bool)
+                           or (type(v) is float and not np.isfinite(v))]
+                    if odd:
+                        raise UnsupportedModelError(
+                            f"{_name(model)}: categorical feature {fname} has categories of type "
+                            f"{type(odd[0]).__name__} (e.g. {str(odd[0])[:40]!r}); treecomp "
+                            "supports strings and numbers")
+                    values.append((int(orig), "obj", tuple(objs)))
+                    continue
                 cf = c.astype(np.float64)
                 if len(cf) and (np.any(cf != np.floor(cf)) or cf.min() < 0 or cf.max() > 255):
                     raise UnsupportedModelError(
                         f"{_name(model)}: categorical feature {fname} has category values outside "
                         f"the integers 0..255 ({cf[:5].tolist()}...); not representable in the IR")
                 cats[int(orig)] = cf.astype(np.int64)
+                values.append((int(orig), "num", tuple(c.tolist())))
         elif name == "numerical" and isinstance(trans, FunctionTransformer):
             pass  # check_array(dtype=float64): values pass through unchanged
         else:
@@ -490,7 +510,7 @@ def _hgb_column_map(model: Any) -> tuple[np.ndarray, dict[int, np.ndarray]]:
         col_map[sl.start:sl.stop] = idx
     if np.any(col_map < 0) or len(set(col_map.tolist())) != n:
         raise UnsupportedModelError(f"{_name(model)}._preprocessor does not map every column once")
-    return col_map, cats
+    return col_map, cats, values
 
 
 def _bitset_bits(words: np.ndarray) -> np.ndarray:
@@ -597,7 +617,7 @@ def parse_hist_gradient_boosting(model: Any) -> Forest:
         link = type(model._loss.link).__name__
         if link != {"identity": "IdentityLink", "exp": "LogLink"}[transform]:
             raise UnsupportedModelError(f"{_name(model)}: loss {loss!r} with link {link}")
-    col_map, cats = _hgb_column_map(model)
+    col_map, cats, cat_values = _hgb_column_map(model)
     bm = model._bin_mapper
     feat_is_cat = getattr(bm, "is_categorical_", None)  # per binned (transformed) column
     feat_is_cat = (np.zeros(len(col_map), bool) if feat_is_cat is None
@@ -623,10 +643,12 @@ def parse_hist_gradient_boosting(model: Any) -> Forest:
             outs.append(k)
     if not trees:  # no iteration at all: margins are the baseline (adding 0.0 keeps them)
         trees, outs = [ir.leaf_tree(0.0)] * K, list(range(K))
-    return Forest(trees=tuple(trees), n_features=model.n_features_in_, n_outputs=K,
+    return Forest(input_rule="sklearn", trees=tuple(trees), n_features=model.n_features_in_, n_outputs=K,
                   tree_output=outs, base_score=base, input_dtype="float64", comparison="<=",
                   category_rule="integral",  # 2.5 is no category: an unknown one (missing way)
-                  pandas_categories="values",  # the OrdinalEncoder maps values, folded above
+                  # the OrdinalEncoder maps values (treecomp.categories); none: values are codes
+                  pandas_categories="sklearn" if getattr(model, "_preprocessor", None) is not None
+                  else "values", category_values=cat_values,
                   average=False, transform=transform, decision=decision, classes=classes,
                   feature_names=_feature_names(model), allow_nan=True,
                   reject_inf=_hgb_categorical_features(model),
@@ -689,7 +711,7 @@ def parse_isolation_forest(model: Any) -> Forest:
     if outputs.iforest_denominator(f) != float((len(ests) * _average_path_length([model._max_samples]))[0]):
         raise UnsupportedModelError(f"{_name(model)}: its score denominator is not scikit-learn "
                                     "1.9.1's n_estimators * c(max_samples)")
-    return Forest(trees=tuple(trees), n_features=n, n_outputs=1,
+    return Forest(input_rule="sklearn", trees=tuple(trees), n_features=n, n_outputs=1,
                   tree_output=np.zeros(len(trees), np.int32), base_score=np.zeros(1),
                   input_dtype="float32", comparison="<=", average=False, transform="iforest",
                   decision="outlier", feature_names=_feature_names(model),
@@ -763,7 +785,7 @@ def parse_adaboost(model: Any) -> Forest:
                 raise UnsupportedModelError(f"{where} predicts a label that is not in classes_")
             rows = rows[:, 1:]
         trees.append(_make_tree(left, right, feature, threshold, default_left, rows))
-    return Forest(trees=tuple(trees), n_features=n, n_outputs=1 if K == 2 else K,
+    return Forest(input_rule="sklearn", trees=tuple(trees), n_features=n, n_outputs=1 if K == 2 else K,
                   tree_output=np.zeros(len(trees), np.int32),
                   base_score=np.zeros(1 if K == 2 else K), input_dtype="float32",
                   comparison="<=", average=False, transform="samme", decision="samme",
@@ -802,7 +824,7 @@ def _parse_adaboost_regressor(model: Any) -> Forest:
         _check_estimator(e, False, None, 1, n, where)
         trees.append(_tree_from_estimator(e, None))
     E = len(trees)
-    return Forest(trees=tuple(trees), n_features=n, n_outputs=E,
+    return Forest(input_rule="sklearn", trees=tuple(trees), n_features=n, n_outputs=E,
                   tree_output=np.arange(E, dtype=np.int32), base_score=np.full(E, -0.0),
                   input_dtype="float32", comparison="<=", average=False,
                   transform="weighted_median", decision="none", classes=(),

@@ -20,6 +20,13 @@ Trees (``src/predictor/predict_fn.h``, ``src/common/categorical.h``, ``src/tree/
   32 * n_words bits, ``cat_other_left = True``.
 - XGBoost's DMatrix rejects +/-inf inputs ("Input data contains `inf`"); ``inplace_predict``
   (the sklearn wrappers) accepts them and they compare normally, as here.
+- Input (Forest.input_rule "xgboost"): integer arrays convert straight to float32, object,
+  float16 and bool arrays by numpy's astype(float32), DataFrames column by column; big-endian
+  arrays are refused (XGBoost 3.2 reads their bytes as little-endian numbers).
+- DataFrame categories: a model trained on a frame with category columns (3.1+) keeps them in
+  ``gradient_booster.model.cats`` (DART: ``gradient_booster.gbtree.model.cats``); a frame's
+  category columns are re-coded by them (treecomp.categories). Without them (older releases,
+  models trained on arrays) such frames are refused: XGBoost would read the frame's own codes.
 
 Reading the document (``src/gbm/gbtree_model.cc``, ``src/learner.cc``, ``src/common/json.cc``):
 - Tree j of the ``trees`` array sits at slot ``trees[j]["id"]``; ``tree_info`` (and DART's
@@ -93,7 +100,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidModelError, NotFittedError, TreecompError, UnsupportedModelError
-from ..ir import Forest, Tree, leaf_tree
+from ..ir import Forest, Tree, checked_category_values, leaf_tree
 from . import ubjson
 
 _F32 = np.float32
@@ -781,12 +788,78 @@ def _forest(doc: Any, mode: _Mode) -> Forest:
     vtext = ".".join(str(v) for v in version) if isinstance(version, list) else "?"
     prov = (f"xgboost {vtext} {mode.source}: {name}, {objective}, {n_used} of {n_total} trees"
             + (f" (best_iteration={best})" if n_used != n_total else ""))
+    cats, why = model_categories(model, n_features,
+                                 tuple(version) if isinstance(version, list) else ())
+    if why:
+        prov += f"; DataFrame categories not usable: {why}"
     return Forest(trees=tuple(ir_trees), n_features=n_features, n_outputs=K,
                   tree_output=tree_output, base_score=base.astype(np.float64),
                   input_dtype="float32", comparison="<", accumulate_dtype="float32",
                   average=False, transform=transform, decision=decision, classes=classes,
-                  feature_names=names, allow_nan=True, provenance=prov,
-                  leaf_layout="xgboost")  # pred_leaf: float32, (n,) for a one-tree model
+                  feature_names=names, allow_nan=True, provenance=prov, input_rule="xgboost",
+                  leaf_layout="xgboost",  # pred_leaf: float32, (n,) for a one-tree model
+                  pandas_categories="reject" if cats is None else
+                  "xgboost" if mode.wrapper is None else "xgboost_inplace",
+                  category_values=cats or ())
+
+
+#: XGBoost's category index types (CatContainer::Save: the typed array's ValueKind, 3.1-3.2;
+#: the same numbers as 3.3's CatIndexType); 7 / 8 (float32 / float64) are never trained on
+_CAT_TYPES = {9: "int8", 10: "uint8", 11: "int16", 12: "uint16", 13: "int32", 14: "uint32",
+              15: "int64", 16: "uint64"}
+
+
+def model_categories(model: dict, n_features: int, version: tuple = ()) -> tuple[tuple | None, str]:
+    """The categories an XGBoost >= 3.1 model trained on a DataFrame keeps
+    (``gradient_booster.model.cats``, src/data/cat_container.cc): ``enc`` has one entry per
+    feature, ``{"offsets": int32[], "values": int8[]}`` (UTF-8 names, Arrow-style) for string
+    categories, ``{"type": ValueKind, "values": typed[]}`` for integer ones, empty for numeric
+    features. Returns (Forest.category_values, None) or (None, why) where the model keeps none
+    treecomp can use (older releases, arrays, a malformed or unreadable list): then frames with
+    category columns are refused, not guessed."""
+    cats = model.get("cats")
+    enc = cats.get("enc") if isinstance(cats, dict) else None
+    if not isinstance(enc, list) or not enc:
+        return None, ""
+    if len(enc) != n_features:
+        return None, f"cats.enc has {len(enc)} entries for {n_features} features"
+    out = []
+    for j, e in enumerate(enc):
+        if not isinstance(e, dict):
+            return None, f"cats.enc[{j}] is not an object"
+        try:
+            if "offsets" in e:
+                off = np.asarray(e["offsets"], np.int64).reshape(-1)
+                raw = np.asarray(e["values"], np.int64).reshape(-1)
+                if off.size == 0:
+                    continue  # a numeric feature
+                if off[0] != 0 or np.any(np.diff(off) < 0) or off[-1] > raw.size \
+                        or np.any((raw < -128) | (raw > 255)):
+                    return None, f"cats.enc[{j}]: malformed string offsets"
+                # XGBoost 3.2 writes non-ASCII names cut short (character counts used as byte
+                # offsets, dmlc/xgboost#12371): not valid UTF-8, or not the name
+                if (raw < 0).any() and version < (3, 3):
+                    return None, (f"feature {j}'s category names are not ASCII, which XGBoost "
+                                  "< 3.3 stores cut short")
+                data = bytes((raw & 0xFF).astype(np.uint8))
+                names = [data[a:b].decode("utf-8") for a, b in zip(off[:-1], off[1:])]
+                out.append((j, "str", tuple(names)))
+            else:
+                kind = _CAT_TYPES.get(e.get("type")) if type(e.get("type")) is int else None
+                vals = np.asarray(e.get("values", []))
+                if vals.size == 0:
+                    continue
+                if kind is None or vals.dtype.kind not in "iu":
+                    return None, f"cats.enc[{j}]: category index type {e.get('type')!r}"
+                out.append((j, kind, tuple(int(v) for v in vals.reshape(-1).tolist())))
+        except (TypeError, ValueError, UnicodeDecodeError, OverflowError) as exc:
+            return None, f"cats.enc[{j}]: {type(exc).__name__}"
+    if not out:
+        return None, ""
+    try:
+        return checked_category_values(out, n_features), ""
+    except InvalidModelError as exc:
+        return None, str(exc)
 
 
 def _trees_by_id(trees: list) -> list:
