@@ -101,7 +101,7 @@ def test_lightgbm_regression_binary_multiclass():
         c = p.contributions(Xt)
         lib = booster.predict(Xt, pred_contrib=True)
         # LightGBM's layout for k outputs: (n, k * (n_features + 1)), each output's block
-        assert c.reshape(len(Xt), -1).shape == lib.shape
+        assert c.shape == lib.shape and c.dtype == lib.dtype
         close(c, lib, 1e-9)
         raw = booster.predict(Xt, raw_score=True).reshape(len(Xt), k)
         close(c.reshape(len(Xt), k, -1).sum(axis=2), raw, 1e-9)

@@ -679,7 +679,9 @@ class Predictor:
 
     def contributions(self, X: Any, n_threads: int | None = None) -> np.ndarray:
         """SHAP values as XGBoost's pred_contribs / LightGBM's pred_contrib (treecomp.shap):
-        (n_rows, n_features + 1), or (n_rows, n_outputs, n_features + 1); bias column last.
+        (n_rows, n_features + 1); for several outputs (n_rows, n_outputs, n_features + 1) as
+        XGBoost lays them out, (n_rows, n_outputs * (n_features + 1)) as LightGBM does
+        (shap.library_layout); float64, bias column last.
         Needs the model's trees with their cover: a Predictor from treecomp.compile, or one
         loaded from an artifact that carries the IR (see apply)."""
         from .shap import Explainer

@@ -322,7 +322,17 @@ class Explainer:
 
     def shaped(self, out: np.ndarray) -> np.ndarray:
         out[:, :, -1] += self.bias
-        return out[:, 0, :] if self.forest.n_outputs == 1 else out
+        return library_layout(self.forest, out)
+
+
+def library_layout(forest: Forest, out: np.ndarray) -> np.ndarray:
+    """Contributions (n, n_outputs, n_features + 1) laid out as the source library returns them:
+    (n, n_features + 1) for one output; several outputs (n, n_outputs, n_features + 1) as
+    XGBoost's pred_contribs, (n, n_outputs * (n_features + 1)) as LightGBM's pred_contrib (each
+    output's block in turn). Always float64 (XGBoost's own are float32: computed in float32)."""
+    if forest.n_outputs == 1:
+        return out[:, 0, :]
+    return out.reshape(len(out), -1) if forest.leaf_layout == "lightgbm" else out
 
 
 # -- the reference: Algorithm 2 as the libraries write it, with an explicit stack ----------------
@@ -375,7 +385,7 @@ def reference_contributions(forest: Forest, X: Any) -> np.ndarray:
         o = int(forest.tree_output[ti])
         bias[o:o + t.width] += mean[0] * scale
     out[:, :, -1] = bias
-    return out[:, 0, :] if no == 1 else out
+    return library_layout(forest, out)
 
 
 def _extend(path: list, pz: float, po: float, pf: int) -> None:
