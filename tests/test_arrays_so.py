@@ -143,7 +143,8 @@ def test_exports_are_the_abi_only(tmp_path, ir):
     assert syms == sorted(["treecomp_abi_version", "treecomp_version", "treecomp_digest",
                            "treecomp_backend", "treecomp_n_features", "treecomp_n_outputs",
                            "treecomp_out_dtype", "treecomp_n_classes", "treecomp_meta_json",
-                           "treecomp_predict"] + ["treecomp_ir_size", "treecomp_ir"] * ir)
+                           "treecomp_predict", "treecomp_verify"]
+                          + ["treecomp_ir_size", "treecomp_ir"] * ir)
     res = subprocess.run(["nm", "-D", "--undefined-only", str(q._kernel.path)], capture_output=True,
                          text=True)
     assert "tc_" not in res.stdout  # the kernel is inside, not looked up elsewhere

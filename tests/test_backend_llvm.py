@@ -190,6 +190,15 @@ def test_corrupt_artifact_bytes():
         llvmbackend.load_bytes(data[:-10])
     with pytest.raises(ArtifactError):
         llvmbackend.load_bytes(b"nonsense" + data)
+    # a byte of the object code, the header or the digest: refused before the JIT links
+    # anything (a damaged object can crash the JIT linker, or load and answer wrongly)
+    start = data.index(b"\x7fELF")
+    for pos in (start + 17, start + len(data) // 3, len(data) // 2, len(llvmbackend.MAGIC) + 6,
+                len(data) - 1):
+        bad = bytearray(data)
+        bad[pos] ^= 0x10
+        with pytest.raises(ArtifactError, match="digest"):
+            llvmbackend.load_bytes(bytes(bad))
 
 
 @pytest.mark.parametrize("opts", [{}, dict(heap_max_depth=0, goto_max_nodes=0, block_rows=5),

@@ -330,8 +330,8 @@ class ArraysKernel:
                                              X.dtype.itemsize * 8, X.shape[0], out.ctypes.data,
                                              _NATIVE_ISAS.index(self.isa), nf)
             if rc != 0:
-                raise RuntimeError(f"arrays kernel failed with code {rc}"
-                                   + (" (out of memory)" if rc == -2 else ""))
+                from ..loader import kernel_error
+                raise kernel_error(rc, f"the arrays kernel ({self.isa})")
             if nf & 0xff or not flags & 1:
                 return
         if flags & 1:

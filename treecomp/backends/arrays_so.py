@@ -240,12 +240,13 @@ def build_path(kernel: Any, progress: Callable[[str], None] | None = None) -> Pa
     cc = toolchain.find_compiler()
     digest = hashlib.sha256(src.encode() + b"\0" + blob).hexdigest()
     key = toolchain.cache_key("arrays-so", digest, arrays_native.kernel_source_hash(),
-                              KERNEL_CFLAGS, cc.version, arrays_native.ARCHIVE_ORIGIN)
+                              KERNEL_CFLAGS, cc.key, arrays_native.ARCHIVE_ORIGIN)
 
     def write(path: Path) -> None:
         t0 = time.perf_counter()
         toolchain.link_shared_library({"model.c": src}, path, [archive], KERNEL_CFLAGS,
-                                      exports=EXPORTS, files={"blob.bin": blob}, compiler=cc)
+                                      exports=EXPORTS, files={"blob.bin": blob}, compiler=cc,
+                                      seal=True)
         if progress:
             progress(f"linked the arrays .so ({len(blob)} bytes of tables) in "
                      f"{time.perf_counter() - t0:.2f} s")

@@ -198,7 +198,7 @@ def _link(head: Head, section: dict[str, np.ndarray], average: bool, backend: st
     for part in [*(n.encode() + b"\0" + t.encode() for n, t in sorted(sources.items())),
                  *(n.encode() + b"\0" + b for n, b in sorted(files.items())), *objects]:
         h.update(hashlib.sha256(part).digest())
-    key = toolchain.cache_key("linear-so", backend, h.hexdigest(), tuple(flags), cc.version,
+    key = toolchain.cache_key("linear-so", backend, h.hexdigest(), tuple(flags), cc.key,
                               *key_parts)
 
     def write(path: Path) -> None:
@@ -210,5 +210,5 @@ def _link(head: Head, section: dict[str, np.ndarray], average: bool, backend: st
                 objs.append(Path(tmp) / f"part{u}.o")
                 objs[-1].write_bytes(o)
             toolchain.link_shared_library(sources, path, [*objs, *archives], flags,
-                                          exports=EXPORTS, files=files, compiler=cc)
+                                          exports=EXPORTS, files=files, compiler=cc, seal=True)
     return toolchain.cached(key, ".so", write)

@@ -93,6 +93,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import hashlib
 import json
 import os
 import struct
@@ -115,7 +116,9 @@ NAME = "llvm"
 KIND = "llvm"
 #: first bytes of a pickled / saved JIT artifact (object code + head), see `to_bytes`
 MAGIC = b"TREECOMP-LLVM\x00"
-_CONTAINER_VERSION = 1
+#: 2: the file ends with the sha256 of everything before it (checked before anything is parsed
+#: or reaches the JIT linker, which a damaged object file can crash)
+_CONTAINER_VERSION = 2
 
 DEFAULTS: dict[str, Any] = {
     "opt": 2,                   # 0-3, see the module docstring
@@ -1234,7 +1237,8 @@ class LLVMKernel:
     def run(self, X: np.ndarray, out: np.ndarray, flags: int = 0) -> None:
         rc = self._predict(X.ctypes.data, X.dtype.itemsize * 8, X.shape[0], out.ctypes.data, flags)
         if rc != 0:
-            raise RuntimeError(f"treecomp_predict failed with code {rc}")
+            from ..loader import kernel_error
+            raise kernel_error(rc, "the LLVM kernel's treecomp_predict")
 
     def ir_bytes(self) -> bytes | None:
         """The model's IR file (ir.Forest.to_bytes) this kernel carries, or None."""
@@ -1244,36 +1248,49 @@ class LLVMKernel:
 
     def to_bytes(self) -> bytes:
         """MAGIC, a length-prefixed JSON header (head, triple, object sizes, IR size), the
-        objects, the IR file (optional)."""
+        objects, the IR file (optional), the sha256 of all that."""
         ir = self.ir_bytes()
         header = json.dumps({"version": _CONTAINER_VERSION, "head": self.meta_json,
                              "triple": _llvm().get_process_triple(), "native_cpu": self._native_cpu,
                              "objects": [len(o) for o in self._objects],
                              **({"ir": len(ir)} if ir is not None else {})}).encode()
-        return b"".join([MAGIC, struct.pack("<I", len(header)), header, *self._objects, ir or b""])
+        data = b"".join([MAGIC, struct.pack("<I", len(header)), header, *self._objects, ir or b""])
+        return data + hashlib.sha256(data).digest()
 
     def save(self, path: str | os.PathLike) -> None:
         """Link the object code into a shared library at `path` (needs the system linker)."""
         objects = {f"part{u}.o": o for u, o in enumerate(self._objects)}
         try:
-            toolchain.publish(Path(path).resolve(), lambda p: toolchain.link_objects(objects, p))
+            toolchain.publish(Path(path).resolve(),
+                              lambda p: toolchain.link_objects(objects, p, seal=True))
         except CompileError as exc:
             raise CompileError(f"saving an LLVM-compiled model as a .so needs a linker: {exc} "
                                "(a Predictor still pickles without one)") from None
 
 
 def load_bytes(data: bytes) -> LLVMKernel:
-    """A kernel from `LLVMKernel.to_bytes()` output (re-JITs the object code, no codegen)."""
+    """A kernel from `LLVMKernel.to_bytes()` output (re-JITs the object code, no codegen):
+    ArtifactError, before anything is parsed or reaches the JIT, unless its digest matches."""
     try:
         if not data.startswith(MAGIC):
             raise ValueError("bad magic")
+        if len(data) < len(MAGIC) + 36 or hashlib.sha256(data[:-32]).digest() != data[-32:]:
+            raise ValueError("its bytes do not match the digest it ends with (truncated, "
+                             "damaged or altered; or written by an older treecomp: recompile)")
+        data = data[:-32]
         (hlen,) = struct.unpack_from("<I", data, len(MAGIC))
         start = len(MAGIC) + 4
         header = json.loads(data[start:start + hlen])
+        if not isinstance(header, dict):
+            raise ValueError("the header is not a JSON object")
         if header.get("version") != _CONTAINER_VERSION:
-            raise ArtifactError(f"LLVM artifact version {header.get('version')} is not supported")
+            raise ArtifactError(f"LLVM artifact version {header.get('version')} is not supported "
+                                f"(this treecomp reads version {_CONTAINER_VERSION}): recompile "
+                                "the model")
         pos, objects = start + hlen, []
         for size in header["objects"]:
+            if type(size) is not int or size < 1:
+                raise ValueError("bad object size")
             objects.append(data[pos:pos + size])
             pos += size
         ir = None
@@ -1284,21 +1301,20 @@ def load_bytes(data: bytes) -> LLVMKernel:
             ir, pos = data[pos:pos + n], pos + n
         if pos != len(data) or any(len(o) == 0 for o in objects):
             raise ValueError("truncated")
+        triple, cpu, head_json = header["triple"], header.get("native_cpu"), header["head"]
     except ArtifactError:
         raise
     except (ValueError, KeyError, TypeError, struct.error) as exc:
         raise ArtifactError(f"corrupt LLVM artifact: {exc}") from None
-    triple = _llvm().get_process_triple()
-    if header["triple"] != triple:
-        raise ArtifactError(f"this LLVM artifact was compiled for {header['triple']}, "
-                            f"not for this machine ({triple})")
-    cpu = header.get("native_cpu")
+    if triple != _llvm().get_process_triple():
+        raise ArtifactError(f"this LLVM artifact was compiled for {triple}, "
+                            f"not for this machine ({_llvm().get_process_triple()})")
     if cpu and cpu != _llvm().get_host_cpu_name():
         raise ArtifactError(f"this LLVM artifact was compiled with native=True for a {cpu} CPU; "
                             f"this one is a {_llvm().get_host_cpu_name()}: recompile the model")
     try:
-        settable = Head.from_json(header["head"]).base_link != "identity"
-    except InvalidModelError as exc:
+        settable = Head.from_json(head_json).base_link != "identity"
+    except (InvalidModelError, TypeError, ValueError) as exc:
         raise ArtifactError(f"corrupt LLVM artifact: {exc}") from None
     return LLVMKernel(objects, native_cpu=cpu, settable_base=settable, ir=ir)
 
