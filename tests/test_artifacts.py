@@ -487,6 +487,7 @@ def test_loaded_artifacts_carry_the_ir(tmp_path):
 # digests), so many cases share a subprocess; a crash or hang still fails the test with the
 # case that caused it.
 SO_CASES = 600        # .so artifacts, over the three backends (+ pickled LLVM code)
+RESEALED_CASES = 100  # arrays libraries whose tables were changed and sealed again
 ENTRY_CASES = 25      # per kind of cache entry
 SO_TIMEOUT_S = 180
 
@@ -558,6 +559,38 @@ def _so_originals() -> dict[str, tuple[bytes, bytes]]:
                 pair.append(path.read_bytes())
             out[f"so:{backend}"] = tuple(pair)
     out["llvm-pickle"] = tuple(treecomp.compile(f, backend="llvm")._kernel.to_bytes() for f in (a, b))
+    return out
+
+
+def _resealed_table_mutants(rng, n: int) -> list[tuple[str, str, bytes]]:
+    """Arrays libraries of model a with bytes of their tables (the blob: every table, the
+    tables' .tc copy, the self-test rows) changed and then sealed again, as a forger would: the
+    seal vouches for them, so the loader's check of the tables (arrays_so.check_library) must
+    refuse every change that matters."""
+    import tempfile
+    from treecomp import toolchain
+    from treecomp.backends import arrays_so
+    a, _ = _so_forests()
+    p = treecomp.compile(a, backend="arrays")
+    _, blob = arrays_so.emit(p._kernel)
+    out = []
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "m.so"
+        p.save(path)
+        data = path.read_bytes()
+        at = data.find(blob)
+        assert at > 0 and data.find(blob, at + 1) < 0
+        for _ in range(n):
+            if rng.random() < 0.5:
+                what, d2 = "flip table bytes", _flip(rng, data, at, at + len(blob))
+            else:
+                b = bytearray(data)
+                for pos in rng.integers(at, at + len(blob), int(rng.integers(1, 4))):
+                    b[pos] = (b[pos] + 1) & 0xFF
+                what, d2 = "+1 on table bytes", bytes(b)
+            path.write_bytes(d2)
+            toolchain.seal(path)
+            out.append(("so:arrays-resealed", what, path.read_bytes()))
     return out
 
 
@@ -639,7 +672,9 @@ def test_mutated_shared_libraries_never_crash_or_lie(tmp_path):
     .rodata ...), +1 nudges, truncations, extensions, spliced and zeroed pages, another model's
     file: every mutated library is refused (ArtifactError) or, when it is a real artifact (a
     flip that changed nothing, a swapped-in model), answers exactly as the model it says it is.
-    Before the seal, 7,826 such mutants gave 939 crashes, 155 wrong answers and 6 hangs."""
+    Before the seal, 7,826 such mutants gave 939 crashes, 155 wrong answers and 6 hangs. And
+    arrays libraries whose tables were changed and sealed again: refused by the check of their
+    tables, or exact (a change in bytes nothing reads)."""
     rng = np.random.default_rng(32)
     originals = _so_originals()
     kinds = sorted(originals)
@@ -656,6 +691,7 @@ def test_mutated_shared_libraries_never_crash_or_lie(tmp_path):
         else:
             what, d = mutate_so(rng, data, other)
         cases.append((k, what, d))
+    cases += _resealed_table_mutants(rng, RESEALED_CASES)
     code = "from tests.test_artifacts import so_worker; so_worker({batch!r}, {progress!r})"
     batches = [cases[b::2] for b in range(2)]
     results, crashes = _run_batches(tmp_path, "so", batches, code, SO_TIMEOUT_S)
@@ -670,10 +706,14 @@ def test_mutated_shared_libraries_never_crash_or_lie(tmp_path):
     assert not bad, "\n".join(bad[:20])
     for b, batch in enumerate(batches):  # the real artifacts load and answer
         for i, (k, what, data) in enumerate(batch):
+            if k == "so:arrays-resealed":  # refused, or a change nothing reads (padding)
+                continue
             if what in ("unmutated", "the other model") or data in originals[k]:
                 assert results[(b, i)] == "ok", (k, what, results[(b, i)])
             else:
                 assert results[(b, i)].startswith("refused"), (k, what, results[(b, i)])
+    resealed = [r for (b, i), r in results.items() if batches[b][i][0] == "so:arrays-resealed"]
+    assert sum(r.startswith("refused") for r in resealed) > len(resealed) // 2, resealed
 
 
 # -- cache entries -------------------------------------------------------------------------------

@@ -242,6 +242,11 @@ class SharedLibrary:
 
     kind = "so"
 
+    @property
+    def lib(self) -> Any:
+        """The loaded library (ctypes.CDLL): for a backend's check_library."""
+        return self._lib
+
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         try:
@@ -290,11 +295,15 @@ class SharedLibrary:
                 raise ArtifactError(f"{self.path.name}: its meta JSON has base_link "
                                     f"{self.head.base_link!r} but the library has no {BASE_SYMBOL}") from None
             set_base(self.head, address)
+        self._lib = lib
+        from .backends import library_checker
+        check = library_checker(self.backend)
+        if check is not None:  # the backend's own checks (the arrays backend's tables)
+            check(self)
         predict.restype = ctypes.c_int32
         predict.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p,
                             ctypes.c_uint32]
         self._predict = predict
-        self._lib = lib
         #: (function, tables, isa, transform kind) for the small-batch entry (runtime/pyentry.c)
         self.entry = (ctypes.cast(predict, ctypes.c_void_p).value, 0, 0, 0)
         #: the artifact's TREECOMP_TRANSFORM is the library's own arithmetic (see c.py / llvm.py)

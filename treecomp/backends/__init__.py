@@ -34,6 +34,15 @@ def kernel_loader(kind: str) -> Callable[[bytes], Any]:
     raise ValueError(f"no backend loads artifacts of kind {kind!r}")
 
 
+def library_checker(backend: str) -> Callable[[Any], None] | None:
+    """`backend`'s check of a loaded shared library it wrote, beyond the seal every library
+    carries (``check_library(library)``, a loader.SharedLibrary: the arrays backend validates
+    the tables its library runs), or None."""
+    if backend not in _BACKENDS:
+        return None
+    return getattr(get(backend), "check_library", None)
+
+
 def kind_of_artifact(data: bytes) -> str | None:
     for name in _BACKENDS:
         mod = get(name)

@@ -383,6 +383,12 @@ def build(forest: Forest, progress: Callable[[str], None] | None = None, **overr
                         ir=forest if opts["ir"] else None)
 
 
+def check_library(library: Any) -> None:
+    """The backend interface's check of a loaded arrays library (arrays_so.check_library)."""
+    from .arrays_so import check_library as check
+    check(library)
+
+
 def load_bytes(data: bytes) -> Any:
     """A kernel from a table file (ArtifactError if it is corrupt or truncated): an ArraysKernel,
     or a linear.LinearKernel for a file with a linear section."""
