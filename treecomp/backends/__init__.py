@@ -3,7 +3,8 @@
 A backend module exposes ``NAME``, ``DEFAULTS`` (its options) and
 ``build(forest, progress=None, **options) -> kernel`` (see treecomp.loader for the kernel
 interface). Backends that write non-.so artifacts also expose ``MAGIC`` (the first bytes of their
-artifact files) and ``load_bytes(data) -> kernel``.
+artifact files) and ``load_bytes(data) -> kernel``; a backend whose .so can be checked beyond its
+seal exposes ``check_library(library)`` (library_checker: the arrays backend's tables).
 """
 
 from __future__ import annotations
