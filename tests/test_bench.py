@@ -188,6 +188,18 @@ def test_missing_extras_name_the_extra(tmp_path, monkeypatch, capsys):
     assert not list((tmp_path / "o").glob("*.png"))
 
 
+
+def test_missing_catboost_names_its_own_extra(tmp_path, monkeypatch, capsys):
+    """The bench extra holds scikit-learn, XGBoost and LightGBM, not catboost: its cases say
+    pip install 'treecomp[catboost]'."""
+    monkeypatch.setattr(bench_cases, "module_available", lambda m: m != "catboost")
+    assert bench_run.main(["--quick", "--cases", "cb-binary", "--output-dir", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "pip install 'treecomp[catboost]'" in err and "treecomp[bench]" not in err
+    assert bench_run.install_hint(["catboost", "xgboost"]) == \
+        "pip install 'treecomp[bench]' 'treecomp[catboost]'"
+
+
 def test_bench_shims_are_the_package_modules():
     """bench/ in a checkout is a thin entry point: bench.run *is* treecomp.benchmark.run."""
     import bench.cases
@@ -413,3 +425,104 @@ def test_compile_processes_forked_and_fresh(tmp_path):
         assert figs["compile_s"] > 0 and figs["artifact_bytes"] > 0 and figs["compile_rss_mib"] >= 0
     with pytest.raises(bench_run.Skip, match="unknown backend|KeyError|nope"):
         bench_run._compile_in_subprocess(ir, "nope", {}, tmp_path / "cache3", 120)
+
+
+def test_data_files_are_read_as_the_cli_reads_them(tmp_path):
+    """`--data` goes through treecomp.datafile: pandas' header of an unnamed frame (0,1,2,...)
+    is a header, not a row; its index column is left out; an ambiguous first line is refused."""
+    pd = pytest.importorskip("pandas")
+    X = np.random.default_rng(0).normal(size=(7, 3))
+    pd.DataFrame(X).to_csv(tmp_path / "a.csv", index=False)
+    np.testing.assert_array_equal(bench_cases.load_data(str(tmp_path / "a.csv"), 3), X)
+    pd.DataFrame(X).to_csv(tmp_path / "b.csv")
+    np.testing.assert_array_equal(bench_cases.load_data(str(tmp_path / "b.csv"), 3), X)
+    (tmp_path / "c.csv").write_text("3,5,8\n" + "\n".join(",".join(map(repr, r)) for r in X.tolist()))
+    with pytest.raises(ValueError, match="--header / --no-header"):
+        bench_cases.load_data(str(tmp_path / "c.csv"), 3)
+    np.testing.assert_array_equal(bench_cases.load_data(str(tmp_path / "c.csv"), 3, header=True), X)
+    assert bench_run.parse_args(["m.json", "--data", "x.csv", "--no-header"]).header is False
+
+
+_BLOCK_LIBRARY = """
+import importlib.abc, sys
+class _Absent(importlib.abc.MetaPathFinder):  # as if the library were not installed
+    def find_spec(self, name, path=None, target=None):
+        if name.split(".")[0] in {blocked!r}:
+            raise ModuleNotFoundError(f"No module named {{name!r}}", name=name)
+sys.meta_path.insert(0, _Absent())
+for m in [m for m in sys.modules if m.split(".")[0] in {blocked!r}]:
+    del sys.modules[m]
+"""
+
+
+def _png_title(path: Path) -> str:
+    from PIL import Image
+    with Image.open(path) as im:
+        return im.info.get("Title", "")
+
+
+@needs_cc
+def test_a_model_file_without_the_library_says_what_was_compared(tmp_path):
+    """`treecomp bench model.json` where the library is absent (no xgboost): the reference is
+    the treecomp interpreter and the baseline the Python walker, and the report, the summary
+    and the plot say so; nothing claims a comparison with the library."""
+    xgb = pytest.importorskip("xgboost")
+    pytest.importorskip("PIL")
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(300, 5))
+    b = xgb.train({"objective": "binary:logistic", "max_depth": 3}, xgb.DMatrix(X, (X[:, 0] > 0)), 5)
+    b.save_model(tmp_path / "model.json")
+    out = tmp_path / "out"
+    code = _BLOCK_LIBRARY.format(blocked=("xgboost",)) + (
+        "from treecomp.cli import main\n"
+        f"sys.argv = ['treecomp', 'bench', {str(tmp_path / 'model.json')!r}, '--quick', '--rows',\n"
+        f"            '300', '--strategies', 'walker,c', '--output-dir', {str(out)!r}]\n"
+        "main()\n")
+    env = dict(os.environ, TREECOMP_CACHE_DIR=str(tmp_path / "cache"))
+    proc = subprocess.run([sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    res = json.loads((out / "results.json").read_text())
+    assert "xgboost" not in res["machine"]            # the library really was absent
+    (case,) = res["cases"]
+    assert case["library"] is None and case["reference"] == "treecomp interpreter"
+    rows = {r["name"]: r for r in case["strategies"]}
+    assert rows["c"]["bit_exact"] is True and rows["walker"]["status"] == "ok"
+    report = (out / "report.md").read_text()
+    for text in (report, proc.stdout):
+        assert "all bit-exact vs treecomp interpreter" in text
+        assert "speedup) is over the Python walker" in text and "no library was measured" in text
+        assert "exact vs library" not in text and "over the library's own predict" not in text
+    assert "library = 1x" not in report and "the Python walker = 1x" in report
+    assert "compared with the library's" not in report
+    title = _png_title(out / "speedup.png")
+    assert "speedup over the Python walker" in title and "library" in title, title
+    assert "over the library" not in title
+    assert "bit-exact vs treecomp interpreter" in proc.stderr  # the progress log too
+
+
+def test_plot_and_headline_name_each_cases_reference():
+    """The words follow the references: the library everywhere, the walker everywhere (a model
+    file without its library), or both (then each case says which)."""
+    lib_case = {"name": "a", "title": "a", "n_rows": 10, "n_features": 2, "n_nodes": 100,
+                "library": "xgboost 9", "library_call": "predict", "reference": "xgboost 9",
+                "strategies": [_row("walker", "baseline", 1e6),
+                               _row("c", "treecomp", 500.0, exact={"raw": {}}, bit_exact=True),
+                               _row("library", "library", 1000.0)]}
+    bare_case = {"name": "b", "title": "b", "n_rows": 10, "n_features": 2, "n_nodes": 50,
+                 "library": None, "library_call": None, "reference": "treecomp interpreter",
+                 "strategies": [_row("walker", "baseline", 1e5),
+                                _row("c", "treecomp", 100.0, exact={"raw": {}}, bit_exact=True),
+                                _row("library", "library", None)]}
+    only_lib, only_bare, both = (_results(c) for c in ([lib_case], [bare_case], [lib_case, bare_case]))
+    t_lib, t_bare, t_both = (bench_report.speedup_title(bench_report.speedup_data(r))
+                             for r in (only_lib, only_bare, both))
+    assert "over the library's own predict" in t_lib and "walker" not in t_lib
+    assert "over the Python walker" in t_bare and "over the library" not in t_bare
+    assert "library's own predict" in t_both and "Python walker" in t_both
+    h_lib, h_bare, h_both = (bench_report.headline(r) for r in (only_lib, only_bare, both))
+    assert "treecomp exact vs library" in h_lib and "| all bit-exact |" in h_lib
+    assert "exact vs library" not in h_bare and "all bit-exact vs treecomp interpreter" in h_bare
+    assert "| all bit-exact vs xgboost 9 |" in h_both and "all bit-exact vs treecomp interpreter" in h_both
+    assert "over the library's own predict" in h_both and "Python walker" in h_both
+    assert "no library was measured" in h_bare and "walker" not in h_lib.split("\n\n")[1]

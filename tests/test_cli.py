@@ -285,22 +285,28 @@ def test_csv_with_empty_fields_reads_nan(lgbm_files, tmp_path):
 
 
 def test_read_data_csv_forms(tmp_path):
-    from treecomp.cli import read_data
+    from treecomp.datafile import read_rows
     (tmp_path / "a.csv").write_text("1.0,,3.0\n4,5,nan\n\n")
-    np.testing.assert_array_equal(read_data(str(tmp_path / "a.csv")),
+    np.testing.assert_array_equal(read_rows(str(tmp_path / "a.csv"), 3),
                                   [[1.0, np.nan, 3.0], [4.0, 5.0, np.nan]])
     (tmp_path / "h.txt").write_text("x,y,z\n1,2,3\n")  # a header; .txt is comma-separated too
-    np.testing.assert_array_equal(read_data(str(tmp_path / "h.txt")), [[1.0, 2.0, 3.0]])
+    np.testing.assert_array_equal(read_rows(str(tmp_path / "h.txt"), 3), [[1.0, 2.0, 3.0]])
     (tmp_path / "bad.csv").write_text("1,2,3\n4,oops,6\n")
-    with pytest.raises(ValueError, match=r"row 2, column 2: 'oops' is not a number"):
-        read_data(str(tmp_path / "bad.csv"))
+    with pytest.raises(ValueError, match=r"line 2, column 2: 'oops' is not a number"):
+        read_rows(str(tmp_path / "bad.csv"), 3, header=False)
+    # 1,2,3 could be a frame's column labels: stated, or refused
+    with pytest.raises(ValueError, match=r"cannot tell whether the first line is a header"):
+        read_rows(str(tmp_path / "bad.csv"), 3)
+    (tmp_path / "bad.csv").write_text("1,2,3.5\n4,oops,6\n")
+    with pytest.raises(ValueError, match=r"line 2, column 2: 'oops' is not a number"):
+        read_rows(str(tmp_path / "bad.csv"), 3)
     for empty in ("", "a,b\n"):
         (tmp_path / "empty.csv").write_text(empty)
         with pytest.raises(ValueError, match="no data rows"):
-            read_data(str(tmp_path / "empty.csv"))
+            read_rows(str(tmp_path / "empty.csv"), 2)
     (tmp_path / "ragged.csv").write_text("1,2,3\n4,5\n")
-    with pytest.raises(ValueError, match="row 2 has 2 fields"):
-        read_data(str(tmp_path / "ragged.csv"))
+    with pytest.raises(ValueError, match="line 2 has 2 comma-separated fields; the model takes 3"):
+        read_rows(str(tmp_path / "ragged.csv"), 3, header=False)
 
 
 def test_help_says_how_csv_headers_are_handled():
@@ -481,3 +487,231 @@ def test_compile_reports_each_step(model_file, tmp_path, monkeypatch):
     n = int(steps[0].rsplit("/", 1)[1].rstrip(")"))
     assert len(steps) == n and steps[-1].endswith(f"({n}/{n})")
     assert [int(s.rsplit("(", 1)[1].split("/")[0]) for s in steps] == list(range(1, n + 1))
+
+
+# -- issue 32: data files as pandas and numpy write them; artifacts described ----------------------
+
+@pytest.fixture(scope="module")
+def named_files(tmp_path_factory):
+    """A scikit-learn forest fitted on a DataFrame (feature names a, b, c, d; NaN accepted) as
+    a .tc, and rows with a few NaN."""
+    pd = pytest.importorskip("pandas")
+    from sklearn.ensemble import RandomForestRegressor
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(200, 4))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    frame = pd.DataFrame(X, columns=list("abcd"))
+    m = RandomForestRegressor(n_estimators=4, max_depth=4, random_state=0).fit(frame, np.nan_to_num(X[:, 0]))
+    d = tmp_path_factory.mktemp("named")
+    treecomp.compile(m, backend="arrays").save(d / "named.tc")
+    return {"tc": d / "named.tc", "model": m, "X": X[:12], "names": list("abcd")}
+
+
+def _writers(names):
+    """(label, write(path, X)) for every way pandas and numpy write a table of rows: column
+    names `names` where a writer names columns."""
+    pd = pytest.importorskip("pandas")
+    return [
+        ("pandas unnamed, index=False", lambda p, X: pd.DataFrame(X).to_csv(p, index=False)),
+        ("pandas unnamed, index=True", lambda p, X: pd.DataFrame(X).to_csv(p)),
+        ("pandas named, index=False", lambda p, X: pd.DataFrame(X, columns=names).to_csv(p, index=False)),
+        ("pandas named, index=True", lambda p, X: pd.DataFrame(X, columns=names).to_csv(p)),
+        ("pandas named index column", lambda p, X: pd.DataFrame(
+            X, columns=names, index=pd.Index([f"r{i}" for i in range(len(X))], name="id")).to_csv(p)),
+        ("pandas no header", lambda p, X: pd.DataFrame(X).to_csv(p, index=False, header=False)),
+        ("numpy savetxt", lambda p, X: np.savetxt(p, X, delimiter=",")),
+        ("numpy savetxt # header", lambda p, X: np.savetxt(p, X, delimiter=",", header=",".join(names))),
+        ("numpy savetxt header", lambda p, X: np.savetxt(p, X, delimiter=",", header=",".join(names),
+                                                         comments="")),
+    ]
+
+
+def _predict_csv(tc, path, out, *extra):
+    return CliRunner().invoke(main, ["predict", str(tc), str(path), "-o", str(out), *extra])
+
+
+@pytest.mark.parametrize("which", ["unnamed", "named"])
+def test_csv_files_as_pandas_and_numpy_write_them(lgbm_files, named_files, tmp_path, which):
+    """Every writer's file gives one prediction per row, the library's: pandas' header of an
+    unnamed frame (0,1,2,3) is a header, its index column is left out, numbers only are data."""
+    if which == "unnamed":  # a LightGBM model: no feature names, columns by position
+        tc, X, names = f"{lgbm_files['reg']}.tc", lgbm_files["X"][:12].copy(), ["p", "q", "r", "s"]
+        X[1, 2] = X[4, 0] = np.nan
+        import lightgbm as lgb
+        want = lgb.Booster(model_file=f"{lgbm_files['reg']}.txt").predict(X)
+    else:
+        tc, X, names = named_files["tc"], named_files["X"], named_files["names"]
+        pd = pytest.importorskip("pandas")
+        want = named_files["model"].predict(pd.DataFrame(X, columns=names))
+    for k, (label, write) in enumerate(_writers(names)):
+        path, out = tmp_path / f"x{k}.csv", tmp_path / f"p{k}.npy"
+        write(path, X)
+        res = _predict_csv(tc, path, out)
+        if label == "pandas named index column" and which == "unnamed":
+            # "id,p,q,r,s": which column is the extra one? Only the model's names would say
+            assert res.exit_code == 1 and _one_error_line(res), res.output
+            assert "has 5 comma-separated fields" in res.stderr and "index" in res.stderr
+            continue
+        assert res.exit_code == 0, (label, res.output)
+        got = np.load(out)
+        assert got.shape == want.shape, (label, path.read_text()[:200])
+        np.testing.assert_array_equal(got, want, err_msg=label)
+
+
+def test_an_all_missing_row_is_a_row(lgbm_files, tmp_path):
+    """pandas writes a row of NaN as ",,,": it is a row (a prediction), not a blank line."""
+    pd = pytest.importorskip("pandas")
+    X = lgbm_files["X"][:5].copy()
+    X[2] = np.nan
+    pd.DataFrame(X).to_csv(tmp_path / "x.csv", index=False)
+    assert ",,," in (tmp_path / "x.csv").read_text()
+    res = _predict_csv(f"{lgbm_files['reg']}.tc", tmp_path / "x.csv", tmp_path / "p.npy")
+    assert res.exit_code == 0, res.output
+    np.testing.assert_array_equal(np.load(tmp_path / "p.npy"),
+                                  treecomp.load(f"{lgbm_files['reg']}.tc").predict(X))
+
+
+def test_a_header_of_numbers_is_a_header_only_when_certain(lgbm_files, tmp_path):
+    """0..n-1 is pandas' header (said on stderr); other ascending whole numbers could be labels
+    or data: refused, naming --header / --no-header, which decide."""
+    tc = f"{lgbm_files['reg']}.tc"
+    pred = treecomp.load(tc)
+    X = lgbm_files["X"][:5]
+    body = "\n".join(",".join(repr(float(v)) for v in row) for row in X) + "\n"
+    (tmp_path / "range.csv").write_text("0,1,2,3\n" + body)
+    res = _predict_csv(tc, tmp_path / "range.csv", tmp_path / "p.npy")
+    assert res.exit_code == 0, res.output
+    assert "column labels" in res.stderr and "--no-header" in res.stderr
+    np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), pred.predict(X))
+    (tmp_path / "labels.csv").write_text("2,5,7,9\n" + body)
+    res = _predict_csv(tc, tmp_path / "labels.csv", tmp_path / "q.npy")
+    assert res.exit_code == 1 and _one_error_line(res), res.output
+    assert "--header / --no-header" in res.stderr and not (tmp_path / "q.npy").exists()
+    res = _predict_csv(tc, tmp_path / "labels.csv", tmp_path / "q.npy", "--header")
+    assert res.exit_code == 0, res.output
+    np.testing.assert_array_equal(np.load(tmp_path / "q.npy"), pred.predict(X))
+    res = _predict_csv(tc, tmp_path / "labels.csv", tmp_path / "r.npy", "--no-header")
+    assert res.exit_code == 0, res.output
+    np.testing.assert_array_equal(np.load(tmp_path / "r.npy"),
+                                  pred.predict(np.vstack([[2.0, 5, 7, 9], X])))
+    # a header alone: no rows, and --no-header reads the line as the one row it is
+    (tmp_path / "one.csv").write_text("0,1,2,3\n")
+    res = _predict_csv(tc, tmp_path / "one.csv", tmp_path / "s.npy")
+    assert res.exit_code == 1 and "no data rows" in res.stderr and "--no-header" in res.stderr
+    res = _predict_csv(tc, tmp_path / "one.csv", tmp_path / "s.npy", "--no-header")
+    assert res.exit_code == 0, res.output
+    np.testing.assert_array_equal(np.load(tmp_path / "s.npy"), pred.predict([[0.0, 1, 2, 3]]))
+    # numbers beside text in the first line: a bad data row or odd names; say which
+    (tmp_path / "mixed.csv").write_text("1.5,oops,3,4\n" + body)
+    res = _predict_csv(tc, tmp_path / "mixed.csv", tmp_path / "t.npy")
+    assert res.exit_code == 1 and "--header / --no-header" in res.stderr
+    res = _predict_csv(tc, tmp_path / "mixed.csv", tmp_path / "t.npy", "--no-header")
+    assert res.exit_code == 1 and "line 1, column 2: 'oops' is not a number" in res.stderr
+
+
+@pytest.mark.parametrize("sep, name", [(";", "semicolon"), ("\t", "tab"), ("|", "vertical bar"),
+                                       (" ", "space")])
+def test_another_delimiter_is_an_error_naming_it(lgbm_files, tmp_path, sep, name):
+    """A file separated by something else has the wrong number of columns: an error naming the
+    delimiter and --delimiter, never a header guess ("a;b" is not a name) or a misparse."""
+    pd = pytest.importorskip("pandas")
+    tc = f"{lgbm_files['reg']}.tc"
+    X = lgbm_files["X"][:6]
+    files = {"one line": lambda p: p.write_text(sep.join(repr(float(v)) for v in X[0]) + "\n"),
+             "pandas": lambda p: pd.DataFrame(X).to_csv(p, sep=sep, index=False),
+             "numpy": lambda p: np.savetxt(p, X, delimiter=sep)}
+    for label, write in files.items():
+        write(tmp_path / "x.csv")
+        res = _predict_csv(tc, tmp_path / "x.csv", tmp_path / "p.npy")
+        assert res.exit_code == 1 and _one_error_line(res), (label, res.output)
+        assert f"looks {name}-separated" in res.stderr and f"--delimiter {sep!r}" in res.stderr, label
+        assert not (tmp_path / "p.npy").exists()
+        res = _predict_csv(tc, tmp_path / "x.csv", tmp_path / "p.npy", "--delimiter", sep)
+        assert res.exit_code == 0, (label, res.output)
+        want = treecomp.load(tc).predict(X[:1] if label == "one line" else X)
+        np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), want, err_msg=label)
+        (tmp_path / "p.npy").unlink()
+
+
+def test_csv_column_counts_and_names_are_checked(lgbm_files, named_files, tmp_path):
+    """A file with another number of columns, or a header naming other columns than a named
+    model's (or its names in another order), is refused with what is wrong, as a DataFrame is."""
+    pd = pytest.importorskip("pandas")
+    X = named_files["X"]
+    cases = [
+        ("index without header", lambda p: pd.DataFrame(X).to_csv(p, header=False), "index"),
+        ("too few", lambda p: pd.DataFrame(X[:, :3]).to_csv(p, index=False), "takes 4 features"),
+        ("reordered", lambda p: pd.DataFrame(X[:, ::-1], columns=list("dcba")).to_csv(p, index=False),
+         "not the model's feature names"),
+        ("renamed", lambda p: pd.DataFrame(X, columns=list("wxyz")).to_csv(p, index=False),
+         "not the model's feature names"),
+    ]
+    for label, write, needle in cases:
+        write(tmp_path / "x.csv")
+        res = _predict_csv(named_files["tc"], tmp_path / "x.csv", tmp_path / "p.npy")
+        assert res.exit_code == 1 and _one_error_line(res), (label, res.output)
+        assert needle in res.stderr, (label, res.stderr)
+        assert not (tmp_path / "p.npy").exists()
+    # a model without names reads a named header's columns by position
+    pd.DataFrame(lgbm_files["X"], columns=list("wxyz")).to_csv(tmp_path / "x.csv", index=False)
+    res = _predict_csv(f"{lgbm_files['reg']}.tc", tmp_path / "x.csv", tmp_path / "p.npy")
+    assert res.exit_code == 0, res.output
+
+
+def test_delimiter_spellings(lgbm_files, tmp_path):
+    """A tab as "tab" or backslash-t (what a shell passes for '\\t'); a bad one is a usage error."""
+    tc = f"{lgbm_files['reg']}.tc"
+    X = lgbm_files["X"][:4]
+    np.savetxt(tmp_path / "x.txt", X, delimiter="\t")
+    want = treecomp.load(tc).predict(X)
+    for spelling in ("tab", "\\t", "\t"):
+        res = _predict_csv(tc, tmp_path / "x.txt", tmp_path / "p.npy", "--delimiter", spelling)
+        assert res.exit_code == 0, (spelling, res.output)
+        np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), want)
+    for bad in ("ab", "1", ".", ""):
+        res = _predict_csv(tc, tmp_path / "x.txt", tmp_path / "q.npy", "--delimiter", bad)
+        assert res.exit_code == 2 and _one_error_line(res) and "--delimiter" in res.stderr, (bad, res.output)
+
+
+def _field(res, name: str) -> str:
+    return next(ln for ln in res.output.splitlines() if ln.startswith(f"{name}:"))[len(name) + 1:].strip()
+
+
+@pytest.mark.parametrize("backend, suffix", [("arrays", ".tc"), ("arrays", ".so"), ("c", ".so"),
+                                             ("llvm", ".so")])
+def test_inspect_describes_an_artifact(model_file, tmp_path, backend, suffix):
+    """`treecomp inspect` on a compiled artifact describes it from its own metadata (read
+    through treecomp.load): backend, treecomp version, trees, features, outputs, classes, and
+    the model's digest, the one `inspect` prints for the model file."""
+    if suffix == ".so" and not toolchain.have_compiler():
+        pytest.skip("no C compiler")
+    path, m, _ = model_file
+    art = tmp_path / f"m{suffix}"
+    res = CliRunner().invoke(main, ["compile", str(path), "-o", str(art), "--backend", backend])
+    assert res.exit_code == 0, res.output
+    res = CliRunner().invoke(main, ["inspect", str(art)])
+    assert res.exit_code == 0, res.output
+    assert "cannot tell" not in res.output
+    assert _field(res, "artifact").startswith(f"m{suffix} (" + ("a table file" if suffix == ".tc"
+                                                                else "a shared library"))
+    assert _field(res, "backend").split(";")[0] == backend
+    if backend == "arrays" and suffix == ".tc":  # the kernel loaded here picks an instruction set
+        assert "instruction set" in _field(res, "backend")
+    assert _field(res, "written by") == f"treecomp {treecomp.__version__}"
+    assert _field(res, "kind").startswith("classifier")
+    assert _field(res, "classes") == "[0, 1, 2]"
+    assert _field(res, "trees") == "5"
+    assert _field(res, "features") == "6"
+    assert _field(res, "outputs").startswith("3 raw margin")
+    model = CliRunner().invoke(main, ["inspect", str(path)])
+    assert _field(res, "digest") == _field(model, "digest")
+
+
+def test_inspect_names_a_broken_artifact(tmp_path):
+    """A file that starts like an artifact but is not one: one line saying so."""
+    (tmp_path / "x.so").write_bytes(b"\x7fELF" + b"\x00" * 60)
+    (tmp_path / "x.tc").write_bytes(b"TCARRAYS" + b"\x00" * 60)
+    for name in ("x.so", "x.tc"):
+        res = CliRunner().invoke(main, ["inspect", str(tmp_path / name)])
+        assert res.exit_code == 1 and _one_error_line(res), res.output
+        assert name in res.stderr and "cannot tell the model format" not in res.stderr

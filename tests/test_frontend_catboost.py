@@ -588,3 +588,92 @@ def test_onehot_hostile(tmp_path):
     for bad in ([[9, [1]]], [[1, "ab"]], {"1": [1]}):
         with pytest.raises(InvalidModelError, match="category_hashes"):
             Head.from_json(json.dumps(dict(meta, category_hashes=bad)))
+
+
+def _relisted(doc: dict, cat: int, order: list[int]) -> dict:
+    """`doc` with categorical feature `cat`'s one-hot values listed in `order` (positions in the
+    original list, repeats allowed) and every one-hot split on it moved to its value's first
+    new position, so split_index, value and the list stay consistent (catboost reads the
+    split_index; treecomp checks the value against it)."""
+    d = json.loads(json.dumps(doc))
+    feats = d["features_info"]["categorical_features"]
+    old = feats[cat]["values"]
+    feats[cat]["values"] = [old[i] for i in order]
+    # bin features: every float border, then the one-hot values feature by feature
+    start = sum(len(f["borders"]) for f in d["features_info"].get("float_features", []))
+    starts, pos = {}, start
+    for i, f in enumerate(feats):
+        if f.get("values"):
+            starts[i] = pos
+            pos += len(f["values"])
+    old_starts, pos = {}, start
+    for i, f in enumerate(json.loads(json.dumps(doc))["features_info"]["categorical_features"]):
+        if f.get("values"):
+            old_starts[i] = pos
+            pos += len(f["values"])
+
+    def move(s):
+        if s.get("split_type") == "FloatFeature":
+            return
+        k = s["split_index"]
+        for i in sorted(old_starts, reverse=True):
+            if k >= old_starts[i]:
+                off = k - old_starts[i]
+                s["split_index"] = starts[i] + (order.index(off) if i == cat else off)
+                return
+
+    for t in d["oblivious_trees"]:
+        for s in t["splits"] or []:
+            move(s)
+    return d
+
+
+@pytest.mark.parametrize("order", [[0, 1, 2, 3, 4, 0], [0, 1, 2, 3, 4, 1, 1],
+                                   [0, 0, 1, 2, 3, 4], [0, 1, 0, 2, 3, 4],
+                                   [2, 0, 1, 2, 3, 4, 3, 0], [4, 3, 2, 1, 0, 3]])
+def test_onehot_value_listed_twice(order, tmp_path):
+    """A one-hot value listed more than once: CatBoost binarises a row as the OR of
+    (position + 1) over its value's positions and a split fires on an equal byte, so the
+    value's rows may meet no split of theirs, or another value's (1 | 2 == 3): as catboost
+    predicts from the JSON file and from the .cbm it saves of it."""
+    m = cb.CatBoostRegressor(**OH).fit(XO, YO, cat_features=[1, 2])
+    m.save_model(str(tmp_path / "m.json"), format="json")
+    doc = json.loads((tmp_path / "m.json").read_text())
+    cat = next(i for i, f in enumerate(doc["features_info"]["categorical_features"])
+               if len(f.get("values", [])) == 5)
+    path = tmp_path / "dup.json"
+    path.write_text(json.dumps(_relisted(doc, cat, order)))
+    loaded = cb.CatBoostRegressor()
+    loaded.load_model(str(path), format="json")
+    loaded.save_model(str(tmp_path / "dup.cbm"))
+    f = treecomp.parse(m)
+    T = onehot_rows(f, seed=3)
+    want = loaded.predict(T)
+    assert not np.array_equal(want, m.predict(T))  # the repeat changes catboost's answers
+    for src in (path, tmp_path / "dup.cbm"):
+        g = treecomp.parse(src)
+        assert_same(want, interp.predict(g, T))
+        assert_same(want, treecomp.compile(g, backend="arrays").predict(T))
+
+
+def test_tree_without_splits_null_in_json(tmp_path):
+    """CatBoost writes an oblivious tree without splits as "splits": null (and reads null, or
+    no "splits" at all, as none): read as a one-leaf tree."""
+    m = cb.CatBoostRegressor(**BASE).fit(X, X0[:, 0] * 2 + X0[:, 2])
+    m.save_model(str(tmp_path / "m.json"), format="json")
+    doc = json.loads((tmp_path / "m.json").read_text())
+    doc["oblivious_trees"][1].update(splits=[], leaf_values=[0.25], leaf_weights=[10])
+    (tmp_path / "empty.json").write_text(json.dumps(doc))
+    loaded = cb.CatBoostRegressor()
+    loaded.load_model(str(tmp_path / "empty.json"), format="json")
+    loaded.save_model(str(tmp_path / "null.json"), format="json")
+    assert json.loads((tmp_path / "null.json").read_text())["oblivious_trees"][1]["splits"] is None
+    del doc["oblivious_trees"][1]["splits"]
+    (tmp_path / "absent.json").write_text(json.dumps(doc))
+    for name in ("empty", "null", "absent"):
+        path = tmp_path / f"{name}.json"
+        lib = cb.CatBoostRegressor()
+        lib.load_model(str(path), format="json")
+        f = treecomp.parse(path)
+        assert f.trees[1].n_nodes == 1
+        assert_same(lib.predict(X), interp.predict(f, X))

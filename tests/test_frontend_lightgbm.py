@@ -96,7 +96,8 @@ def test_zoo_covers_what_it_claims():
     assert forests["file_binary_categorical"].stats()["categorical"]
     assert forests["wrapper_classifier_binary"].decision == "proba_gt_half"
     assert forests["wrapper_classifier_multiclass"].decision == "argmax_proba"
-    assert forests["rf_regression"].average and forests["rf_binary"].average
+    assert all(forests[n].output_divisor == 10 for n in ("rf_regression", "rf_binary"))
+    assert forests["rf_multiclass"].output_divisor == 6 and forests["rf_multiclass"].n_outputs == 3
     assert forests["constant"].trees[0].n_nodes == 1
     # early stopping really cut trees, and the parsed forest follows best_iteration
     b = zoo.get("lightgbm:early_stopping_booster").model
@@ -118,14 +119,90 @@ def test_num_iteration_argument():
         assert_same(case.model.predict(case.X, num_iteration=k), interp.predict(f, case.X))
 
 
-def test_random_forest_raw_is_the_average():
-    """LightGBM's raw_score=True in rf mode is the undivided sum; the IR's raw is sum / n_iter."""
-    for name in ("lightgbm:rf_regression", "lightgbm:rf_binary"):
-        case = zoo.get(name)
-        f = treecomp.parse(case.model)
-        raw = case.model.predict(case.X, raw_score=True)
-        assert_same(raw / case.model.current_iteration(), interp.decision_function(f, case.X))
-        assert not np.array_equal(raw, interp.decision_function(f, case.X))
+@pytest.mark.parametrize("objective", ["regression", "binary", "multiclass", "poisson"])
+def test_random_forest_mode_divides_in_predict_only(objective, tmp_path):
+    """LightGBM 4.7's rf mode (average_output): GBDT::Predict divides by the number of
+    iterations before the transform; raw_score=True, pred_contrib=True and pred_leaf=True do
+    not divide. Every Predictor path (the small-batch entry, batches, each backend, a
+    num_iteration cut) and the artifacts' C entry point, raw and transformed."""
+    import ctypes
+    rng = np.random.default_rng(11)
+    X = rng.normal(size=(300, 4))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    s = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) ** 2
+    y = {"regression": s, "binary": s > 1, "poisson": np.abs(s),
+         "multiclass": np.digitize(s, [0.3, 1.5])}[objective].astype(float)
+    b = lgb.train({**BASE, "objective": objective, "boosting": "rf", "bagging_freq": 1,
+                   "bagging_fraction": 0.6, "num_leaves": 6, "min_data_in_leaf": 5,
+                   **({"num_class": 3} if objective == "multiclass" else {})},
+                  lgb.Dataset(X, y), 7)
+    f = treecomp.parse(b)
+    assert f.output_divisor == 7 and not f.average
+    rows = np.vstack([X[:80], special_rows(X, 4)])
+    raw = b.predict(rows, raw_score=True)
+    assert not np.array_equal(raw.reshape(-1), b.predict(rows).reshape(-1))  # it does divide
+    assert_same(b.predict(rows), interp.predict(f, rows))
+    assert_same(raw, interp.decision_function(f, rows))
+    for k in (1, 3):
+        g = parse_lightgbm_string(b.model_to_string(), num_iteration=k)
+        assert_same(b.predict(rows, num_iteration=k), interp.predict(g, rows))
+        assert_same(b.predict(rows, num_iteration=k, raw_score=True), interp.decision_function(g, rows))
+    leaves = b.predict(rows, pred_leaf=True)
+    contrib = b.predict(rows, pred_contrib=True)
+    for backend in ("arrays", "c", "llvm"):
+        p = treecomp.compile(f, backend=backend)
+        for Z in (rows, rows[:1], rows[:5]):
+            assert_same(b.predict(Z), p.predict(Z))
+            assert_same(b.predict(Z, raw_score=True), p.decision_function(Z))
+        assert_same(leaves, p.apply(rows))
+        c = p.contributions(rows).reshape(contrib.shape)  # TreeSHAP: a few ULP, undivided
+        np.testing.assert_allclose(c, contrib, rtol=0, atol=1e-9 * np.abs(contrib).max())
+        # the artifact's C entry point: TREECOMP_RAW the undivided sum, TREECOMP_TRANSFORM
+        # predict's values (the division, then the link)
+        so = tmp_path / f"{backend}.so"
+        p.save(so)
+        lib = ctypes.CDLL(str(so))
+        lib.treecomp_predict.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64,
+                                         ctypes.c_void_p, ctypes.c_uint32]
+        Z = np.ascontiguousarray(rows)
+        for flags, want in ((0, raw), (1, b.predict(rows))):
+            out = np.zeros((len(Z), f.n_outputs))
+            assert lib.treecomp_predict(Z.ctypes.data, 64, len(Z), out.ctypes.data, flags) == 0
+            assert_same(np.asarray(want).reshape(out.shape), out)
+
+
+def test_random_forest_mode_classifier_wrapper():
+    """LGBMClassifier(boosting_type="rf"): probabilities and labels from the divided sums,
+    decision_function (raw_score) from the undivided ones."""
+    rng = np.random.default_rng(12)
+    X = rng.normal(size=(300, 4))
+    y = np.digitize(X[:, 0] + X[:, 1] ** 2, [0.3, 1.5])
+    for yy in (y > 0, y):
+        m = lgb.LGBMClassifier(boosting_type="rf", subsample=0.6, subsample_freq=1, n_estimators=5,
+                               num_leaves=6, min_child_samples=5, verbose=-1, n_jobs=1).fit(X, yy)
+        p = treecomp.compile(m, backend="arrays")
+        for Z in (X, X[:2]):
+            assert_same(m.predict_proba(Z), p.predict_proba(Z))
+            assert_same(m.predict(Z), p.predict(Z))
+            assert_same(m.predict(Z, raw_score=True), p.decision_function(Z))
+
+
+def test_random_forest_ir_round_trip_and_old_artifacts():
+    """output_divisor is saved with the IR and the artifact's head; IR files and heads without
+    it (every other model, older files) read as 1."""
+    from treecomp import ir
+    f = treecomp.parse(zoo.get("lightgbm:rf_binary").model)
+    g = ir.Forest.from_bytes(f.to_bytes())
+    assert g.output_divisor == f.output_divisor > 1 and g.digest() == f.digest()
+    h = ir.head_of(f)
+    assert ir.Head.from_json(h.to_json()).output_divisor == f.output_divisor
+    plain = f.replace(output_divisor=1)
+    assert "output_divisor" not in plain.meta() and plain.digest() != f.digest()
+    for bad in (0, -3, 2.0, True, 1 << 40):
+        with pytest.raises(InvalidModelError, match="output_divisor"):
+            f.replace(output_divisor=bad)
+    with pytest.raises(InvalidModelError, match="output_divisor"):
+        f.replace(average=True)
 
 
 # -- categorical corner cases -----------------------------------------------------------------
@@ -440,8 +517,6 @@ def _small_text(**params) -> str:
     ({"objective": "regression", "reg_sqrt": True}, "reg_sqrt"),
     ({"objective": "binary", "sigmoid": 0.5}, "sigmoid scale"),
     ({"objective": "cross_entropy_lambda"}, "cross_entropy_lambda"),
-    ({"objective": "multiclass", "num_class": 2, "boosting": "rf", "bagging_freq": 1,
-      "bagging_fraction": 0.5}, "random-forest"),
 ])
 def test_unsupported_objectives(params, match):
     with pytest.raises(UnsupportedModelError, match=match):

@@ -321,3 +321,27 @@ def test_native_and_numpy_linear_leaves_agree(models, name):
         bad[3, 2] = v
         with pytest.raises(RuntimeError, match="outside its tree"):
             k.tables.margins(Z, bad)
+
+
+def test_random_forest_mode_linear_trees(tmp_path):
+    """rf mode with linear trees: raw margins undivided (raw_score), predict divided by the
+    iterations, through the Predictor and every backend's .so (TREECOMP_RAW / _TRANSFORM)."""
+    import ctypes
+    b, X = _train("binary", 5, 4, boosting="rf", bagging_freq=1, bagging_fraction=0.6)
+    f = treecomp.parse(b)
+    assert f.is_linear and f.output_divisor == 5
+    rows = _rows(b, X, 5)
+    for backend in BACKENDS:
+        p = treecomp.compile(b, backend=backend)
+        np.testing.assert_array_equal(p.predict(rows), b.predict(rows), strict=True)
+        np.testing.assert_array_equal(p.decision_function(rows), b.predict(rows, raw_score=True),
+                                      strict=True)
+        p.save(tmp_path / f"{backend}.so")
+        lib = ctypes.CDLL(str(tmp_path / f"{backend}.so"))
+        lib.treecomp_predict.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64,
+                                         ctypes.c_void_p, ctypes.c_uint32]
+        Z = np.ascontiguousarray(rows)
+        for flags, want in ((0, b.predict(rows, raw_score=True)), (1, b.predict(rows))):
+            out = np.zeros(len(Z))
+            assert lib.treecomp_predict(Z.ctypes.data, 64, len(Z), out.ctypes.data, flags) == 0
+            np.testing.assert_array_equal(out, want)

@@ -303,9 +303,12 @@ def edge_grid(rng, n, n_features):
 CASES = {  # name: (encoding, n_targets, post_transform, aggregate, base, leaf targets)
     "v3_sum": ("v3", 1, "NONE", "SUM", [0.25], 1),
     "v3_average": ("v3", 1, "NONE", "AVERAGE", None, 1),
-    "v3_targets_logistic": ("v3", 3, "LOGISTIC", "SUM", [0.5, -1.0, 0.0], 2),
+    # (a non-zero base value needs a tree scoring its target at every leaf: ORT writes 0 for
+    # a target no tree scored on a row; test_base_values_of_targets_not_always_scored)
+    "v3_targets_logistic": ("v3", 3, "LOGISTIC", "SUM", [0.5, -1.0, 0.0], 3),
     "v3_targets_softmax": ("v3", 3, "SOFTMAX", "SUM", None, 3),
-    "v3_targets_softmax_zero": ("v3", 4, "SOFTMAX_ZERO", "SUM", [0.0, 0.0, 1.0, 0.0], 1),
+    "v3_targets_softmax_zero": ("v3", 4, "SOFTMAX_ZERO", "SUM", [0.0, 0.0, 0.0, 0.0], 1),
+    "v3_targets_softmax_zero_base": ("v3", 4, "SOFTMAX_ZERO", "SUM", [0.0, 0.0, 1.0, 0.0], 4),
     "v3_targets_average": ("v3", 2, "SOFTMAX", "AVERAGE", None, 2),
     "v3_one_target_logistic": ("v3", 1, "LOGISTIC", "SUM", None, 1),  # ORT ignores it
     "v1_targets_softmax": ("v1", 2, "SOFTMAX", "SUM", [1.0, -1.0], 2),  # ai.onnx.ml opset 1
@@ -365,6 +368,20 @@ def test_member_and_equality_edges():
                     {"leaf": {0: F32(1.0)}}, {"leaf": {0: F32(2.0)}}]
             model = v5_model([tree], 2, 1) if mode == "BRANCH_MEMBER" else v3_model([tree], 2, 1)
             check(model, X, backends=("arrays",))
+
+
+@pytest.mark.parametrize("v5", [False, True])
+def test_missing_value_tracks_true_is_one_only(v5):
+    """ORT sends NaN to the TRUE branch where nodes_missing_value_tracks_true is 1, and for
+    any other value (0, 2, -1) to the FALSE branch: in opset 3 and opset 5 alike."""
+    X = np.array([[np.nan, 0.0], [0.0, np.nan], [np.nan, np.nan], [1.0, 1.0], [0.0, 0.0]], F32)
+    for miss in (0, 1, 2, -1, 7):
+        tree = [{"f": 0, "mode": "BRANCH_LEQ", "val": F32(0.5), "miss": miss, "t": 1, "e": 2},
+                {"f": 1, "mode": "BRANCH_GT", "val": F32(0.5), "miss": miss, "t": 3, "e": 4},
+                {"leaf": {0: F32(1.0)}}, {"leaf": {0: F32(2.0)}}, {"leaf": {0: F32(3.0)}}]
+        model = v5_model([tree], 2, 1) if v5 else v3_model([tree], 2, 1)
+        f = check(model, X)
+        assert interp.predict(f, X[:1])[0] == (3.0 if miss == 1 else 1.0), miss
 
 
 # -- refusals and corrupt input ---------------------------------------------------------------
@@ -493,3 +510,153 @@ def test_hostile_files(tmp_path):
     (tmp_path / "x.onnx").write_bytes(b"\x00\x01garbage")
     with pytest.raises(InvalidModelError):
         treecomp.parse(tmp_path / "x.onnx")
+
+
+def test_claims_the_file_cannot_back_are_refused(tmp_path):
+    """A 516-byte file with n_targets = 2^20 and SOFTMAX made ORT-sized outputs (23 GB for 200
+    rows): targets no leaf and no base value writes are refused, and so is a tree whose few
+    weights span a huge target range (dense IR leaves); before any large allocation."""
+    import tracemalloc
+    for v5 in (False, True):
+        tree = [{"f": 0, "mode": "BRANCH_LEQ", "val": F32(0.5), "miss": 0, "t": 1, "e": 2},
+                {"leaf": {0: F32(1.0)}}, {"leaf": {0: F32(2.0)}}]
+        model = v5_model([tree], 2, 1 << 20, post=2) if v5 else v3_model([tree], 2, 1 << 20, "SOFTMAX")
+        p = tmp_path / "claim.onnx"
+        p.write_bytes(model.SerializeToString())
+        assert p.stat().st_size < 600
+        tracemalloc.start()
+        with pytest.raises(UnsupportedModelError, match="n_targets=1048576"):
+            treecomp.parse(p)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert peak < 20e6, peak
+        # targets backed by base values are real outputs (0 where none is scored: ORT's rule)
+        if not v5:
+            backed = v3_model([tree], 2, 4, "SOFTMAX", base=[0.5, 0.0, 0.0, 0.0])
+            check(backed, np.array([[0.0, 0.0], [1.0, 0.0], [np.nan, 0.0]], F32))
+    sparse = [{"f": 0, "mode": "BRANCH_LEQ", "val": F32(0.5), "miss": 0, "t": 1, "e": 2},
+              {"leaf": {0: F32(1.0)}}, {"leaf": {(1 << 20) - 1: F32(2.0)}}]
+    with pytest.raises(UnsupportedModelError, match="dense leaf values"):
+        treecomp.parse(v3_model([sparse], 2, 1 << 20))
+
+
+@pytest.mark.parametrize("post", ["LOGISTIC", "SOFTMAX", "SOFTMAX_ZERO"])
+def test_transforms_run_in_blocks(post, monkeypatch):
+    """ORT's post transforms in numpy peak near the size of what they return (they peaked at
+    ~30x: a dozen float64 temporaries of the whole batch inside expf), and the blocks change
+    no bit: against ORT, and against one block for the whole batch."""
+    import tracemalloc
+    from treecomp import outputs
+    rng = np.random.default_rng(21)
+    model = v3_model(random_trees(rng, 8, 4, 3, False, leaf_targets=3), 4, 3, post)
+    p = treecomp.compile(model, backend="arrays")
+    X = edge_grid(rng, 300_000, 4)
+    p.predict(X[:10])
+    tracemalloc.start()
+    got = p.predict(X)
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    # the margins, the outputs, and one block's temporaries (at most 16 float64 arrays of a
+    # block): was ~30x the outputs (108 MB here)
+    assert peak < 2 * got.nbytes + 16 * 8 * outputs.TRANSFORM_BLOCK, (peak, got.nbytes)
+    assert_same(ort_outputs(model, X)[1], got)
+    monkeypatch.setattr(outputs, "TRANSFORM_BLOCK", 1 << 40)
+    assert_same(got, p.predict(X))
+    monkeypatch.setattr(outputs, "TRANSFORM_BLOCK", 5)  # blocks of 2 rows, the last one of 3
+    assert_same(got[:7], p.predict(X[:7]))
+
+
+def test_base_values_of_targets_not_always_scored():
+    """ORT 1.32 writes has_score ? score + base : 0 for each target of a several-target
+    regressor: a non-zero base value of a target that some rows get no score for is refused
+    (it was added to every row); zero base values, or a target scored on every row, are exact."""
+    X = np.array([[0.0, 0.0], [1.0, 0.0], [np.nan, 1.0]], F32)
+    tree = [{"f": 0, "mode": "BRANCH_LEQ", "val": F32(0.5), "miss": 0, "t": 1, "e": 2},
+            {"leaf": {0: F32(1.0), 1: F32(0.25)}}, {"leaf": {0: F32(2.0)}}]
+    for post in ("NONE", "SOFTMAX"):
+        with pytest.raises(UnsupportedModelError, match="target 1 has a non-zero base value"):
+            treecomp.parse(v3_model([tree], 2, 2, post, base=[0.3, 0.5]))
+        check(v3_model([tree], 2, 2, post, base=[0.3, 0.0]), X)
+        check(v3_model([tree], 2, 3, post, base=[0.3, 0.0, 0.0]), X)
+        full = [dict(nd) for nd in tree]
+        full[2] = {"leaf": {0: F32(2.0), 1: F32(-1.0)}}
+        check(v3_model([full], 2, 2, post, base=[0.3, 0.5]), X)
+
+
+def _after_scores(model, op, const, *, first=False, node_const=False, dtype=TensorProto.FLOAT,
+                  dims=None, on="scores"):
+    """`model` (a classifier: outputs label, scores) with `op`(scores, const) as its score output."""
+    m = model
+    vals = np.atleast_1d(np.asarray(const, np.float64)).tolist()
+    dims = list(np.shape(const)) if dims is None else dims
+    tensor = helper.make_tensor("c", dtype, dims, vals)
+    if node_const:
+        m.graph.node.append(helper.make_node("Constant", [], ["c"], value=tensor))
+    else:
+        m.graph.initializer.append(tensor)
+    ins = ["c", on] if first else [on, "c"]
+    m.graph.node.append(helper.make_node(op, ins, ["out"]))
+    for o in m.graph.output:
+        if o.name == on:
+            o.name = "out"
+    return m
+
+
+def _classifier(K, seed=50):
+    rng = np.random.default_rng(seed)
+    if K == 2:  # one score per row (weights for class 0 only), LOGISTIC: onnxmltools' binary layout
+        return v3_model(random_trees(rng, 8, 3, 1, False), 3, 1, "LOGISTIC", labels=[0, 1]), rng
+    return v3_model(random_trees(rng, 8, 3, K, False, leaf_targets=K), 3, K, "SOFTMAX",
+                    labels=list(range(10, 10 + K))), rng
+
+
+@pytest.mark.parametrize("how", [dict(op="Mul", const=1.0), dict(op="Mul", const=1.0, first=True),
+                                 dict(op="Mul", const=[1.0]), dict(op="Mul", const=[[1.0, 1.0, 1.0]]),
+                                 dict(op="Mul", const=1.0, node_const=True),
+                                 dict(op="Div", const=1.0), dict(op="Add", const=-0.0),
+                                 dict(op="Add", const=-0.0, first=True), dict(op="Sub", const=0.0)])
+def test_identity_arithmetic_after_the_ensemble(how):
+    """onnxmltools' LightGBM classifier ends in Mul(probabilities, 1.0): arithmetic by an
+    identity constant changes no bit, so the graph is read (outputs against ORT)."""
+    for K in (2, 3):
+        if K == 2 and np.ndim(how["const"]) == 2:
+            continue
+        model, rng = _classifier(K)
+        model = _after_scores(model, **how)
+        check(model, edge_grid(rng, 200, 3))
+
+
+@pytest.mark.parametrize("how, match", [
+    (dict(op="Mul", const=2.0), "changes no value"),
+    (dict(op="Mul", const=[1.0, 2.0, 1.0]), "changes no value"),
+    (dict(op="Add", const=0.0), "changes no value"),          # -0.0 + 0.0 is +0.0
+    (dict(op="Sub", const=-0.0), "changes no value"),
+    (dict(op="Sub", const=0.0, first=True), "second operand"),  # 0 - x
+    (dict(op="Div", const=1.0, first=True), "second operand"),  # 1 / x
+    (dict(op="Mul", const=1.0, dtype=TensorProto.DOUBLE), "DOUBLE"),
+    (dict(op="Mul", const=[[1.0], [1.0]]), "shape"),          # (2, 1): would broadcast rows
+    (dict(op="Mul", const=[[[1.0]]]), "shape"),                # rank 3
+    (dict(op="Mul", const=[1.0, 1.0]), "shape"),               # 2 columns for 3 classes
+    (dict(op="Mul", const=1.0, on="label"), "labels"),
+])
+def test_arithmetic_that_changes_values_is_refused(how, match):
+    model, _ = _classifier(3)
+    with pytest.raises(UnsupportedModelError, match=match):
+        treecomp.parse(_after_scores(model, **how))
+
+
+def test_identity_arithmetic_with_zipmap():
+    """Mul before ZipMap is read (outputs against ORT); after it (on the maps) it is refused,
+    as ORT refuses it."""
+    model, rng = _classifier(3)
+    model = _after_scores(model, "Mul", 1.0)
+    model.graph.node.append(helper.make_node("ZipMap", ["out"], ["zm"], domain="ai.onnx.ml",
+                                             classlabels_int64s=[10, 11, 12]))
+    model.graph.output[1].CopyFrom(helper.make_value_info(
+        "zm", helper.make_sequence_type_proto(helper.make_map_type_proto(TensorProto.INT64,
+                                                                         helper.make_tensor_type_proto(TensorProto.FLOAT, [])))))
+    check(model, edge_grid(rng, 100, 3))
+    model.graph.initializer.append(helper.make_tensor("c2", TensorProto.FLOAT, [], [1.0]))
+    model.graph.node.append(helper.make_node("Mul", ["zm", "c2"], ["bad"]))
+    with pytest.raises(UnsupportedModelError, match="ZipMap"):
+        treecomp.parse(model)

@@ -333,6 +333,71 @@ def test_corrupt_pickle_file(tmp_path):
         treecomp.parse(trunc)
 
 
+def test_unsupported_types_say_what_to_pass():
+    """One short line naming the type and what is supported (not every class, ~1,000
+    characters); a Pipeline: pass its last step, whose preprocessing is not compiled; a
+    search: its best_estimator_."""
+    from sklearn.linear_model import LinearRegression
+    from sklearn.model_selection import GridSearchCV
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+    from sklearn.tree import DecisionTreeRegressor
+    X, y = np.random.default_rng(0).normal(size=(40, 3)), np.arange(40.0)
+    pipe = make_pipeline(StandardScaler(), DecisionTreeRegressor(max_depth=2)).fit(X, y)
+    with pytest.raises(UnsupportedModelError) as e:
+        treecomp.parse(pipe)
+    msg = str(e.value)
+    assert "sklearn.pipeline.Pipeline" in msg and "supported_models()" in msg and "\n" not in msg
+    assert "pipeline[-1]" in msg and "DecisionTreeRegressor" in msg and "standardscaler" in msg
+    assert len(msg) < 600 and "catboost features" not in msg
+    treecomp.parse(pipe[-1])  # what the message says to pass
+    search = GridSearchCV(DecisionTreeRegressor(), {"max_depth": [1, 2]}, cv=2).fit(X, y)
+    with pytest.raises(UnsupportedModelError, match="best_estimator_ .here a DecisionTreeRegressor"):
+        treecomp.parse(search)
+    for obj in (LinearRegression().fit(X, y), {"a": 1}):
+        with pytest.raises(UnsupportedModelError) as e:
+            treecomp.parse(obj)
+        assert type(obj).__qualname__ in str(e.value) and len(str(e.value)) < 300
+
+
+@pytest.mark.parametrize("module, hint", [
+    ("lightgbm.nope_xyz", "pip install 'treecomp[lightgbm]'"),
+    ("catboost.core_xyz", "pip install 'treecomp[catboost]'"),
+    ("xgboost.sklearn_xyz", "pip install 'treecomp[xgboost]'"),
+    ("sklearn.ensemble._nope_xyz", "pip install 'treecomp[sklearn]'"),
+    ("somepkg_xyz.models", "pip install somepkg_xyz"),
+])
+def test_pickle_of_a_missing_library_names_its_extra(module, hint, tmp_path):
+    p = tmp_path / "m.pkl"
+    p.write_bytes(f"c{module}\nThing\n.".encode())  # a protocol-0 pickle of module.Thing
+    with pytest.raises(UnsupportedModelError, match="needs the module") as e:
+        treecomp.parse(p)
+    assert hint in str(e.value)
+
+
+def test_model_files_under_a_pickle_name_are_read_by_content(tmp_path):
+    """An XGBoost JSON / UBJSON, a LightGBM text model or a CatBoost / ONNX file renamed .pkl is
+    read as what it is (it said `KeyError: 123`); what is neither a pickle nor a model says so."""
+    xgb = pytest.importorskip("xgboost")
+    lgb = pytest.importorskip("lightgbm")
+    X, y = np.random.default_rng(1).normal(size=(100, 3)), np.arange(100.0)
+    b = xgb.train({"max_depth": 2}, xgb.DMatrix(X, y), 3)
+    lb = lgb.train({"verbose": -1, "num_leaves": 4}, lgb.Dataset(X, y), 3)
+    for ext, write in (("json", lambda q: b.save_model(str(q))), ("ubj", lambda q: b.save_model(str(q))),
+                       ("txt", lambda q: lb.save_model(str(q)))):
+        src = tmp_path / f"m.{ext}"
+        write(src)
+        want = treecomp.parse(src)
+        for suffix in (".pkl", ".joblib", ".pickle"):
+            dst = tmp_path / f"renamed_{ext}{suffix}"
+            dst.write_bytes(src.read_bytes())
+            assert treecomp.parse(dst).digest() == want.digest()
+    for data in (b"\x00\x01\x02garbage", b"\xff\xfe{not json", b"#!/bin/sh\necho hi\n"):
+        (tmp_path / "junk.pkl").write_bytes(data)
+        with pytest.raises(InvalidModelError, match="not a pickle"):
+            treecomp.parse(tmp_path / "junk.pkl")
+
+
 def test_unfitted_estimators():
     from sklearn import ensemble, tree
     for cls in [tree.DecisionTreeRegressor, tree.DecisionTreeClassifier, tree.ExtraTreeRegressor,

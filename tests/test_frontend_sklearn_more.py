@@ -397,32 +397,80 @@ def test_hgb_many_classes_single_rows():
 # -- leaf indices ------------------------------------------------------------------------------
 def _apply_models():
     from sklearn.ensemble import (ExtraTreesRegressor, GradientBoostingClassifier,
-                                  RandomForestClassifier)
-    from sklearn.tree import DecisionTreeRegressor
+                                  GradientBoostingRegressor, RandomForestClassifier,
+                                  RandomForestRegressor)
+    from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor
     X, y = _data(n=300, k=3, seed=16)
     X[::9, 2] = np.nan
     Xf = np.nan_to_num(X)
+    yb = y > 0
     return [(RandomForestClassifier(n_estimators=4, max_depth=6, random_state=0).fit(X, y), X),
             (GradientBoostingClassifier(n_estimators=3, max_depth=3, random_state=0).fit(Xf, y), Xf),
             (ExtraTreesRegressor(n_estimators=3, max_depth=5, random_state=0).fit(Xf, Xf[:, 0]), Xf),
-            (DecisionTreeRegressor(max_depth=7, random_state=0).fit(X, Xf[:, 1]), X)]
+            (DecisionTreeRegressor(max_depth=7, random_state=0).fit(X, Xf[:, 1]), X),
+            (GradientBoostingClassifier(n_estimators=4, max_depth=2, random_state=0).fit(Xf, yb), Xf),
+            (GradientBoostingRegressor(n_estimators=3, max_depth=3, random_state=0).fit(Xf, Xf[:, 1]), Xf),
+            (GradientBoostingRegressor(n_estimators=1, max_depth=2, random_state=0).fit(Xf, Xf[:, 1]), Xf),
+            (DecisionTreeClassifier(max_depth=5, random_state=0).fit(X, y), X),
+            (RandomForestRegressor(n_estimators=1, max_depth=4, random_state=0).fit(X, Xf[:, 0]), X)]
 
 
-@pytest.mark.parametrize("i", range(4))
+@pytest.mark.parametrize("i", range(9))
 def test_apply_numbers_leaves_as_sklearn(i):
+    """Values, shape and dtype of sklearn's own apply: (n,) int64 for one tree, (n, trees)
+    int64 for forests, float64 (n, stages, K) / (n, stages) for GradientBoosting, whose apply
+    takes NaN (its trees route it by missing_go_to_left) though its predict refuses it."""
     m, X = _apply_models()[i]
     f = treecomp.parse(m)
     rows = np.vstack([X[:50], edge_rows(f, np.nan_to_num(X), n=100, nan=f.allow_nan)])
+    if f.leaf_layout in ("stages", "stages_classes"):
+        assert not f.allow_nan
+        rows[::7, 1] = np.nan
+        rows[1::5, 3] = np.nan
+        with pytest.raises(ValueError, match="NaN"):
+            m.predict(rows)
+        with pytest.raises(ValueError, match="NaN"):
+            treecomp.compile(f, backend="arrays").predict(rows)
     want = m.apply(rows)
-    ours = interp.apply(f, rows)
-    assert ours.shape == (len(rows), f.n_trees) and ours.dtype == np.int64
-    np.testing.assert_array_equal(ours.reshape(want.shape), want)
+    _same(interp.apply(f, rows), want)
     # Predictor.apply runs an arrays kernel over interp.leaf_id_forest whatever the backend
     p = treecomp.compile(f, backend="llvm")
-    np.testing.assert_array_equal(p.apply(rows).reshape(want.shape), want)
-    np.testing.assert_array_equal(p.apply(rows[:1]).reshape(want[:1].shape), want[:1])
+    _same(p.apply(rows), want)
+    _same(p.apply(rows[:1]), m.apply(rows[:1]))
     g = ir.Forest.from_bytes(f.to_bytes())
-    np.testing.assert_array_equal(interp.apply(g, rows), ours)
+    assert g.leaf_layout == f.leaf_layout
+    _same(interp.apply(g, rows), want)
+    # an IR file from before leaf_layout: the IR's own (n, n_trees) int64
+    old = ir.Forest.from_bytes(f.replace(leaf_layout="trees").to_bytes())
+    plain = rows if f.allow_nan else np.nan_to_num(rows)
+    _same(interp.apply(old, plain), m.apply(plain).reshape(len(rows), -1).astype(np.int64))
+    with pytest.raises(ValueError, match="inf"):  # sklearn's apply refuses inf, so do we
+        bad = rows[:3].copy()
+        bad[0, 0] = np.inf
+        p.apply(bad)
+
+
+def test_apply_of_models_without_an_apply():
+    """IsolationForest, AdaBoost and HistGradientBoosting have no apply in sklearn: (n,
+    n_trees) int64 of each estimator's own node ids (estimators_[i].apply)."""
+    from sklearn.ensemble import HistGradientBoostingRegressor
+    X, y = _data(n=200, seed=17)
+    for m in (IsolationForest(n_estimators=3, max_samples=64, random_state=0).fit(X),
+              AdaBoostClassifier(DecisionTreeClassifier(max_depth=2), n_estimators=3,
+                                 random_state=0).fit(X, y),
+              HistGradientBoostingRegressor(max_iter=3, max_leaf_nodes=5).fit(X, X[:, 0])):
+        assert not hasattr(m, "apply")
+        f = treecomp.parse(m)
+        assert f.leaf_layout == "trees"
+        got = treecomp.compile(f, backend="arrays").apply(X)
+        assert got.dtype == np.int64 and got.shape == (len(X), f.n_trees)
+        if not isinstance(m, HistGradientBoostingRegressor):
+            feats = getattr(m, "estimators_features_", [None] * len(m.estimators_))
+            want = np.stack([e.apply(np.ascontiguousarray(X[:, fs] if fs is not None
+                                                          and len(fs) < X.shape[1] else X,
+                                                          np.float32))
+                             for e, fs in zip(m.estimators_, feats)], axis=1)
+            _same(got, want)
 
 
 def test_apply_keeps_the_librarys_ids_through_a_renumbering():
@@ -440,7 +488,7 @@ def test_apply_keeps_the_librarys_ids_through_a_renumbering():
                                   t.value[inv, 0, :])
     assert not np.array_equal(tree.node_ids, np.arange(n))
     f = treecomp.parse(m).replace(trees=(tree,))
-    np.testing.assert_array_equal(interp.apply(f, X)[:, 0], perm[m.apply(X)])
+    _same(interp.apply(f, X), perm[m.apply(X)])  # one tree: (n,) int64, as sklearn
     import dataclasses
     assert f.replace(trees=(dataclasses.replace(tree, node_ids=None),)).digest() != f.digest()
 
@@ -461,3 +509,21 @@ def test_apply_refused_without_ids_or_ir():
     bare = arrays_format.tables_to_bytes(k.tables, k.head, {"isa": "auto", "block_rows": 0})
     with pytest.raises(UnsupportedModelError, match=r"leaf indices \(apply\) need the model's trees"):
         treecomp.Predictor(loader.kernel_from_bytes("arrays", bare)).apply(X)
+
+
+def test_transform_blocks_keep_sklearns_row_sums(monkeypatch):
+    """outputs.transform runs over blocks of rows; sklearn's softmax of Fortran-ordered margins
+    (AdaBoost, HistGradientBoosting) sums a single row pairwise and several rows class by class,
+    so no block may hold one row unless the batch does: with 10 classes and blocks of 2 rows
+    (the last of 3), every probability is still sklearn's."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    X, y = _data(n=300, d=6, k=10, seed=23)
+    monkeypatch.setattr(outputs, "TRANSFORM_BLOCK", 1)
+    for m in (AdaBoostClassifier(DecisionTreeClassifier(max_depth=3), n_estimators=4,
+                                 random_state=0).fit(X, y),
+              HistGradientBoostingClassifier(max_iter=2, max_leaf_nodes=4, random_state=0).fit(X, y)):
+        f = treecomp.parse(m)
+        p = treecomp.compile(f, backend="arrays")
+        for Z in (X[:1], X[:2], X[:3], X[5:10], X[:41]):
+            _same(p.predict_proba(Z), m.predict_proba(Z))
+            _same(interp.predict_proba(f, Z), m.predict_proba(Z))

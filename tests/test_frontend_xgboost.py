@@ -1045,3 +1045,23 @@ def test_multilabel_classifier(strategy, tmp_path):
         assert_same(m.predict(rows[:1]), p.predict(rows[:1]))
     p.save(tmp_path / "m.tc")
     assert_same(m.predict_proba(rows), treecomp.load(tmp_path / "m.tc").predict_proba(rows))
+
+
+
+def test_json_that_is_no_xgboost_model_says_what_it_is(tmp_path):
+    """LightGBM's Booster.dump_model() written to a .json is no model any library loads: the
+    error says so and what to pass instead (was: "not an XGBoost model document"); other JSON
+    lists its keys."""
+    lgb = pytest.importorskip("lightgbm")
+    X = np.random.default_rng(2).normal(size=(100, 3))
+    b = lgb.train({"verbose": -1, "num_leaves": 4}, lgb.Dataset(X, X[:, 0]), 2)
+    for indent in (None, 2):
+        (tmp_path / "dump.json").write_text(json.dumps(b.dump_model(), indent=indent))
+        for name in ("dump.json", "dump.model"):
+            if name != "dump.json":
+                (tmp_path / name).write_bytes((tmp_path / "dump.json").read_bytes())
+            with pytest.raises(UnsupportedModelError, match=r"LightGBM model dump .*save_model\('model.txt'\)"):
+                treecomp.parse(tmp_path / name)
+    (tmp_path / "other.json").write_text(json.dumps({"weights": [1, 2], "bias": 0.5}))
+    with pytest.raises(InvalidModelError, match="not an XGBoost model document .*'weights', 'bias'"):
+        treecomp.parse(tmp_path / "other.json")

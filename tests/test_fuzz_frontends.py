@@ -1335,15 +1335,21 @@ class LgbTxt(_Kind):
         return f"seed {name}: " + "; ".join(descs), path, rows
 
     def ours(self, forest, pred, X):
-        # random-forest mode: LightGBM's raw_score is the undivided sum, compare outputs instead
-        return pred.predict(X) if forest.average else pred.decision_function(X)
+        # random-forest mode (output_divisor): raw_score is the undivided sum, as ours; the
+        # division is then compared through predict's outputs
+        if forest.output_divisor != 1:
+            return np.concatenate([pred.decision_function(X).reshape(len(X), -1),
+                                   pred.predict(X).reshape(len(X), -1)], axis=1)
+        return pred.decision_function(X)
 
     def library(self, target, forest, X):
         import lightgbm as lgb
         b = lgb.Booster(model_file=str(target))
-        if forest.average:
-            return b.predict(X, num_threads=1)
-        return b.predict(X, raw_score=True, num_threads=1)
+        raw = b.predict(X, raw_score=True, num_threads=1)
+        if forest.output_divisor != 1:
+            return np.concatenate([raw.reshape(len(X), -1),
+                                   b.predict(X, num_threads=1).reshape(len(X), -1)], axis=1)
+        return raw
 
 
 class Sklearn(_Kind):

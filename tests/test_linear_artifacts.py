@@ -25,7 +25,7 @@ from tests.test_frontend_lightgbm_linear import _data, _raw, _rows  # noqa: E402
 ROOT = Path(__file__).resolve().parents[1]
 #: (backend, file name): every artifact kind a linear model saves as
 KINDS = [("arrays", "m.tc"), ("arrays", "m.so"), ("c", "m.so"), ("llvm", "m.so")]
-NAMES = ["regression", "binary", "multiclass", "random forest"]  # the last averages its trees
+NAMES = ["regression", "binary", "multiclass", "random forest"]  # the last: predict divides
 
 
 @pytest.fixture(scope="module")
@@ -47,10 +47,8 @@ def _booster(m):
 
 
 def _lib_raw(m, Z: np.ndarray) -> np.ndarray:
-    """lightgbm's raw margins; in rf mode (a regression here) its raw_score is the undivided
-    sum, its predict the margins (the sum / n_trees) treecomp's raw is held to."""
-    if treecomp.parse(m).average:
-        return m.predict(Z).reshape(len(Z), -1)
+    """lightgbm's raw margins (raw_score=True; in rf mode the undivided sum, as treecomp's raw,
+    its predict dividing by the iterations)."""
     return _raw(m, Z)
 
 
@@ -99,7 +97,7 @@ def loaded(models, tmp_path_factory):
 def test_saved_and_loaded_in_a_fresh_process_is_bit_exact(models, loaded, name, backend, fname):
     got, rows = loaded
     out, (m, _), Z = got[(name, backend, fname)], models[name], rows[name]
-    assert treecomp.parse(m).average == (name == "random forest")
+    assert (treecomp.parse(m).output_divisor > 1) == (name == "random forest")
     assert str(out["backend"]) == backend
     want = _want(m, Z)
     np.testing.assert_array_equal(out["raw"], want["raw"], strict=True)
@@ -212,6 +210,12 @@ def test_cli_compiles_a_linear_model_file(models, tmp_path):
         assert res.exit_code == 0, res.output
         p = treecomp.load(tmp_path / out)
         np.testing.assert_array_equal(p.predict(Z), want, strict=True)
+        # what `treecomp inspect` reads: the linear model's own shapes, the leaf kernel's backend
+        meta = p.metadata
+        assert meta["treecomp_version"] == treecomp.__version__ and meta["backend"] == p.backend
+        assert meta["n_trees"] == b.num_trees() and meta["n_features"] == X.shape[1]
+        res = CliRunner().invoke(main, ["inspect", str(tmp_path / out)])
+        assert res.exit_code == 0 and f"written by: treecomp {treecomp.__version__}" in res.output, res.output
         if out.startswith("ir"):  # the model's IR travels: LightGBM's leaf indices
             np.testing.assert_array_equal(p.apply(Z), b.predict(Z, pred_leaf=True))
         else:

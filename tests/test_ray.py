@@ -276,3 +276,26 @@ def test_missing_extra_says_what_to_install(models, monkeypatch):
     monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` now raises ImportError
     with pytest.raises(ImportError, match=r"pip install 'treecomp\[ray\]'"):
         tray.predict(models["reg"][1], None)
+
+
+def test_docs_example_runs(cluster, tmp_path, monkeypatch):
+    """docs/scale-out.md's Ray example as written, on this module's cluster: only its
+    ray.init() is answered by the running one (a second ray.init in a process is an error)."""
+    pytest.importorskip("sklearn")
+    from tests.docs_blocks import block, with_paths_in
+    code = block("scale-out.md", "python", 2)
+    calls = []
+    monkeypatch.setattr(ray, "init", lambda *a, **k: calls.append((a, k)))
+    monkeypatch.chdir(tmp_path)
+    code = with_paths_in(code, tmp_path, ("rows.parquet", "scored/"))  # the workers' directory is not ours
+    exec(compile(code, "docs/scale-out.md (Ray)", "exec"), {"__name__": "__main__"})
+    assert calls == [((), {})]
+    out = pd.read_parquet(tmp_path / "scored").sort_values("id")
+    assert list(out.columns) == ["a", "b", "c", "id", "probability_False", "probability_True", "prediction"]
+    assert len(out) == 1000 and (out["id"].to_numpy() == np.arange(1000)).all()
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    X = out[["a", "b", "c"]].reset_index(drop=True)
+    model = HistGradientBoostingClassifier(max_iter=20).fit(X, X["a"] + X["b"] > 0)
+    np.testing.assert_array_equal(out["prediction"].to_numpy(), model.predict(X))
+    np.testing.assert_array_equal(out[["probability_False", "probability_True"]].to_numpy(),
+                                  model.predict_proba(X))

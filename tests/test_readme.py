@@ -23,6 +23,8 @@ def blocks(kind: str) -> list[str]:
 
 def test_readme_has_examples():
     assert blocks("python") and blocks("bash") and blocks("c") and len(blocks("sh")) == 2
+    # every block says what it is: run below (python, bash, c), setup (sh) or shown (text)
+    assert {lang for lang, _ in FENCE.findall(README.read_text())} <= {"python", "bash", "c", "sh", "text"}
 
 
 @pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None, reason="no C compiler")

@@ -184,3 +184,24 @@ def test_tasks_carry_a_broadcast_not_the_artifact(spark, models, monkeypatch):
     so = reg._kernel.to_bytes()
     blob = cloudpickle.dumps(captured["func"])  # what every task's closure ships
     assert so not in blob and len(blob) < len(so) // 2
+
+
+def test_docs_example_runs(spark, tmp_path, monkeypatch):
+    """docs/scale-out.md's Spark example as written, on this module's session (the example's
+    SparkSession.builder.getOrCreate() returns it): a job, not a second JVM."""
+    pytest.importorskip("sklearn")
+    from tests.docs_blocks import block, with_paths_in
+    code = block("scale-out.md", "python", 1)
+    assert "SparkSession.builder.getOrCreate()" in code
+    monkeypatch.chdir(tmp_path)
+    code = with_paths_in(code, tmp_path, ("rows.parquet", "scored/"))  # the workers' directory is not ours
+    exec(compile(code, "docs/scale-out.md (Spark)", "exec"), {"__name__": "__main__"})
+    out = pd.read_parquet(tmp_path / "scored").sort_values("id")
+    assert list(out.columns) == ["a", "b", "c", "id", "prediction", "probability_False", "probability_True"]
+    assert len(out) == 1000 and (out["id"].to_numpy() == np.arange(1000)).all()
+    from sklearn.ensemble import HistGradientBoostingClassifier
+    X = out[["a", "b", "c"]].reset_index(drop=True)
+    model = HistGradientBoostingClassifier(max_iter=20).fit(X, X["a"] + X["b"] > 0)
+    np.testing.assert_array_equal(out["prediction"].to_numpy(), model.predict(X))
+    np.testing.assert_array_equal(out[["probability_False", "probability_True"]].to_numpy(),
+                                  model.predict_proba(X))

@@ -6,8 +6,8 @@ Rows in `Case.X` include NaN, zeros and, for categorical cases, negative, unseen
 non-integer categories (but never values in (-1, 0): see test_frontend_lightgbm.py for that
 documented gap).
 
-Random-forest cases have no "raw" entry: LightGBM's `raw_score=True` is the undivided sum of
-the trees, the IR's raw margin is the average (tested separately).
+Random-forest cases: LightGBM's `raw_score=True` is the undivided sum of the trees, as the IR's
+raw margin; `predict` divides it by the number of iterations (Forest.output_divisor).
 """
 
 from __future__ import annotations
@@ -163,7 +163,7 @@ def rf_regression() -> Case:
     b = _train({"objective": "regression", "boosting": "rf", "bagging_freq": 1,
                 "bagging_fraction": 0.7, "feature_fraction": 0.8, "num_leaves": 8,
                 "min_data_in_leaf": 5}, X, y, 10)
-    return _booster_case(b, _test_rows(X, 14), raw=False)
+    return _booster_case(b, _test_rows(X, 14))
 
 
 def rf_binary() -> Case:
@@ -171,7 +171,15 @@ def rf_binary() -> Case:
     y = (_signal(X) > 0.5).astype(float)
     b = _train({"objective": "binary", "boosting": "rf", "bagging_freq": 1,
                 "bagging_fraction": 0.7, "num_leaves": 8, "min_data_in_leaf": 5}, X, y, 10)
-    return _booster_case(b, _test_rows(X, 15), raw=False)
+    return _booster_case(b, _test_rows(X, 15))
+
+
+def rf_multiclass() -> Case:
+    X = _X(35)
+    y = np.digitize(_signal(X), [-0.5, 0.7]).astype(float)
+    b = _train({"objective": "multiclass", "num_class": 3, "boosting": "rf", "bagging_freq": 1,
+                "bagging_fraction": 0.7, "num_leaves": 6, "min_data_in_leaf": 5}, X, y, 6)
+    return _booster_case(b, _test_rows(X, 35))
 
 
 def wrapper_regressor_early_stopping() -> Case:
@@ -262,6 +270,7 @@ CASES = {
     "early_stopping_booster": early_stopping_booster,
     "rf_regression": rf_regression,
     "rf_binary": rf_binary,
+    "rf_multiclass": rf_multiclass,
     "wrapper_regressor_early_stopping": wrapper_regressor_early_stopping,
     "wrapper_classifier_binary": wrapper_classifier_binary,
     "wrapper_classifier_multiclass": wrapper_classifier_multiclass,

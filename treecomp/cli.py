@@ -14,9 +14,7 @@ Exit status (documented in ``treecomp --help``):
 
 from __future__ import annotations
 
-import csv
 import functools
-import math
 import os
 import re
 import shutil
@@ -31,6 +29,10 @@ import numpy as np
 
 from . import __version__
 
+ARTIFACT_WARNING = ("A .so artifact is loaded to be described, which runs its code: only "
+                    "inspect artifacts you trust.")
+#: the first bytes of a shared library (what `treecomp compile -o x.so` writes on Linux)
+ELF_MAGIC = b"\x7fELF"
 PICKLE_WARNING = ("Model files ending in .pkl/.pickle/.joblib are unpickled, which EXECUTES code "
                   "from the file: only use files you trust.")
 
@@ -60,7 +62,6 @@ ARTIFACT_SUFFIXES = {".so": ("a shared library", "--backend c, llvm or arrays"),
 BACKEND_SUFFIX = {"c": (".so",), "llvm": (".so",), "arrays": (".tc", ".so")}
 PREDICTION_SUFFIXES = {".npy": "np.save", ".csv": "comma-separated text",
                        ".txt": "comma-separated text"}
-DATA_SUFFIXES = (".npy", ".csv", ".txt")
 # inverse links that turn margins into probabilities: a forest with one of these but no class
 # labels is a classification objective read without its labels (a LightGBM / XGBoost Booster
 # file predicts probabilities, like Booster.predict)
@@ -381,58 +382,6 @@ def header_cmd(output):
     click.echo(f"wrote {output}")
 
 
-def _is_number(field: str) -> bool:
-    if not field.strip():
-        return True  # an empty field: a missing value
-    try:
-        float(field)
-    except ValueError:
-        return False
-    return True
-
-
-def read_csv(path: Path) -> np.ndarray:
-    """A comma-separated file of numbers as a float64 matrix: empty fields (pandas writes NaN
-    so) and nan read as NaN; a first line with any non-numeric field is a header and skipped."""
-    with open(path, newline="") as f:
-        rows = [r for r in csv.reader(f) if r and any(v.strip() for v in r)]
-    if rows and not all(_is_number(v) for v in rows[0]):
-        rows = rows[1:]  # a header row
-    if not rows:
-        raise ValueError(f"{path.name} has no data rows")
-    width = len(rows[0])
-    out = np.empty((len(rows), width), np.float64)
-    for i, r in enumerate(rows):
-        if len(r) != width:
-            raise ValueError(f"{path.name}: row {i + 1} has {len(r)} fields, the first has {width}")
-        for j, v in enumerate(r):
-            v = v.strip()
-            try:
-                out[i, j] = float(v) if v else math.nan
-            except ValueError:
-                raise ValueError(f"{path.name}: row {i + 1}, column {j + 1}: {v!r} is not a number "
-                                 "(empty fields and nan read as missing values)") from None
-    return out
-
-
-def read_data(path: str) -> np.ndarray:
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"data file not found: {path}")
-    suffix = p.suffix.lower()
-    if suffix == ".npy":
-        return np.load(p, allow_pickle=False)
-    if suffix in DATA_SUFFIXES:  # .csv / .txt
-        import warnings
-        try:  # clean numbers, no header: numpy's fast reader
-            with warnings.catch_warnings():
-                warnings.simplefilter("error")  # "input contained no data" -> read_csv says so
-                return np.loadtxt(p, delimiter=",", ndmin=2, comments=None)
-        except (ValueError, UserWarning):  # empty fields, a header, a bad value: read_csv names it
-            return read_csv(p)
-    raise ValueError(f"unsupported data file {p.name}: use .npy, or .csv / .txt (comma-separated)")
-
-
 def _save_predictions(output: str, y: np.ndarray) -> None:
     suffix = Path(output).suffix.lower()
     if suffix == ".npy":
@@ -463,15 +412,28 @@ def _save_predictions(output: str, y: np.ndarray) -> None:
 @click.option("--raw", is_flag=True, help="Raw margins (decision_function).")
 @click.option("--threads", type=click.IntRange(min=1), default=None,
               help="Threads, an integer >= 1 (default: all cores).")
+@click.option("--header/--no-header", "header", default=None,
+              help="Text DATA: the first line is a header / is data (default: decided from "
+                   "the line, refusing what is ambiguous).")
+@click.option("--delimiter", default=",", show_default=True, metavar="CHAR",
+              help="Text DATA: the character between fields ('tab' for a tab; ' ': spaces).")
 @_friendly
-def predict_cmd(artifact, data, output, proba, raw, threads):
+def predict_cmd(artifact, data, output, proba, raw, threads, header, delimiter):
     """Predict DATA with a compiled ARTIFACT (.so or .tc from `treecomp compile`).
 
     \b
-    DATA is .npy (a 2-D float array) or .csv / .txt: comma-separated numbers,
-    one row per line. A first line with any non-numeric field is a header
-    and is skipped (columns are taken in order, never by name); empty
-    fields (how pandas writes NaN) and "nan" are missing values.
+    DATA is .npy (a 2-D array) or .csv / .txt: delimited numbers, one row per
+    line, as pandas DataFrame.to_csv and numpy.savetxt write them. Columns are
+    taken in order. The first line is a header when its cells are the model's
+    feature names, 0..n-1 (pandas' labels of unnamed columns) or other names
+    (then a model with feature names must be given exactly its names, in its
+    order); numbers are data; ascending whole numbers or numbers beside text
+    are ambiguous: say which with --header / --no-header. After a header, an
+    extra first column under an empty cell is pandas' index and is left out.
+    Lines starting with # before the data are comments. Empty fields (how
+    pandas writes NaN) and "nan" are missing values. A file whose lines do not
+    split into the model's columns is refused, naming the delimiter it seems
+    to use.
     """
     if proba and raw:
         raise click.UsageError("--proba and --raw are mutually exclusive")
@@ -481,15 +443,20 @@ def predict_cmd(artifact, data, output, proba, raw, threads):
             _bad_suffix(output) + "; use "
             + ", ".join(f"{s} ({what})" for s, what in PREDICTION_SUFFIXES.items()),
             param_hint="'-o' / '--output'")
+    from . import datafile
+    try:
+        delimiter = datafile.delimiter_char(delimiter)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--delimiter'") from None
     _check_writable(output)
-    from . import load
-    pred = load(artifact, n_threads=threads)
+    pred = _load(artifact, n_threads=threads)
     if proba and not pred.head.is_classifier:
         if pred.head.transform in PROBABILITY_TRANSFORMS:
             raise Failure("--proba needs a classifier with class labels; this model has none (a "
                           "Booster's objective): its plain predictions already are probabilities")
         raise Failure("--proba needs a classifier; this model is a regressor")
-    X = read_data(data)
+    X = datafile.read_rows(data, pred.n_features, pred.head.feature_names, header=header,
+                           delimiter=delimiter, note=lambda msg: click.echo(f"note: {msg}", err=True))
     if proba:
         y = pred.predict_proba(X)
     elif raw:
@@ -503,13 +470,18 @@ def predict_cmd(artifact, data, output, proba, raw, threads):
     click.echo(f"wrote {output}: {y.shape} {y.dtype}")
 
 
-@main.command("inspect", epilog=PICKLE_WARNING, help=(
-    "Describe MODEL: trees, depth and leaf histograms, features, objective.\n\n"
-    + MODEL_FILES_HELP))
+@main.command("inspect", epilog=PICKLE_WARNING + " " + ARTIFACT_WARNING, help=(
+    "Describe MODEL: trees, depth and leaf histograms, features, objective; or describe a "
+    "compiled artifact (.so, .tc: recognised by content) from its own metadata: backend, "
+    "the treecomp that wrote it, trees, features, outputs.\n\n" + MODEL_FILES_HELP))
 @click.argument("model", type=click.Path(dir_okay=False))
 @_friendly
 def inspect_cmd(model):
     from . import outputs, parse
+    kind = _artifact_kind(model)
+    if kind is not None:
+        _inspect_artifact(model, kind)
+        return
     f = parse(model)
     s = {k: _plain(v) for k, v in f.stats().items()}
     depths = np.array([t.max_depth for t in f.trees])
@@ -547,6 +519,71 @@ def inspect_cmd(model):
     for lo, hi, n in zip(edges[:-1], edges[1:], hist):
         click.echo(f"  {int(lo):6d}-{int(hi) - 1:<6d}: {int(n):6d} trees "
                    f"{'#' * int(np.ceil(40 * n / len(leaves)))}")
+
+
+def _artifact_kind(path: str) -> str | None:
+    """"so" for a shared library, a backend's artifact kind for its file (backends.
+    kind_of_artifact: "arrays" for a .tc), by the file's first bytes; None for anything else
+    (a model file, or a file parse will report)."""
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(64)
+    except OSError:
+        return None
+    if head[:4] == ELF_MAGIC:
+        return "so"
+    from .backends import kind_of_artifact
+    return kind_of_artifact(head)
+
+
+def _load(path: str, n_threads: int | None = None) -> Any:
+    """treecomp.load, its ArtifactError naming the file where the loader's message does not."""
+    from . import load
+    from .errors import ArtifactError
+    try:
+        return load(path, n_threads=n_threads)
+    except ArtifactError as exc:
+        name = Path(path).name
+        if name in str(exc):
+            raise
+        raise ArtifactError(f"{name}: {exc}") from None
+
+
+def _inspect_artifact(path: str, kind: str) -> None:
+    """What a compiled artifact says about itself, loaded through treecomp.load (a .so's
+    treecomp_meta_json, a .tc file's header: Predictor.metadata)."""
+    pred = _load(path)
+    m, h = pred.metadata, pred.head
+    what = {"so": "a shared library", "arrays": "a table file"}.get(kind, f"a {kind} artifact")
+    click.echo(f"artifact:   {Path(path).name} ({what}, {Path(path).stat().st_size} bytes)")
+    isa = m.get("isa")
+    click.echo(f"backend:    {m['backend']}"
+               + (f"; instruction set in this process: {isa}" if isa else ""))
+    version = m.get("treecomp_version")
+    click.echo("written by: " + (f"treecomp {version}" if version else
+                                 "a treecomp that did not record its version"))
+    click.echo(f"kind:       {_kind(h.transform, h.is_classifier)}; transform {h.transform}; "
+               f"decision {h.decision}")
+    if h.is_classifier:
+        for c in h.classes:
+            c = _plain(list(c))
+            click.echo(f"classes:    {c[:20]}{' ...' if len(c) > 20 else ''}")
+    click.echo(f"trees:      {h.n_trees}")
+    names = h.feature_names
+    click.echo(f"features:   {h.n_features}"
+               + (f" ({', '.join(map(str, names[:10]))}{' ...' if h.n_features > 10 else ''})"
+                  if names else ""))
+    if h.category_hashes:
+        cols = ", ".join(f"{c} ({len(v)} values)" for c, v in h.category_hashes[:10])
+        click.echo(f"categories: columns read by CatBoost's category hash (one-hot): {cols}"
+                   f"{' ...' if len(h.category_hashes) > 10 else ''}")
+    click.echo(f"outputs:    {h.n_outputs} raw margin(s)"
+               + (f"; base {h.base_link} of {_plain(list(h.base_score[:10]))}, evaluated where "
+                  "it predicts" if h.base_link != "identity" else ""))
+    click.echo(f"arithmetic: input {h.input_dtype}, sum in {h.accumulate_dtype}")
+    click.echo(f"digest:     {h.digest}")
+    click.echo("(tree depths and leaves are not kept in an artifact: `treecomp inspect` on the "
+               "model file shows them)")
 
 
 def _bench_usage_error(run: Any, args: list[str]) -> str | None:

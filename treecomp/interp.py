@@ -122,25 +122,30 @@ def _require_node_ids(forest: Forest) -> None:
 
 
 def apply(forest: Forest, X: Any) -> np.ndarray:
-    """Leaf ids, shape (n_rows, n_trees) int64, numbered as the source library numbers its
-    nodes (Tree.node_ids): sklearn's `apply`, XGBoost's and LightGBM's pred_leaf=True (the
-    latter's leaf index); trees in IR order (sklearn GradientBoosting: stage by stage, class by
-    class within a stage). UnsupportedModelError where the IR does not carry the ids (IR
+    """Leaf ids numbered as the source library numbers its nodes (Tree.node_ids): sklearn's
+    `apply`, XGBoost's and LightGBM's pred_leaf=True (the latter's leaf index), shaped and typed
+    as the library returns them (Forest.leaf_layout, outputs.leaf_ids; (n_rows, n_trees) int64
+    for the IR's own "trees"); trees in IR order (sklearn GradientBoosting: stage by stage,
+    class by class within a stage). Rows are checked as the library's apply checks them
+    (outputs.apply_allows_nan). UnsupportedModelError where the IR does not carry the ids (IR
     files written before they were recorded)."""
     _require_node_ids(forest)
-    X64 = as_matrix(X, forest).astype(np.float64)
+    nan_ok = outputs.apply_allows_nan(forest)
+    X64 = as_matrix(X, forest if nan_ok == forest.allow_nan else forest.replace(allow_nan=nan_ok))
+    X64 = X64.astype(np.float64)
     strict = forest.comparison == "<"
     out = np.empty((X64.shape[0], forest.n_trees), np.int64)
     for i, t in enumerate(forest.trees):
         out[:, i] = t.node_ids[leaf_indices(t, X64, strict, forest.category_rule)]
-    return out
+    return outputs.leaf_ids(forest, out)
 
 
 def leaf_id_forest(forest: Forest, node_index: bool = False) -> Forest:
     """The forest whose raw margins are its leaf ids: tree i's leaves hold its node_ids (exact
     small integers in float64; with node_index=True their own IR node index) in output column
-    i, from 0; routing unchanged, no linear leaves. Any backend compiles it, so leaf ids come
-    at native speed (loader.Predictor.apply, treecomp.linear)."""
+    i, from 0; routing unchanged, no linear leaves; rows checked as the library's apply checks
+    them (outputs.apply_allows_nan). Any backend compiles it, so leaf ids come at native speed
+    (loader.Predictor.apply, treecomp.linear)."""
     if not node_index:
         _require_node_ids(forest)
     no_linear = dict.fromkeys(("leaf_const", "linear_ptr", "linear_feature", "linear_coeff"))
@@ -151,7 +156,8 @@ def leaf_id_forest(forest: Forest, node_index: bool = False) -> Forest:
                           tree_output=np.arange(forest.n_trees), base_score=np.zeros(forest.n_trees),
                           accumulate_dtype="float64", average=False, transform="identity",
                           decision="none", classes=(), exp_lib="libm", transform_params=(),
-                          base_link="identity")
+                          base_link="identity", output_divisor=1, leaf_layout="trees",
+                          allow_nan=outputs.apply_allows_nan(forest))
 
 
 def walk_raw(forest: Forest, X: Any) -> np.ndarray:

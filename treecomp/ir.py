@@ -19,7 +19,10 @@ consumes one. What a Forest *means* is defined by :mod:`treecomp.interp`; in sho
      coefficients times its features' values, in order, in float64; a value with
      |x| <= LINEAR_ZERO counts as 0.0; a NaN in any of them -> the leaf's plain value)
     if average: acc /= n_trees
-    outputs = transform(acc) with exp_lib's exp; labels by `decision`   (see treecomp.outputs)
+    raw margins (decision_function, contributions) = acc
+    outputs = transform(acc / output_divisor) with exp_lib's exp; labels by `decision`
+              (see treecomp.outputs; output_divisor is 1 but for LightGBM's random-forest
+              mode, whose predict alone divides by the number of iterations)
               (transforms "samme" / "iforest" take transform_params: AdaBoost's weight sum,
               IsolationForest's denominator and offset)
 
@@ -115,6 +118,22 @@ CATEGORY_RULES = ("nonneg", "trunc", "integral")
 #:   outlier       -1 where decision_function < 0, else 1; no classes (transform "iforest")
 DECISIONS = ("none", "argmax_raw", "argmax_proba", "raw_ge_0", "raw_gt_0", "proba_gt_half",
              "samme", "outlier", "raw_gt_0_each", "proba_gt_half_each")
+#: How Predictor.apply shapes the leaf ids, as the source library's apply / pred_leaf does
+#: (outputs.leaf_ids; K = n_outputs):
+#:   trees           (n, n_trees) int64      sklearn forests; models whose library has no apply
+#:                                           (IsolationForest, AdaBoost, HistGradientBoosting:
+#:                                           each estimator's own node ids); IR files without one
+#:   tree            (n,) int64              sklearn DecisionTree* / ExtraTree* (one tree)
+#:   stages          (n, n_trees) float64    sklearn GradientBoostingRegressor
+#:   stages_classes  (n, n_trees / K, K) float64   sklearn GradientBoostingClassifier (K = 1
+#:                                           for two classes)
+#:   xgboost         (n, n_trees) float32, (n,) for a one-tree model   pred_leaf=True / apply
+#:   lightgbm        (n, n_trees) int32      pred_leaf=True
+#: sklearn's GradientBoosting apply validates rows as its trees do, accepting NaN (routed by
+#: missing_go_to_left) where its predict refuses it: outputs.apply_allows_nan.
+LEAF_LAYOUTS = ("trees", "tree", "stages", "stages_classes", "xgboost", "lightgbm")
+#: the largest Forest.output_divisor (LightGBM's iteration count is an int)
+MAX_OUTPUT_DIVISOR = (1 << 31) - 1
 MULTILABEL_DECISIONS = ("raw_gt_0_each", "proba_gt_half_each")
 _BINARY_DECISIONS = ("raw_ge_0", "raw_gt_0", "proba_gt_half")
 
@@ -498,6 +517,12 @@ class Forest(_Outputs):
     #: (uint32 hash, ...)), ...) by column; a value becomes the index of its hash, or the number
     #: of hashes when unknown (treecomp.categories); () for every other model
     category_hashes: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    #: the library's predict divides the margins by this before the transform, its raw output
+    #: (decision_function, contributions) does not: LightGBM's random-forest mode, by its
+    #: number of iterations (GBDT::Predict); 1 for every other model
+    output_divisor: int = 1
+    #: how apply shapes the leaf ids (LEAF_LAYOUTS)
+    leaf_layout: str = "trees"
 
     def __post_init__(self) -> None:
         trees = tuple(self.trees)
@@ -520,6 +545,7 @@ class Forest(_Outputs):
         object.__setattr__(self, "reject_inf", _feature_set(self.reject_inf, self.n_features))
         object.__setattr__(self, "transform_params", _params(self.transform_params))
         object.__setattr__(self, "category_hashes", _category_hashes(self.category_hashes, self.n_features))
+        object.__setattr__(self, "output_divisor", _divisor(self.output_divisor))
         self._validate()
 
     @property
@@ -538,9 +564,17 @@ class Forest(_Outputs):
                               ("accumulate_dtype", DTYPES), ("transform", TRANSFORMS),
                               ("decision", DECISIONS), ("category_rule", CATEGORY_RULES),
                               ("pandas_categories", ("reject", "values")),
-                              ("exp_lib", EXP_LIBS)):
+                              ("exp_lib", EXP_LIBS), ("leaf_layout", LEAF_LAYOUTS)):
             if getattr(self, name) not in allowed:
                 raise InvalidModelError(f"forest.{name}={getattr(self, name)!r}; expected one of {allowed}")
+        if (self.leaf_layout == "tree" and self.n_trees != 1) or \
+                (self.leaf_layout == "stages_classes" and self.n_trees % self.n_outputs):
+            raise InvalidModelError(f"leaf_layout {self.leaf_layout!r} does not fit {self.n_trees} "
+                                    f"trees and {self.n_outputs} outputs")
+        if self.output_divisor != 1 and (self.accumulate_dtype != "float64" or self.average
+                                         or self.transform in ("samme", "iforest", "weighted_median")):
+            raise InvalidModelError("output_divisor (LightGBM's random-forest mode) goes with float64 "
+                                    "margins, no average and a plain inverse link")
         if self.n_features < 1 or self.n_outputs < 1:
             raise InvalidModelError("a forest needs n_features >= 1 and n_outputs >= 1")
         if len(self.tree_output) != len(self.trees):
@@ -595,6 +629,8 @@ class Forest(_Outputs):
             **({"base_link": self.base_link} if self.base_link != "identity" else {}),
             **({"category_hashes": _category_hashes_json(self.category_hashes)}
                if self.category_hashes else {}),
+            **({"output_divisor": self.output_divisor} if self.output_divisor != 1 else {}),
+            **({"leaf_layout": self.leaf_layout} if self.leaf_layout != "trees" else {}),
         }
 
     def stats(self) -> dict[str, Any]:
@@ -680,6 +716,10 @@ class Forest(_Outputs):
                 _typed(meta, {"base_link": str})
             if "category_hashes" in meta:
                 _typed(meta, {"category_hashes": list})
+            if "output_divisor" in meta:
+                _typed(meta, {"output_divisor": int})
+            if "leaf_layout" in meta:
+                _typed(meta, {"leaf_layout": str})
             names = meta["feature_names"]
             if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
                 raise TypeError("feature_names must be a list of strings")
@@ -724,7 +764,9 @@ class Forest(_Outputs):
                            reject_inf=meta.get("reject_inf", ()), provenance=meta["provenance"],
                            transform_params=meta.get("transform_params", ()),
                            base_link=meta.get("base_link", "identity"),
-                           category_hashes=meta.get("category_hashes", ()))
+                           category_hashes=meta.get("category_hashes", ()),
+                           output_divisor=meta.get("output_divisor", 1),
+                           leaf_layout=meta.get("leaf_layout", "trees"))
             except InvalidModelError as exc:  # the forest's own checks, named as the file's
                 raise _corrupt_ir(str(exc)) from None
         except InvalidModelError:
@@ -783,6 +825,7 @@ class Head(_Outputs):
     #: with base_link set, the Forest's base_score (the link's probabilities), else ()
     base_score: tuple[float, ...] = ()
     category_hashes: tuple[tuple[int, tuple[int, ...]], ...] = ()
+    output_divisor: int = 1
 
     def to_json(self, **extra: Any) -> str:
         d = {k: getattr(self, k) for k in ("n_features", "n_outputs", "input_dtype",
@@ -798,6 +841,8 @@ class Head(_Outputs):
             d["base_link"], d["base_score"] = self.base_link, list(self.base_score)
         if self.category_hashes:
             d["category_hashes"] = _category_hashes_json(self.category_hashes)
+        if self.output_divisor != 1:
+            d["output_divisor"] = self.output_divisor
         d.update(extra)
         return json.dumps(d, sort_keys=True)
 
@@ -827,7 +872,8 @@ class Head(_Outputs):
                        transform_params=_params(d.get("transform_params", [])),
                        base_link=d.get("base_link", "identity"),
                        base_score=_params(d.get("base_score", [])),
-                       category_hashes=_category_hashes(d.get("category_hashes", []), d["n_features"]))
+                       category_hashes=_category_hashes(d.get("category_hashes", []), d["n_features"]),
+                       output_divisor=_divisor(d.get("output_divisor", 1)))
         except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
             raise InvalidModelError(f"corrupt model metadata: {exc}") from None
         for name, allowed in (("input_dtype", DTYPES), ("accumulate_dtype", DTYPES),
@@ -898,6 +944,14 @@ def _category_hashes(v: Any, n_features: int) -> tuple[tuple[int, tuple[int, ...
     if len({c for c, _ in out}) != len(out):
         raise InvalidModelError("category_hashes: a column appears twice")
     return tuple(sorted(out))
+
+
+def _divisor(v: Any) -> int:
+    """Forest.output_divisor checked: an integer in [1, MAX_OUTPUT_DIVISOR] (not a bool)."""
+    if not (type(v) is int or isinstance(v, np.integer)) or not 1 <= v <= MAX_OUTPUT_DIVISOR:
+        raise InvalidModelError(f"output_divisor must be an integer in [1, {MAX_OUTPUT_DIVISOR}], "
+                                f"got {v!r}"[:200])
+    return int(v)
 
 
 def _category_hashes_json(v: tuple[tuple[int, tuple[int, ...]], ...]) -> list:
@@ -985,4 +1039,4 @@ def head_of(forest: Forest, linear_ok: bool = False) -> Head:
                 reject_inf=forest.reject_inf, transform_params=forest.transform_params,
                 base_link=forest.base_link,
                 base_score=tuple(forest.base_score.tolist()) if forest.base_link != "identity" else (),
-                category_hashes=forest.category_hashes)
+                category_hashes=forest.category_hashes, output_divisor=forest.output_divisor)

@@ -32,6 +32,7 @@ The in-process Predictor pickles as its IR and rebuilds (LinearPredictor); one l
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -258,6 +259,14 @@ class LinearKernel:
         k.leaves, k.backend, k.tables = leaves, leaves.backend, _Tables(arrays, average)
         k.kind, k._data, k._ir = leaves.kind, data, ir  # pickles as its file (loader._restore)
         return k
+
+    @property
+    def meta_json(self) -> str:
+        """The model's Head as JSON, with what the leaf kernel's metadata adds (backend, isa,
+        treecomp_version), as loader.Predictor.metadata reads it."""
+        extra = json.loads(getattr(self.leaves, "meta_json", None) or "{}")
+        return self.head.to_json(**{k: v for k, v in extra.items()
+                                    if k in ("backend", "isa", "treecomp_version")})
 
     def run(self, X: np.ndarray, out: np.ndarray, flags: int = 0) -> None:
         leaves = np.empty((min(len(X), BLOCK_ROWS), self.head.n_trees))

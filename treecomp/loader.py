@@ -178,6 +178,45 @@ def _build_entry() -> Any:
     return _load_extension(path)
 
 
+def native_parts() -> dict[str, str]:
+    """Where each native part this process uses comes from, loading each as its first use
+    would (building it, once per machine, where the package's prebuilt one does not match: see
+    docs/build.md): the arrays kernel, its static archive (what an arrays-backend .so links)
+    and the small-batch entry. Each value is a sentence: "prebuilt (<file>)", "built on first
+    use (<cached file>); the package's prebuilt one was not used: <why>", or "unavailable:
+    <why> (<what serves instead>)"."""
+    from .backends import arrays_native as native
+
+    def origin(how: str | None, path: Any, why: str | None) -> str:
+        if how == "prebuilt":
+            return f"prebuilt ({path})"
+        return f"built on first use ({path}); the package's prebuilt one was not used: {why}"
+
+    def failed(exc: BaseException) -> str:
+        return " ".join(str(exc).split()) or type(exc).__name__
+
+    parts: dict[str, str] = {}
+    try:
+        native.native_library()
+        parts["arrays kernel"] = origin(native.KERNEL_ORIGIN, native.KERNEL_PATH, native.PREBUILT_ERROR)
+    except (CompileError, OSError) as exc:
+        parts["arrays kernel"] = (f"unavailable: {failed(exc)} (the arrays backend runs its "
+                                  "llvmlite or numpy walkers instead)")
+    try:
+        path = native.kernel_archive()
+        parts["arrays kernel archive"] = origin(native.ARCHIVE_ORIGIN, path, native.ARCHIVE_ERROR)
+    except (CompileError, OSError) as exc:
+        parts["arrays kernel archive"] = (f"unavailable: {failed(exc)} (an arrays-backend .so "
+                                          "cannot be linked here)")
+    if _entry() is _no_entry:
+        parts["small-batch entry"] = (f"unavailable: {ENTRY_ERROR} (small batches go through "
+                                      "ctypes instead)")
+    else:
+        parts["small-batch entry"] = origin(ENTRY_ORIGIN, getattr(_ENTRY_MODULE, "__file__", "?"),
+                                            ENTRY_PREBUILT_ERROR)
+    return parts
+
+
 def native_call_ns(predictor: "Predictor", X: np.ndarray, reps: int = 2000) -> float | None:
     """Nanoseconds per single-row kernel call, cycling through X's rows (<= SMALL_BATCH; the
     transform applied when the kernel applies it natively), timed in C with no Python in
@@ -451,6 +490,8 @@ class Predictor:
         if h.transform in outputs.PYTHON_TRANSFORMS:  # decision_function computed from margins
             return plans
         plans["decision"] = (cfg, TREECOMP_RAW, one, None)
+        if h.output_divisor != 1:  # predict divides the margins first: numpy (outputs.transform)
+            return plans
         # the flags giving transformed outputs (None: numpy applies this inverse link)
         tf = TREECOMP_RAW if h.transform == "identity" else TREECOMP_TRANSFORM if self._tf else None
         if not h.is_classifier:
@@ -509,6 +550,23 @@ class Predictor:
         if self.head.feature_names is None:
             raise AttributeError("the model was trained without feature names")
         return np.array(self.head.feature_names, dtype=object)
+
+    @property
+    def metadata(self) -> dict[str, Any]:
+        """What the compiled artifact records about itself (a .so's treecomp_meta_json, a .tc
+        file's header; for a Predictor from treecomp.compile, what its artifact would record),
+        as a new dict: the Head's fields ("n_features", "n_outputs", "n_trees",
+        "input_dtype", "accumulate_dtype", "transform", "decision", "classes",
+        "feature_names", "digest", ...), "backend", and where the artifact holds them
+        "treecomp_version" (the treecomp that wrote it) and "isa" (the arrays kernel's
+        instruction set in this process)."""
+        meta = json.loads(self.head.to_json())
+        text = getattr(self._kernel, "meta_json", None)
+        if text:
+            for key, value in json.loads(text).items():
+                meta.setdefault(key, value)
+        meta.setdefault("backend", self.backend)
+        return meta
 
     def __repr__(self) -> str:
         kind = "classifier" if self.head.is_classifier else \
@@ -652,15 +710,27 @@ class Predictor:
         self._forest = forest
 
     def apply(self, X: Any) -> np.ndarray:
-        """Leaf ids, shape (n_rows, n_trees) int64, numbered as the source library numbers its
-        nodes: scikit-learn's `apply` (GradientBoosting's trees stage by stage, class by class,
-        so `.reshape(n, n_stages, K)` is its layout), XGBoost's and LightGBM's
-        `pred_leaf=True` (their dtypes are float32 / int32). Whatever this Predictor's backend,
-        the ids come from an arrays-backend kernel built once, on first use, over
-        interp.leaf_id_forest (the same routing, leaves holding their ids: native speed, held
-        to interp.apply by the tests): available on a Predictor made by treecomp.compile, and
-        on one loaded or unpickled from an artifact that carries the model's IR (.tc, the c
-        and arrays backends' .so, a pickled Predictor; not an LLVM .so)."""
+        """Each row's leaf in each tree, numbered, shaped and typed as the source library's
+        own apply returns them (the model's Forest.leaf_layout, treecomp.outputs.leaf_ids):
+
+        - scikit-learn DecisionTree* / ExtraTree*: (n_rows,) int64; RandomForest* /
+          ExtraTrees*: (n_rows, n_estimators) int64;
+        - GradientBoostingRegressor: (n_rows, n_stages) float64; GradientBoostingClassifier:
+          (n_rows, n_stages, K) float64, K = 1 for two classes; NaN is accepted here as
+          scikit-learn's apply accepts it, though its predict refuses it;
+        - XGBoost (Booster.predict(pred_leaf=True), the wrappers' apply): (n_rows, n_trees)
+          float32, (n_rows,) for a model of one tree; multiclass and num_parallel_tree models
+          list every tree, round by round;
+        - LightGBM (predict(pred_leaf=True)): (n_rows, n_trees) int32, one tree included;
+        - models whose library has no apply (IsolationForest, AdaBoost, HistGradientBoosting:
+          each estimator's own node ids) and IR files that do not say: (n_rows, n_trees) int64.
+        CatBoost and ONNX models carry no node ids: UnsupportedModelError.
+
+        Whatever this Predictor's backend, the ids come from an arrays-backend kernel built
+        once, on first use, over interp.leaf_id_forest (the same routing, leaves holding their
+        ids: native speed, held to interp.apply by the tests): available on a Predictor made by
+        treecomp.compile, and on one loaded or unpickled from an artifact that carries the
+        model's IR (.tc, the c and arrays backends' .so, a pickled Predictor; not an LLVM .so)."""
         self._needs_forest("leaf indices (apply)")
         ids = self._leaf_ids
         if ids is None:  # built once (the arrays backend: no compiler, instant)
@@ -668,7 +738,7 @@ class Predictor:
             from .backends import get
             ids = self._leaf_ids = Predictor(get("arrays").build(interp.leaf_id_forest(self._forest)),
                                              self.n_threads)
-        return ids.predict_raw(X).astype(np.int64)
+        return outputs.leaf_ids(self._forest, ids.predict_raw(X))
 
     def contributions(self, X: Any, n_threads: int | None = None) -> np.ndarray:
         """SHAP values as XGBoost's pred_contribs / LightGBM's pred_contrib (treecomp.shap):

@@ -333,9 +333,42 @@ def base_margins(forest: Any, lib: str = "numpy") -> np.ndarray:
     return _libm_log(a / gm[:, None])[0]
 
 
+#: transforms run over blocks of rows of about this many values: their temporaries (a dozen
+#: arrays of a block's size, float64 inside _expf) stay small next to the output they fill
+TRANSFORM_BLOCK = 1 << 16
+
+
 def transform(forest: Forest, raw: np.ndarray) -> np.ndarray:
-    """Apply the forest's inverse link to raw margins (n, n_outputs), keeping their dtype."""
+    """Apply the forest's inverse link to raw margins (n, n_outputs), keeping their dtype
+    (after dividing them by forest.output_divisor: LightGBM's random-forest mode).
+
+    Every transform treats each row on its own, so it runs over blocks of rows (TRANSFORM_BLOCK
+    values) into one output array: peak memory stays near the output's size whatever the
+    batch. No block holds a single row unless the batch does: numpy sums a one-row softmax
+    ("F" order, _softmax) in another order than several rows."""
+    if forest.transform == "identity" and forest.output_divisor == 1:
+        return raw
+    n = raw.shape[0]
+    rows = max(2, TRANSFORM_BLOCK // max(1, raw.shape[1] if raw.ndim > 1 else 1))
+    if n <= rows + 1:
+        return _transform_rows(forest, raw)
+    out = None
+    a = 0
+    while a < n:
+        b = n if n - a <= rows + 1 else a + rows
+        part = _transform_rows(forest, raw[a:b])
+        if out is None:
+            out = np.empty((n,) + part.shape[1:], part.dtype)
+        out[a:b] = part
+        a = b
+    return out
+
+
+def _transform_rows(forest: Forest, raw: np.ndarray) -> np.ndarray:
     t = forest.transform
+    d = forest.output_divisor
+    if d != 1:  # LightGBM's GBDT::Predict: output[k] /= num_iteration_for_pred_ (a double)
+        raw = raw / raw.dtype.type(d)
     if t == "identity":
         return raw
     lib = forest.exp_lib
@@ -384,10 +417,20 @@ def _softmax(raw: np.ndarray, lib: str, order: str) -> np.ndarray:
         return x
     if order == "F":
         return x / np.asfortranarray(x).sum(axis=1)[:, None]
-    s = x[:, 0].copy()
+    return x / _sum_in_order(x, x.dtype)[:, None]
+
+
+def _sum_in_order(x: np.ndarray, dtype: Any) -> np.ndarray:
+    """Each row of x (n, k) summed left to right in `dtype` (a C loop's order: s = x0, then
+    s += x1, ...; x's values are never -0.0 here, so starting from 0 would give the same): a
+    Python loop over a few columns, np.cumsum (an accumulation, sequential by definition)
+    over many."""
+    if x.shape[1] > 16:
+        return np.cumsum(x, axis=1, dtype=dtype)[:, -1]
+    s = x[:, 0].astype(dtype)
     for k in range(1, x.shape[1]):
         s += x[:, k]
-    return x / s[:, None]
+    return s
 
 
 # -- AdaBoostClassifier (SAMME) and IsolationForest: outputs built on decision_function ---------
@@ -495,7 +538,9 @@ PYTHON_TRANSFORMS = ("samme", "iforest", "weighted_median")
 def accepted_flags(forest: Forest) -> int:
     """The treecomp_predict flags an artifact accepts: TREECOMP_RAW always, TREECOMP_TRANSFORM
     (1) unless the transform is one only Python computes, or calls an exp no artifact has
-    (CatBoost's fmath exp): then the call returns EINVAL rather than another library's answer."""
+    (CatBoost's fmath exp): then the call returns EINVAL rather than another library's answer.
+    (With an output_divisor, TREECOMP_TRANSFORM divides first: the C code of
+    backends.c._transform_code does; a backend that emits its own transform refuses it.)"""
     if forest.transform in PYTHON_TRANSFORMS:
         return 0
     return 0 if forest.exp_lib == "fmath" and forest.transform != "identity" else 1
@@ -517,9 +562,7 @@ def _softmax_ort(raw: np.ndarray, lib: str, zero: bool = False) -> np.ndarray:
     if zero:  # scores within 1e-7 of zero: x * exp(-max), left out of the sum
         small = ~((raw > t(1e-7)) | (raw < t(-1e-7)))
         e = np.where(small, raw * _exp(-m, lib), e)
-    s = np.zeros(raw.shape[0], raw.dtype)
-    for k in range(raw.shape[1]):
-        s += e[:, k] if not zero else np.where(small[:, k], t(0), e[:, k])
+    s = _sum_in_order(np.where(small, t(0), e) if zero else e, raw.dtype)
     return e / s[:, None]
 
 
@@ -559,9 +602,7 @@ def _softmax_f32(raw: np.ndarray) -> np.ndarray:
     # in class order, then each e divided by the sum rounded to float.
     x = raw - raw.max(axis=1, keepdims=True)
     e = _expf(x)
-    s = np.zeros(raw.shape[0], np.float64)
-    for k in range(raw.shape[1]):
-        s += e[:, k]
+    s = _sum_in_order(e, np.float64)
     return e / s.astype(np.float32)[:, None]
 
 
@@ -583,14 +624,17 @@ RAW_DECISIONS = ("raw_ge_0", "raw_gt_0", "argmax_raw", "samme", "outlier", "raw_
 
 
 def native_transform(forest: Forest) -> int:
-    """tc_transform's kind for the forest's inverse link, 0 where numpy applies it."""
+    """tc_transform's kind for the forest's inverse link, 0 where numpy applies it (and where
+    the margins are divided first: output_divisor, which the arrays kernel does not do)."""
+    if forest.output_divisor != 1:
+        return 0
     return NATIVE_TRANSFORMS.get((forest.transform, str(forest.accumulate_dtype),
                                   forest.exp_lib), 0)
 
 
 def needs_transform(forest: Forest, kind: str) -> bool:
     """Whether output `kind` ("predict" / "proba") is computed from transformed outputs."""
-    if forest.transform == "identity":
+    if forest.transform == "identity" and forest.output_divisor == 1:
         return False
     return kind == "proba" or not forest.is_classifier or forest.decision not in RAW_DECISIONS
 
@@ -668,6 +712,30 @@ def predict_proba(forest: Forest, raw: np.ndarray, transformed: bool = False) ->
         parts.append(p[:, start:start + len(c)].copy())
         start += len(c)
     return parts
+
+
+def apply_allows_nan(forest: Forest) -> bool:
+    """Whether the library's apply takes NaN: where its predict does, and sklearn's
+    GradientBoosting (its apply validates rows as its trees do, which route NaN by
+    missing_go_to_left; its predict refuses NaN)."""
+    return forest.allow_nan or forest.leaf_layout in ("stages", "stages_classes")
+
+
+_LEAF_DTYPES = {"trees": np.int64, "tree": np.int64, "stages": np.float64,
+                "stages_classes": np.float64, "xgboost": np.float32, "lightgbm": np.int32}
+
+
+def leaf_ids(forest: Forest, ids: np.ndarray) -> np.ndarray:
+    """The leaf ids (n, n_trees), any numeric dtype holding the exact ids, shaped and typed as
+    the library's apply / pred_leaf returns them (forest.leaf_layout, ir.LEAF_LAYOUTS)."""
+    layout = forest.leaf_layout
+    out = np.asarray(ids).astype(_LEAF_DTYPES[layout])
+    n = out.shape[0]
+    if layout == "tree" or (layout == "xgboost" and forest.n_trees == 1):
+        return out.reshape(n)
+    if layout == "stages_classes":
+        return out.reshape(n, forest.n_trees // forest.n_outputs, forest.n_outputs)
+    return out
 
 
 def raw_output(forest: Forest, raw: np.ndarray) -> np.ndarray:

@@ -52,7 +52,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import outputs, toolchain
+from .. import __version__, outputs, toolchain
 from ..errors import CompileError
 from ..ir import Forest, Head, head_of
 from . import arrays_native, arrays_walkers
@@ -60,7 +60,7 @@ from .arrays_derived import (DEEP_TOP_MAX, QCIX_MAX_COLS, ZROW_MAX_COLS, _HEAP_P
                              _deep_tables, bitvec_tables, interval_masks, cat_byte_sets, leaf_planes, merge_nan_columns,
                              oblivious_heaps, quant_levels, quant_tables, zrow_slots)
 # MAGIC: the backend interface (backends.kind_of_artifact reads it here)
-from .arrays_format import BACKEND, MAGIC, tables_from_bytes, tables_to_bytes  # noqa: F401
+from .arrays_format import BACKEND, MAGIC, tables_from_bytes, tables_to_bytes, written_by  # noqa: F401
 # the native kernel's loading, ISA choice and self-test (re-exported: arrays.native_library etc.)
 from .arrays_native import (_NATIVE_ISAS, _NODE32, _NODE64, KERNEL_CFLAGS, KERNEL_DIR,  # noqa: F401
                             KERNEL_FILES, _Tables, _native_isas, _self_test, _self_test_forest,
@@ -140,7 +140,8 @@ class ArraysKernel:
     backend = NAME
 
     def __init__(self, tables: Tables, head: Head, isa: str = "auto", block_rows: int = 0,
-                 data: bytes | None = None, strict_isa: bool = True, ir: Any = None):
+                 data: bytes | None = None, strict_isa: bool = True, ir: Any = None,
+                 written_by: str | None = __version__):
         self.tables, self.head, self._data = tables, head, data
         #: the model's IR: a Forest (built from one) or its IR file's bytes (loaded), or None
         self._ir = ir
@@ -154,7 +155,10 @@ class ArraysKernel:
         self.block_rows = int(block_rows) or auto_block_rows(tables)
         self.requested_isa = isa
         self.isa = resolve_isa(isa, strict=strict_isa)
-        self.meta_json = head.to_json(backend=NAME, isa=self.isa)
+        #: the Head as JSON, with the backend, the instruction set in use and the treecomp that
+        #: wrote the tables (written_by: a loaded file's, None where its header has none)
+        self.meta_json = head.to_json(backend=NAME, isa=self.isa,
+                                      **({"treecomp_version": written_by} if written_by else {}))
         m, A = tables.meta, tables.arrays
         self._strict = m["comparison"] == "<"
         # derived offsets: cumulative sums of the validated counts, never read from the file
@@ -393,16 +397,18 @@ def load_bytes(data: bytes) -> Any:
     """A kernel from a table file (ArtifactError if it is corrupt or truncated): an ArraysKernel,
     or a linear.LinearKernel for a file with a linear section."""
     tables, head, runtime, ir, linear = tables_from_bytes(data)
+    version = written_by(data)
     isa = runtime.get("isa", "auto")
     block = runtime.get("block_rows", DEFAULTS["block_rows"])
     if isa not in ISAS or not isinstance(block, int) or not 0 <= block <= 1 << 16:
         raise _bad("runtime options")
     if linear is None:
         return ArraysKernel(tables, head, isa=isa, block_rows=block, data=bytes(data),
-                            strict_isa=False, ir=ir)
+                            strict_isa=False, ir=ir, written_by=version)
     # linear leaves: these tables find the leaves, the section evaluates them (treecomp.linear)
     from ..linear import LinearKernel
-    leaves = ArraysKernel(tables, head, isa=isa, block_rows=block, strict_isa=False)
+    leaves = ArraysKernel(tables, head, isa=isa, block_rows=block, strict_isa=False,
+                          written_by=version)
     lhead, arrays, meta = linear
     return LinearKernel.loaded(leaves, lhead, arrays, meta["average"], bytes(data), ir)
 

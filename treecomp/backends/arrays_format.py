@@ -81,6 +81,17 @@ def tables_to_bytes(tables: Tables, head: Head, runtime: dict[str, Any],
     return bytes(buf)
 
 
+def written_by(data: bytes) -> str | None:
+    """The treecomp version that wrote a table file (its header's "treecomp_version"), or None
+    where the header has none; for a file tables_from_bytes has read."""
+    _, _, _, hlen = _PREFIX.unpack_from(data, 0)
+    try:
+        version = json.loads(data[_PREFIX.size:_PREFIX.size + hlen]).get("treecomp_version")
+    except (ValueError, AttributeError, UnicodeDecodeError):
+        return None
+    return version if isinstance(version, str) else None
+
+
 def _read_arrays(data: bytes, start: int, descr: list, allowed: Any, what: str,
                  arrays: dict[str, np.ndarray]) -> int:
     """The arrays `descr` describes (names in `allowed`, each once) into `arrays`; returns the

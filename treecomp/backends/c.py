@@ -672,12 +672,25 @@ def _units(forest: Forest, nodes_per_unit: int) -> list[list[int]]:
 
 
 def _transform_code(forest: Forest) -> str:
+    """The C of TREECOMP_TRANSFORM over one row `a` of margins (forest: a Forest or a Head):
+    the division by output_divisor (LightGBM's random-forest mode), then the inverse link."""
+    t = forest.transform
+    if t in outputs.PYTHON_TRANSFORMS:  # TREECOMP_TRANSFORM refused (outputs.accepted_flags)
+        return ""
+    code = _link_code(forest)
+    if forest.output_divisor != 1:  # GBDT::Predict: output[k] /= num_iteration_for_pred_
+        code = (f"for (int k = 0; k < TC_NO; ++k) a[k] /= (tc_acc){forest.output_divisor};\n"
+                f"        {code}")
+    return code
+
+
+def _link_code(forest: Forest) -> str:
     _, acc_t = _types(forest)
     one = "1.0f" if acc_t == "float" else "1.0"
     # exp in double then rounded: glibc's correctly rounded expf, and numpy's float64 exp
     ex = "(float)exp((double)({0}))" if acc_t == "float" else "exp({0})"
     t = forest.transform
-    if t == "identity" or t in outputs.PYTHON_TRANSFORMS:  # the latter: TREECOMP_TRANSFORM refused
+    if t == "identity":
         return ""
     if acc_t == "float" and t in ("sigmoid", "exp", "softmax"):
         # XGBoost 3.2's float32 transforms (src/common/math.h) with libm's expf, as

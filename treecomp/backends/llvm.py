@@ -943,7 +943,7 @@ def _main_text(forest: Forest, sym: str, n_parts: int, block: int, triple: str,
                 p = b.gep(ab, [k], source_etype=acc_ty, inbounds=True)
                 b.store(b.fdiv(b.load(p, typ=acc_ty), acc_ty(forest.n_trees)), p)
             loop(b.mul(nb, i64(no)), avg_one)
-        if known and forest.transform != "identity":
+        if known and (forest.transform != "identity" or forest.output_divisor != 1):
             with b.if_then(b.icmp_unsigned("!=", b.and_(flags, i32(1)), i32(0))):
                 loop(nb, lambda r: _transform_row(b, forest, acc_ty, (exp, expf), loop,
                                                   b.gep(ab, [b.mul(r, i64(no))], source_etype=acc_ty,
@@ -980,6 +980,13 @@ def _transform_row(b, forest: Forest, acc_ty, exps, loop, a) -> None:
 
     one = acc_ty(1.0)
     t = forest.transform
+    if forest.output_divisor != 1:  # LightGBM's GBDT::Predict: output[k] /= num_iteration
+        def div_first(k):
+            p = at(k)
+            b.store(b.fdiv(b.load(p, typ=acc_ty), acc_ty(forest.output_divisor)), p)
+        loop(i64(no), div_first)
+    if t == "identity":
+        return
     if t in ("sigmoid", "sigmoid2", "exp", "exp64"):
         def one_k(k):
             p = at(k)

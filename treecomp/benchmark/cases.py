@@ -497,21 +497,14 @@ def rows_around_thresholds(forest, n: int, seed: int = 0) -> np.ndarray:
     return X.astype(np.dtype(forest.input_dtype))
 
 
-def load_data(path: str, n_features: int) -> np.ndarray:
-    """Rows from a .npy file or a numeric .csv (a header line is skipped)."""
+def load_data(path: str, n_features: int, feature_names: Any = None, header: bool | None = None,
+              delimiter: str = ",", log: Callable[[str], None] = lambda s: None) -> np.ndarray:
+    """Rows from a .npy file or delimited text, read as `treecomp predict` reads them
+    (treecomp.datafile: a header only where certain, pandas' index column left out)."""
+    from treecomp.datafile import read_rows
     p = Path(path)
-    if p.suffix.lower() == ".npy":
-        X = np.load(p, allow_pickle=False)
-    else:
-        with open(p) as f:
-            first = f.readline()
-        try:
-            [float(v) for v in first.strip().split(",") if v.strip()]
-            skip = 0
-        except ValueError:
-            skip = 1
-        X = np.loadtxt(p, delimiter=",", skiprows=skip, ndmin=2)
-    X = np.asarray(X)
+    X = np.asarray(read_rows(p, n_features, feature_names, header=header, delimiter=delimiter,
+                             note=lambda msg: log(f"note: {msg}")))
     if X.ndim != 2 or X.shape[1] != n_features:
         raise ValueError(f"{p.name}: expected a 2-D table with {n_features} columns (the model's "
                          f"features), got shape {X.shape}")
@@ -521,7 +514,8 @@ def load_data(path: str, n_features: int) -> np.ndarray:
 
 
 def user_case(path: str, forest, data: str | None = None, n_rows: int = 100_000,
-              log: Callable[[str], None] = lambda s: None) -> BenchCase:
+              log: Callable[[str], None] = lambda s: None, header: bool | None = None,
+              delimiter: str = ",") -> BenchCase:
     """A case for a user's model file: the library is measured when the file is a pickle."""
     from treecomp.frontends import PICKLE_SUFFIXES, load_pickle
     library = None
@@ -533,7 +527,8 @@ def user_case(path: str, forest, data: str | None = None, n_rows: int = 100_000,
         model = obj
         if library is None:
             log(f"  {type(obj).__name__} is no known library model: its own predict is skipped")
-    X = load_data(data, forest.n_features) if data else rows_around_thresholds(forest, n_rows)
+    X = (load_data(data, forest.n_features, forest.feature_names, header, delimiter, log) if data
+         else rows_around_thresholds(forest, n_rows))
     return BenchCase(name=p.stem, title=f"user model {p.name}", model=model, X=X, library=library,
                      params={"path": str(p), "data": data})
 

@@ -3,9 +3,10 @@ raw results.json, all written to one directory; plus the terminal summary.
 
 Plots (matplotlib, Agg backend, so no display is needed; optional: ``pip install
 'treecomp[bench]'``): speedup.png (per case, every strategy's 1-thread throughput as a speedup
-over the library's own predict, library = 1x, the value printed on each bar), latency.png
-(latency per call against batch size, one panel per case), compile_time.png (cold compile or
-conversion time per case and strategy). Each strategy keeps one colour in all three.
+over the library's own predict, library = 1x, the value printed on each bar; over the Python
+walker for a case where no library was measured, and the title, labels and captions say which),
+latency.png (latency per call against batch size, one panel per case), compile_time.png (cold
+compile or conversion time per case and strategy). Each strategy keeps one colour in all three.
 
 ``python -m treecomp.benchmark.report DIR`` re-renders report.md and the plots from
 DIR/results.json without touching it (how docs/bench is refreshed after a change here).
@@ -82,12 +83,42 @@ def _headline_columns(results: dict) -> list[tuple[str, str]]:
     return list(seen.items())
 
 
+def _library_reference(c: dict) -> bool:
+    """Whether a case's exactness reference is its library (a results.json from before the
+    "reference" key: whenever it names a library)."""
+    ref = c.get("reference")
+    return bool(c.get("library")) and (ref is None or ref == c.get("library"))
+
+
+def _speedup_note(results: dict) -> str:
+    """What the headline's (speedup) is over: the library's own predict, the Python walker where
+    no library was measured (named, never implied)."""
+    lib = [c["name"] for c in results["cases"] if _has_library_figure(c)]
+    bare = [c["name"] for c in results["cases"] if not _has_library_figure(c)]
+    if not bare:
+        return "(speedup) is over the library's own predict at 1 thread."
+    why = ("no library was measured (a model file: the library's own predict is timed for a "
+           "pickled model object)")
+    if not lib:
+        return f"(speedup) is over the Python walker at 1 thread: {why}."
+    return ("(speedup) is over the library's own predict at 1 thread, and over the Python walker "
+            f"for {', '.join(bare)}, where {why}.")
+
+
+def _has_library_figure(c: dict) -> bool:
+    lib = next((r for r in c["strategies"] if r["name"] == "library"), {})
+    return lib.get("status") == "ok" and bool(lib.get("ns_per_row_1t"))
+
+
 def headline(results: dict) -> str:
     """One row per case: the library's ns/row, then each strategy's ns/row and its speedup over
-    the library (over the walker where there is no library), 1 thread; and the exactness."""
+    the library (over the walker where there is no library), 1 thread; and the exactness
+    against the case's reference (the library; the treecomp interpreter without one), named
+    wherever it is not the library."""
     cols = _headline_columns(results)
+    all_lib = all(_library_reference(c) for c in results["cases"])
     header = ["case", "trees", "nodes", "library ns/row"] + [f"{n} ns/row (speedup)" for _, n in cols] \
-        + ["treecomp exact vs library"]
+        + ["treecomp exact vs library" if all_lib else "treecomp exact vs reference"]
     rows = []
     for c in results["cases"]:
         by = {r["name"]: r for r in c["strategies"]}
@@ -102,17 +133,26 @@ def headline(results: dict) -> str:
             sp = r.get("speedup_vs_library") if lib_ns else r.get("speedup_vs_walker")
             row.append(f"{_num(r['ns_per_row_1t'])} ({_ratio(sp)})")
         tc = [r for r in c["strategies"] if r["group"] == "treecomp" and r["status"] == "ok"]
+        vs = "" if all_lib else f" vs {_reference_name(c)}"
         if not tc:
             row.append("-")
         elif all(r.get("bit_exact") for r in tc):
-            row.append("all bit-exact")
+            row.append("all bit-exact" + vs)
         else:
-            row.append("; ".join(f"{r['name']}: {_exact(r)}" for r in tc if not r.get("bit_exact")))
+            row.append(("" if all_lib else f"vs {_reference_name(c)}: ")
+                       + "; ".join(f"{r['name']}: {_exact(r)}" for r in tc if not r.get("bit_exact")))
         rows.append(row)
-    note = ("ns/row: median batch throughput at 1 thread on the case's test rows; (speedup) is over "
-            "the library's own predict at 1 thread (over the Python walker where no library "
-            "object was given).")
+    note = ("ns/row: median batch throughput at 1 thread on the case's test rows; "
+            + _speedup_note(results))
     return _table(header, rows) + "\n\n" + note
+
+
+def _reference_name(c: dict) -> str:
+    """The case's exactness reference as the report names it."""
+    ref = c.get("reference") or c.get("library") or "no reference"
+    if ref == "treecomp interpreter":
+        return "treecomp interpreter (raw margins; no library measured)"
+    return ref
 
 
 def case_section(c: dict, batches: list[int]) -> str:
@@ -232,7 +272,8 @@ def markdown(results: dict, plots: list[str]) -> str:
     if plots:
         out += ["## Plots", ""]
         for p in plots:
-            out += [f"![{p}]({p})", ""] + ([PLOT_CAPTIONS[p], ""] if p in PLOT_CAPTIONS else [])
+            caption = plot_caption(p, results)
+            out += [f"![{p}]({p})", ""] + ([caption, ""] if caption else [])
     out += ["## Cases", ""]
     for c in results["cases"]:
         out += [case_section(c, results["batches"]), ""]
@@ -253,11 +294,23 @@ def markdown(results: dict, plots: list[str]) -> str:
             "/ the largest compiler or linker subprocess (`<=`: an upper bound, as Linux counts "
             "the forking process's RSS in a child's peak). `load s` is loading the built artifact "
             "in the benchmark process. Other compilers are converted in-process.",
-            "- Exactness: outputs in every form the library offers (raw margin, predict_proba, "
-            "predict) compared with the library's on the same rows; bit-exact means same dtype and "
-            "same bits.",
+            _exactness_method(results),
             "- The machine may have been shared with other work: compare ratios within a run.", ""]
     return "\n".join(out)
+
+
+def _exactness_method(results: dict) -> str:
+    """The Method section's exactness line: what the outputs were compared with."""
+    lib = "in every form the library offers (raw margin, predict_proba, predict) compared with " \
+        "the library's on the same rows"
+    if all(_library_reference(c) for c in results["cases"]):
+        return f"- Exactness: outputs {lib}; bit-exact means same dtype and same bits."
+    interp = ("raw margins compared with the treecomp interpreter's (treecomp.interp, the IR's "
+              "reference semantics) on the same rows, as no library was measured")
+    if not any(_library_reference(c) for c in results["cases"]):
+        return f"- Exactness: {interp}; bit-exact means same dtype and same bits."
+    return (f"- Exactness: where a library was measured, outputs {lib}; elsewhere {interp}; "
+            "bit-exact means same dtype and same bits.")
 
 
 # -- plots --------------------------------------------------------------------------------------
@@ -332,7 +385,7 @@ def speedup_data(results: dict) -> list[dict]:
             ref_label = f"{c.get('library') or 'library'} {c.get('library_call') or 'predict'}"
         elif by.get("walker", {}).get("status") == "ok":
             ref, ref_ns = "walker", by["walker"]["ns_per_row_1t"]
-            ref_label = "Python walker (no library object)"
+            ref_label = "Python walker (no library measured)"
         else:
             continue
         bars = []
@@ -348,6 +401,24 @@ def speedup_data(results: dict) -> list[dict]:
                 bars.append((name, group, None, "skipped" if r else "not run"))
         out.append({"case": c["name"], "reference": ref, "reference_label": ref_label, "bars": bars})
     return out
+
+
+def speedup_title(data: list[dict]) -> str:
+    """The speedup plot's title, naming the reference its panels use (speedup_data)."""
+    refs = {d["reference"] for d in data}
+    if refs == {"library"}:
+        return ("Batch throughput, 1 thread: speedup over the library's own predict "
+                "(library = 1x; higher is faster)")
+    if refs == {"walker"}:
+        return ("Batch throughput, 1 thread: speedup over the Python walker (walker = 1x; "
+                "higher is faster); no library was measured")
+    return ("Batch throughput, 1 thread: speedup over each case's reference, the library's own "
+            "predict or, where no library was measured, the Python walker (reference = 1x; "
+            "higher is faster)")
+
+
+def _reference_phrase(ref: str) -> str:
+    return "the library" if ref == "library" else "the Python walker"
 
 
 def _wrap(text: str, width_in: float, fontsize: float) -> str:
@@ -413,20 +484,22 @@ def _speedup_plot(plt, results: dict, colours: dict, out: Path) -> str | None:
             ax.spines[side].set_visible(False)
     for ax in list(axes.flat)[n:]:
         ax.axis("off")
-    for ax in axes[-1]:
-        if ax.axison:
-            ax.set_xlabel("speedup over the library (x times faster, 1 thread)", fontsize=9.5)
+    for ax, d in zip(axes.flat, data):  # each panel names its own reference
+        if ax in axes[-1] or d["reference"] != "library":
+            ax.set_xlabel(f"speedup over {_reference_phrase(d['reference'])} (x times faster, "
+                          "1 thread)", fontsize=9.5)
     # the legend: every strategy shown, in the bars' order
     from matplotlib.patches import Patch
     shown = {name for d in data for name, _, v, _ in d["bars"] if v is not None}
+    refs = {d["reference"] for d in data}
     handles = [Patch(facecolor=colours[nm], hatch="///" if g == "external" else None,
                      edgecolor="white" if g == "external" else colours[nm],
-                     label=display_name(nm, g) + (" = 1x" if nm == "library" else ""))
+                     label=display_name(nm, g) + (" = 1x" if nm in refs else ""))
                for nm, g in _strategy_names(results) if nm in shown]
     leg_cols = _legend_cols(len(handles), fig_w, 2.75)
     legend_rows = math.ceil(len(handles) / leg_cols)
-    title = _wrap("Batch throughput, 1 thread: speedup over the library's own predict "
-                  "(library = 1x; higher is faster)", fig_w - 0.4, 13)
+    plain_title = speedup_title(data)
+    title = _wrap(plain_title, fig_w - 0.4, 13)
     title_in = 0.25 * (title.count("\n") + 1)
     fig.set_figheight(fig.get_figheight() + title_in + 0.2 * legend_rows - 0.45)
     head_in = 0.3 + title_in + 0.2 * legend_rows      # title + legend above the panels
@@ -435,7 +508,7 @@ def _speedup_plot(plt, results: dict, colours: dict, out: Path) -> str | None:
     fig.legend(handles=handles, loc="upper center", ncol=leg_cols, fontsize=10, frameon=False,
                bbox_to_anchor=(0.5, 1 - (0.17 + title_in) / fig.get_figheight()))
     fig.tight_layout(rect=(0, 0, 1, 1 - head_in / fig.get_figheight()), h_pad=1.6, w_pad=1.2)
-    fig.savefig(out / "speedup.png", dpi=110)
+    fig.savefig(out / "speedup.png", dpi=110, metadata={"Title": plain_title})
     plt.close(fig)
     return "speedup.png"
 
@@ -559,6 +632,24 @@ def _plots(results: dict, out: Path) -> list[str]:
         if name:
             written.append(name)
     return written
+
+
+def plot_caption(name: str, results: dict) -> str | None:
+    """The report's caption of plot `name`, naming the speedup plot's references as drawn."""
+    if name != "speedup.png":
+        return PLOT_CAPTIONS.get(name)
+    refs = {d["reference"] for d in speedup_data(results)}
+    if refs == {"walker"}:
+        return ("Per case, each strategy's 1-thread batch throughput as a speedup over the "
+                "Python walker (the Python walker = 1x; bars right of the dashed line are "
+                "faster): no library was measured, so no bar compares with the library's own "
+                "predict. treecomp's strategies solid, other engines hatched.")
+    if refs == {"library"}:
+        return PLOT_CAPTIONS[name]
+    return ("Per case, each strategy's 1-thread batch throughput as a speedup over the case's "
+            "reference, named above its panel: the library's own predict (the library = 1x), or "
+            "the Python walker where no library was measured (the Python walker = 1x). "
+            "treecomp's strategies solid, other engines hatched.")
 
 
 PLOT_CAPTIONS = {

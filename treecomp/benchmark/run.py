@@ -92,6 +92,15 @@ DEFAULT_OUT_NAME = "treecomp-bench"
 PACKAGE_PARENT = Path(__file__).resolve().parents[2]
 #: what to install for the benchmark's libraries, plots and cases
 EXTRA_HINT = "pip install 'treecomp[bench]'"
+#: the case libraries the bench extra leaves out, and the extra that installs each
+_OTHER_EXTRAS = {"catboost": "catboost"}
+
+
+def install_hint(modules: Any) -> str:
+    """What to pip install for the cases of `modules`: the bench extra (scikit-learn, XGBoost,
+    LightGBM, plots), and the own extra of each library it does not hold (catboost)."""
+    extras = sorted({_OTHER_EXTRAS.get(m, "bench") for m in modules}) or ["bench"]
+    return "pip install " + " ".join(f"'treecomp[{e}]'" for e in extras)
 BATCHES = (1, 16, 256, 4096)
 
 
@@ -1140,8 +1149,9 @@ def run_case(case: Any, strats: list[Strategy], settings: Settings, tmp: Path, i
             lib_ns = row["ns_per_row_1t"]
         rows[s.name] = row
         if row["status"] == "ok":
-            ex = "bit-exact" if row.get("bit_exact") else (
-                f"max diff {row.get('max_abs_diff')}" if row.get("exact") else "not compared")
+            vs = f" vs {res['reference']}" if res.get("reference") else ""
+            ex = f"bit-exact{vs}" if row.get("bit_exact") else (
+                f"max diff {row.get('max_abs_diff')}{vs}" if row.get("exact") else "not compared")
             comp = f"compile {row['compile_s']:.2f} s, " if row.get("compile_s") is not None else ""
             log(f"{tag} {s.name}: {comp}{_fmt_ns(row['ns_per_row_1t'])} ns/row (1 thread), "
                 f"{_fmt_ns(row.get('ns_per_row_all'))} ns/row (all cores), {ex} [{row['bench_s']:.1f} s]")
@@ -1221,6 +1231,12 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    f"./{DEFAULT_OUT_NAME} in the current directory; --out is the same option)")
     p.add_argument("--data", help="rows for MODEL: a .npy or numeric .csv file (default: synthetic "
                    "rows around the model's thresholds)")
+    p.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
+                   help="--data text file: its first line is a header (--header) or data "
+                   "(--no-header); default: decided as `treecomp predict` does, refusing what "
+                   "is ambiguous")
+    p.add_argument("--delimiter", default=",", help="--data text file: the character between "
+                   "fields (default ',')")
     p.add_argument("--cases", help="comma-separated case names (see --list)")
     p.add_argument("--strategies", help="comma-separated strategy names (see --list)")
     p.add_argument("--rows", type=int, help="test rows per case (default 100000; quick 8000)")
@@ -1269,7 +1285,8 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 forest = treecomp.parse(args.model)
                 case_list.append(C.user_case(args.model, forest, args.data,
-                                             n_rows=args.rows or (8000 if args.quick else 100_000), log=log))
+                                             n_rows=args.rows or (8000 if args.quick else 100_000), log=log,
+                                             header=args.header, delimiter=args.delimiter))
             except (OSError, ValueError, treecomp.TreecompError) as exc:
                 log(f"error: {args.model}: {type(exc).__name__}: {exc}")
                 return 2
@@ -1285,10 +1302,11 @@ def main(argv: list[str] | None = None) -> int:
             missing = [m for m in needed if not C.module_available(m)]
             if missing and len(missing) == len(needed):
                 log(f"error: the benchmark cases need {', '.join(missing)}, not installed here: "
-                    f"{EXTRA_HINT} (or give a MODEL file)")
+                    f"{install_hint(missing)} (or give a MODEL file)")
                 return 2
             if missing:
-                log(f"note: {', '.join(missing)} not installed: their cases are skipped ({EXTRA_HINT})")
+                log(f"note: {', '.join(missing)} not installed: their cases are skipped "
+                    f"({install_hint(missing)})")
             for i, name in enumerate(names, 1):
                 spec = C.TINY if name == "tiny" else C.SPECS[name]
                 if not C.available(spec):

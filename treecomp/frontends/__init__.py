@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import os
 import pickle
+import pickletools
 from pathlib import Path
 from typing import Any, Callable
 
@@ -80,11 +81,39 @@ def parse(model_or_path: Any) -> Forest:
         return parse_file(model_or_path)
     fn = _parser_for(model_or_path)
     if fn is None:
-        t = type(model_or_path)
-        raise UnsupportedModelError(
-            f"unsupported model type {t.__module__}.{t.__qualname__}; supported: "
-            + ", ".join(supported_models()))
+        raise unsupported_type_error(model_or_path)
     return fn(model_or_path)
+
+
+def unsupported_type_error(model: Any) -> UnsupportedModelError:
+    """The error for an object no frontend reads: its type, what is supported in one sentence,
+    and for a wrapper around a supported model (a scikit-learn Pipeline, a search) what to pass."""
+    t = type(model)
+    msg = (f"unsupported model type {t.__module__}.{t.__qualname__}: treecomp compiles fitted "
+           "tree ensembles from scikit-learn, XGBoost, LightGBM and CatBoost, ONNX tree "
+           "ensembles, and their model files (treecomp.supported_models() lists them)")
+    hint = _wrapper_hint(model)
+    return UnsupportedModelError(f"{msg}; {hint}" if hint else msg)
+
+
+def _wrapper_hint(model: Any) -> str:
+    mod = (type(model).__module__ or "").split(".")[0]
+    if mod != "sklearn":
+        return ""
+    steps = getattr(model, "steps", None)
+    if isinstance(steps, list) and steps and all(isinstance(s, tuple) and len(s) == 2 for s in steps):
+        last = steps[-1][1]
+        before = [name for name, _ in steps[:-1]]
+        what = f"a {type(last).__name__}" if last not in (None, "passthrough") else "none"
+        return (f"for a Pipeline, pass its last step (pipeline[-1], here {what}): treecomp "
+                "compiles that step alone, without the steps before it"
+                + (f" ({', '.join(map(str, before[:5]))}{', ...' if len(before) > 5 else ''})"
+                   if before else "")
+                + ", so apply them first (pipeline[:-1].transform(X)) and predict on their output")
+    best = getattr(model, "best_estimator_", None)
+    if best is not None:
+        return f"for a {type(model).__name__}, pass its best_estimator_ (here a {type(best).__name__})"
+    return ""
 
 
 def _sniff(head: bytes) -> str | None:
@@ -109,18 +138,40 @@ def _sniff(head: bytes) -> str | None:
     return None
 
 
+#: first bytes of what load_pickle reads besides plain pickles: joblib's compressed files
+#: (zlib, gzip, bz2, xz, lzma, lz4) and its old "ZF" format
+_COMPRESSED = (b"\x78", b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x5d\x00\x00", b"\x04\x22\x4d\x18",
+               b"ZF")
+#: the first byte of a pickle is one of its opcodes (protocol 2+: PROTO, 0x80)
+_PICKLE_OPCODES = frozenset(op.code.encode("latin-1") for op in pickletools.opcodes)
+
+
+def looks_like_pickle(head: bytes) -> bool:
+    """Whether a file starting with `head` may be a pickle or a joblib file: its first byte is a
+    pickle opcode or a compressor's magic. False says for sure that it is not one."""
+    return head[:1] in _PICKLE_OPCODES or head.startswith(_COMPRESSED)
+
+
 def parse_file(path: str | os.PathLike) -> Forest:
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"model file not found: {p}")
     suffix = p.suffix.lower()
-    if suffix in PICKLE_SUFFIXES:
-        return parse(load_pickle(p))
     with open(p, "rb") as f:
         head = f.read(4096)
     if not head:
         raise InvalidModelError(f"{p.name} is empty")
     kind = _sniff(head)
+    if suffix in PICKLE_SUFFIXES:
+        # content before names: a model file saved under a pickle's name is read as what it is
+        # (no pickle starts like one: "{", "tree", "CBM1", a zip, a protobuf), and what is
+        # neither a pickle nor a known model gets an error saying so, not the unpickler's
+        if kind in (None, "pickle") or head[:1] == b"\x80":
+            if not looks_like_pickle(head):
+                raise InvalidModelError(
+                    f"{p.name} is not a pickle (it starts with {head[:16]!r}) nor a model file "
+                    "treecomp recognises: " + _KNOWN_FILES)
+            return parse(load_pickle(p))
     if kind == "lightgbm":
         return _frontend("lightgbm").parse_lightgbm_file(p)
     if kind == "xgboost":
@@ -147,9 +198,26 @@ def parse_file(path: str | os.PathLike) -> Forest:
         return _frontend("catboost").parse_catboost_file(p)
     raise UnsupportedModelError(
         f"cannot tell the model format of {p.name} from its content (it starts with "
-        f"{head[:16]!r}); treecomp reads XGBoost JSON / UBJSON model files, LightGBM text "
-        "models, CatBoost JSON / .cbm models, ONNX models, treecomp IR files (by content, any name) and pickles named "
-        + ", ".join(PICKLE_SUFFIXES))
+        f"{head[:16]!r}); " + _KNOWN_FILES)
+
+
+_KNOWN_FILES = ("treecomp reads XGBoost JSON / UBJSON model files, LightGBM text models, CatBoost "
+                "JSON / .cbm models, ONNX models, treecomp IR files (by content, any name) and "
+                "pickles named " + ", ".join(PICKLE_SUFFIXES))
+
+
+#: the treecomp extra that installs a library whose objects a pickle may hold
+EXTRAS = {"sklearn": "sklearn", "joblib": "sklearn", "xgboost": "xgboost", "lightgbm": "lightgbm",
+          "catboost": "catboost", "onnx": "onnx"}
+
+
+def install_hint(module: str) -> str:
+    """How to install `module` (a dotted name: its top-level package counts): the treecomp
+    extra that brings it, else the package itself."""
+    top = module.split(".")[0]
+    if top in EXTRAS:
+        return f"pip install 'treecomp[{EXTRAS[top]}]'"
+    return f"install the package that provides {top!r} (pip install {top})"
 
 
 def load_pickle(path: Path) -> Any:
@@ -166,7 +234,7 @@ def load_pickle(path: Path) -> Any:
         return joblib.load(path)
     except ModuleNotFoundError as exc:
         raise UnsupportedModelError(
-            f"{path.name} needs the module {exc.name!r} to unpickle; install it "
-            "(e.g. pip install 'treecomp[sklearn]' or 'treecomp[xgboost]')") from None
+            f"{path.name} needs the module {exc.name!r} to unpickle: "
+            f"{install_hint(exc.name or '')}") from None
     except Exception as exc:  # noqa: BLE001 - unpickling can raise anything; report it clearly
         raise InvalidModelError(f"cannot unpickle {path.name}: {type(exc).__name__}: {exc}") from None

@@ -60,7 +60,10 @@ IR: the column's hashes, deduplicated in model order, are Forest.category_hashes
 turns a value into the index of its hash there, or the count for an unseen value
 (treecomp.categories); a one-hot node is a categorical split whose left set is every code but
 its own, so an unseen category goes left (false) at every one-hot split, as in CatBoost, where
-it falls in bin 0. Categorical features that no split uses are still encoded (catboost refuses
+it falls in bin 0. A value listed twice (hand-edited files; CatBoost reads them) is binarised
+as CatBoost does, the OR of its positions + 1 per block of 254 values, so a split on position
+p goes right for the codes whose byte equals p + 1 (_one_hot_right_sets). An oblivious tree
+without splits is written by CatBoost as "splits": null. Categorical features that no split uses are still encoded (catboost refuses
 a float there too).
 
 Refused with UnsupportedModelError naming the feature: categorical features encoded as CTRs
@@ -340,12 +343,37 @@ def _features(doc: dict) -> tuple[list, list, int, list[str]]:
     return out, onehots, cat_cols, n_cols, [ids_of.get(j, "") for j in range(n_cols)]
 
 
+#: CatBoost's one-hot values per bin byte (MAX_VALUES_PER_BIN)
+_ONE_HOT_BLOCK = 254
+
+
+def _one_hot_right_sets(codes: list[int]) -> list[tuple[int, ...]]:
+    """For each position of a one-hot feature's value list (`codes`: each value's index among
+    the distinct hashes), the codes whose rows go right at a split on that position.
+
+    CatBoost 1.2 (quantization.h OneHotBinsFromTransposedCatFeatures) binarises a row per block
+    of 254 values as the OR of (position % 254 + 1) over the positions holding its hash, and a
+    split on position p goes right iff that byte equals p % 254 + 1 (model.cpp: XorMask
+    ~SplitIdx, SplitIdx 0xff). Values listed once: the position's own code. A value listed
+    twice ORs its positions: its rows may match neither, or another value's position."""
+    bins: dict[tuple[int, int], int] = {}
+    for p, c in enumerate(codes):
+        key = (c, p // _ONE_HOT_BLOCK)
+        bins[key] = bins.get(key, 0) | (p % _ONE_HOT_BLOCK + 1)
+    matching: dict[tuple[int, int], list[int]] = {}
+    for (c, block), byte in bins.items():
+        matching.setdefault((block, byte), []).append(c)
+    return [tuple(sorted(matching.get((p // _ONE_HOT_BLOCK, p % _ONE_HOT_BLOCK + 1), ())))
+            for p in range(len(codes))]
+
+
 class _Table:
     """CatBoost's bin-feature list (TModelTrees::GetBinFeatures, indexed by split_index): every
     border of every float feature, features in order, then every value of every one-hot
     feature. Per entry: input column, float32 border (0 for one-hot), NaN goes right, category
-    code (-1 for borders: the value's index among its column's distinct hashes), and for
-    one-hot entries the categorical feature index and hash (checked against JSON splits)."""
+    code (-1 for borders: the value's index among its column's distinct hashes), for one-hot
+    entries the codes that go right (_one_hot_right_sets: the entry's own code unless a value
+    is listed twice), the categorical feature index and hash (checked against JSON splits)."""
 
     def __init__(self, features, onehots, cat_cols):
         cols = [np.full(len(b), c, np.int32) for c, b, _ in features]
@@ -355,14 +383,17 @@ class _Table:
         self.cat_feature = [np.full(len(b), -1, np.int64) for _, b, _ in features]
         self.hash = [np.zeros(len(b), np.int64) for _, b, _ in features]
         hashes_of: dict[int, tuple[int, ...]] = {c: () for c in cat_cols}
+        self.right: list[tuple[int, ...] | None] = [None] * sum(len(b) for _, b, _ in features)
         for col, c, hashes in onehots:
-            distinct = tuple(dict.fromkeys(hashes))  # a repeated value tests the same hash
+            distinct = tuple(dict.fromkeys(hashes))  # a category is its hash's first position
             hashes_of[col] = distinct
             index = {h: k for k, h in enumerate(distinct)}
+            codes = [index[h] for h in hashes]
             cols.append(np.full(len(hashes), col, np.int32))
             borders.append(np.zeros(len(hashes)))
             nan_right.append(np.zeros(len(hashes), bool))
-            code.append(np.array([index[h] for h in hashes], np.int64))
+            code.append(np.array(codes, np.int64))
+            self.right += _one_hot_right_sets(codes)
             self.cat_feature.append(np.full(len(hashes), c, np.int64))
             self.hash.append(np.array(hashes, np.int64))
         cat = lambda parts, dt: np.concatenate(parts).astype(dt) if parts else np.zeros(0, dt)  # noqa: E731
@@ -376,8 +407,9 @@ class _Table:
 
     def tree(self, left, right, inner: np.ndarray, ks: np.ndarray, value: np.ndarray) -> Tree:
         """A Tree whose internal nodes `inner` test bin features `ks`: numeric x > border goes
-        right; one-hot "hash == value" goes right, so the categorical node's left set is every
-        code but the value's (unknown categories, code len(hashes), go left with them)."""
+        right; one-hot "the row's bin byte == the position's" goes right, so the categorical
+        node's left set is every code but those of its right set (unknown categories, code
+        len(hashes), go left with them: their bin byte is 0)."""
         n = len(left)
         feature = np.full(n, -1, np.int32)
         feature[inner] = self.col[ks]
@@ -388,11 +420,15 @@ class _Table:
         num = code < 0
         thr[inner[num]] = self.border[ks[num]]
         cat_index = np.full(n, -1, np.int32)
-        uniq, inv = np.unique(code[~num], return_inverse=True)
-        cat_index[inner[~num]] = inv.reshape(-1)
-        words = int(uniq.max()) // 32 + 1 if len(uniq) else 1
-        bits = np.full((len(uniq), words), 0xFFFFFFFF, np.uint32)
-        bits[np.arange(len(uniq)), uniq // 32] &= ~(np.uint32(1) << (uniq % 32).astype(np.uint32))
+        sets = [self.right[k] for k in ks[~num].tolist()]
+        uniq = sorted(set(sets))
+        at = {r: i for i, r in enumerate(uniq)}
+        cat_index[inner[~num]] = [at[r] for r in sets]
+        top = max((c for r in uniq for c in r), default=0)
+        bits = np.full((len(uniq), top // 32 + 1), 0xFFFFFFFF, np.uint32)
+        for i, r in enumerate(uniq):
+            for c in r:
+                bits[i, c // 32] &= ~np.uint32(1 << (c % 32))
         return Tree(left=left, right=right, feature=feature, threshold=thr, default_left=dl,
                     value=value, cat_index=cat_index, cat_bits=bits,
                     cat_other_left=np.ones(len(uniq), bool))
@@ -418,10 +454,17 @@ def _split(s: Any, table: _Table, where: str) -> int:
     return k
 
 
+def _splits(t: dict, where: str) -> list:
+    """An oblivious tree's splits. CatBoost writes a tree without splits as "splits": null
+    (its JSON writer never fills the array) and reads null, like an absent key, as none."""
+    v = t.get("splits")
+    return [] if v is None else _list(v, where)
+
+
 def _oblivious_tree(t: Any, i: int, table: _Table, dim: int) -> Tree:
     where = f"oblivious tree {i}"
     t = _dict(t, where)
-    splits = _list(t["splits"], where)
+    splits = _splits(t, where)
     depth = len(splits)
     if depth > MAX_DEPTH:
         raise InvalidModelError(f"{where}: depth {depth} > {MAX_DEPTH}")
@@ -548,7 +591,7 @@ def _forest(doc: dict, kind: str, source: str) -> Forest:
     bias = [_f64(b, "bias") for b in _list(sb[1], "bias")]
     if oblivious:
         t0 = _dict(raw_trees[0], "oblivious tree 0")
-        depth0 = min(len(_list(t0["splits"], "tree 0")), MAX_DEPTH + 1)
+        depth0 = min(len(_splits(t0, "tree 0")), MAX_DEPTH + 1)
         dim, rem = divmod(len(_list(t0["leaf_values"], "tree 0")), 1 << depth0)
         if rem or dim < 1:
             raise InvalidModelError("tree 0: leaf_values do not fill 2^depth leaves")

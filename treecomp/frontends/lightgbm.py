@@ -34,8 +34,10 @@ by tests/test_frontend_lightgbm.py against the installed library):
   runs vectorised over the whole model, so a 1000-tree model parses in a fraction of a second.
 - Raw score = sum of the trees in float64 in tree order, starting at 0 (boost_from_average is
   already folded into the first trees). Tree i adds to class i % num_tree_per_iteration.
-  Random-forest mode (`average_output`) divides by the number of iterations before the
-  transform; LightGBM's `raw_score=True` output is the undivided sum (the IR's raw is divided).
+  Random-forest mode (`average_output`): GBDT::Predict divides each output by the number of
+  iterations before the transform; PredictRaw (`raw_score=True`), PredictContrib
+  (`pred_contrib=True`) and pred_leaf do not: the IR's raw margins are the undivided sums and
+  Forest.output_divisor = the number of iterations (binary, multiclass, regression alike).
 - Linear trees (linear_tree=True, a tree's is_linear=1; Tree::Predict): the tree adds
   leaf_const[leaf] + leaf_coeff[i] * x[leaf_features[i]] in order in float64, x as the trees see
   it (|x| <= kZ is 0.0), product rounded before the sum (the released wheels use no fused
@@ -763,13 +765,6 @@ def parse_lightgbm_string(text: str, *, num_iteration: int | None = None,
         tree_kvs = tree_kvs[:n_iter * per_iter]
     objective, transform = _objective(header)
     average = "average_output" in header
-    if average and per_iter > 1:
-        # LightGBM divides each class's sum by the number of iterations; the IR divides by the
-        # number of trees (= iterations * classes here).
-        raise UnsupportedModelError(
-            f"LightGBM random-forest mode (average_output) with {per_iter} trees per iteration "
-            "(multiclass) is not supported: LightGBM averages over iterations, the IR over trees; "
-            "supported: average_output with one tree per iteration")
     obj_classes = _objective_num_class(header)
     if obj_classes is not None and obj_classes != num_class:
         # ConvertOutput would transform obj_classes of the num_class outputs
@@ -807,7 +802,8 @@ def parse_lightgbm_string(text: str, *, num_iteration: int | None = None,
     return Forest(trees=trees, n_features=n_features, n_outputs=per_iter, tree_output=tree_output,
                   base_score=np.zeros(per_iter), input_dtype="float64", comparison="<=",
                   category_rule="trunc",  # (int)x: -0.5 is category 0
-                  accumulate_dtype="float64", average=average, transform=transform,
+                  accumulate_dtype="float64", output_divisor=n_iter if average else 1,
+                  transform=transform, leaf_layout="lightgbm",
                   decision=decision, classes=cls, feature_names=None, allow_nan=True,
                   provenance="; ".join(notes))
 

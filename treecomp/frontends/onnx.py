@@ -9,7 +9,10 @@ batches across threads and merges partial sums, which changes the float32 roundi
 The graph must be the ensemble node alone, fed by the graph's one float tensor input, plus the
 nodes converters add after it: ZipMap (probabilities as a list of dicts: a Predictor returns the
 (n, n_classes) array in classlabels order instead), and Cast / Identity that change nothing
-(a Cast to the type its input already has). Any other node is refused, naming its op.
+(a Cast to the type its input already has), and arithmetic on the float scores that changes no
+bit (onnxmltools' LightGBM classifier ends in Mul(probabilities, 1.0)): Mul / Div by 1.0, Add
+-0.0, Sub +0.0, a float32 constant (initializer or Constant node) of a shape that does not
+grow the output. Any other node is refused, naming its op.
 
 ONNX Runtime's arithmetic (tree_ensemble_common.h, tree_ensemble_aggregator.h, ml_common.h):
 - Trees: a tree starts at every node whose nodes_treeids differs from the previous node's (so
@@ -28,7 +31,11 @@ ONNX Runtime's arithmetic (tree_ensemble_common.h, tree_ensemble_aggregator.h, m
 - Scores: float32, starting at 0, every tree's leaf weights added in tree order (a leaf adds
   each of its (target, weight) pairs); then AVERAGE divides by the number of trees; then the
   base values are added (``base_values``; absent means no addition). The IR starts from 0 and
-  adds the base values as a last single-leaf tree, which is the same float32 sum. AVERAGE with
+  adds the base values as a last single-leaf tree, which is the same float32 sum. With two or
+  more targets ORT writes 0 for a target no tree scored on a row, its base value dropped: a
+  non-zero base value is refused unless some tree scores its target at every leaf (sufficient,
+  not necessary: trees that only together score it on every row are refused too; converters
+  write every target at every leaf, or one target per tree at all its leaves). AVERAGE with
   non-zero base values is refused (the IR divides after its last tree); MIN / MAX are refused.
 - post_transform (float32, glibc expf): LOGISTIC ``v = 1/(1+expf(-|x|)); x < 0 ? 1-v : v``;
   SOFTMAX max over -FLT_MAX and the scores, expf(x - max) summed in float in order, divided;
@@ -53,6 +60,7 @@ duplicate (leaf, target) weights. Corrupt or hostile files raise InvalidModelErr
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 from typing import Any
@@ -67,6 +75,11 @@ _ML = "ai.onnx.ml"
 _ENSEMBLES = ("TreeEnsembleRegressor", "TreeEnsembleClassifier", "TreeEnsemble")
 #: nodes a converter puts after the ensemble that change no value
 _PASSTHROUGH = {("ZipMap", _ML), ("Cast", ""), ("Identity", "")}
+#: arithmetic that changes no bit of a float tensor when its other operand is this constant
+#: everywhere (x * 1, x / 1, x + -0.0, x - +0.0: exact for every float, -0.0 and NaN included;
+#: x + 0.0 is not: -0.0 + 0.0 is +0.0); Mul and Add take the constant on either side
+_IDENTITY_ARITH = {"Mul": 1.0, "Div": 1.0, "Add": -0.0, "Sub": 0.0}
+_COMMUTATIVE = ("Mul", "Add")
 #: opset-3 node modes; opset 5 numbers them 0..6 in this order (6: BRANCH_MEMBER)
 _MODES = ("BRANCH_LEQ", "BRANCH_LT", "BRANCH_GTE", "BRANCH_GT", "BRANCH_EQ", "BRANCH_NEQ",
           "BRANCH_MEMBER")
@@ -79,6 +92,10 @@ _V5_AGGREGATES = ("AVERAGE", "SUM", "MIN", "MAX")
 _MAX_CATEGORY = 1 << 16
 #: sanity bounds against corrupt files
 _MAX_OUTPUTS = 1 << 20
+#: a tree's dense leaf values (nodes x the targets it spans) may exceed its weights and nodes
+#: this many times over, plus _DENSE_SLACK values: more is a sparse claim the IR would inflate
+#: (a 1 kB file naming targets 0 and 2^20 - 1 at a few leaves: megabytes per node)
+_DENSE_RATIO, _DENSE_SLACK = 16, 4096
 #: how many bytes a .onnx file may have (protobuf's own limit is 2 GiB)
 _MAX_BYTES = 1 << 31
 
@@ -133,12 +150,14 @@ def _parse(model: Any, source: str) -> Forest:
     ens = [n for n in g.node if n.op_type in _ENSEMBLES and n.domain == _ML]
     other = sorted({f"{n.domain or 'ai.onnx'}.{n.op_type}" for n in g.node
                     if (n.op_type, n.domain) not in _PASSTHROUGH
+                    and not (n.domain == "" and (n.op_type in _IDENTITY_ARITH or n.op_type == "Constant"))
                     and not (n.op_type in _ENSEMBLES and n.domain == _ML)})
     if len(ens) != 1 or other:
         raise UnsupportedModelError(
             "treecomp reads an ONNX graph that is one ai.onnx.ml TreeEnsembleRegressor / "
-            "TreeEnsembleClassifier / TreeEnsemble node (plus ZipMap, Cast, Identity after it); "
-            f"this graph has {len(ens)} ensemble node(s)"
+            "TreeEnsembleClassifier / TreeEnsemble node, plus what converters put after it that "
+            "changes no value (ZipMap, Identity, a Cast to the same type, Mul / Div by 1, Add "
+            f"-0.0, Sub 0.0); this graph has {len(ens)} ensemble node(s)"
             + (f" and the ops {', '.join(other[:10])}" if other else ""))
     node = ens[0]
     if len(inputs) != 1 or list(node.input) != [inputs[0].name]:
@@ -213,12 +232,31 @@ def _check_after(g: Any, node: Any, onnx: Any) -> None:
     # walk from the ensemble's outputs to the nodes that read them (each node read once: linear)
     readers: dict[str, list[int]] = {}
     others = [k for k, n in enumerate(g.node) if not (n.op_type in _ENSEMBLES and n.domain == _ML)]
+    consts = _constants(g, onnx)
+    const_of: dict[int, tuple[str, int]] = {}  # arithmetic node -> (constant name, its position)
     for k in others:
         n = g.node[k]
+        if n.op_type == "Constant" and n.domain == "":
+            continue  # read as an arithmetic node's operand below, or an orphan
+        if n.op_type in _IDENTITY_ARITH and n.domain == "":
+            if len(n.input) != 2:
+                raise UnsupportedModelError(f"ONNX {n.op_type} node with {len(n.input)} inputs "
+                                            "after the tree ensemble")
+            at = [j for j in (1, 0) if n.input[j] in consts and (j == 1 or n.op_type in _COMMUTATIVE)]
+            if not at or n.input[1 - at[0]] in consts:
+                raise UnsupportedModelError(
+                    f"ONNX {n.op_type} after the tree ensemble: treecomp reads {n.op_type} of the "
+                    "ensemble's output by a constant "
+                    + ("(either operand) " if n.op_type in _COMMUTATIVE else "(the second operand) ")
+                    + "that changes no value")
+            const_of[k] = (n.input[at[0]], at[0])
+            readers.setdefault(n.input[1 - at[0]], []).append(k)
+            continue
         if len(n.input) != 1:
             raise UnsupportedModelError(f"ONNX {n.op_type} node with {len(n.input)} inputs after "
                                         "the tree ensemble")
         readers.setdefault(n.input[0], []).append(k)
+    width = _output_width(node)
     todo, seen = list(types), set()
     while todo:
         name = todo.pop()
@@ -227,6 +265,11 @@ def _check_after(g: Any, node: Any, onnx: Any) -> None:
                 continue
             seen.add(k)
             n, src = g.node[k], types[name]
+            if k in const_of:
+                cname, _ = const_of[k]
+                _check_identity(n.op_type, consts[cname], src, width, onnx)
+                if cname in consts and consts[cname][1] is not None:
+                    seen.add(consts[cname][1])  # the Constant node it came from
             if n.op_type == "Cast":
                 to = next((a.i for a in n.attribute if a.name == "to"), None)
                 if to != src:
@@ -236,11 +279,72 @@ def _check_after(g: Any, node: Any, onnx: Any) -> None:
             for o in n.output:
                 if o in types:
                     raise InvalidModelError(f"ONNX graph: {o[:40]!r} is computed twice")
-                types[o] = src
+                types[o] = -2 if n.op_type == "ZipMap" else src  # ZipMap: a sequence of maps
                 todo.append(o)
     orphans = [g.node[k].op_type for k in others if k not in seen]
     if orphans:
         raise UnsupportedModelError(f"ONNX nodes {orphans[:5]} do not read the tree ensemble's outputs")
+
+
+def _constants(g: Any, onnx: Any) -> dict[str, tuple[Any, int | None]]:
+    """Constant tensors by name: the graph's initializers and its Constant nodes' values
+    (TensorProto, or the node index for a Constant node: (tensor, node index or None))."""
+    out: dict[str, tuple[Any, int | None]] = {i.name: (i, None) for i in g.initializer}
+    for k, n in enumerate(g.node):
+        if n.op_type != "Constant" or n.domain != "" or len(n.output) != 1 or len(n.attribute) != 1:
+            continue
+        a = n.attribute[0]
+        if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+            out[n.output[0]] = (a.t, k)
+        elif a.name == "value_float" and a.type == onnx.AttributeProto.FLOAT:
+            out[n.output[0]] = (onnx.helper.make_tensor("c", onnx.TensorProto.FLOAT, [], [a.f]), k)
+        elif a.name == "value_floats" and a.type == onnx.AttributeProto.FLOATS:
+            out[n.output[0]] = (onnx.helper.make_tensor("c", onnx.TensorProto.FLOAT, [len(a.floats)],
+                                                        list(a.floats)), k)
+    return out
+
+
+def _output_width(node: Any) -> int | None:
+    """Columns of the ensemble's float output (classes or targets), None where unknown."""
+    for a in node.attribute:
+        if node.op_type == "TreeEnsembleClassifier" and a.name in ("classlabels_int64s",
+                                                                     "classlabels_strings"):
+            if len(a.ints) or len(a.strings):
+                return len(a.ints) or len(a.strings)
+        if node.op_type != "TreeEnsembleClassifier" and a.name == "n_targets":
+            return int(a.i)
+    return None
+
+
+def _check_identity(op: str, const: tuple[Any, int | None], src: int, width: int | None,
+                    onnx: Any) -> None:
+    """UnsupportedModelError unless `op` of a float tensor (rows, width) by the constant changes
+    no bit and no shape: float32 elements all equal to the operation's identity (its sign too,
+    for the zeros), a shape that broadcasts to (rows, width) without growing it."""
+    t = const[0]
+    if t.data_location == onnx.TensorProto.EXTERNAL:
+        raise UnsupportedModelError(f"ONNX {op} after the tree ensemble by a constant stored in an "
+                                    "external file")
+    if src != onnx.TensorProto.FLOAT or t.data_type != onnx.TensorProto.FLOAT:
+        what = onnx.TensorProto.DataType.Name(t.data_type) if t.data_type in \
+            onnx.TensorProto.DataType.values() else t.data_type
+        raise UnsupportedModelError(f"ONNX {op} after the tree ensemble of a {what} constant, or "
+                                    "of its labels or ZipMap's maps: treecomp reads float "
+                                    "arithmetic on the scores only")
+    dims = list(t.dims)
+    if len(dims) > 2 or (len(dims) == 2 and dims[0] != 1) or \
+            any(d != 1 and (width is None or d != width) for d in dims[-1:]):
+        raise UnsupportedModelError(f"ONNX {op} after the tree ensemble by a constant of shape "
+                                    f"{dims}: it would change the output's shape")
+    try:
+        v = onnx.numpy_helper.to_array(t).astype(np.float32).reshape(-1)
+    except Exception as exc:  # noqa: BLE001 - a malformed TensorProto
+        raise InvalidModelError(f"ONNX {op} constant: {type(exc).__name__}: {str(exc)[:100]}") from None
+    want = _IDENTITY_ARITH[op]
+    if v.size == 0 or not np.all((v == want) & (np.signbit(v) == (math.copysign(1.0, want) < 0))):
+        raise UnsupportedModelError(
+            f"ONNX {op} after the tree ensemble by {v[:4].tolist()}: treecomp reads arithmetic "
+            f"that changes no value only ({op} by {want!r})")
 
 
 def _ints(v: Any, name: str) -> np.ndarray:
@@ -441,7 +545,7 @@ def _v5(a: dict, onnx: Any) -> _Ensemble:
         if len(trk) != nn:
             raise InvalidModelError("ONNX TreeEnsemble: nodes_missing_value_tracks_true must have one "
                                     "entry per node")
-        miss[:nn] = trk != 0
+        miss[:nn] = trk == 1  # ORT honours 1 only (2 or -1 are not "true"), as in opset 3
     roots = []
     for r in ints["tree_roots"].tolist():
         if not 0 <= r < nn:
@@ -477,6 +581,14 @@ def _forest(e: _Ensemble, declared: int | None, prov: str) -> Forest:
         raise InvalidModelError(f"ONNX tree ensemble with {K} targets / classes")
     if e.ids_written and (min(e.ids_written) < 0 or max(e.ids_written) >= K):
         raise InvalidModelError(f"ONNX tree ensemble: a target / class id is outside [0, {K})")
+    if e.labels is None:
+        # n_targets is only a number in the file: outputs no leaf and no base value writes are
+        # constants ORT still allocates and transforms (2^20 of them from a 516-byte file)
+        backed = max(max(e.ids_written) + 1 if e.ids_written else 0, len(e.base))
+        if K > backed:
+            raise UnsupportedModelError(
+                f"ONNX tree ensemble claims n_targets={K}, but its leaves and base_values write "
+                f"targets below {backed} only: outputs no tree writes are not supported")
     if len(e.roots) == 0:
         raise InvalidModelError("ONNX tree ensemble without trees")
     if e.post == "PROBIT":
@@ -551,6 +663,12 @@ def _forest(e: _Ensemble, declared: int | None, prov: str) -> Forest:
             f"ONNX classifier: class {int(np.flatnonzero(~scored)[0])} gets no score on some rows "
             "(no base_values, no tree that scores it at every leaf): ORT then leaves it out of "
             "the argmax, which treecomp does not reproduce")
+    if not classifier and K > 1 and len(base) == K and np.any((base != 0) & ~scored):
+        # ORT 1.32's regressor writes has_score ? score + base : 0 per target and row
+        raise UnsupportedModelError(
+            f"ONNX regressor: target {int(np.flatnonzero((base != 0) & ~scored)[0])} has a "
+            "non-zero base value but no tree that scores it at every leaf: ORT then drops the "
+            "base value on the rows no tree scores it for, which treecomp does not reproduce")
     average = agg == "AVERAGE"
     if len(base) and np.any(base != 0):
         if average:
@@ -647,6 +765,12 @@ def _tree(e: _Ensemble, root: int, neg_pair: bool, newid: np.ndarray):
         raise UnsupportedModelError("ONNX tree ensemble: a leaf with two weights for one target "
                                     "(ORT adds them one by one)")
     always = np.bincount(t, minlength=e.n_out)[:e.n_out] == len(leaf_pos)
+    span = 2 if neg_pair else int(t.max()) - int(t.min()) + 1
+    if n * span > _DENSE_RATIO * (t.size + n) + _DENSE_SLACK:
+        raise UnsupportedModelError(
+            f"ONNX tree ensemble: a tree of {n} nodes writes {t.size} weights spread over targets "
+            f"{int(t.min())}..{int(t.max())}: {n * span} dense leaf values for so few weights "
+            "(sparse multi-target leaves) are not supported")
     if neg_pair:
         lo, value = 0, np.zeros((n, 2))
         value[at, 0], value[at, 1] = -w, w

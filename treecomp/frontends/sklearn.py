@@ -269,7 +269,7 @@ def parse_tree(model: Any) -> Forest:
                   comparison="<=", average=False, transform="identity",
                   decision="argmax_raw" if clf else "none", classes=classes,
                   feature_names=_feature_names(model), allow_nan=_allows_nan(model),
-                  reject_inf=range(model.n_features_in_),
+                  reject_inf=range(model.n_features_in_), leaf_layout="tree",
                   provenance=_provenance(model))
 
 
@@ -410,9 +410,10 @@ def parse_gradient_boosting(model: Any) -> Forest:
     trees, outs = [], []
     for i in range(n_stages):
         for k in range(K):
-            left, right, feature, threshold, _, value = _sk_tree_arrays(ests[i, k])
-            # the GB kernel tests `X[i, f] <= threshold` only: NaN (rejected anyway) goes right
-            trees.append(_make_tree(left, right, feature, threshold, np.zeros(len(left), bool),
+            left, right, feature, threshold, dleft, value = _sk_tree_arrays(ests[i, k])
+            # predict refuses NaN (its kernel tests `X[i, f] <= threshold` only); apply takes
+            # it and the trees route it by missing_go_to_left (the tree's own apply)
+            trees.append(_make_tree(left, right, feature, threshold, dleft,
                                     scale * value[:, 0, :1], cover=_cover(ests[i, k])))
             outs.append(k)
     return Forest(trees=tuple(trees), n_features=model.n_features_in_, n_outputs=K,
@@ -420,6 +421,8 @@ def parse_gradient_boosting(model: Any) -> Forest:
                   comparison="<=", average=False, transform=transform, decision=decision,
                   classes=classes, feature_names=_feature_names(model), allow_nan=False,
                   reject_inf=range(model.n_features_in_),
+                  # apply: float64 (n, stages, K) for classifiers, (n, stages) for regressors
+                  leaf_layout="stages_classes" if clf else "stages",
                   exp_lib=_exp_lib(transform), provenance=_provenance(model))
 
 

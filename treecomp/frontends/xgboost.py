@@ -92,7 +92,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import InvalidModelError, NotFittedError, UnsupportedModelError
+from ..errors import InvalidModelError, NotFittedError, TreecompError, UnsupportedModelError
 from ..ir import Forest, Tree, leaf_tree
 from . import ubjson
 
@@ -785,7 +785,8 @@ def _forest(doc: Any, mode: _Mode) -> Forest:
                   tree_output=tree_output, base_score=base.astype(np.float64),
                   input_dtype="float32", comparison="<", accumulate_dtype="float32",
                   average=False, transform=transform, decision=decision, classes=classes,
-                  feature_names=names, allow_nan=True, provenance=prov)
+                  feature_names=names, allow_nan=True, provenance=prov,
+                  leaf_layout="xgboost")  # pred_leaf: float32, (n,) for a one-tree model
 
 
 def _trees_by_id(trees: list) -> list:
@@ -1002,7 +1003,25 @@ def load_document(path: str | os.PathLike) -> Any:
 def parse_xgboost_file(path: str | os.PathLike) -> Forest:
     """An XGBoost model file (.json / .ubj, as written by ``save_model``)."""
     doc = load_document(path)
+    if isinstance(doc, dict) and not isinstance(doc.get("learner"), dict):
+        raise not_xgboost_error(Path(path).name, doc)
     return forest_from_document(doc, _file_mode(doc, Path(path).name))
+
+
+def not_xgboost_error(name: str, doc: dict) -> TreecompError:
+    """The error for a JSON object that is no XGBoost model: what it is when that is known
+    (LightGBM's Booster.dump_model(), which treecomp cannot read), else its keys."""
+    if doc.get("name") == "tree" and "tree_info" in doc:
+        return UnsupportedModelError(
+            f"{name} is a LightGBM model dump (Booster.dump_model() written as JSON), which "
+            "neither LightGBM nor treecomp loads as a model: save the model as a LightGBM text "
+            "model (booster.save_model('model.txt'); for LGBMClassifier / LGBMRegressor, "
+            "model.booster_.save_model('model.txt')) and pass that file, or the Booster itself")
+    keys = ", ".join(repr(str(k)[:30]) for k in list(doc)[:6])
+    return InvalidModelError(
+        f"{name} is JSON but not an XGBoost model document (no 'learner' object; its keys: "
+        f"{keys or 'none'}); treecomp reads XGBoost's save_model JSON / UBJSON, CatBoost's JSON "
+        "export, LightGBM text models, ONNX and pickled models (treecomp.supported_models())")
 
 
 PARSERS = {
