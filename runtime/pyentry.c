@@ -46,6 +46,23 @@ typedef struct { /* mirrored by loader._EntryCfg */
 
 #define TC_TRANSFORM 1
 #define TC_PAIRS 0x100
+
+/* set_error_factory(callable): code -> exception instance (treecomp.loader.kernel_error), so a
+   failed kernel call raises the KernelError naming its treecomp.h code; a RuntimeError before */
+static PyObject *error_factory = NULL;
+
+static void kernel_failed(int32_t rc) {
+  if (error_factory) {
+    PyObject *exc = PyObject_CallFunction(error_factory, "i", (int)rc);
+    if (exc) {  /* else the factory's own exception stands */
+      PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+      Py_DECREF(exc);
+    }
+    return;
+  }
+  PyErr_Format(PyExc_RuntimeError, "treecomp kernel failed with code %d%s", (int)rc,
+               rc == -2 ? " (out of memory)" : "");
+}
 enum { OUT_2D, OUT_1D, LAB_GE0, LAB_GT0, LAB_GT_HALF, LAB_ARGMAX, MODE_END };
 
 /* np.argmax over one row: the first maximum; the first NaN wins outright */
@@ -148,8 +165,7 @@ static PyObject *entry_run(PyObject *self, PyObject *const *args, Py_ssize_t nar
     rc = ((tc_so_fn)(uintptr_t)c.fn)(xp, bits, n, op, (uint32_t)tf);
   Py_END_ALLOW_THREADS
   if (rc != 0) {
-    PyErr_Format(PyExc_RuntimeError, "treecomp kernel failed with code %d%s", (int)rc,
-                 rc == -2 ? " (out of memory)" : "");
+    kernel_failed(rc);
     goto fail;
   }
   if (flags & TC_PAIRS) /* p at [0, n) -> rows (1 - p, p), from the end (in p's dtype, as numpy) */
@@ -255,7 +271,7 @@ static PyObject *entry_native_ns(PyObject *self, PyObject *const *args, Py_ssize
   clock_gettime(CLOCK_MONOTONIC, &t1);
   Py_END_ALLOW_THREADS
   if (rc != 0) {
-    PyErr_Format(PyExc_RuntimeError, "treecomp kernel failed with code %d", (int)rc);
+    kernel_failed(rc);
     return NULL;
   }
   return PyFloat_FromDouble(((double)(t1.tv_sec - t0.tv_sec) * 1e9 + (double)(t1.tv_nsec - t0.tv_nsec))
@@ -278,6 +294,16 @@ static PyObject *entry_source_hash(PyObject *self, PyObject *unused) {
   return PyUnicode_FromString(TC_SOURCE_HASH);
 }
 
+static PyObject *entry_set_error_factory(PyObject *self, PyObject *factory) {
+  if (!PyCallable_Check(factory)) {
+    PyErr_SetString(PyExc_TypeError, "set_error_factory needs a callable");
+    return NULL;
+  }
+  Py_INCREF(factory);
+  Py_XSETREF(error_factory, factory);
+  Py_RETURN_NONE;
+}
+
 static PyMethodDef entry_methods[] = {
     {"run", (PyCFunction)(void (*)(void))entry_run, METH_FASTCALL,
      "run(X, cfg, flags, mode, classes) -> ndarray | None: see runtime/pyentry.c"},
@@ -285,6 +311,8 @@ static PyMethodDef entry_methods[] = {
      "native_ns(X, cfg, flags, reps) -> ns per single-row kernel call over X's rows, timed in C"},
     {"cfg_size", entry_cfg_size, METH_NOARGS, "sizeof(tc_entry_cfg)"},
     {"source_hash", entry_source_hash, METH_NOARGS, "sha256 of the pyentry.c it was built from"},
+    {"set_error_factory", entry_set_error_factory, METH_O,
+     "set_error_factory(f): a failed kernel call raises f(code), an exception instance"},
     {NULL, NULL, 0, NULL}};
 
 static struct PyModuleDef entry_module = {PyModuleDef_HEAD_INIT, "_tc_entry",

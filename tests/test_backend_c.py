@@ -177,6 +177,51 @@ def test_c_driver_uses_only_the_header(tmp_path):
     assert lines[-1] == f.digest()
 
 
+@pytest.mark.parametrize("backend", ["c", "arrays", "llvm"])
+def test_c_callers_check_the_seal(tmp_path, backend):
+    """A C caller checks a library before loading it (treecomp_check_file, the header's
+    TREECOMP_CHECK_IMPLEMENTATION) and after (the library's own treecomp_verify): the same
+    check the Python loader makes; a damaged copy, a missing file, a replaced file fail it."""
+    import shutil
+    f = random_forest(32, n_trees=3)
+    so = tmp_path / "model.so"
+    treecomp.compile(f, backend=backend).save(so)
+    data = so.read_bytes()
+    (tmp_path / "flipped.so").write_bytes(data[:1000] + bytes([data[1000] ^ 4]) + data[1001:])
+    (tmp_path / "cut.so").write_bytes(data[:len(data) - 100])
+    driver = tmp_path / "driver.c"
+    driver.write_text(textwrap.dedent("""
+        #include <dlfcn.h>
+        #include <stdio.h>
+        #define TREECOMP_CHECK_IMPLEMENTATION
+        #include "treecomp.h"
+        int main(int argc, char **argv) {
+          for (int i = 2; i < argc; ++i) printf("%d\\n", treecomp_check_file(argv[i]));
+          void *h = dlopen(argv[1], RTLD_NOW | RTLD_LOCAL);
+          if (!h) return 3;
+          int32_t (*verify)(void) = (int32_t (*)(void))dlsym(h, "treecomp_verify");
+          if (!verify) return 4;
+          printf("%d\\n", verify());
+          fflush(stdout);
+          if (rename(argv[argc - 1], argv[1]) != 0) return 5;  /* another file in its place */
+          printf("%d\\n", verify());
+          return 0;
+        }"""))
+    from treecomp.cli import write_header
+    write_header(str(tmp_path / "treecomp.h"))
+    exe = tmp_path / "driver"
+    subprocess.run(["cc", "-Wall", "-Werror", str(driver), "-I", str(tmp_path), "-o", str(exe),
+                    "-ldl"], check=True)
+    shutil.copyfile(so, tmp_path / "copy.so")
+    treecomp.compile(random_forest(33, n_trees=3), backend=backend).save(tmp_path / "other.so")
+    args = [str(so), str(so), str(tmp_path / "flipped.so"), str(tmp_path / "cut.so"),
+            str(tmp_path / "missing.so"), str(tmp_path / "other.so")]
+    res = subprocess.run([str(exe), *args], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    ok, corrupt, eio = "0", str(-3), str(-4)
+    assert res.stdout.split() == [ok, corrupt, corrupt, eio, ok, ok, corrupt]
+
+
 def test_generated_source_is_readable():
     f = random_forest(2, n_trees=2, max_depth=12)
     src = cbackend.emit(f, cbackend.options(goto_max_nodes=10**6))

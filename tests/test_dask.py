@@ -310,8 +310,9 @@ def test_dataframe_from_parquet_on_cluster(client, models, tmp_path):
         b = before[w]
         assert a["compiler"] is False                # the workers have no usable compiler
         # 3 graphs of >= 6 partitions over 2 models: a worker unpickles the predictor once per
-        # graph (not per partition) and dlopens each model once in its life
-        assert a["load"] - b["load"] <= 2, (w, b, a)
+        # graph (not per partition) and dlopens its library at most once per unpickled
+        # predictor (shared while one holds it; unloaded with the last: issue 32, item 9)
+        assert a["load"] - b["load"] <= a["restore"] - b["restore"], (w, b, a)
         assert a["restore"] - b["restore"] <= 3, (w, b, a)
     assert sum(a["load"] for a in after.values()) >= 2  # the models did run on the workers
 

@@ -25,6 +25,7 @@ ROOT = DOCS.parent
 RUN_HERE = {
     ("build.md", "bash", 0): "test_build_check_says_where_each_native_part_came_from",
     ("c-abi.md", "c", 0): "test_c_abi_example_runs",
+    ("c-abi.md", "c", 1): "test_c_abi_check_example_runs",
     ("scale-out.md", "python", 0): "test_dask_example_runs_as_a_script",
 }
 RUN_ELSEWHERE = {
@@ -134,6 +135,29 @@ def test_c_abi_example_runs(tmp_path):
     # printed with %g: six significant digits
     np.testing.assert_allclose([float(v) for v in res.stdout.split()],
                                m.predict_proba(np.zeros((1, 5)))[0], rtol=1e-5)
+
+
+@needs_cc
+def test_c_abi_check_example_runs(tmp_path):
+    """docs/c-abi.md's check before dlopen (treecomp_check_file) and after (treecomp_verify),
+    built and run the way its first line says: 0 for a library as treecomp wrote it, 1 and a
+    message for one with a byte changed (which it never loads)."""
+    from tests.randforest import random_forest
+    treecomp.compile(random_forest(3, n_trees=3), backend="c").save(tmp_path / "model.so")
+    from treecomp.cli import write_header
+    write_header(str(tmp_path / "treecomp.h"))
+    code = block("c-abi.md", "c", 1)
+    (tmp_path / "check.c").write_text(code)
+    build_run = re.fullmatch(r"/\* (.*) \*/", code.splitlines()[0]).group(1)
+    res = subprocess.run(["bash", "-euo", "pipefail", "-c", build_run], cwd=tmp_path, env=_env(),
+                         capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    data = bytearray((tmp_path / "model.so").read_bytes())
+    data[len(data) // 2] ^= 1
+    (tmp_path / "model.so").write_bytes(bytes(data))
+    res = subprocess.run(["./check", "./model.so"], cwd=tmp_path, capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 1 and "is not the library treecomp built" in res.stderr
 
 
 def test_dask_example_runs_as_a_script(tmp_path):

@@ -229,9 +229,10 @@ def test_dataframe_columns_refused_wherever_the_library_refuses(lib):
 
 
 # -- artifacts whose exports disagree with their meta JSON ----------------------------------------
-def _fake_artifact(tmp_path, name, meta, nf=3, no=1, out_bits=64, omit=()):
+def _fake_artifact(tmp_path, name, meta, nf=3, no=1, out_bits=64, omit=(), rc=0, extra=""):
     """A .so honouring treecomp.h's symbols with chosen (possibly inconsistent) values; its
-    predict writes zeros for nf features / no outputs."""
+    predict writes zeros for nf features / no outputs. Sealed as treecomp seals its artifacts,
+    so the checks after the seal's are the ones under test."""
     lit = "".join(f"\\x{b:02x}" for b in meta.encode())
     fns = {"treecomp_n_features": nf, "treecomp_n_outputs": no, "treecomp_out_dtype": out_bits}
     exports = "".join(f"E int32_t {k}(void) {{ return {v}; }}\n" for k, v in fns.items()
@@ -244,11 +245,11 @@ E const char *treecomp_meta_json(void) {{ return "{lit}"; }}
 {exports}
 E int32_t treecomp_predict(const void *X, int32_t xd, int64_t n, void *out, uint32_t flags) {{
   memset(out, 0, (size_t)n * {no} * {out_bits // 8});
-  return 0;
+  return {rc};
 }}
-"""
+{extra}"""
     path = tmp_path / f"{name}.so"
-    toolchain.build_shared_library({f"{name}.c": src}, path)
+    toolchain.build_shared_library({f"{name}.c": src}, path, seal=True)
     return path
 
 
@@ -273,6 +274,35 @@ def test_artifact_exports_are_cross_checked_with_its_meta(tmp_path):
         treecomp.load(_fake_artifact(tmp_path, "notjson", "{not json"))
 
 
+@pytest.mark.parametrize("code, why", [(-1, "invalid arguments.*TREECOMP_EINVAL"),
+                                       (-2, "out of memory.*TREECOMP_ENOMEM"),
+                                       (-77, "a code treecomp.h does not define")])
+@pytest.mark.parametrize("rows", [1, 5000])  # the compiled small-batch entry, then ctypes
+def test_a_failing_kernel_raises_a_treecomp_error_naming_the_code(tmp_path, code, why, rows):
+    """A kernel's return code surfaced as a bare RuntimeError("... failed with code -1")."""
+    from treecomp.errors import KernelError
+    from treecomp.ir import head_of
+    meta = head_of(random_forest(62, n_features=3)).to_json(backend="c")
+    p = treecomp.load(_fake_artifact(tmp_path, f"rc{-code}", meta, rc=code))
+    with pytest.raises(KernelError, match=f"code {code}: {why}") as ei:
+        p.predict_raw(np.ones((rows, 3)))
+    assert isinstance(ei.value, TreecompError) and isinstance(ei.value, RuntimeError)
+    assert ei.value.code == code
+
+
+def test_a_library_whose_symbols_are_not_utf8_is_an_artifact_error(tmp_path):
+    """dlopen's message names the symbol it cannot resolve; a name that is not UTF-8 raised
+    UnicodeDecodeError from ctypes instead of a TreecompError."""
+    from treecomp.ir import head_of
+    meta = head_of(random_forest(62, n_features=3)).to_json(backend="c")
+    path = _fake_artifact(tmp_path, "dynstr", meta,
+                          extra='extern int tc_missing(void) __asm__("tc_missing_\\xff\\xfe");\n'
+                                'E int32_t tc_use(void) { return tc_missing(); }\n')
+    assert b"tc_missing_\xff\xfe" in path.read_bytes()
+    with pytest.raises(ArtifactError, match=r"cannot load .*symbol that is not UTF-8.*tc_missing_\\xff"):
+        treecomp.load(path)
+
+
 def test_patched_meta_of_a_c_backend_artifact_is_refused(model, tmp_path):
     """A real artifact whose embedded meta JSON was edited in place (same length)."""
     f, p = model
@@ -282,6 +312,9 @@ def test_patched_meta_of_a_c_backend_artifact_is_refused(model, tmp_path):
     pattern = rb'"n_features": ?5([,}])'
     assert len(re.findall(pattern, data)) == 1
     (tmp_path / "patched.so").write_bytes(re.sub(pattern, lambda m: m.group(0).replace(b"5", b"9"), data))
+    with pytest.raises(ArtifactError, match="damaged"):  # its seal no longer matches
+        treecomp.load(tmp_path / "patched.so")
+    toolchain.seal(tmp_path / "patched.so")  # sealed again: the exports' cross-check refuses it
     with pytest.raises(ArtifactError, match="treecomp_n_features"):
         treecomp.load(tmp_path / "patched.so")
 

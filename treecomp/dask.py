@@ -9,8 +9,8 @@ Why the predictor goes into the graph once, as its own key: a Predictor pickles 
 artifact (the .so bytes, see treecomp.loader), so a graph that embedded it in every task would
 ship and hash those bytes once per partition. As a single keyed node that every task depends on,
 distributed sends it to each worker once; unpickling there loads the shared library once per
-worker process (treecomp.loader.kernel_from_bytes caches by content hash) and needs no C
-compiler. The key is derived from the artifact's content, so re-scoring with the same model
+worker process and graph (treecomp.loader.kernel_from_bytes shares it by content hash while a
+Predictor holds it) and needs no C compiler. The key is derived from the artifact's content, so re-scoring with the same model
 reuses the same node instead of hashing a pickle on every call.
 
 Threads: Dask already runs one task per worker thread, so by default each partition is scored

@@ -31,3 +31,13 @@ class WriteError(TreecompError, OSError):
     """An artifact or cache file could not be written (full disk, unwritable or missing
     directory). The message names the path; the OSError that caused it is ``__cause__``. It is
     an OSError too, so code that caught the bare OSError before keeps working."""
+
+
+class KernelError(TreecompError, RuntimeError):
+    """A compiled kernel failed a call: the message names its runtime/treecomp.h return code
+    (``code``) and what it means (invalid arguments, out of memory, ...). A RuntimeError too,
+    as the bare RuntimeError raised before was."""
+
+    def __init__(self, message: str, code: int | None = None):
+        super().__init__(message)
+        self.code = code

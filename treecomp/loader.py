@@ -25,6 +25,7 @@ import os
 import sys
 import sysconfig
 import threading
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -32,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from . import outputs
-from .errors import ArtifactError, CompileError, InvalidModelError
+from .errors import ArtifactError, CompileError, InvalidModelError, KernelError
 from .inputs import as_matrix
 from .ir import Head
 
@@ -43,6 +44,22 @@ TREECOMP_TRANSFORM = 1
 #: classifier's probabilities as the libraries return them, rows (1 - p, p)
 PAIRS = 0x100
 _ELF_MAGIC = b"\x7fELF"
+
+#: what runtime/treecomp.h's return codes mean (KernelError messages)
+KERNEL_ERRORS = {
+    -1: "invalid arguments (TREECOMP_EINVAL: an unknown dtype code or flag, a negative row "
+        "count, a NULL buffer, or an instruction set this CPU lacks)",
+    -2: "out of memory (TREECOMP_ENOMEM: a per-call buffer could not be allocated)",
+    -3: "the library file is not the one treecomp built (TREECOMP_ECORRUPT)",
+    -4: "the library file cannot be read (TREECOMP_EIO)",
+}
+
+
+def kernel_error(code: int, what: str = "the treecomp kernel") -> KernelError:
+    """The KernelError for return code `code` of a kernel call (`what`: which kernel)."""
+    why = KERNEL_ERRORS.get(int(code), "a code treecomp.h does not define (a corrupt or "
+                                       "incompatible artifact)")
+    return KernelError(f"{what} failed with code {code}: {why}", int(code))
 
 #: below this many rows per thread, splitting a batch costs more than it saves
 MIN_ROWS_PER_THREAD = 2048
@@ -110,6 +127,7 @@ def _load_extension(path: Path) -> Any:
     loader.exec_module(mod)
     if mod.cfg_size() != ctypes.sizeof(_EntryCfg):
         raise ImportError("runtime/pyentry.c does not match loader._EntryCfg")
+    mod.set_error_factory(kernel_error)  # a failed kernel call raises a KernelError naming it
     return mod
 
 
@@ -145,7 +163,7 @@ def _build_entry() -> Any:
     if not os.path.isfile(os.path.join(inc, "Python.h")):
         raise ImportError(f"no Python.h in {inc} (install this Python's development headers)")
     key = toolchain.cache_key("pyentry", sys.version, sys.implementation.cache_tag, np.__version__,
-                              cc.version)
+                              cc.key)
     flags = (*toolchain.DEFAULT_CFLAGS, "-I", inc, "-I", np.get_include())
 
     def build(p: Path) -> None:  # only on a cache miss
@@ -232,17 +250,60 @@ def set_base(head: Head, address: int) -> None:
     ctypes.memmove(address, base.ctypes.data, base.nbytes)
 
 
+def _dlclose(handle: int) -> None:
+    """Unload a library ctypes loaded (ctypes itself never does): every function pointer into
+    it died with the SharedLibrary that owned it."""
+    try:
+        from _ctypes import dlclose
+        dlclose(handle)
+    except (ImportError, OSError):  # no dlclose (Windows): the mapping stays, as before
+        pass
+
+
+def verify_artifact(data: bytes, name: str = "the library") -> None:
+    """ArtifactError unless `data`, a shared library's bytes, is exactly what treecomp built:
+    its segments lie inside the file (check_elf_extents) and its seal matches
+    (toolchain.check_seal). Run before every dlopen of an artifact: a damaged library can kill
+    the process inside the dynamic loader, or load and answer wrongly."""
+    from .toolchain import check_seal
+    try:
+        check_elf_extents(data)
+    except ArtifactError as exc:
+        raise ArtifactError(f"{name}: {exc}") from None
+    check_seal(data, name)
+
+
 class SharedLibrary:
-    """A kernel in a shared library honouring runtime/treecomp.h (C backend, LLVM object code)."""
+    """A kernel in a shared library honouring runtime/treecomp.h (C backend, LLVM object code).
+
+    The file is verified (verify_artifact) before it is loaded, and unloaded (dlclose) when
+    this object is collected: a service that reloads models gets the memory back."""
 
     kind = "so"
+
+    @property
+    def lib(self) -> Any:
+        """The loaded library (ctypes.CDLL): for a backend's check_library."""
+        return self._lib
 
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         try:
+            data = self.path.read_bytes()
+        except OSError as exc:
+            raise ArtifactError(f"cannot read {self.path.name}: {exc}") from None
+        verify_artifact(data, self.path.name)
+        try:
             lib = ctypes.CDLL(str(self.path))
         except OSError as exc:
             raise ArtifactError(f"cannot load {self.path.name} as a shared library: {exc}") from None
+        except UnicodeDecodeError as exc:  # ctypes decodes dlerror()'s text, which names symbols
+            text = exc.object.decode("utf-8", "backslashreplace") if isinstance(exc.object, bytes) else ""
+            raise ArtifactError(f"cannot load {self.path.name} as a shared library: the dynamic "
+                                f"loader failed naming a symbol that is not UTF-8 text (a damaged "
+                                f"or foreign library): {text}") from None
+        fin = weakref.finalize(self, _dlclose, lib._handle)
+        fin.atexit = False  # at exit, pool threads may still be inside the library
         try:
             abi = lib.treecomp_abi_version
             meta_fn = lib.treecomp_meta_json
@@ -273,11 +334,15 @@ class SharedLibrary:
                 raise ArtifactError(f"{self.path.name}: its meta JSON has base_link "
                                     f"{self.head.base_link!r} but the library has no {BASE_SYMBOL}") from None
             set_base(self.head, address)
+        self._lib = lib
+        from .backends import library_checker
+        check = library_checker(self.backend)
+        if check is not None:  # the backend's own checks (the arrays backend's tables)
+            check(self)
         predict.restype = ctypes.c_int32
         predict.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p,
                             ctypes.c_uint32]
         self._predict = predict
-        self._lib = lib
         #: (function, tables, isa, transform kind) for the small-batch entry (runtime/pyentry.c)
         self.entry = (ctypes.cast(predict, ctypes.c_void_p).value, 0, 0, 0)
         #: the artifact's TREECOMP_TRANSFORM is the library's own arithmetic (see c.py / llvm.py)
@@ -311,7 +376,7 @@ class SharedLibrary:
     def run(self, X: np.ndarray, out: np.ndarray, flags: int = TREECOMP_RAW) -> None:
         rc = self._predict(X.ctypes.data, X.dtype.itemsize * 8, X.shape[0], out.ctypes.data, flags)
         if rc != 0:
-            raise RuntimeError(f"treecomp_predict failed with code {rc}")
+            raise kernel_error(rc, f"treecomp_predict of {self.path.name}")
 
     def ir_bytes(self) -> bytes | None:
         """The model's IR file the library carries (treecomp_ir / treecomp_ir_size: the c and
@@ -562,7 +627,7 @@ class Predictor:
             xs[:n] = Xm
         rc = self._run_ptr(xp, bits, n, op, flags)
         if rc != 0:
-            raise RuntimeError(f"treecomp kernel failed with code {rc}")
+            raise kernel_error(rc)
         return os_[:n].copy()
 
     def _new_stage(self, dtype: np.dtype, flags: int) -> tuple:
@@ -704,7 +769,11 @@ def _restore(kind: str, data: bytes, n_threads: int | None) -> Predictor:
     return Predictor(kernel_from_bytes(kind, data), n_threads)
 
 
-_LOADED: dict[str, Any] = {}
+#: the kernels loaded in this process by content (sha256 of the artifact's bytes), each held
+#: only as long as a Predictor (or anything else) holds it: loading the same bytes again while
+#: one is in use shares it; once every Predictor of a model is dropped its tables, code and
+#: mapping are freed (a service reloading models does not grow)
+_LOADED: "weakref.WeakValueDictionary[str, Any]" = weakref.WeakValueDictionary()
 _LOADED_LOCK = threading.Lock()
 
 
@@ -739,14 +808,14 @@ def check_elf_extents(data: bytes) -> None:
 
 
 def kernel_from_bytes(kind: str, data: bytes) -> Any:
-    """A kernel from artifact bytes, loaded once per process (keyed by content)."""
+    """A kernel from artifact bytes, shared while in use (keyed by content: _LOADED)."""
     key = hashlib.sha256(data).hexdigest()
     with _LOADED_LOCK:
         k = _LOADED.get(key)
         if k is None:
             if kind == "so":
                 from .errors import WriteError
-                check_elf_extents(data)
+                verify_artifact(data)  # before anything is written or loaded
                 from .toolchain import cached, private_dir, publish
                 path = cached(f"artifact-{key[:40]}", ".so", lambda p: p.write_bytes(data))
                 if path.read_bytes() != data:
@@ -767,9 +836,11 @@ def kernel_from_bytes(kind: str, data: bytes) -> Any:
 def load(path: str | os.PathLike, n_threads: int | None = None) -> Predictor:
     """Load a compiled artifact written by `treecomp compile` / `Predictor.save`.
 
-    A .so is loaded through a content-addressed copy (dlopen caches by path, so a file replaced
-    in place must not return the old code). Loading a shared library runs its code: only load
-    artifacts you trust.
+    A .so is verified first (verify_artifact: its seal, the digest of the file its build
+    wrote into it; a damaged, truncated or unsealed library raises ArtifactError without being
+    loaded), then loaded through a content-addressed copy (dlopen caches by path, so a file
+    replaced in place must not return the old code). Loading a shared library runs its code:
+    only load artifacts you trust.
     """
     p = Path(path)
     if not p.is_file():

@@ -6,8 +6,8 @@ by ``DataFrame.mapInPandas`` (Arrow batches of pandas rows in the Python workers
 Why a broadcast: a Predictor pickles as its compiled artifact (the .so bytes, see
 treecomp.loader). Broadcasting it ships those bytes to each executor once instead of once per
 task inside the closure; a Python worker unpickles it once (Spark caches a broadcast's value per
-worker process, and treecomp.loader.kernel_from_bytes caches the loaded shared library by
-content hash), so no task recompiles or reloads it and executors need no C compiler. On Spark
+worker process, and treecomp.loader.kernel_from_bytes shares the loaded shared library by
+content hash while that value holds it), so no task recompiles or reloads it and executors need no C compiler. On Spark
 Connect, where there is no SparkContext to broadcast from, the predictor travels inside the
 function's closure instead (same bytes, once per task).
 

@@ -3,7 +3,8 @@
 A backend module exposes ``NAME``, ``DEFAULTS`` (its options) and
 ``build(forest, progress=None, **options) -> kernel`` (see treecomp.loader for the kernel
 interface). Backends that write non-.so artifacts also expose ``MAGIC`` (the first bytes of their
-artifact files) and ``load_bytes(data) -> kernel``.
+artifact files) and ``load_bytes(data) -> kernel``; a backend whose .so can be checked beyond its
+seal exposes ``check_library(library)`` (library_checker: the arrays backend's tables).
 """
 
 from __future__ import annotations
@@ -32,6 +33,15 @@ def kernel_loader(kind: str) -> Callable[[bytes], Any]:
         if getattr(mod, "KIND", None) == kind and hasattr(mod, "load_bytes"):
             return mod.load_bytes
     raise ValueError(f"no backend loads artifacts of kind {kind!r}")
+
+
+def library_checker(backend: str) -> Callable[[Any], None] | None:
+    """`backend`'s check of a loaded shared library it wrote, beyond the seal every library
+    carries (``check_library(library)``, a loader.SharedLibrary: the arrays backend validates
+    the tables its library runs), or None."""
+    if backend not in _BACKENDS:
+        return None
+    return getattr(get(backend), "check_library", None)
 
 
 def kind_of_artifact(data: bytes) -> str | None:

@@ -334,8 +334,8 @@ class ArraysKernel:
                                              X.dtype.itemsize * 8, X.shape[0], out.ctypes.data,
                                              _NATIVE_ISAS.index(self.isa), nf)
             if rc != 0:
-                raise RuntimeError(f"arrays kernel failed with code {rc}"
-                                   + (" (out of memory)" if rc == -2 else ""))
+                from ..loader import kernel_error
+                raise kernel_error(rc, f"the arrays kernel ({self.isa})")
             if nf & 0xff or not flags & 1:
                 return
         if flags & 1:
@@ -385,6 +385,12 @@ def build(forest: Forest, progress: Callable[[str], None] | None = None, **overr
             pass  # resolve_isa picks the compiler-free walker (or says why isa= cannot run)
     return ArraysKernel(tables, head_of(forest), isa=opts["isa"], block_rows=opts["block_rows"],
                         ir=forest if opts["ir"] else None)
+
+
+def check_library(library: Any) -> None:
+    """The backend interface's check of a loaded arrays library (arrays_so.check_library)."""
+    from .arrays_so import check_library as check
+    check(library)
 
 
 def load_bytes(data: bytes) -> Any:

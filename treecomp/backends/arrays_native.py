@@ -206,7 +206,7 @@ def native_library(progress: Callable[[str], None] | None = None):
             KERNEL_ORIGIN = "prebuilt"
             return _LIB
         cc = toolchain.find_compiler()
-        key = toolchain.cache_key("arrays-kernel", kernel_source_hash(), KERNEL_CFLAGS, cc.version)
+        key = toolchain.cache_key("arrays-kernel", kernel_source_hash(), KERNEL_CFLAGS, cc.key)
         parts = kernel_parts()
         report = _report(progress)
 
@@ -394,7 +394,7 @@ def kernel_archive(progress: Callable[[str], None] | None = None) -> Path:
         ARCHIVE_ERROR = why
         cc = toolchain.find_compiler()
         key = toolchain.cache_key("arrays-kernel-archive", kernel_source_hash(), KERNEL_CFLAGS,
-                                  cc.version)
+                                  cc.key)
         # the hash and flags embedded as in the package's build, so the cached archive passes
         # the same check
         flags = (*KERNEL_CFLAGS, f'-DTC_SOURCE_HASH="{kernel_source_hash()}"',

@@ -13,6 +13,11 @@ package's kernel. A .so must stand alone, honouring runtime/treecomp.h, so it ho
   pulled into .rodata with the assembler's ``.incbin`` (no C literal to parse: a multi-MB model
   builds as fast as a small one), and a static ``tc_tables`` initialised with address constants
   into the blob;
+- the tables once more as a ``.tc`` file (arrays_format), exported with the kernel's
+  ``tc_tables`` (``treecomp_arrays_tc`` / ``_tc_size`` / ``_model``): when the library is
+  loaded, check_library validates that file as ``treecomp.load`` validates a ``.tc`` and
+  requires every field of ``tc_tables`` to be exactly what those tables pack into, before
+  the first prediction (its seal has already vouched for the file's bytes);
 - a small generated C unit: the ABI getters, the meta JSON (loader.Head.to_json, backend
   "arrays"), and ``treecomp_predict`` calling ``tc_arrays_predict`` with the best instruction
   set, TREECOMP_TRANSFORM applied as the library does: the kernel's own transform kind
@@ -127,6 +132,10 @@ def emit(kernel: Any) -> tuple[str, bytes]:
     arrays = {k: v for k, v in keep.items() if v.size and not (settable and k == "base")}
     X = test_rows(kernel)
     arrays["tc_test_x"] = X
+    # the tables as a .tc file: the loader validates them as it validates a .tc and checks that
+    # tc_model holds exactly what they pack into (check_library)
+    tc = kernel.file_bytes(None)
+    arrays["tc_file"] = np.frombuffer(tc, np.uint8)
     ir = kernel.ir_bytes()
     if ir is not None:  # the model's IR file (treecomp_ir): apply / contributions when loaded
         arrays["tc_ir"] = np.frombuffer(ir, np.uint8)
@@ -218,6 +227,10 @@ TC_EXPORT int32_t treecomp_n_outputs(void) {{ return TC_NO; }}
 TC_EXPORT int32_t treecomp_out_dtype(void) {{ return {64 if acc_t == "double" else 32}; }}
 TC_EXPORT int32_t treecomp_n_classes(void) {{ return {sum(head.n_classes)}; }}
 TC_EXPORT const char *treecomp_meta_json(void) {{ return {_c_string(meta)}; }}
+/* for the Python loader's check of the tables (arrays_so.check_library) */
+TC_EXPORT int64_t treecomp_arrays_tc_size(void) {{ return {len(tc)}; }}
+TC_EXPORT const void *treecomp_arrays_tc(void) {{ return TC_P({offs["tc_file"]}); }}
+TC_EXPORT const void *treecomp_arrays_model(void) {{ return &tc_model; }}
 
 TC_EXPORT int32_t treecomp_predict(const void *X, int32_t x_dtype, int64_t n_rows, void *out,
                                    uint32_t flags) {{
@@ -240,12 +253,13 @@ def build_path(kernel: Any, progress: Callable[[str], None] | None = None) -> Pa
     cc = toolchain.find_compiler()
     digest = hashlib.sha256(src.encode() + b"\0" + blob).hexdigest()
     key = toolchain.cache_key("arrays-so", digest, arrays_native.kernel_source_hash(),
-                              KERNEL_CFLAGS, cc.version, arrays_native.ARCHIVE_ORIGIN)
+                              KERNEL_CFLAGS, cc.key, arrays_native.ARCHIVE_ORIGIN)
 
     def write(path: Path) -> None:
         t0 = time.perf_counter()
         toolchain.link_shared_library({"model.c": src}, path, [archive], KERNEL_CFLAGS,
-                                      exports=EXPORTS, files={"blob.bin": blob}, compiler=cc)
+                                      exports=EXPORTS, files={"blob.bin": blob}, compiler=cc,
+                                      seal=True)
         if progress:
             progress(f"linked the arrays .so ({len(blob)} bytes of tables) in "
                      f"{time.perf_counter() - t0:.2f} s")
@@ -278,3 +292,62 @@ def build(forest: Any, progress: Callable[[str], None] | None = None, **override
     """Compile `forest` straight to a loaded arrays .so (a loader.SharedLibrary)."""
     from ..loader import SharedLibrary
     return SharedLibrary(build_path(so_kernel(forest, **overrides), progress))
+
+
+def check_library(library: Any) -> None:
+    """ArtifactError unless a loaded arrays library (a loader.SharedLibrary) runs valid tables:
+    the .tc it carries validates (arrays_format.tables_from_bytes, as treecomp.load validates a
+    .tc), describes this model (the same Head as the meta JSON), and its kernel's tc_tables
+    holds exactly what those tables pack into (ArraysKernel.pack_arrays): every scalar, and
+    every array byte for byte. Called by loader.SharedLibrary before the first prediction,
+    after the library's writable treecomp_base was set. A linear-leaf library (its meta JSON
+    says linear_leaves; backends/linear_so.py) keeps its leaf kernel's tables to itself."""
+    import json
+    from ..errors import ArtifactError
+    from .arrays import ArraysKernel
+    from .arrays_format import tables_from_bytes
+    lib, head, name = library.lib, library.head, library.path.name
+    if json.loads(library.meta_json).get("linear_leaves") is True:
+        return
+
+    def bad(why: str) -> ArtifactError:
+        return ArtifactError(f"{name}: its tables {why} (a corrupt or tampered artifact)")
+    try:
+        size_fn, tc_fn, model_fn = (lib.treecomp_arrays_tc_size, lib.treecomp_arrays_tc,
+                                    lib.treecomp_arrays_model)
+    except AttributeError:
+        raise bad("cannot be checked: the library exports no treecomp_arrays_tc / "
+                  "treecomp_arrays_model") from None
+    size_fn.restype, size_fn.argtypes = ctypes.c_int64, []
+    tc_fn.restype = model_fn.restype = ctypes.c_void_p
+    tc_fn.argtypes = model_fn.argtypes = []
+    n, p, model = size_fn(), tc_fn(), model_fn()
+    if not p or not model or not 0 < n <= 1 << 40:
+        raise bad(f"are not where the library says (treecomp_arrays_tc_size() = {n})")
+    try:
+        tables, thead, runtime, ir, linear = tables_from_bytes(ctypes.string_at(p, n))
+    except ArtifactError as exc:
+        raise bad(f"file does not validate: {exc}") from None
+    if linear is not None or ir is not None:
+        raise bad("file has sections an arrays library keeps elsewhere")
+    if thead.to_json() != head.to_json():
+        raise bad("file describes another model than the library's meta JSON")
+    block = runtime.get("block_rows", 0)
+    if not isinstance(block, int) or not 0 <= block <= 1 << 16:
+        raise bad("file's runtime options are corrupt")
+    want_scalars, want = ArraysKernel(tables, thead, isa="numpy", block_rows=block).pack_arrays()
+    got = _Tables.from_address(model)
+    for field in _SCALARS:
+        if getattr(got, field) != want_scalars.get(field, 0):
+            raise bad(f"do not match: tc_tables.{field} = {getattr(got, field)}, the tables "
+                      f"pack into {want_scalars.get(field, 0)}")
+    for field in _POINTERS:
+        a = want.get(field)
+        ptr = getattr(got, field)
+        if a is None or not a.size:
+            if ptr:
+                raise bad(f"do not match: tc_tables.{field} is set, the tables have none")
+            continue
+        data = np.ascontiguousarray(a).tobytes()
+        if not ptr or ctypes.string_at(ptr, len(data)) != data:
+            raise bad(f"do not match: tc_tables.{field} is not what the tables pack into")

@@ -923,6 +923,7 @@ def cflags(opts: dict[str, Any], cc: toolchain.Compiler | None = None) -> tuple[
         flags.append("-fno-tree-loop-vectorize")
     if opts["native"]:
         flags += toolchain.NATIVE_CFLAGS
+    toolchain.check_flags(opts["cflags"], "the c backend's cflags option")
     return tuple(flags) + tuple(opts["cflags"])
 
 
@@ -936,7 +937,7 @@ def build(forest: Forest, progress: Callable[[str], None] | None = None, **overr
     # -march=native code is this CPU's: a cache shared by other machines (a network home
     # directory) must not hand it to a CPU without those instructions
     host = _host_cpu() if opts["native"] else ""
-    key = toolchain.cache_key(NAME, forest.digest(), sorted(opts.items()), flags, cc.version, host)
+    key = toolchain.cache_key(NAME, forest.digest(), sorted(opts.items()), flags, cc.key, host)
 
     def write(path):
         if progress:
@@ -947,6 +948,7 @@ def build(forest: Forest, progress: Callable[[str], None] | None = None, **overr
         if progress:
             progress(f"compiling {len(sources)} translation units")
         toolchain.build_shared_library(sources, path, flags, jobs=opts["jobs"], compiler=cc,
-                                       progress=progress, files={IR_FILE: ir} if ir else None)
+                                       progress=progress, files={IR_FILE: ir} if ir else None,
+                                       seal=True)
 
     return SharedLibrary(toolchain.cached(key, ".so", write))

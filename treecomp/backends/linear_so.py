@@ -41,7 +41,10 @@ ENTRY_PREFIX = "tcl_"
 ENTRY_SYMBOLS = ("treecomp_abi_version", "treecomp_version", "treecomp_digest", "treecomp_backend",
                  "treecomp_n_features", "treecomp_n_outputs", "treecomp_out_dtype",
                  "treecomp_n_classes", "treecomp_meta_json", "treecomp_predict",
-                 "treecomp_ir_size", "treecomp_ir", BASE_SYMBOL)
+                 "treecomp_ir_size", "treecomp_ir", BASE_SYMBOL,
+                 # an arrays leaf kernel's tables are not this library's model: not exported (the
+                 # loader checks these of a plain arrays library, arrays_so.check_library)
+                 "treecomp_arrays_tc_size", "treecomp_arrays_tc", "treecomp_arrays_model")
 EXPORTS = ("treecomp_*",)
 #: rows per block: the leaves of a block (rows x trees doubles) stay in L2 for 500 trees
 BLOCK_ROWS = 64
@@ -64,7 +67,9 @@ def emit_wrapper(head: Head, section: dict[str, np.ndarray], average: bool, back
         arrays["ir"] = np.frombuffer(ir, np.uint8)
     blob, offs = _blob(arrays)
     p = {k: f"TCL_P({offs[k]})" for k in offs}
-    meta = head.to_json(backend=backend, treecomp_version=__version__)
+    # linear_leaves: the library's backend names its leaf kernel, whose own checks (an arrays
+    # library's tables: arrays_so.check_library) do not apply to this library
+    meta = head.to_json(backend=backend, treecomp_version=__version__, linear_leaves=True)
     average = (f"    for (int64_t k = 0; k < nb * TC_NO; ++k) ab[k] /= (tc_acc){n_trees};\n"
                if average else "")
     transform = cb._transform_code(head)
@@ -198,7 +203,7 @@ def _link(head: Head, section: dict[str, np.ndarray], average: bool, backend: st
     for part in [*(n.encode() + b"\0" + t.encode() for n, t in sorted(sources.items())),
                  *(n.encode() + b"\0" + b for n, b in sorted(files.items())), *objects]:
         h.update(hashlib.sha256(part).digest())
-    key = toolchain.cache_key("linear-so", backend, h.hexdigest(), tuple(flags), cc.version,
+    key = toolchain.cache_key("linear-so", backend, h.hexdigest(), tuple(flags), cc.key,
                               *key_parts)
 
     def write(path: Path) -> None:
@@ -210,5 +215,5 @@ def _link(head: Head, section: dict[str, np.ndarray], average: bool, backend: st
                 objs.append(Path(tmp) / f"part{u}.o")
                 objs[-1].write_bytes(o)
             toolchain.link_shared_library(sources, path, [*objs, *archives], flags,
-                                          exports=EXPORTS, files=files, compiler=cc)
+                                          exports=EXPORTS, files=files, compiler=cc, seal=True)
     return toolchain.cached(key, ".so", write)
