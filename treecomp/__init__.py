@@ -4,8 +4,8 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from .errors import (ArtifactError, CompileError, InvalidModelError, NotFittedError,  # noqa: E402
-                     TreecompError, UnsupportedModelError, WriteError)
+from .errors import (ArtifactError, CompileError, InvalidModelError, KernelError,  # noqa: E402
+                     NotFittedError, TreecompError, UnsupportedModelError, WriteError)
 from .frontends import parse, supported_models  # noqa: E402
 from .ir import Forest, Tree  # noqa: E402
 from .loader import Predictor  # noqa: E402
@@ -13,4 +13,4 @@ from .api import compile, load  # noqa: E402
 
 __all__ = ["__version__", "parse", "compile", "load", "Predictor", "supported_models", "Forest", "Tree", "TreecompError",
            "UnsupportedModelError", "InvalidModelError", "NotFittedError", "CompileError",
-           "ArtifactError", "WriteError"]
+           "ArtifactError", "KernelError", "WriteError"]
