@@ -71,7 +71,7 @@ def main() -> None:
                 times[k].append(dt)
         med = {k: statistics.median(v) for k, v in times.items()}
         print(f"{case.title}: {n_rows} rows, 1 thread, median of {reps} "
-              f"(treecomp: {p._explainer.isa} path, prepared in {prep:.2f} s)")
+              f"(treecomp: {p.feature_state['explainer'].isa} path, prepared in {prep:.2f} s)")
         ours = outs["treecomp"]
         for k, v in med.items():
             line = f"  {k:9s} {v * 1e3 / n_rows:9.3f} ms/row  x{v / med['treecomp']:6.1f}"
