@@ -73,7 +73,7 @@ def test_unpickle_in_fresh_process_without_compiler_loads_once(models, tmp_path)
         from treecomp import loader, native, toolchain
         loads = []
         init = native.SharedLibrary.__init__
-        native.SharedLibrary.__init__ = lambda self, path: (loads.append(path), init(self, path))[1]
+        native.SharedLibrary.__init__ = lambda self, path, *a, **kw: (loads.append(path), init(self, path, *a, **kw))[1]
         d = sys.argv[1]
         ps = [pickle.loads(open(d + "/p.pkl", "rb").read()) for _ in range(5)]
         X = pd.read_pickle(d + "/X.pkl")
@@ -256,14 +256,14 @@ def _counted_restore(*args):
     return loader._test_orig[0](*args)
 
 
-def _counted_init(self, path):
-    from treecomp import loader, native
+def _counted_init(self, path, *args, **kwargs):
+    from treecomp import loader
     loader._test_counts["load"] += 1
-    loader._test_orig[1](self, path)
+    loader._test_orig[1](self, path, *args, **kwargs)
 
 
 def _counts():
-    from treecomp import loader, native, toolchain
+    from treecomp import loader, toolchain
     return dict(loader._test_counts, compiler=toolchain.have_compiler(), pid=os.getpid())
 
 

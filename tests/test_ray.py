@@ -60,9 +60,9 @@ def _install_counters():
         log("restore")
         return restore(*args)
 
-    def counted_init(self, path):
+    def counted_init(self, path, *args, **kwargs):
         log("load")
-        init(self, path)
+        init(self, path, *args, **kwargs)
 
     def counted_call(self, batch):
         log("batch")
