@@ -27,6 +27,7 @@ RUN_HERE = {
     ("c-abi.md", "c", 0): "test_c_abi_example_runs",
     ("c-abi.md", "c", 1): "test_c_abi_check_example_runs",
     ("scale-out.md", "python", 0): "test_dask_example_runs_as_a_script",
+    ("serving.md", "python", 0): "test_serving_example_runs_as_a_script",
 }
 RUN_ELSEWHERE = {
     ("scale-out.md", "python", 1): ("tests/test_spark.py", "test_docs_example_runs"),
@@ -158,6 +159,23 @@ def test_c_abi_check_example_runs(tmp_path):
     res = subprocess.run(["./check", "./model.so"], cwd=tmp_path, capture_output=True, text=True,
                          timeout=60)
     assert res.returncode == 1 and "is not the library treecomp built" in res.stderr
+
+
+def test_serving_example_runs_as_a_script(tmp_path):
+    """docs/serving.md's example as a script: a .tc saved and loaded, one row, many threads,
+    forked workers using the Predictor made before the fork, a pickled copy; every output
+    asserted against scikit-learn's inside the example."""
+    pytest.importorskip("sklearn")
+    if not hasattr(os, "fork"):
+        pytest.skip("no fork on this platform")
+    code = block("serving.md", "python")
+    for part in ("ThreadPoolExecutor", 'get_context("fork")', "pickle.loads", "treecomp.load"):
+        assert part in code, part
+    (tmp_path / "serve.py").write_text(code)
+    res = subprocess.run([sys.executable, "serve.py"], cwd=tmp_path, env=_env(),
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    assert treecomp.load(tmp_path / "model.tc").head.n_features == 10
 
 
 def test_dask_example_runs_as_a_script(tmp_path):
