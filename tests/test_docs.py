@@ -1,7 +1,7 @@
 """The code in docs/*.md runs as written (README.md's: tests/test_readme.py).
 
 Every fenced block is labelled: ``sh`` (install and test commands, which CI itself runs: not
-rerun), ``text`` (output shown), and ``bash`` / ``python`` / ``c``, each run by a test: here,
+rerun), ``text`` (output shown), and ``bash`` / ``python`` / ``c`` / ``cpp`` / ``rust``, each run by a test: here,
 or beside the adapter's own tests where a cluster is already up (RUN_ELSEWHERE), so that a
 Spark or Ray example costs a job, not a cluster start."""
 
@@ -26,6 +26,8 @@ RUN_HERE = {
     ("build.md", "bash", 0): "test_build_check_says_where_each_native_part_came_from",
     ("c-abi.md", "c", 0): "test_c_abi_example_runs",
     ("c-abi.md", "c", 1): "test_c_abi_check_example_runs",
+    ("c-abi.md", "cpp", 0): "test_c_abi_cpp_and_rust_examples_run",
+    ("c-abi.md", "rust", 0): "test_c_abi_cpp_and_rust_examples_run",
     ("scale-out.md", "python", 0): "test_dask_example_runs_as_a_script",
     ("serving.md", "python", 0): "test_serving_example_runs_as_a_script",
 }
@@ -50,7 +52,7 @@ def test_every_docs_block_is_labelled_and_run():
         count: dict[str, int] = {}
         for lang, _ in blocks(md.name):
             i = count[lang] = count.get(lang, -1) + 1
-            assert lang, f"docs/{md.name}: a code block without a language (sh, text, bash, python, c)"
+            assert lang, f"docs/{md.name}: a code block without a language (sh, text, bash, python, c, cpp, rust)"
             if lang in NOT_CODE:
                 continue
             key = (md.name, lang, i)
@@ -159,6 +161,31 @@ def test_c_abi_check_example_runs(tmp_path):
     res = subprocess.run(["./check", "./model.so"], cwd=tmp_path, capture_output=True, text=True,
                          timeout=60)
     assert res.returncode == 1 and "is not the library treecomp built" in res.stderr
+
+
+@pytest.mark.parametrize("lang, tool", [("cpp", "c++"), ("rust", "rustc")])
+def test_c_abi_cpp_and_rust_examples_run(tmp_path, lang, tool):
+    """docs/c-abi.md's C++ and Rust programs, built and run the way their first lines say,
+    against a .so of a binary classifier: the first all-zero row's probabilities, printed to
+    17 significant digits (C++) or as Rust's shortest round-trip form: the library's bits."""
+    if shutil.which(tool) is None:
+        pytest.skip(f"no {tool}")
+    from sklearn.datasets import make_classification
+    from sklearn.ensemble import RandomForestClassifier
+    X, y = make_classification(n_samples=200, n_features=5, random_state=0)
+    m = RandomForestClassifier(n_estimators=5, max_depth=4, random_state=0).fit(X, y)
+    treecomp.compile(m).save(tmp_path / "model.so")
+    from treecomp.cli import write_header
+    write_header(str(tmp_path / "treecomp.h"))
+    code = block("c-abi.md", lang)
+    build_run = re.fullmatch(r"/\* (.*) \*/", code.splitlines()[0]).group(1)
+    source = re.search(r"(\S+\.(?:cpp|rs))", build_run).group(1)  # the file it builds
+    (tmp_path / source).write_text(code)
+    res = subprocess.run(["bash", "-euo", "pipefail", "-c", build_run], cwd=tmp_path, env=_env(),
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout[-2000:] + res.stderr[-2000:]
+    np.testing.assert_array_equal([float(v) for v in res.stdout.split()],
+                                  m.predict_proba(np.zeros((1, 5)))[0])
 
 
 def test_serving_example_runs_as_a_script(tmp_path):
