@@ -1,9 +1,12 @@
-"""The code in docs/*.md runs as written (README.md's: tests/test_readme.py).
+"""The code in docs/ runs as written (README.md's: tests/test_readme.py), and the links between
+the docs lead somewhere.
 
-Every fenced block is labelled: ``sh`` (install and test commands, which CI itself runs: not
-rerun), ``text`` (output shown), and ``bash`` / ``python`` / ``c`` / ``cpp`` / ``rust``, each run by a test: here,
-or beside the adapter's own tests where a cluster is already up (RUN_ELSEWHERE), so that a
-Spark or Ray example costs a job, not a cluster start."""
+Every fenced block of the guides (docs/*.md) and the engineering notes (docs/internals/*.md) is
+labelled: ``sh`` (install and test commands, which CI itself runs: not rerun), ``text``
+(output shown), and ``bash`` / ``python`` / ``c`` / ``cpp`` / ``rust``, each run by a test:
+here, or beside the adapter's own tests where a cluster is already up (RUN_ELSEWHERE), so that
+a Spark or Ray example costs a job, not a cluster start. docs/bench/ is the benchmark's
+generated report, not written by hand: it is not checked here."""
 
 from __future__ import annotations
 
@@ -36,6 +39,10 @@ RUN_ELSEWHERE = {
     ("scale-out.md", "python", 2): ("tests/test_ray.py", "test_docs_example_runs"),
 }
 NOT_CODE = ("sh", "text")
+#: every hand-written page: the guides and the engineering notes (relative to docs/)
+PAGES = sorted([p.name for p in DOCS.glob("*.md")] +
+               [f"internals/{p.name}" for p in (DOCS / "internals").glob("*.md")])
+LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 needs_cc = pytest.mark.skipif(shutil.which("cc") is None and shutil.which("gcc") is None,
                               reason="no C compiler")
 
@@ -48,21 +55,53 @@ def _env() -> dict:
 
 def test_every_docs_block_is_labelled_and_run():
     seen = set()
-    for md in sorted(DOCS.glob("*.md")):
+    assert "internals/performance-notes.md" in PAGES  # the notes are checked too
+    for name in PAGES:
         count: dict[str, int] = {}
-        for lang, _ in blocks(md.name):
+        for lang, _ in blocks(name):
             i = count[lang] = count.get(lang, -1) + 1
-            assert lang, f"docs/{md.name}: a code block without a language (sh, text, bash, python, c, cpp, rust)"
+            assert lang, f"docs/{name}: a code block without a language (sh, text, bash, python, c, cpp, rust)"
             if lang in NOT_CODE:
                 continue
-            key = (md.name, lang, i)
-            assert key in RUN_HERE or key in RUN_ELSEWHERE, f"no test runs docs/{md.name}'s {lang} block {i}"
+            key = (name, lang, i)
+            assert key in RUN_HERE or key in RUN_ELSEWHERE, f"no test runs docs/{name}'s {lang} block {i}"
             seen.add(key)
     assert seen == set(RUN_HERE) | set(RUN_ELSEWHERE)  # none of them names a block that is gone
     for name in RUN_HERE.values():
         assert callable(globals().get(name)), name
     for path, name in RUN_ELSEWHERE.values():
         assert re.search(rf"^def {name}\(", (ROOT / path).read_text(), re.M), (path, name)
+
+
+def anchors(markdown: str) -> set[str]:
+    """The anchors GitHub gives a page's headings: lower case, punctuation but `-` and `_`
+    dropped, spaces as `-` (code blocks' `#` lines are no headings)."""
+    text = re.sub(r"^```.*?^```", "", markdown, flags=re.S | re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-")
+            for h in re.findall(r"^#{1,6} (.*)$", text, re.M)}
+
+
+def test_links_between_the_docs_lead_somewhere():
+    """Every relative link of README.md and the docs names a file (or folder) that exists, and a
+    #fragment a heading of that page: moving a page or renaming a section breaks no link."""
+    assert anchors("# Single rows\n## `c` against the library, 2 threads\n```sh\n# no\n```\n") == {
+        "single-rows", "c-against-the-library-2-threads"}
+    pages = [ROOT / "README.md"] + [DOCS / name for name in PAGES]
+    checked = 0
+    for page in pages:
+        text = page.read_text()
+        for target in LINK.findall(re.sub(r"^```.*?^```", "", text, flags=re.S | re.M)):
+            if re.match(r"[a-z]+:", target):  # https:, mailto:
+                continue
+            path, _, fragment = target.partition("#")
+            dest = (page.parent / path).resolve() if path else page
+            where = f"{page.relative_to(ROOT)}: link {target}"
+            assert dest.exists(), f"{where}: no such file"
+            if fragment:
+                assert dest.suffix == ".md" and fragment in anchors(dest.read_text()), \
+                    f"{where}: no heading with that anchor"
+            checked += 1
+    assert checked > 20
 
 
 def test_build_check_says_where_each_native_part_came_from(tmp_path):
