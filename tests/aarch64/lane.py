@@ -375,7 +375,8 @@ def ensure(log=None) -> Lane:
         info.update(setup_s=round(t1 - t0, 1), setup_cpu_s=round(c1 - c0, 1),
                     smoke_s=round(time.perf_counter() - t1, 1),
                     smoke_cpu_s=round(_cpu_seconds() - c1, 1), key=KEY, debs=packages,
-                    wheels=list(WHEELS))
+                    wheels=sorted(p.name[:-len(".dist-info")]  # the dependencies' too
+                                  for p in (lane.sysroot / SITE).glob("*.dist-info")))
         (final / "READY").write_text(json.dumps(info, indent=1))
         log(f"set up in {t1 - t0:.0f} s ({c1 - c0:.0f} s of CPU), checked in {info['smoke_s']:.0f} s "
             f"({info['smoke_cpu_s']:.0f} s of CPU), at {final}")
