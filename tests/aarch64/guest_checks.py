@@ -68,6 +68,9 @@ def test_emulated_host():
         Path(REPORT).write_text(json.dumps({"cpu": CPU, "hwcaps": caps, "supported_isas": HAVE,
                                             "auto": arrays.resolve_isa("auto"),
                                             "executable": sys.executable}))
+    # sys.executable is the lane's wrapper script (the host execs it: a child Python is emulated)
+    with open(sys.executable, "rb") as f:
+        assert f.read(2) == b"#!", sys.executable
     assert CPU in EXPECTED_HWCAPS, f"QEMU_CPU={CPU!r}: not one of the lane's CPU models"
     assert caps == EXPECTED_HWCAPS[CPU]
     # the package's own native parts, built by setup.py on this host, are the ones in use

@@ -26,9 +26,11 @@ treecomp's native parts there with the guest Python (``setup.py build_ext --inpl
 cross compiler): the install path a user on aarch64 takes. `guest()` runs a command on it.
 
 By hand (from the repository root, with the test environment's Python):
-  python -m tests.aarch64.lane setup             # build (or check) the emulated host
-  python -m tests.aarch64.lane run [--cpu max]   # the lane's guest test run (what CI runs)
-  python -m tests.aarch64.lane python [ARGS]     # the guest Python on a staged treecomp
+  python -m tests.aarch64.lane setup                     # build (or check) the emulated host
+  python -m tests.aarch64.lane run [--cpu max] [--all-families] [PYTEST ARGS]
+                                                         # the lane's guest runs (what CI runs)
+  python -m tests.aarch64.lane python --dir DIR [ARGS]   # the guest Python on a staged treecomp
+                                                         # (staged into DIR on first use)
 """
 
 from __future__ import annotations
@@ -433,7 +435,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--cpu", default="max", choices=CPUS)
     p.add_argument("--dir", type=Path, required=True, help="a staging directory (stage once)")
     p.add_argument("args", nargs=argparse.REMAINDER)
-    a = ap.parse_args(argv)
+    a, rest = ap.parse_known_args(argv)  # the guest's own options (-c, -m, pytest's -x) pass on
     lane = ensure()
     if a.cmd == "setup":
         print(json.dumps(lane.manifest(), indent=1))
@@ -444,13 +446,13 @@ def main(argv: list[str] | None = None) -> int:
         stage(lane, d)
         ok = True
         for cpu in a.cpu or CPUS:
-            res = suite.run(lane, d, cpu, a.pytest_args, all_families=a.all_families)
+            res = suite.run(lane, d, cpu, [*a.pytest_args, *rest], all_families=a.all_families)
             print(res.summary(), flush=True)
             ok &= res.ok
         return 0 if ok else 1
     if not (a.dir / "treecomp").is_dir():
         stage(lane, a.dir, cpu=a.cpu)
-    return lane.guest(a.args, cpu=a.cpu, cwd=a.dir, capture=False,
+    return lane.guest([*rest, *a.args], cpu=a.cpu, cwd=a.dir, capture=False,
                       env={"PYTHONPATH": str(a.dir)}).returncode
 
 
