@@ -336,7 +336,8 @@ def ensure(log=None) -> Lane:
         top.mkdir(parents=True, exist_ok=True)
         lock = open(top / "lock", "w")
     except OSError as exc:
-        raise SetupError(f"cannot create the lane's cache {top}: {exc}") from exc
+        raise SetupError(f"cannot create the lane's cache {top}: {exc} (TREECOMP_AARCH64_CACHE "
+                         "names another directory)") from exc
     import fcntl  # (POSIX; the lane runs only where host_problem() is None)
     with lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # another session may be setting up right now
