@@ -2,6 +2,10 @@
 cases, one thread: `python bench/arrays_so_speed.py [--quick] [--cases a,b] [--rows N]`
 (issue 21: bit-exact, within 10% of in-process speed, <= 2 s to build for 500 trees).
 
+What it adds to `treecomp bench`: the runner times predictors loaded in-process; this saves
+each standard case (treecomp.benchmark.cases) as a standalone .so, loads it back, and calls it
+from a C program linked against it (needs a C compiler).
+
 Per case (treecomp.benchmark.cases, the full-size models unless --quick): the model compiled in
 process (backend="arrays"), saved as .so from a cold cache (a fresh TREECOMP_CACHE_DIR, so the
 build time is a real build: the kernel archive is the package's, or built once before the first

@@ -1,5 +1,9 @@
 """Check (and refit) backend="auto"'s choice between the byte walks and generated code.
 
+What it adds to `treecomp bench`: the runner times the standard cases; this trains a grid of
+small models that spans the cost model's terms and prints a refit of treecomp.backends'
+BYTE_WALK_COST, a tool for whoever changes the arrays kernels or the auto rule.
+
 treecomp.backends.byte_walk_pays estimates per row  cols * a + levels * b  (quantise the row's
 columns, then walk) against  levels * c  (generated code), with (a, b, c) = BYTE_WALK_COST per
 input dtype. This script trains small XGBoost (float32 input) and LightGBM (float64 input)

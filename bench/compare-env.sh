@@ -6,7 +6,7 @@
 # from this checkout.
 #
 #   bench/compare-env.sh                 the comparison cases (lgbm-binary, xgb-binary), full size
-#   bench/compare-env.sh [bench args]    any `python -m bench` arguments, e.g. --quick --cases tiny
+#   bench/compare-env.sh [bench args]    any `treecomp bench` arguments, e.g. --quick --cases tiny
 #   bench/compare-env.sh --test          treecomp's LLVM / arrays backend tests in that venv
 #   bench/compare-env.sh --setup         only create / update the venv
 #
@@ -40,7 +40,7 @@ if [[ ! -x "$VENV/bin/python" || "$(cat "$VENV/.treecomp-req" 2>/dev/null)" != "
 fi
 
 # llvmlite 0.44 makes typed-pointer LLVM contexts unless this is set before it is imported;
-# treecomp's IR uses opaque `ptr` (lleaves works in either mode). See bench/run.py.
+# treecomp's IR uses opaque `ptr` (lleaves works in either mode). See treecomp/benchmark/engines.py.
 export LLVMLITE_ENABLE_OPAQUE_POINTERS=1
 cd "$ROOT"
 
@@ -58,9 +58,9 @@ EOF
         shift
         exec "$VENV/bin/python" -m pytest -q tests/test_backend_llvm.py tests/test_backend_arrays.py "$@" ;;
     "")
-        exec "$VENV/bin/python" -m bench --cases lgbm-binary,xgb-binary \
+        exec "$VENV/bin/python" -m treecomp.benchmark --cases lgbm-binary,xgb-binary \
             --strategies library,c,llvm,arrays,lleaves,daal4py,onnxruntime,tl2cgen \
             --out "$ROOT/bench/out/compare" ;;
     *)
-        exec "$VENV/bin/python" -m bench "$@" ;;
+        exec "$VENV/bin/python" -m treecomp.benchmark "$@" ;;
 esac

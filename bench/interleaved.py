@@ -1,12 +1,13 @@
 """Interleaved single-thread timings: every strategy timed round-robin in one process.
 
-bench.run measures one strategy after another; on a machine shared with other work (2 cores,
-other jobs compiling) the load can change between two strategies' turns, which skews their
-ratio. Here each round makes one 1-thread call of every strategy on the same rows (the order
-rotated from round to round), then a burst of single-row calls of each, so every strategy sees
-the same load over the run. The minimum over rounds estimates the unloaded figure, the median
-the typical one. Compile figures and exactness are bench.run's job, not this script's: the
-strategies are prepared (compiled / converted) exactly as there, but only timed here.
+What it adds to `treecomp bench`: the package's runner (treecomp.benchmark.runner) measures one
+strategy after another; on a machine shared with other work (2 cores, other jobs compiling) the
+load can change between two strategies' turns, which skews their ratio. Here each round makes
+one 1-thread call of every strategy on the same rows (the order rotated from round to round),
+then a burst of single-row calls of each, so every strategy sees the same load over the run.
+The minimum over rounds estimates the unloaded figure, the median the typical one. Compile
+figures and exactness are the runner's job, not this script's: the strategies are prepared
+(compiled / converted) by the same engines (treecomp.benchmark.engines), but only timed here.
 
     python -m bench.interleaved --cases lgbm-binary,xgb-binary \
         --strategies library,c,llvm,arrays,lleaves,daal4py,onnxruntime --rows 20000 --rounds 9
@@ -26,7 +27,10 @@ from typing import Any
 
 import numpy as np
 
-from treecomp.benchmark import run as R
+from treecomp.benchmark import cases as C
+from treecomp.benchmark.engines import CaseContext, strategies
+from treecomp.benchmark.measure import Settings, log
+from treecomp.benchmark.runner import machine
 
 
 def _time_case(case: Any, names: list[str], rounds: int, single_calls: int) -> dict:
@@ -36,9 +40,9 @@ def _time_case(case: Any, names: list[str], rounds: int, single_calls: int) -> d
     try:
         ir = tmp / f"{case.name}.tcir"
         forest.save(ir)
-        ctx = R.CaseContext(case, forest, ir, tmp, R.Settings.for_mode(False), os.cpu_count() or 1, {})
+        ctx = CaseContext(case, forest, ir, tmp, Settings.for_mode(False), os.cpu_count() or 1, {})
         ready, rows = [], {}
-        for s in R.strategies(names):
+        for s in strategies(names):
             try:
                 figs = s.prepare(ctx)
                 with s.threads(1):
@@ -47,10 +51,10 @@ def _time_case(case: Any, names: list[str], rounds: int, single_calls: int) -> d
                 ready.append(s)
                 rows[s.name] = {"label": s.label, "compile_s": figs.get("compile_s"), "batch_s": [],
                                 "single_us": []}
-                R.log(f"[{case.name}] {s.name} ready")
+                log(f"[{case.name}] {s.name} ready")
             except Exception as exc:  # noqa: BLE001 - Skip or a broken engine: noted, not fatal
                 rows[s.name] = {"label": s.label, "skipped": f"{type(exc).__name__}: {exc}"[:300]}
-                R.log(f"[{case.name}] {s.name} skipped: {rows[s.name]['skipped']}")
+                log(f"[{case.name}] {s.name} skipped: {rows[s.name]['skipped']}")
         # single rows: distinct rows in turn (one row repeated lets branch predictors learn it)
         X, x1s = case.X, [np.ascontiguousarray(case.X[i:i + 1]) for i in range(64)]
         for r in range(rounds):
@@ -68,7 +72,7 @@ def _time_case(case: Any, names: list[str], rounds: int, single_calls: int) -> d
                         s.run(x1, 1)
                         ts.append(time.perf_counter() - t0)
                     row["single_us"].append(float(np.median(ts)) * 1e6)
-            R.log(f"[{case.name}] round {r + 1}/{rounds}")
+            log(f"[{case.name}] round {r + 1}/{rounds}")
         for row in rows.values():
             if "skipped" in row:
                 continue
@@ -102,9 +106,8 @@ def _markdown(res: dict) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from treecomp.benchmark import cases as C
     p = argparse.ArgumentParser(prog="python -m bench.interleaved", description=__doc__.split("\n\n")[0])
-    p.add_argument("--cases", required=True, help="comma-separated case names (bench.run --list)")
+    p.add_argument("--cases", required=True, help="comma-separated case names (treecomp bench --list)")
     p.add_argument("--strategies", required=True, help="comma-separated strategy names")
     p.add_argument("--rows", type=int, default=20000, help="rows per batch call (default 20000)")
     p.add_argument("--rounds", type=int, default=9, help="rounds (default 9)")
@@ -113,11 +116,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", help="write the figures as JSON here")
     args = p.parse_args(argv)
     names = [s.strip() for s in args.strategies.split(",") if s.strip()]
-    R.strategies(names)   # unknown names: ValueError before any training
-    results = {"machine": R.machine(), "cases": []}
+    strategies(names)   # unknown names: ValueError before any training
+    results = {"machine": machine(), "cases": []}
     for name in [c.strip() for c in args.cases.split(",") if c.strip()]:
         with C.quiet():
-            case = C.build_case(name, quick=args.quick, n_rows=args.rows, log=R.log)
+            case = C.build_case(name, quick=args.quick, n_rows=args.rows, log=log)
             res = _time_case(case, names, args.rounds, args.single_calls)
         results["cases"].append(res)
         print(_markdown(res), flush=True)

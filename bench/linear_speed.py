@@ -1,6 +1,9 @@
 """LightGBM linear_tree models: treecomp against lightgbm's own predict, one thread, in ONE
 process: `python bench/linear_speed.py [n_trees] [n_rows]`.
 
+What it adds to `treecomp bench`: the standard cases have no linear_tree model, and the runner
+times predictors built in-process; this also loads each backend's saved artifact back.
+
 Model: a regression Booster, linear_tree=True, 200 trees of up to 31 leaves over 10 features
 (10k training rows, 2% NaN). 100k fresh rows (2% NaN). Each treecomp backend (treecomp.linear:
 a native leaf kernel, then the arrays kernel library's tc_linear_margins), each one's saved

@@ -1,5 +1,9 @@
 """Scale-out throughput: treecomp vs the library's own predict, mapped over Dask partitions.
 
+What it adds to `treecomp bench`: the package's runner measures engines inside one process;
+this measures treecomp.dask across Dask worker processes (it needs the dask extra and
+xgboost), as docs/scale-out.md describes.
+
 ``python -m bench.scaleout [--rows N] [--trees T] [--partitions P] [--repeats R]``
 
 For 1 and 2 Dask workers (a LocalCluster of processes, one thread each) it scores the same

@@ -17,8 +17,11 @@ pytest.importorskip("matplotlib")
 
 from treecomp import toolchain  # noqa: E402
 from treecomp.benchmark import cases as bench_cases  # noqa: E402
+from treecomp.benchmark import engines as bench_engines  # noqa: E402
+from treecomp.benchmark import measure as bench_measure  # noqa: E402
+from treecomp.benchmark import plots as bench_plots  # noqa: E402
 from treecomp.benchmark import report as bench_report  # noqa: E402
-from treecomp.benchmark import run as bench_run  # noqa: E402
+from treecomp.benchmark import runner as bench_runner  # noqa: E402
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -35,7 +38,7 @@ def _private_model_cache(tmp_path, monkeypatch):
 @needs_cc
 def test_quick_tiny_case_end_to_end(tmp_path):
     out = tmp_path / "out"
-    rc = bench_run.main(["--quick", "--cases", "tiny", "--output-dir", str(out),
+    rc = bench_runner.main(["--quick", "--cases", "tiny", "--output-dir", str(out),
                          "--strategies", "walker,interp,c,library,tl2cgen"])
     assert rc == 0
     report = (out / "report.md").read_text()
@@ -58,7 +61,7 @@ def test_quick_tiny_case_end_to_end(tmp_path):
     assert c["ns_per_row_1t"] < rows["walker"]["ns_per_row_1t"]
     assert c["speedup_vs_walker"] > 1 and c["speedup_vs_library"] > 0
     # the main plot is over the library (= 1x), from the same per-case ratios as the tables
-    (panel,) = bench_report.speedup_data(results)
+    (panel,) = bench_plots.speedup_data(results)
     assert panel["case"] == "tiny" and panel["reference"] == "library"
     bars = {name: v for name, _, v, _ in panel["bars"]}
     assert bars["library"] == 1.0 and "walker" not in bars and "interp" not in bars
@@ -67,7 +70,7 @@ def test_quick_tiny_case_end_to_end(tmp_path):
     assert {p.name for p in out.glob("*.png")} == {"speedup.png", "latency.png", "compile_time.png"}
     assert "![speedup.png](speedup.png)" in report and "library = 1x" in report
     headline = next(line for line in report.splitlines() if line.startswith("| tiny |"))
-    assert f"({bench_report._ratio(c['speedup_vs_library'])})" in headline
+    assert f"({bench_report.fmt_ratio(c['speedup_vs_library'])})" in headline
     for name in ("walker", "interp", "library"):
         assert rows[name]["status"] == "ok" and rows[name]["bit_exact"] is True, name
     if results["machine"]["cores"] > 1:  # thread scaling, paired; the ceiling for treecomp only
@@ -91,7 +94,7 @@ def test_user_model_files(tmp_path):
     pkl = tmp_path / "tiny.pkl"
     pkl.write_bytes(pickle.dumps(case.model))
     out = tmp_path / "out"
-    assert bench_run.main([str(pkl), "--rows", "300", "--quick", "--no-plots", "--out", str(out),
+    assert bench_runner.main([str(pkl), "--rows", "300", "--quick", "--no-plots", "--out", str(out),
                            "--strategies", "c,library"]) == 0
     res = json.loads((out / "results.json").read_text())
     rows = {r["name"]: r for r in res["cases"][0]["strategies"]}
@@ -104,7 +107,7 @@ def test_user_model_files(tmp_path):
     treecomp.parse(case.model).save(ir)
     data = tmp_path / "rows.csv"
     np.savetxt(data, case.X[:50], delimiter=",", header=",".join(f"f{i}" for i in range(8)))
-    assert bench_run.main([str(ir), "--data", str(data), "--quick", "--no-plots", "--out", str(out),
+    assert bench_runner.main([str(ir), "--data", str(data), "--quick", "--no-plots", "--out", str(out),
                            "--strategies", "c,library"]) == 0
     res = json.loads((out / "results.json").read_text())
     c0 = res["cases"][0]
@@ -140,7 +143,7 @@ def test_speedup_figure_is_over_the_library(tmp_path):
                  "library": None, "library_call": None,
                  "strategies": [_row("walker", "baseline", 1e5), _row("c", "treecomp", 100.0, compile_s=0.2),
                                 _row("library", "library", None)]}
-    a, b = bench_report.speedup_data(_results([lib_case, bare_case]))
+    a, b = bench_plots.speedup_data(_results([lib_case, bare_case]))
     assert a["reference"] == "library" and b["reference"] == "walker"
     # library first, then treecomp's strategies, then the other engines; lleaves ran nowhere
     assert [(n, v) for n, _, v, _ in a["bars"]] == [
@@ -150,7 +153,7 @@ def test_speedup_figure_is_over_the_library(tmp_path):
     # one colour per strategy, never shared
     names = ["library", "c", "llvm", "arrays", "arrays-float", "arrays-naive", "tl2cgen", "onnxruntime",
              "lleaves", "daal4py", "walker", "interp", "new-backend", "other"]
-    colours = bench_report.colour_map(names)
+    colours = bench_plots.colour_map(names)
     assert len(set(colours.values())) == len(names)
     # re-render: report.md and the plots from results.json, which is not rewritten
     src = tmp_path / "run"
@@ -166,23 +169,23 @@ def test_output_dir_default_and_explicit(tmp_path, monkeypatch, capsys):
     """Without --output-dir the report goes to ./treecomp-bench; --output-dir (or --out) picks."""
     monkeypatch.chdir(tmp_path)
     args = ["--quick", "--cases", "tiny", "--rows", "200", "--strategies", "library", "--no-plots"]
-    assert bench_run.main(args) == 0
+    assert bench_runner.main(args) == 0
     assert (tmp_path / "treecomp-bench" / "report.md").is_file()
     assert (tmp_path / "treecomp-bench" / "results.json").is_file()
-    assert bench_run.main(args + ["--output-dir", str(tmp_path / "x" / "y")]) == 0
+    assert bench_runner.main(args + ["--output-dir", str(tmp_path / "x" / "y")]) == 0
     assert {p.name for p in (tmp_path / "x" / "y").iterdir()} == {"report.md", "results.json"}
-    assert bench_run.main(args + ["--out", "rel"]) == 0       # the old spelling, relative to cwd
+    assert bench_runner.main(args + ["--out", "rel"]) == 0       # the old spelling, relative to cwd
     assert (tmp_path / "rel" / "report.md").is_file()
 
 
 def test_missing_extras_name_the_extra(tmp_path, monkeypatch, capsys):
     monkeypatch.setattr(bench_cases, "module_available", lambda m: False)
-    assert bench_run.main(["--quick", "--cases", "tiny", "--output-dir", str(tmp_path)]) == 2
+    assert bench_runner.main(["--quick", "--cases", "tiny", "--output-dir", str(tmp_path)]) == 2
     assert "pip install 'treecomp[bench]'" in capsys.readouterr().err
     monkeypatch.undo()
     monkeypatch.setattr(bench_cases, "CACHE_DIR", tmp_path / "models")
-    monkeypatch.setattr(bench_report, "have_matplotlib", lambda: False)
-    assert bench_run.main(["--quick", "--cases", "tiny", "--rows", "200", "--strategies", "library",
+    monkeypatch.setattr(bench_plots, "have_matplotlib", lambda: False)
+    assert bench_runner.main(["--quick", "--cases", "tiny", "--rows", "200", "--strategies", "library",
                            "--output-dir", str(tmp_path / "o")]) == 0
     assert "matplotlib is not installed: no plots (pip install 'treecomp[bench]')" in capsys.readouterr().err
     assert not list((tmp_path / "o").glob("*.png"))
@@ -193,19 +196,30 @@ def test_missing_catboost_names_its_own_extra(tmp_path, monkeypatch, capsys):
     """The bench extra holds scikit-learn, XGBoost and LightGBM, not catboost: its cases say
     pip install 'treecomp[catboost]'."""
     monkeypatch.setattr(bench_cases, "module_available", lambda m: m != "catboost")
-    assert bench_run.main(["--quick", "--cases", "cb-binary", "--output-dir", str(tmp_path)]) == 2
+    assert bench_runner.main(["--quick", "--cases", "cb-binary", "--output-dir", str(tmp_path)]) == 2
     err = capsys.readouterr().err
     assert "pip install 'treecomp[catboost]'" in err and "treecomp[bench]" not in err
-    assert bench_run.install_hint(["catboost", "xgboost"]) == \
+    assert bench_runner.install_hint(["catboost", "xgboost"]) == \
         "pip install 'treecomp[bench]' 'treecomp[catboost]'"
 
 
-def test_bench_shims_are_the_package_modules():
-    """bench/ in a checkout is a thin entry point: bench.run *is* treecomp.benchmark.run."""
-    import bench.cases
-    import bench.report
-    import bench.run
-    assert bench.run is bench_run and bench.cases is bench_cases and bench.report is bench_report
+def test_bench_entry_points_are_the_package_runner():
+    """`treecomp bench`, `python -m treecomp.benchmark` and, in a checkout, `python -m bench`
+    run one main, treecomp.benchmark.runner.main; bench/ holds no copy or alias of the package's
+    modules, only scripts of its own."""
+    import importlib.util
+
+    import bench.__main__
+    import treecomp.benchmark.__main__
+    assert bench.__main__.main is bench_runner.main
+    assert treecomp.benchmark.__main__.main is bench_runner.main
+    for old in ("bench.cases", "bench.run", "bench.report", "treecomp.benchmark.run"):
+        assert importlib.util.find_spec(old) is None, old
+    for module in ("bench", "treecomp.benchmark"):
+        proc = subprocess.run([sys.executable, "-m", module, "--list"], cwd=REPO, capture_output=True,
+                              text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert "xgb-binary" in proc.stdout and "arrays-naive" in proc.stdout, proc.stdout
 
 
 @needs_cc
@@ -224,7 +238,8 @@ def test_bench_runs_from_an_installed_package(tmp_path):
             if p and Path(p).resolve() != REPO]
     env["PYTHONPATH"] = os.pathsep.join([str(site)] + keep)
     env["TREECOMP_BENCH_CACHE"] = str(tmp_path / "models")
-    probe = ("import importlib.util as u, sys, treecomp.cli, treecomp.benchmark.run, "
+    probe = ("import importlib.util as u, sys, treecomp.cli, treecomp.benchmark.runner, "
+             "treecomp.benchmark.engines, treecomp.benchmark.measure, treecomp.benchmark.plots, "
              "treecomp.benchmark.report, treecomp.benchmark.cases\n"
              "assert u.find_spec('bench') is None, 'the checkout is on sys.path'\n"
              "heavy = {'matplotlib', 'pandas', 'xgboost', 'lightgbm', 'sklearn'} & set(sys.modules)\n"
@@ -244,10 +259,10 @@ def test_bench_runs_from_an_installed_package(tmp_path):
 
 
 def test_bad_arguments_are_errors(tmp_path, capsys):
-    assert bench_run.main(["--cases", "no-such-case", "--out", str(tmp_path)]) == 2
-    assert bench_run.main(["--strategies", "warp-drive", "--out", str(tmp_path)]) == 2
-    assert bench_run.main([str(tmp_path / "missing.json"), "--out", str(tmp_path)]) == 2
-    assert bench_run.main(["--list"]) == 0
+    assert bench_runner.main(["--cases", "no-such-case", "--out", str(tmp_path)]) == 2
+    assert bench_runner.main(["--strategies", "warp-drive", "--out", str(tmp_path)]) == 2
+    assert bench_runner.main([str(tmp_path / "missing.json"), "--out", str(tmp_path)]) == 2
+    assert bench_runner.main(["--list"]) == 0
     assert "xgb-binary" in capsys.readouterr().out
 
 
@@ -265,21 +280,21 @@ def test_rows_around_thresholds_cover_both_sides():
 
 def test_compare():
     a = np.array([1.0, np.nan, -0.0], np.float32)
-    assert bench_run.compare(a, a.copy()) == {"bit_exact": True, "max_abs_diff": 0.0}
+    assert bench_measure.compare(a, a.copy()) == {"bit_exact": True, "max_abs_diff": 0.0}
     b = a.copy()
     b[0] = np.nextafter(np.float32(1), np.float32(2))
-    r = bench_run.compare(a, b)
+    r = bench_measure.compare(a, b)
     assert r["bit_exact"] is False and r["max_abs_diff"] == pytest.approx(2.0 ** -23)
-    r = bench_run.compare(np.array([1.0, np.nan, 0.0], np.float32), a)   # +0.0 vs -0.0
+    r = bench_measure.compare(np.array([1.0, np.nan, 0.0], np.float32), a)   # +0.0 vs -0.0
     assert r["bit_exact"] is False and r["max_abs_diff"] == 0.0
-    r = bench_run.compare(a.astype(np.float64), a)
+    r = bench_measure.compare(a.astype(np.float64), a)
     assert r["bit_exact"] is False and "dtype" in r["note"]
-    r = bench_run.compare(np.array([1.0, 2.0, 3.0]), np.array([1.0, np.nan, 3.0]))
+    r = bench_measure.compare(np.array([1.0, 2.0, 3.0]), np.array([1.0, np.nan, 3.0]))
     assert r["max_abs_diff"] == np.inf
-    r = bench_run.compare(np.array([0, 1, 1]), np.array([0, 1, 2]))
+    r = bench_measure.compare(np.array([0, 1, 1]), np.array([0, 1, 2]))
     assert r == {"bit_exact": False, "mismatches": 1, "max_abs_diff": None}
-    assert bench_run.compare(np.ones((3, 1)), np.ones(3))["bit_exact"] is True   # (n,1) vs (n,)
-    assert bench_run.compare(np.ones(4), np.ones(3))["bit_exact"] is False
+    assert bench_measure.compare(np.ones((3, 1)), np.ones(3))["bit_exact"] is True   # (n,1) vs (n,)
+    assert bench_measure.compare(np.ones(4), np.ones(3))["bit_exact"] is False
 
 
 def test_need_tells_missing_from_broken(tmp_path, monkeypatch):
@@ -288,12 +303,12 @@ def test_need_tells_missing_from_broken(tmp_path, monkeypatch):
     (tmp_path / "tc_broken_engine.py").write_text("raise RuntimeError('built for another sklearn')\n")
     (tmp_path / "tc_half_engine.py").write_text("import tc_no_such_dependency\n")
     monkeypatch.syspath_prepend(str(tmp_path))
-    with pytest.raises(bench_run.Skip, match=r"^tc_absent_engine is not installed$"):
-        bench_run._need("tc_absent_engine", "tc_absent_engine")
-    with pytest.raises(bench_run.Skip, match=r"fails to import: RuntimeError: built for another sklearn"):
-        bench_run._need("tc_broken_engine", "broken")
-    with pytest.raises(bench_run.Skip, match=r"fails to import: ModuleNotFoundError: .*tc_no_such_dependency"):
-        bench_run._need("tc_half_engine", "half")
+    with pytest.raises(bench_measure.Skip, match=r"^tc_absent_engine is not installed$"):
+        bench_engines.need("tc_absent_engine", "tc_absent_engine")
+    with pytest.raises(bench_measure.Skip, match=r"fails to import: RuntimeError: built for another sklearn"):
+        bench_engines.need("tc_broken_engine", "broken")
+    with pytest.raises(bench_measure.Skip, match=r"fails to import: ModuleNotFoundError: .*tc_no_such_dependency"):
+        bench_engines.need("tc_half_engine", "half")
 
 
 def test_lleaves_on_a_new_llvmlite_names_the_pin(monkeypatch, tmp_path):
@@ -312,10 +327,10 @@ def test_lleaves_on_a_new_llvmlite_names_the_pin(monkeypatch, tmp_path):
     case = bench_cases.BenchCase("m", "m", None, np.zeros((4, 2), np.float32),
                                  library=types.SimpleNamespace(model_file=str(tmp_path / "m.txt"),
                                                                model=None))
-    ctx = bench_run.CaseContext(case, None, tmp_path / "m.tcir", tmp_path,
-                                bench_run.Settings.for_mode(True), 1, {})
-    with pytest.raises(bench_run.Skip, match=r"lleaves needs llvmlite<0\.45 .*PassManagerBuilder.*compare-env"):
-        bench_run.Lleaves().prepare(ctx)
+    ctx = bench_engines.CaseContext(case, None, tmp_path / "m.tcir", tmp_path,
+                                    bench_measure.Settings.for_mode(True), 1, {})
+    with pytest.raises(bench_measure.Skip, match=r"lleaves needs llvmlite<0\.45 .*PassManagerBuilder.*compare-env"):
+        bench_engines.Lleaves().prepare(ctx)
 
 
 @needs_cc
@@ -325,7 +340,7 @@ def test_shap_case_beside_the_libraries(tmp_path):
     pytest.importorskip("xgboost")
     pytest.importorskip("lightgbm")
     out = tmp_path / "out"
-    assert bench_run.main(["--quick", "--cases", "xgb-binary,lgbm-binary,tiny", "--rows", "100",
+    assert bench_runner.main(["--quick", "--cases", "xgb-binary,lgbm-binary,tiny", "--rows", "100",
                            "--no-plots", "--out", str(out), "--strategies", "shap"]) == 0
     res = json.loads((out / "results.json").read_text())
     xgb, lgbm, tiny = res["cases"]
@@ -343,7 +358,7 @@ def test_shap_case_beside_the_libraries(tmp_path):
         assert 0 <= ref["max_diff_of_row_l1"] <= bound
         assert "daal4py" in rows     # measured, or skipped with the reason
         assert rows["daal4py"]["status"] == "ok" or rows["daal4py"]["note"]
-        assert f"| {ref['label']} | {bench_report._num(ref['ms_per_row'])} | " in report
+        assert f"| {ref['label']} | {bench_report.fmt_num(ref['ms_per_row'])} | " in report
     assert report.count("SHAP contributions (path-dependent TreeSHAP") == 2
 
 
@@ -364,7 +379,7 @@ def test_external_engines_side_by_side(tmp_path):
     pytest.importorskip("lightgbm")
     pytest.importorskip("xgboost")
     out = tmp_path / "out"
-    assert bench_run.main(["--quick", "--cases", "lgbm-binary,xgb-binary", "--rows", "600",
+    assert bench_runner.main(["--quick", "--cases", "lgbm-binary,xgb-binary", "--rows", "600",
                            "--no-plots", "--out", str(out),
                            "--strategies", "library,lleaves,daal4py,shap"]) == 0
     res = json.loads((out / "results.json").read_text())
@@ -390,7 +405,7 @@ def test_external_engines_side_by_side(tmp_path):
 @needs_cc
 def test_interleaved_timings(tmp_path, capsys):
     """bench.interleaved: every strategy timed in each round; skips are rows, not failures."""
-    from bench import interleaved  # a checkout-only script, on the package's runner
+    from bench import interleaved  # a checkout-only script, on the package's engines
     out = tmp_path / "t.json"
     assert interleaved.main(["--quick", "--cases", "tiny", "--strategies", "c,library,lleaves",
                              "--rows", "300", "--rounds", "3", "--single-calls", "5",
@@ -413,18 +428,18 @@ def test_compile_processes_forked_and_fresh(tmp_path):
     treecomp imported once) or, without one, a fresh interpreter; both give the same figures,
     and a failing build is a Skip naming the error."""
     ir = tmp_path / "seed.tcir"
-    bench_run._seed_forest().save(ir)
+    bench_engines.seed_forest().save(ir)
     env = dict(os.environ, TREECOMP_CACHE_DIR=str(tmp_path / "cache"))
     spec = {"ir": str(ir), "backend": "c", "options": {}}
-    ctx = bench_run._fork_context()
-    runs = [bench_run._compile_fresh(spec, env, str(tmp_path), 120)]
+    ctx = bench_measure.fork_context()
+    runs = [bench_measure.compile_fresh(spec, env, str(tmp_path), 120)]
     if ctx is not None:
         env["TREECOMP_CACHE_DIR"] = str(tmp_path / "cache2")  # cold again
-        runs.append(bench_run._compile_forked(ctx, spec, env, str(tmp_path), 120))
+        runs.append(bench_measure.compile_forked(ctx, spec, env, str(tmp_path), 120))
     for figs in runs:
         assert figs["compile_s"] > 0 and figs["artifact_bytes"] > 0 and figs["compile_rss_mib"] >= 0
-    with pytest.raises(bench_run.Skip, match="unknown backend|KeyError|nope"):
-        bench_run._compile_in_subprocess(ir, "nope", {}, tmp_path / "cache3", 120)
+    with pytest.raises(bench_measure.Skip, match="unknown backend|KeyError|nope"):
+        bench_measure.compile_in_subprocess(ir, "nope", {}, tmp_path / "cache3", 120)
 
 
 def test_data_files_are_read_as_the_cli_reads_them(tmp_path):
@@ -440,7 +455,7 @@ def test_data_files_are_read_as_the_cli_reads_them(tmp_path):
     with pytest.raises(ValueError, match="--header / --no-header"):
         bench_cases.load_data(str(tmp_path / "c.csv"), 3)
     np.testing.assert_array_equal(bench_cases.load_data(str(tmp_path / "c.csv"), 3, header=True), X)
-    assert bench_run.parse_args(["m.json", "--data", "x.csv", "--no-header"]).header is False
+    assert bench_runner.parse_args(["m.json", "--data", "x.csv", "--no-header"]).header is False
 
 
 _BLOCK_LIBRARY = """
@@ -515,7 +530,7 @@ def test_plot_and_headline_name_each_cases_reference():
                                 _row("c", "treecomp", 100.0, exact={"raw": {}}, bit_exact=True),
                                 _row("library", "library", None)]}
     only_lib, only_bare, both = (_results(c) for c in ([lib_case], [bare_case], [lib_case, bare_case]))
-    t_lib, t_bare, t_both = (bench_report.speedup_title(bench_report.speedup_data(r))
+    t_lib, t_bare, t_both = (bench_plots.speedup_title(bench_plots.speedup_data(r))
                              for r in (only_lib, only_bare, both))
     assert "over the library's own predict" in t_lib and "walker" not in t_lib
     assert "over the Python walker" in t_bare and "over the library" not in t_bare

@@ -63,7 +63,7 @@ def _library(rel: str) -> str:
         return "lightgbm" if _sniff(f.read(4096)) == "lightgbm" else "xgboost"
 
 
-def _rows(forest, seed: int, n_max: int, float32: bool) -> np.ndarray:
+def threshold_rows(forest, seed: int, n_max: int, float32: bool) -> np.ndarray:
     """Random rows with, per feature, the model's thresholds, their neighbours one ULP away
     (in float32 for XGBoost, whose inputs are float32), NaN, +/-0 and odd categories."""
     rng = np.random.default_rng(seed)
@@ -106,7 +106,7 @@ def _ulps(a: np.ndarray, b: np.ndarray) -> int:
     return int(np.max(np.where(same, 0, np.abs(ia - ib)), initial=0))
 
 
-def _library_outputs(rel: str, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def library_outputs(rel: str, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(raw margins, transformed predict) from the library itself."""
     path = str(ROOT / rel)
     if _library(rel) == "lightgbm":
@@ -128,9 +128,9 @@ def test_real_file_matches_library(rel):
             treecomp.parse(ROOT / rel)
         return
     forest = treecomp.parse(ROOT / rel)
-    X = _rows(forest, seed=len(rel), n_max=MAX_ROWS.get(rel, 2000),
+    X = threshold_rows(forest, seed=len(rel), n_max=MAX_ROWS.get(rel, 2000),
               float32=forest.input_dtype == "float32")
-    want_raw, want = _library_outputs(rel, X)
+    want_raw, want = library_outputs(rel, X)
     all_categorical = all(np.all((t.feature < 0) | (t.cat_index >= 0)) for t in forest.trees)
     try:
         pred = treecomp.compile(forest, backend="arrays")
@@ -155,8 +155,8 @@ def test_real_file_single_rows_every_isa(rel):
     on the same rows, on every native ISA the CPU has."""
     from treecomp.backends import arrays
     forest = treecomp.parse(ROOT / rel)
-    X = _rows(forest, seed=len(rel) + 1, n_max=40, float32=forest.input_dtype == "float32")
-    want_raw, _ = _library_outputs(rel, X)
+    X = threshold_rows(forest, seed=len(rel) + 1, n_max=40, float32=forest.input_dtype == "float32")
+    want_raw, _ = library_outputs(rel, X)
     for isa in [i for i in ("scalar", "avx2", "avx512") if i in arrays.supported_isas()]:
         try:
             pred = treecomp.compile(forest, backend="arrays", isa=isa)

@@ -626,7 +626,7 @@ def _bench_usage_error(run: Any, args: list[str]) -> str | None:
 def bench_cmd(ctx):
     """Benchmark every strategy; writes a report to ./treecomp-bench or --output-dir DIR
     (see `treecomp bench --help` for options)."""
-    from .benchmark import run  # light: the libraries, engines and matplotlib load on use
+    from .benchmark import runner as run  # light: libraries, engines, matplotlib load on use
     bad = _bench_usage_error(run, list(ctx.args))
     if bad is not None:
         raise click.UsageError(bad, ctx=ctx)

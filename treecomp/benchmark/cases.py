@@ -56,7 +56,7 @@ class Library:
     `with threads(k):`, which sets the library's thread count for a whole timed block (setting it
     per call would time the setting too: threadpoolctl takes milliseconds per change).
     outputs maps a kind ("raw" margins, "proba", "predict") to a callable giving the library's
-    answer on X; every strategy is compared with each kind (see treecomp.benchmark.run.compare).
+    answer on X; every strategy is compared with each kind (see treecomp.benchmark.measure.compare).
     """
 
     name: str                                     # e.g. "xgboost 3.2.0"
