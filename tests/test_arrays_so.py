@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import treecomp
-from treecomp import backends, interp, loader, native, outputs, toolchain
+from treecomp import backends, interp, native, outputs, toolchain
 from treecomp.backends import arrays
 from treecomp.backends.arrays import native as arrays_native, so as arrays_so
 from tests.edge import assert_backend_matches_interp, edge_rows

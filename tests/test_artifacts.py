@@ -612,7 +612,7 @@ def _check_model(p) -> str:
 
 
 def _run_so_case(kind: str, data: bytes, tmp: Path, i: int) -> str:
-    from treecomp import loader, native
+    from treecomp import loader
     try:
         if kind == "llvm-pickle":
             p = loader.Predictor(loader.kernel_from_bytes("llvm", data))

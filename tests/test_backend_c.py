@@ -1,9 +1,6 @@
 """The C backend: bit-exact against the interpreter (oracle 2), the ABI from plain C, the cache."""
 
-import ctypes
-import os
 import subprocess
-import sys
 import textwrap
 
 import numpy as np

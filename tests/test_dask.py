@@ -251,7 +251,7 @@ def _install_counters():
 
 
 def _counted_restore(*args):
-    from treecomp import loader, native
+    from treecomp import loader
     loader._test_counts["restore"] += 1
     return loader._test_orig[0](*args)
 

@@ -407,7 +407,7 @@ def test_artifacts_refuse_transform_with_catboosts_exp(name, tmp_path):
     """CatBoost's softmax and exp call its own fast exp, which no artifact carries: a .so
     answers TREECOMP_EINVAL to TREECOMP_TRANSFORM (never libm's answer), its raw margins are
     exact, and the Predictor loaded from it transforms them exactly in Python."""
-    from treecomp import loader, native
+    from treecomp import native
     m = model(name)
     f = treecomp.parse(m)
     assert f.exp_lib == "fmath" and outputs.accepted_flags(f) == 0

@@ -10,7 +10,6 @@ files cover them as well; here are the configurations and refusals in detail.
 from __future__ import annotations
 
 import copy
-import ctypes
 import warnings
 
 import numpy as np

@@ -309,7 +309,7 @@ def test_dropped_predictors_give_their_memory_back(tmp_path, monkeypatch):
     library is unloaded with it."""
     import gc
     import tracemalloc
-    from treecomp import loader, native
+    from treecomp import loader
     monkeypatch.setattr(loader, "_LOADED", type(loader._LOADED)())
     sos = []
     for seed in range(3):  # libraries: unloaded once their Predictors are gone

@@ -54,7 +54,7 @@ from . import native, so, walkers
 from .derived import (DEEP_TOP_MAX, HEAP_PAD, QCIX_MAX_COLS, QUANT_ARRAYS, ZROW_MAX_COLS, bitvec_tables,
                       cat_byte_sets, deep_tables, interval_masks, leaf_planes, merge_nan_columns,
                       oblivious_heaps, quant_levels, quant_tables, zrow_slots)
-from .format import BACKEND, MAGIC, tables_from_bytes, tables_to_bytes, written_by
+from .format import BACKEND, MAGIC, tables_from_bytes, tables_to_bytes, written_by  # noqa: F401 (MAGIC: the interface)
 from .native import NATIVE_ISAS, NODE32, NODE64, CTables, native_library
 from .tables import (CATEGORY_RULES, FF_CAT, LAYOUTS, MAX_HEAP_DEPTH, Tables, bad_table, excl_cumsum,
                      flatten, validate)
@@ -273,7 +273,7 @@ class ArraysKernel:
                 self._bitvec = bv if self._quant else {}
         self._struct, self._tkind = None, 0
         if self.isa == "llvm":
-            self._walk = llvm_walker(m["x_dtype"], m["acc_dtype"])
+            self._walk = walkers.llvm_walker(m["x_dtype"], m["acc_dtype"])
             self._llvm_args = walkers.llvm_tables(self)
         elif self.isa != "numpy":
             self._lib = native_library()

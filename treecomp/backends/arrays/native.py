@@ -121,7 +121,7 @@ def kernel_source_hash() -> str:
 
 def prebuilt_kernel_path() -> Path | None:
     """The package's prebuilt kernel file, if the package has one (see setup.py)."""
-    pkg = Path(__file__).resolve().parent.parent
+    pkg = Path(__file__).resolve().parents[2]  # treecomp/
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
         p = pkg / f"{PREBUILT_NAME}{suffix}"
         if p.is_file():
@@ -271,7 +271,7 @@ _ARCHIVE: Path | None = None
 
 
 def prebuilt_archive_path() -> Path | None:
-    p = Path(__file__).resolve().parent.parent / ARCHIVE_NAME
+    p = Path(__file__).resolve().parents[2] / ARCHIVE_NAME  # in treecomp/
     return p if p.is_file() else None
 
 
