@@ -19,7 +19,7 @@ import pytest
 import treecomp
 from treecomp import backends, interp, native, outputs, toolchain
 from treecomp.backends import arrays
-from treecomp.backends.arrays import native as arrays_native, so as arrays_so
+from treecomp.backends.arrays import kernel as arrays_kernel, native as arrays_native, so as arrays_so
 from tests.edge import assert_backend_matches_interp, edge_rows
 from tests.randforest import FOREST_VARIANTS, random_forest, random_rows
 
@@ -165,7 +165,7 @@ def test_tables_are_checked_as_a_tc_is(tmp_path, table, layout):
     so = tmp_path / "m.so"
     p.save(so)
     data = so.read_bytes()
-    k = arrays.kernel.so_kernel(f, layout=layout)
+    k = arrays_kernel.so_kernel(f, layout=layout)
     _, keep = k.pack_arrays()
     src, blob = arrays_so.emit(k)
     arrays = {n: v for n, v in keep.items() if v.size}

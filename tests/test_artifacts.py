@@ -757,7 +757,7 @@ def _entry_setup(kind: str):
             Path(out).write_bytes(src)
         return build
     kernel = arrays_native.prebuilt_kernel_path().read_bytes()
-    entry = next(Path(arrays_native.__file__).parent.parent.glob("_tc_entry*")).read_bytes()
+    entry = next(Path(arrays_native.__file__).parents[2].glob("_tc_entry*")).read_bytes()
     if kind == "c-so":
         good, other = _c_entries(a, b)
         toolchain.build_shared_library = copying(good)
@@ -784,7 +784,8 @@ def _entry_setup(kind: str):
     p = treecomp.compile(a, backend="arrays")
 
     def load():
-        loader._ENTRY = native.ENTRY_MODULE = None
+        native.reset_entry()
+        loader._ENTRY = None
         if loader._entry() is native.no_entry or native.ENTRY_ORIGIN != "built":
             return f"the entry from the cache was not used ({native.ENTRY_ERROR})"
         ok = all(np.array_equal(p.predict_raw(X[i:i + 2]), interp.predict_raw(a, X[i:i + 2]))

@@ -135,7 +135,7 @@ def test_native_parts_say_why_a_part_is_not_the_packages(monkeypatch):
     monkeypatch.setattr(arrays_native, "prebuilt_archive_path", lambda: None)
     monkeypatch.setattr(arrays_native.toolchain, "find_compiler", no_compiler)
     monkeypatch.setattr(loader, "_ENTRY", native.no_entry)
-    monkeypatch.setattr(loader, "ENTRY_ERROR", "ImportError: test")
+    monkeypatch.setattr(native, "ENTRY_ERROR", "ImportError: test")
     parts = loader.native_parts()
     assert parts["arrays kernel"] == ("unavailable: no C compiler found (test) (the arrays backend "
                                       "runs its llvmlite or numpy walkers instead)")

@@ -160,7 +160,7 @@ def test_wheel_runs_without_a_compiler(tmp_path):
     names = zipfile.ZipFile(whl).namelist()
     for want in ("treecomp/_arrays_kernel", "treecomp/_arrays_kernel.a", "treecomp/_tc_entry",
                  "treecomp/runtime/kernels/arrays.c",
-                 "treecomp/runtime/pyentry.c", "treecomp/backends/arrays_native.py"):
+                 "treecomp/runtime/pyentry.c", "treecomp/backends/arrays/native.py"):
         assert any(n.startswith(want) for n in names), (want, names)
     site = tmp_path / "site"
     r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",

@@ -114,6 +114,14 @@ def entry() -> Any:
         return _RUN
 
 
+def reset_entry() -> None:
+    """Forget the loaded entry, so that the next entry() loads (or builds) it again: for a
+    process whose cache was replaced under it, and for the tests."""
+    global _RUN, ENTRY_MODULE, ENTRY_ORIGIN, ENTRY_ERROR
+    with ENTRY_LOCK:
+        _RUN = ENTRY_MODULE = ENTRY_ORIGIN = ENTRY_ERROR = None
+
+
 def _load_extension(path: Path) -> Any:
     loader = importlib.machinery.ExtensionFileLoader("_tc_entry", str(path))
     spec = importlib.util.spec_from_file_location("_tc_entry", path, loader=loader)
