@@ -4,12 +4,12 @@ Two extensions land in the package:
 
 - ``treecomp._arrays_kernel``: the arrays backend's kernel (runtime/kernels/arrays.c), a plain
   shared library that ctypes loads by path (no PyInit). It is built exactly as
-  treecomp.backends.arrays_native builds it at run time: the three TC_PART translation units
+  treecomp.backends.arrays.native builds it at run time: the three TC_PART translation units
   (baseline + entry points, AVX2, AVX-512F; on non-x86 the last two are empty) compiled in
   parallel with KERNEL_CFLAGS (= toolchain.DEFAULT_CFLAGS, read from the sources below) and
   linked with ``cc -shared``; the same three objects also go into a static archive
   ``treecomp/_arrays_kernel.a`` that ``treecomp compile -o model.so`` links into a model's
-  self-contained shared library (treecomp/backends/arrays_so.py). It embeds the sha256 of its sources and its flags
+  self-contained shared library (treecomp/backends/arrays/so.py). It embeds the sha256 of its sources and its flags
   (-DTC_SOURCE_HASH, -DTC_BUILD_CFLAGS): at run time treecomp uses it only when both match.
 - ``treecomp._tc_entry``: the small-batch CPython entry (runtime/pyentry.c), a normal extension
   against this Python's and numpy's headers, embedding the sha256 of pyentry.c likewise.
@@ -43,7 +43,7 @@ ROOT = Path(__file__).resolve().parent
 RUNTIME = Path("runtime")  # relative: setuptools wants relative source paths
 KERNEL = "treecomp._arrays_kernel"
 ENTRY = "treecomp._tc_entry"
-#: the kernel's objects as a static archive, beside the kernel (arrays_native.ARCHIVE_NAME)
+#: the kernel's objects as a static archive, beside the kernel (arrays.native.ARCHIVE_NAME)
 ARCHIVE = "_arrays_kernel.a"
 
 
@@ -57,13 +57,13 @@ def _literal(module: str, name: str):
     raise RuntimeError(f"{name} not found in {module}")
 
 
-CFLAGS = tuple(_literal("treecomp/toolchain.py", "DEFAULT_CFLAGS"))  # = arrays_native.KERNEL_CFLAGS
-KERNEL_FILES = _literal("treecomp/backends/arrays_native.py", "KERNEL_FILES")
-KERNEL_PARTS = _literal("treecomp/backends/arrays_native.py", "KERNEL_PARTS")
+CFLAGS = tuple(_literal("treecomp/toolchain.py", "DEFAULT_CFLAGS"))  # = arrays.native.KERNEL_CFLAGS
+KERNEL_FILES = _literal("treecomp/backends/arrays/native.py", "KERNEL_FILES")
+KERNEL_PARTS = _literal("treecomp/backends/arrays/native.py", "KERNEL_PARTS")
 
 
 def _kernel_source_hash() -> str:
-    """= treecomp.backends.arrays_native.kernel_source_hash() (tests/test_install.py checks)."""
+    """= treecomp.backends.arrays.native.kernel_source_hash() (tests/test_install.py checks)."""
     h = hashlib.sha256()
     for name in KERNEL_FILES:
         h.update(name.encode() + b"\0" + (ROOT / RUNTIME / "kernels" / name).read_bytes())
@@ -133,7 +133,7 @@ class BuildExt(build_ext):
         out.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="treecomp-kernel-") as tmp:
             objs = [str(Path(tmp) / f"tc_arrays_{i}.o") for i in range(KERNEL_PARTS)]
-            # the same translation units as arrays_native.native_library's first-use build
+            # the same translation units as arrays.native.native_library's first-use build
             jobs = [[*cc, *flags, f"-DTC_PART={i}", "-I", str(ROOT / RUNTIME), "-c",
                      str(ROOT / RUNTIME / "kernels" / "arrays.c"), "-o", objs[i]]
                     for i in range(KERNEL_PARTS)]
@@ -141,7 +141,7 @@ class BuildExt(build_ext):
                 list(pool.map(_run, jobs))
             _run([*cc, "-shared", *flags, *objs, "-o", str(out), "-lm"])
             # the same objects as a static archive: what `treecomp compile -o model.so` links
-            # into a model's self-contained shared library (treecomp/backends/arrays_so.py)
+            # into a model's self-contained shared library (treecomp/backends/arrays/so.py)
             ar = _archiver()
             if ar is None:
                 print("warning: no archiver (ar) found: the kernel archive is not built; "

@@ -50,7 +50,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 import treecomp  # noqa: E402
-from treecomp.backends import arrays_native  # noqa: E402
+from treecomp.backends.arrays import native as arrays_native  # noqa: E402
 from treecomp.benchmark import cases as bench_cases  # noqa: E402
 
 DRIVER = r"""

@@ -25,7 +25,7 @@ import numpy as np
 
 import treecomp
 from treecomp import backends, frontends
-from treecomp.backends import arrays_tables
+from treecomp.backends.arrays import tables as arrays_tables
 
 TREES = (5, 20, 80)
 DEPTHS = (3, 6, 10, 14)

@@ -48,9 +48,9 @@ def assert_backend_matches_interp(predictor, forest: Forest, X: np.ndarray) -> N
     """Oracle 2: a compiled predictor equals the interpreter bit for bit (raw, labels, proba,
     decision_function; values, dtypes and shapes): whole batches (native threads), then one row
     and a few through both small-batch paths (the compiled entry and the ctypes one)."""
-    from treecomp import loader
+    from treecomp import loader, native
     for Z in (X, X[:1], X[1:8]):
-        for entry in ((None,) if len(Z) > loader.SMALL_BATCH else (loader._entry(), loader._no_entry)):
+        for entry in ((None,) if len(Z) > loader.SMALL_BATCH else (loader._entry(), native.no_entry)):
             saved = loader._ENTRY
             loader._ENTRY = entry or saved
             try:

@@ -17,8 +17,9 @@ import numpy as np
 import pytest
 
 import treecomp
-from treecomp import backends, interp, loader, outputs, toolchain
-from treecomp.backends import arrays, arrays_native, arrays_so
+from treecomp import backends, interp, native, outputs, toolchain
+from treecomp.backends import arrays
+from treecomp.backends.arrays import kernel as arrays_kernel, native as arrays_native, so as arrays_so
 from tests.edge import assert_backend_matches_interp, edge_rows
 from tests.randforest import FOREST_VARIANTS, random_forest, random_rows
 
@@ -44,7 +45,7 @@ def _save_load(p, path: Path):
     p.save(path)
     assert path.read_bytes()[:4] == b"\x7fELF"
     q = treecomp.load(path)
-    assert type(q._kernel) is loader.SharedLibrary and q.backend == "arrays"
+    assert type(q._kernel) is native.SharedLibrary and q.backend == "arrays"
     return q
 
 
@@ -73,21 +74,21 @@ def test_zoo_bit_exact(name, tmp_path):
         if dt == np.float32 and f.reject_inf:
             continue  # float32 rounding may make +/-inf of rows the library refuses
         assert_backend_matches_interp(q, f, Xd)
-    raw = _run(q._kernel, X, loader.TREECOMP_RAW)
+    raw = _run(q._kernel, X, native.TREECOMP_RAW)
     np.testing.assert_array_equal(raw, interp.predict_raw(f, X))
     for library_call in ("predict", "predict_proba"):  # the library itself, where the zoo has it
         if library_call in case.library and f.n_outputs == 1 and not f.reject_inf:
             got = getattr(q, library_call)(case.X)
             np.testing.assert_array_equal(np.asarray(got), np.asarray(case.library[library_call](case.X)))
-    tf = _run(q._kernel, X, loader.TREECOMP_TRANSFORM)
+    tf = _run(q._kernel, X, native.TREECOMP_TRANSFORM)
     if outputs.native_transform(f):
-        np.testing.assert_array_equal(tf, _run(p._kernel, X, loader.TREECOMP_TRANSFORM))
+        np.testing.assert_array_equal(tf, _run(p._kernel, X, native.TREECOMP_TRANSFORM))
         np.testing.assert_array_equal(tf, outputs.transform(f, raw))
     elif f.transform == "identity":
         np.testing.assert_array_equal(tf, raw)
     else:  # the C arithmetic of the c backend (libm exp): the same bits
         c = treecomp.compile(f, backend="c")
-        np.testing.assert_array_equal(tf, _run(c._kernel, X, loader.TREECOMP_TRANSFORM))
+        np.testing.assert_array_equal(tf, _run(c._kernel, X, native.TREECOMP_TRANSFORM))
 
 
 @pytest.mark.parametrize("variant", ["vector-leaf-average", "categorical", "float64-strict"])
@@ -164,13 +165,13 @@ def test_tables_are_checked_as_a_tc_is(tmp_path, table, layout):
     so = tmp_path / "m.so"
     p.save(so)
     data = so.read_bytes()
-    k = arrays_so.so_kernel(f, layout=layout)
+    k = arrays_kernel.so_kernel(f, layout=layout)
     _, keep = k.pack_arrays()
     src, blob = arrays_so.emit(k)
     arrays = {n: v for n, v in keep.items() if v.size}
     arrays["tc_test_x"] = arrays_so.test_rows(k)
     arrays["tc_file"] = np.frombuffer(k.file_bytes(None), np.uint8)
-    _, offs = arrays_so._blob(arrays)
+    _, offs = arrays_so.pack_blob(arrays)
     at = data.find(blob) + offs[table]
     assert data.find(blob) > 0
     bad = bytearray(data)
@@ -199,7 +200,7 @@ def test_two_models_in_one_process(tmp_path):
         import numpy as np
         import treecomp
         from treecomp.backends import arrays
-        arrays.native_library()  # the in-process kernel too (its tc_ symbols are global here)
+        arrays.native.native_library()  # the in-process kernel too (its tc_ symbols are global here)
         d = {str(tmp_path)!r}
         libs = [ctypes.CDLL(f"{{d}}/{{n}}.so", mode=ctypes.RTLD_GLOBAL) for n in "ab"]
         for n, lib in zip("ab", libs):
@@ -290,7 +291,7 @@ def test_c_driver_uses_only_the_header(name, tmp_path):
         raw = interp.predict_raw(f, Xd)
         np.testing.assert_array_equal(vals[2 * i].astype(acc), raw)
         np.testing.assert_array_equal(vals[2 * i + 1].astype(acc),
-                                      _run(c._kernel, Xd, loader.TREECOMP_TRANSFORM))
+                                      _run(c._kernel, Xd, native.TREECOMP_TRANSFORM))
 
 
 def test_build_time_of_500_trees(tmp_path, monkeypatch):
@@ -329,7 +330,7 @@ def test_cli_writes_the_arrays_so(tmp_path):
         assert res.exit_code == 0, res.output
         assert "arrays backend" in res.output
         q = treecomp.load(out)
-        assert type(q._kernel) is loader.SharedLibrary and q.backend == "arrays"
+        assert type(q._kernel) is native.SharedLibrary and q.backend == "arrays"
         np.testing.assert_array_equal(q.predict_raw(X), interp.predict_raw(f, X))
     res = CliRunner().invoke(main, ["compile", str(tmp_path / "m.tcir"), "-o", str(tmp_path / "c.so"),
                                     "--backend", "c"])
@@ -362,7 +363,7 @@ def test_archive_check_and_fallback_build(tmp_path, monkeypatch):
     def fake(sources, out, cflags=(), jobs=None, compiler=None, progress=None):
         calls.append(sources)
         assert len(sources) == arrays_native.KERNEL_PARTS
-        assert tuple(cflags)[:len(arrays.KERNEL_CFLAGS)] == arrays.KERNEL_CFLAGS
+        assert tuple(cflags)[:len(arrays.native.KERNEL_CFLAGS)] == arrays.native.KERNEL_CFLAGS
         Path(out).write_bytes(real.read_bytes())
     for name in ("_ARCHIVE", "ARCHIVE_ORIGIN", "ARCHIVE_ERROR"):  # restored afterwards
         monkeypatch.setattr(arrays_native, name, None)

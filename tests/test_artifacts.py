@@ -30,7 +30,8 @@ import numpy as np
 import pytest
 
 import treecomp
-from treecomp.backends import arrays, arrays_format
+from treecomp.backends import arrays
+from treecomp.backends.arrays import format as arrays_format
 from tests.randforest import random_forest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -565,11 +566,11 @@ def _so_originals() -> dict[str, tuple[bytes, bytes]]:
 def _resealed_table_mutants(rng, n: int) -> list[tuple[str, str, bytes]]:
     """Arrays libraries of model a with bytes of their tables (the blob: every table, the
     tables' .tc copy, the self-test rows) changed and then sealed again, as a forger would: the
-    seal vouches for them, so the loader's check of the tables (arrays_so.check_library) must
+    seal vouches for them, so the loader's check of the tables (arrays.kernel.check_library) must
     refuse every change that matters."""
     import tempfile
     from treecomp import toolchain
-    from treecomp.backends import arrays_so
+    from treecomp.backends.arrays import so as arrays_so
     a, _ = _so_forests()
     p = treecomp.compile(a, backend="arrays")
     _, blob = arrays_so.emit(p._kernel)
@@ -744,8 +745,8 @@ def _entry_setup(kind: str):
     (the build itself is tested elsewhere); returns (load: loads the entry from the cache and
     says "ok" when it answers exactly, else what went wrong; good file, another library,
     rebuild counter)."""
-    from treecomp import interp, loader, toolchain
-    from treecomp.backends import arrays_native
+    from treecomp import interp, loader, native, toolchain
+    from treecomp.backends.arrays import native as arrays_native
     calls = []
     a, b = _so_forests()
     X = _rows(a.n_features)
@@ -756,7 +757,7 @@ def _entry_setup(kind: str):
             Path(out).write_bytes(src)
         return build
     kernel = arrays_native.prebuilt_kernel_path().read_bytes()
-    entry = next(Path(arrays_native.__file__).parent.parent.glob("_tc_entry*")).read_bytes()
+    entry = next(Path(arrays_native.__file__).parents[2].glob("_tc_entry*")).read_bytes()
     if kind == "c-so":
         good, other = _c_entries(a, b)
         toolchain.build_shared_library = copying(good)
@@ -778,14 +779,15 @@ def _entry_setup(kind: str):
             ok = np.array_equal(treecomp.Predictor(k).predict_raw(X), interp.predict_raw(a, X))
             return "ok" if ok else "wrong margins"
         return load, kernel, entry, calls
-    loader._prebuilt_entry = lambda: None
+    native._prebuilt_entry = lambda: None
     toolchain.build_shared_library = copying(entry)
     p = treecomp.compile(a, backend="arrays")
 
     def load():
-        loader._ENTRY = loader._ENTRY_MODULE = None
-        if loader._entry() is loader._no_entry or loader.ENTRY_ORIGIN != "built":
-            return f"the entry from the cache was not used ({loader.ENTRY_ERROR})"
+        native.reset_entry()
+        loader._ENTRY = None
+        if loader._entry() is native.no_entry or native.ENTRY_ORIGIN != "built":
+            return f"the entry from the cache was not used ({native.ENTRY_ERROR})"
         ok = all(np.array_equal(p.predict_raw(X[i:i + 2]), interp.predict_raw(a, X[i:i + 2]))
                  for i in range(0, len(X), 2))
         return "ok" if ok else "wrong margins"

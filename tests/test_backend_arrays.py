@@ -14,7 +14,8 @@ import pytest
 
 import treecomp
 from treecomp import backends, interp, outputs, toolchain
-from treecomp.backends import arrays, arrays_derived, arrays_format, arrays_native, arrays_tables
+from treecomp.backends import arrays
+from treecomp.backends.arrays import derived as arrays_derived, format as arrays_format, native as arrays_native, tables as arrays_tables
 from treecomp.errors import ArtifactError, CompileError, UnsupportedModelError
 from treecomp.ir import Forest, Tree, leaf_tree
 from tests.edge import assert_backend_matches_interp, edge_rows
@@ -1042,9 +1043,9 @@ def test_auto_isa_self_test(monkeypatch):
         pytest.skip("no C compiler")
     assert arrays.resolve_isa("auto") == native[-1]
     for isa in native[1:]:
-        assert arrays._self_test(isa)
+        assert arrays.kernel.self_test(isa)
     # a vector path that failed its self-test is never picked by "auto"
-    monkeypatch.setattr(arrays_native, "_SELF_TEST", {"avx2": False, "avx512": False})
+    monkeypatch.setattr(arrays.kernel, "SELF_TEST", {"avx2": False, "avx512": False})
     assert arrays.resolve_isa("auto") == "scalar"
 
 

@@ -10,7 +10,7 @@ import pytest
 from click.testing import CliRunner
 
 import treecomp
-from treecomp import interp, toolchain
+from treecomp import toolchain
 from treecomp.cli import main
 
 needs_cc = pytest.mark.skipif(not toolchain.have_compiler(), reason="no C compiler")

@@ -70,10 +70,10 @@ def test_unpickle_in_fresh_process_without_compiler_loads_once(models, tmp_path)
     code = textwrap.dedent("""
         import pickle, sys
         import numpy as np, pandas as pd
-        from treecomp import loader, toolchain
+        from treecomp import loader, native, toolchain
         loads = []
-        init = loader.SharedLibrary.__init__
-        loader.SharedLibrary.__init__ = lambda self, path: (loads.append(path), init(self, path))[1]
+        init = native.SharedLibrary.__init__
+        native.SharedLibrary.__init__ = lambda self, path, *a, **kw: (loads.append(path), init(self, path, *a, **kw))[1]
         d = sys.argv[1]
         ps = [pickle.loads(open(d + "/p.pkl", "rb").read()) for _ in range(5)]
         X = pd.read_pickle(d + "/X.pkl")
@@ -241,13 +241,13 @@ def _install_counters():
 
     The wrappers are module-level functions of this file so that a Predictor pickled on a
     worker (to send it to another) still names them by reference, not as a copied closure."""
-    from treecomp import loader
+    from treecomp import loader, native
     if hasattr(loader, "_test_counts"):
         return
     loader._test_counts = {"restore": 0, "load": 0}
-    loader._test_orig = (loader._restore, loader.SharedLibrary.__init__)
+    loader._test_orig = (loader._restore, native.SharedLibrary.__init__)
     loader._restore = _counted_restore
-    loader.SharedLibrary.__init__ = _counted_init
+    native.SharedLibrary.__init__ = _counted_init
 
 
 def _counted_restore(*args):
@@ -256,10 +256,10 @@ def _counted_restore(*args):
     return loader._test_orig[0](*args)
 
 
-def _counted_init(self, path):
+def _counted_init(self, path, *args, **kwargs):
     from treecomp import loader
     loader._test_counts["load"] += 1
-    loader._test_orig[1](self, path)
+    loader._test_orig[1](self, path, *args, **kwargs)
 
 
 def _counts():

@@ -121,8 +121,8 @@ def test_build_check_says_where_each_native_part_came_from(tmp_path):
 
 def test_native_parts_say_why_a_part_is_not_the_packages(monkeypatch):
     """Each way a part can come: the package's, built on first use (with the reason), none."""
-    from treecomp import loader
-    from treecomp.backends import arrays_native
+    from treecomp import loader, native
+    from treecomp.backends.arrays import native as arrays_native
     from treecomp.errors import CompileError
     parts = loader.native_parts()
     assert list(parts) == ["arrays kernel", "arrays kernel archive", "small-batch entry"]
@@ -134,8 +134,8 @@ def test_native_parts_say_why_a_part_is_not_the_packages(monkeypatch):
     monkeypatch.setattr(arrays_native, "_ARCHIVE", None)
     monkeypatch.setattr(arrays_native, "prebuilt_archive_path", lambda: None)
     monkeypatch.setattr(arrays_native.toolchain, "find_compiler", no_compiler)
-    monkeypatch.setattr(loader, "_ENTRY", loader._no_entry)
-    monkeypatch.setattr(loader, "ENTRY_ERROR", "ImportError: test")
+    monkeypatch.setattr(loader, "_ENTRY", native.no_entry)
+    monkeypatch.setattr(native, "ENTRY_ERROR", "ImportError: test")
     parts = loader.native_parts()
     assert parts["arrays kernel"] == ("unavailable: no C compiler found (test) (the arrays backend "
                                       "runs its llvmlite or numpy walkers instead)")

@@ -21,7 +21,6 @@ import pytest
 
 import treecomp
 from treecomp import interp, outputs
-from treecomp.backends import arrays
 
 lgb = pytest.importorskip("lightgbm")
 xgb = pytest.importorskip("xgboost")

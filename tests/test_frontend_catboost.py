@@ -407,7 +407,7 @@ def test_artifacts_refuse_transform_with_catboosts_exp(name, tmp_path):
     """CatBoost's softmax and exp call its own fast exp, which no artifact carries: a .so
     answers TREECOMP_EINVAL to TREECOMP_TRANSFORM (never libm's answer), its raw margins are
     exact, and the Predictor loaded from it transforms them exactly in Python."""
-    from treecomp import loader
+    from treecomp import native
     m = model(name)
     f = treecomp.parse(m)
     assert f.exp_lib == "fmath" and outputs.accepted_flags(f) == 0
@@ -417,10 +417,10 @@ def test_artifacts_refuse_transform_with_catboosts_exp(name, tmp_path):
     q = treecomp.load(tmp_path / "m.so")
     Z = np.ascontiguousarray(T[:5], dtype=np.float32)
     out = np.empty((5, f.n_outputs))
-    q._kernel.run(Z, out, loader.TREECOMP_RAW)
+    q._kernel.run(Z, out, native.TREECOMP_RAW)
     assert_same(interp.predict_raw(f, Z), out)
     with pytest.raises(RuntimeError, match="code -1"):
-        q._kernel.run(Z, out, loader.TREECOMP_TRANSFORM)
+        q._kernel.run(Z, out, native.TREECOMP_TRANSFORM)
     pred, proba, _ = library_outputs(m, Z)
     assert_same(pred, q.predict(Z))
     if proba is not None:

@@ -10,7 +10,6 @@ files cover them as well; here are the configurations and refusals in detail.
 from __future__ import annotations
 
 import copy
-import ctypes
 import warnings
 
 import numpy as np
@@ -21,7 +20,7 @@ from sklearn.linear_model import LinearRegression, LogisticRegression
 from sklearn.tree import DecisionTreeClassifier, DecisionTreeRegressor, ExtraTreeRegressor
 
 import treecomp
-from treecomp import interp, ir, loader, outputs
+from treecomp import interp, ir, loader, native, outputs
 from treecomp.errors import InvalidModelError, NotFittedError, UnsupportedModelError
 from tests.edge import edge_rows
 
@@ -361,13 +360,13 @@ def test_artifacts_refuse_treecomp_transform(backend, tmp_path):
         path = tmp_path / f"{type(m).__name__}.so"
         p.save(path)
         q = treecomp.load(path)
-        assert type(q._kernel) is loader.SharedLibrary
+        assert type(q._kernel) is native.SharedLibrary
         Z = np.ascontiguousarray(X[:5])
         out = np.empty((5, f.n_outputs))
-        q._kernel.run(Z, out, loader.TREECOMP_RAW)
+        q._kernel.run(Z, out, native.TREECOMP_RAW)
         _same(out, interp.predict_raw(f, Z))
         with pytest.raises(RuntimeError, match="code -1"):
-            q._kernel.run(Z, out, loader.TREECOMP_TRANSFORM)
+            q._kernel.run(Z, out, native.TREECOMP_TRANSFORM)
         _same(q.predict(Z), m.predict(Z))
         if hasattr(m, "decision_function"):
             _same(q.decision_function(Z), m.decision_function(Z))
@@ -502,7 +501,7 @@ def test_apply_refused_without_ids_or_ir():
     m, X = _apply_models()[0]
     p = treecomp.compile(treecomp.parse(m), backend="arrays", ir=True)
     import pickle
-    from treecomp.backends import arrays_format
+    from treecomp.backends.arrays import format as arrays_format
     # with ir=True a pickle carries the IR (the .tc inside it); a table file without it cannot apply
     np.testing.assert_array_equal(pickle.loads(pickle.dumps(p)).apply(X), p.apply(X))
     k = p._kernel

@@ -17,45 +17,46 @@ import numpy as np
 import pytest
 
 import treecomp
-from treecomp import loader, toolchain
-from treecomp.backends import arrays, arrays_native
+from treecomp import loader, native, toolchain
+from treecomp.backends import arrays
+from treecomp.backends.arrays import native as arrays_native
 from tests.randforest import random_forest, random_rows
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
 def _sources_newer_than(path: Path) -> bool:
-    files = [arrays.KERNEL_DIR / f for f in arrays.KERNEL_FILES]
+    files = [arrays.native.KERNEL_DIR / f for f in arrays.native.KERNEL_FILES]
     return max(f.stat().st_mtime for f in files) > path.stat().st_mtime
 
 
 def test_prebuilt_kernel_is_loaded():
     """This install (pip install -e .) built the kernel, and it is the one in use."""
-    path = arrays.prebuilt_kernel_path()
+    path = arrays.native.prebuilt_kernel_path()
     assert path is not None, ("the package has no prebuilt arrays kernel: `pip install -e .` "
                               "should have built treecomp/_arrays_kernel*.so (see docs/build.md)")
-    if arrays.KERNEL_ORIGIN != "prebuilt" and _sources_newer_than(path):
+    if arrays.native.KERNEL_ORIGIN != "prebuilt" and _sources_newer_than(path):
         pytest.skip("runtime/kernels changed since the install built the kernel (rerun "
                     "`pip install -e .`): the first-use build serves meanwhile")
-    lib = arrays.native_library()
-    assert arrays.KERNEL_ORIGIN == "prebuilt", arrays.PREBUILT_ERROR
-    assert arrays.KERNEL_PATH == path and arrays.kernel_origin() == "prebuilt"
-    assert arrays_native._embedded(lib, "tc_arrays_source_hash") == arrays.kernel_source_hash()
-    assert arrays_native._embedded(lib, "tc_arrays_build_cflags") == " ".join(arrays.KERNEL_CFLAGS)
+    lib = arrays.native.native_library()
+    assert arrays.native.KERNEL_ORIGIN == "prebuilt", arrays.native.PREBUILT_ERROR
+    assert arrays.native.KERNEL_PATH == path and arrays.native.kernel_origin() == "prebuilt"
+    assert arrays_native._embedded(lib, "tc_arrays_source_hash") == arrays.native.kernel_source_hash()
+    assert arrays_native._embedded(lib, "tc_arrays_build_cflags") == " ".join(arrays.native.KERNEL_CFLAGS)
     # and the small-batch entry likewise
-    assert loader._entry() is not loader._no_entry, loader.ENTRY_ERROR
-    assert loader.ENTRY_ORIGIN == "prebuilt", loader.ENTRY_PREBUILT_ERROR
+    assert loader._entry() is not native.no_entry, native.ENTRY_ERROR
+    assert native.ENTRY_ORIGIN == "prebuilt", native.ENTRY_PREBUILT_ERROR
 
 
 def test_fallback_build_reports_progress(monkeypatch, tmp_path):
     """Without a usable prebuilt kernel the first-use build runs, and says so before and after
     (the compiler is faked: the 'build' copies the prebuilt kernel)."""
-    pre = arrays.prebuilt_kernel_path()
+    pre = arrays.native.prebuilt_kernel_path()
     if pre is None:
         pytest.skip("no prebuilt kernel to stand in for the build")
 
     def fake_build(sources, out, cflags=(), jobs=None, compiler=None, progress=None):
-        assert tuple(cflags) == arrays.KERNEL_CFLAGS and len(sources) == arrays_native.KERNEL_PARTS
+        assert tuple(cflags) == arrays.native.KERNEL_CFLAGS and len(sources) == arrays_native.KERNEL_PARTS
         for name in sources:
             progress(name)
         shutil.copyfile(pre, out)
@@ -71,7 +72,7 @@ def test_fallback_build_reports_progress(monkeypatch, tmp_path):
     msgs = []
     f = random_forest(3, n_trees=4)
     p = treecomp.compile(f, backend="arrays", progress=msgs.append)
-    assert arrays.KERNEL_ORIGIN == "built" and p._kernel.isa in ("scalar", "avx2", "avx512")
+    assert arrays.native.KERNEL_ORIGIN == "built" and p._kernel.isa in ("scalar", "avx2", "avx512")
     text = "\n".join(msgs)
     assert "building the arrays kernel (once per machine" in text and "test: no prebuilt" in text
     assert "compiled 3/3 parts" in text and "built the arrays kernel in" in text
@@ -101,7 +102,7 @@ _CHILD = textwrap.dedent("""
     import json, os, sys
     import numpy as np
     import treecomp
-    from treecomp import loader, toolchain
+    from treecomp import loader, native, toolchain
     from treecomp.backends import arrays
     assert treecomp.__file__.startswith(os.environ["TC_SITE"]), treecomp.__file__
     assert not toolchain.have_compiler()
@@ -124,9 +125,9 @@ _CHILD = textwrap.dedent("""
     np.testing.assert_array_equal(q.predict_proba(Xs), g.predict_proba(Xs))
     np.testing.assert_array_equal(q.predict(Xs[:3]), g.predict(Xs[:3]))
     out["gb_isa"] = q._kernel.isa
-    out.update(origin=arrays.KERNEL_ORIGIN, path=str(arrays.KERNEL_PATH),
-               prebuilt_error=arrays.PREBUILT_ERROR, entry=loader.ENTRY_ORIGIN,
-               entry_error=loader.ENTRY_ERROR or loader.ENTRY_PREBUILT_ERROR)
+    out.update(origin=arrays.native.KERNEL_ORIGIN, path=str(arrays.native.KERNEL_PATH),
+               prebuilt_error=arrays.native.PREBUILT_ERROR, entry=native.ENTRY_ORIGIN,
+               entry_error=native.ENTRY_ERROR or native.ENTRY_PREBUILT_ERROR)
     print("RESULT " + json.dumps(out))
 """)
 
@@ -159,7 +160,7 @@ def test_wheel_runs_without_a_compiler(tmp_path):
     names = zipfile.ZipFile(whl).namelist()
     for want in ("treecomp/_arrays_kernel", "treecomp/_arrays_kernel.a", "treecomp/_tc_entry",
                  "treecomp/runtime/kernels/arrays.c",
-                 "treecomp/runtime/pyentry.c", "treecomp/backends/arrays_native.py"):
+                 "treecomp/runtime/pyentry.c", "treecomp/backends/arrays/native.py"):
         assert any(n.startswith(want) for n in names), (want, names)
     site = tmp_path / "site"
     r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",

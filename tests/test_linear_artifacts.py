@@ -17,7 +17,9 @@ import pytest
 lgb = pytest.importorskip("lightgbm")
 
 import treecomp  # noqa: E402
-from treecomp.backends import arrays, arrays_format  # noqa: E402
+from treecomp import linear  # noqa: E402
+from treecomp.backends import arrays  # noqa: E402
+from treecomp.backends.arrays import format as arrays_format  # noqa: E402
 from treecomp.errors import ArtifactError, UnsupportedModelError  # noqa: E402
 from tests.test_frontend_lightgbm import BASE  # noqa: E402
 from tests.test_frontend_lightgbm_linear import _data, _raw, _rows  # noqa: E402
@@ -339,7 +341,7 @@ def test_truncated_and_mislabelled_linear_files_are_refused(models, linear_tc):
     with pytest.raises(ArtifactError, match="needs linear section"):
         arrays.load_bytes(_join(hdr, body))
     # leaf tables that reach a node the section does not hold: refused when the walk finds it
-    k = arrays.load_bytes(linear_tc)
+    k = linear.loaded_kernel(arrays.load_bytes(linear_tc))
     walk = k.leaves.run
 
     def far(X, out, flags):

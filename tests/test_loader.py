@@ -184,25 +184,25 @@ def test_pandas_category_columns_are_refused_unless_the_model_reads_values(model
 def test_small_batch_entry_is_built_here():
     """The compiled small-batch entry (runtime/pyentry.c) builds wherever the tests run: a
     silent fallback to ctypes would cost single rows ~10x."""
-    from treecomp import loader
-    assert loader._entry() is not loader._no_entry, loader.ENTRY_ERROR
+    from treecomp import loader, native
+    assert loader._entry() is not native.no_entry, native.ENTRY_ERROR
 
 
 def test_small_batch_entry_refuses_bad_arguments(model):
-    from treecomp import loader
+    from treecomp import loader, native
     _, p = model
     run, cfg, X = loader._entry(), p._plans["raw"][0], np.zeros((1, 5))
     with pytest.raises(TypeError):
-        run(X, cfg[:-1], 0, loader.OUT_2D, None)
-    for flags, mode in [(0x200, loader.OUT_2D), (0, 99), (0, loader.LAB_ARGMAX),
-                        (1 | loader.PAIRS, loader.OUT_1D)]:
+        run(X, cfg[:-1], 0, native.OUT_2D, None)
+    for flags, mode in [(0x200, native.OUT_2D), (0, 99), (0, native.LAB_ARGMAX),
+                        (1 | native.PAIRS, native.OUT_1D)]:
         with pytest.raises(ValueError):
             run(X, cfg, flags, mode, None)
     # anything but an aligned, native-order, C-contiguous float matrix of 1..64 rows: declined
     big_endian = X.astype(">f8")
     for other in (X.tolist(), X.astype(np.int64), np.zeros((0, 5)), np.zeros((65, 5)),
                   np.zeros((2, 5), order="F"), big_endian, np.zeros((1, 4)), np.zeros(5)):
-        assert run(other, cfg, 0, loader.OUT_2D, None) is None
+        assert run(other, cfg, 0, native.OUT_2D, None) is None
 
 
 class _Sub(np.ndarray):
@@ -216,9 +216,9 @@ def test_small_batches_from_many_threads(backend, entry, monkeypatch):
     built, per-thread staging buffers and ctypes): every size, both input dtypes, inputs either
     path declines, and threads hammering one Predictor at once all give the interpreter's bits."""
     from concurrent.futures import ThreadPoolExecutor
-    from treecomp import loader
+    from treecomp import loader, native
     from treecomp.loader import SMALL_BATCH
-    monkeypatch.setattr(loader, "_ENTRY", loader._entry() if entry == "compiled" else loader._no_entry)
+    monkeypatch.setattr(loader, "_ENTRY", loader._entry() if entry == "compiled" else native.no_entry)
     f = random_forest(41, n_features=5)
     p = treecomp.compile(f, backend=backend)
     X = random_rows(f, 100)
@@ -268,14 +268,14 @@ def test_small_batch_labels_break_ties_as_numpy(backend, decision, acc):
 
 def test_native_call_timing(model, monkeypatch):
     """loader.native_call_ns times single-row kernel calls in C (the bench's kernel column)."""
-    from treecomp import loader
+    from treecomp import loader, native
     f, p = model
     X = random_rows(f, 32)
     ns = loader.native_call_ns(p, X, reps=100)
     assert isinstance(ns, float) and 0 < ns < 1e7
     with pytest.raises(ValueError):
         loader.native_call_ns(p, random_rows(f, 40), reps=100)  # more than SMALL_BATCH rows
-    monkeypatch.setattr(loader, "_ENTRY", loader._no_entry)
+    monkeypatch.setattr(loader, "_ENTRY", native.no_entry)
     assert loader.native_call_ns(p, X) is None
 
 

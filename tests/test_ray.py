@@ -46,7 +46,7 @@ def _install_counters():
     """In every Ray worker process: log (pid, event) lines to $TREECOMP_TEST_LOG for each
     Predictor unpickled ("restore"), artifact dlopened ("load") and batch scored ("batch")."""
     import os
-    from treecomp import loader, toolchain
+    from treecomp import loader, native, toolchain
     from treecomp import ray as tray
     path = os.environ["TREECOMP_TEST_LOG"]
 
@@ -54,22 +54,22 @@ def _install_counters():
         with open(path, "a") as f:
             f.write(f"{os.getpid()} {event}\n")
 
-    restore, init, call = loader._restore, loader.SharedLibrary.__init__, tray._Scorer.__call__
+    restore, init, call = loader._restore, native.SharedLibrary.__init__, tray._Scorer.__call__
 
     def counted_restore(*args):
         log("restore")
         return restore(*args)
 
-    def counted_init(self, path):
+    def counted_init(self, path, *args, **kwargs):
         log("load")
-        init(self, path)
+        init(self, path, *args, **kwargs)
 
     def counted_call(self, batch):
         log("batch")
         return call(self, batch)
 
     loader._restore = counted_restore
-    loader.SharedLibrary.__init__ = counted_init
+    native.SharedLibrary.__init__ = counted_init
     tray._Scorer.__call__ = counted_call
     log(f"compiler={toolchain.have_compiler()}")
 

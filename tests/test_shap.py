@@ -132,7 +132,7 @@ def test_lightgbm_long_paths_repeated_features(kernel):
     Xt = np.ascontiguousarray(X[:120])
     p = treecomp.compile(b, backend="arrays")
     c = p.contributions(Xt)
-    prep = p._explainer.prep
+    prep = p.feature_state['explainer'].prep
     assert np.all(prep["tree_nq"] > 0)
     assert np.all(prep["tree_ioff"] >= 0) == (kernel == "tables")   # 1 / g kept, or per row
     assert max(t.max_depth for t in p._forest.trees) > shap.TABLE_MAX_D
@@ -175,7 +175,7 @@ def test_deep_chain_kernel_vs_reference(n_features, kernel):
     p = treecomp.compile(f, backend="arrays")
     c = p.contributions(X)
     # the long chain runs Linear TreeSHAP; the short one a table unless they are turned off
-    assert list(p._explainer.prep["tree_nq"] > 0) == [True, kernel == "linear"]
+    assert list(p.feature_state['explainer'].prep["tree_nq"] > 0) == [True, kernel == "linear"]
     np.testing.assert_allclose(c, shap.reference_contributions(f, X), rtol=1e-9, atol=1e-12)
     np.testing.assert_allclose(c.sum(axis=1), predict_raw(f, X)[:, 0], rtol=1e-9, atol=1e-12)
 
@@ -265,8 +265,8 @@ def test_refused_where_no_library_cover_exists():
 
 
 def isa_paths() -> list[str]:
-    from treecomp.backends.arrays_native import _native_isas
-    return _native_isas()
+    from treecomp.backends.arrays.native import native_isas
+    return native_isas()
 
 
 def test_row_groups_every_isa_bitwise_equal_to_one_row_path(kernel):
@@ -313,7 +313,7 @@ def test_row_groups_every_isa_bitwise_equal_to_one_row_path(kernel):
             elif n <= len(ref):
                 np.testing.assert_allclose(one, ref[:n], rtol=1e-9, atol=1e-12)
         # Predictor.contributions runs the best path here
-        assert p.contributions(Z[:2]) is not None and p._explainer.isa == isas[-1]
+        assert p.contributions(Z[:2]) is not None and p.feature_state['explainer'].isa == isas[-1]
 
 
 def test_default_tables_only_on_the_one_row_path(monkeypatch):

@@ -7,7 +7,6 @@ import shutil
 import stat
 import subprocess
 import sys
-import textwrap
 import time
 from pathlib import Path
 

@@ -27,7 +27,7 @@ from typing import Any, Callable
 import click
 import numpy as np
 
-from . import __version__
+from .version import __version__
 
 ARTIFACT_WARNING = ("A .so artifact is loaded to be described, which runs its code: only "
                     "inspect artifacts you trust.")

@@ -19,7 +19,7 @@ from .inputs import as_matrix
 from .ir import LINEAR_ZERO, Forest, Tree
 
 
-def _go_left(tree: Tree, nodes: np.ndarray, x: np.ndarray, strict: bool,
+def go_left(tree: Tree, nodes: np.ndarray, x: np.ndarray, strict: bool,
              category_rule: str = "nonneg") -> np.ndarray:
     """Direction at `nodes` for values `x` (float64 holding input-dtype values)."""
     thr = tree.threshold[nodes]
@@ -51,7 +51,7 @@ def leaf_indices(tree: Tree, X64: np.ndarray, strict: bool, category_rule: str =
     while active.size:
         nd = node[active]
         x = X64[active, tree.feature[nd]]
-        left = _go_left(tree, nd, x, strict, category_rule)
+        left = go_left(tree, nd, x, strict, category_rule)
         nxt = np.where(left, tree.left[nd], tree.right[nd])
         node[active] = nxt
         active = active[tree.left[nxt] >= 0]

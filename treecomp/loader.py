@@ -6,60 +6,40 @@ margins into a preallocated buffer, GIL released during the native call) and ``t
 ``kind`` for pickling and saving. The Predictor turns raw margins into the library's outputs
 with treecomp.outputs (the same numpy arithmetic as the library), so every output is exact.
 
-Batches of up to SMALL_BATCH rows go through a compiled entry point (runtime/pyentry.c, a
+Batches of up to SMALL_BATCH rows go through the compiled entry point (treecomp.native: a
 CPython extension shipped prebuilt in the package, or built on first use) that checks the
 array, calls the kernel and returns the outputs in one step; where it cannot be built they go
 through ctypes like larger batches.
 
-This is the only module that touches native memory (ctypes, the entry).
+Artifacts are loaded through the backend registry (kind_of_artifact, kernel_loader,
+library_checker); shared libraries through treecomp.native. The features over predictions
+(leaf indices, SHAP, linear leaves) register themselves in FEATURES: the loader calls them
+without importing them.
 """
 
 from __future__ import annotations
 
 import ctypes
 import hashlib
-import importlib.machinery
-import importlib.util
 import json
 import os
-import sys
-import sysconfig
 import threading
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
-from . import outputs
-from .errors import ArtifactError, CompileError, InvalidModelError, KernelError
+from . import native, outputs
+from .backends import kernel_loader, kind_of_artifact, library_checker
+from .errors import ArtifactError, CompileError, InvalidModelError, UnsupportedModelError, WriteError
 from .inputs import as_matrix
-from .ir import Head
-
-ABI_VERSION = 1
-TREECOMP_RAW = 0
-TREECOMP_TRANSFORM = 1
-#: loader-internal flag (not in treecomp.h): a kernel with `native_pairs` writes a binary
-#: classifier's probabilities as the libraries return them, rows (1 - p, p)
-PAIRS = 0x100
-_ELF_MAGIC = b"\x7fELF"
-
-#: what runtime/treecomp.h's return codes mean (KernelError messages)
-KERNEL_ERRORS = {
-    -1: "invalid arguments (TREECOMP_EINVAL: an unknown dtype code or flag, a negative row "
-        "count, a NULL buffer, or an instruction set this CPU lacks)",
-    -2: "out of memory (TREECOMP_ENOMEM: a per-call buffer could not be allocated)",
-    -3: "the library file is not the one treecomp built (TREECOMP_ECORRUPT)",
-    -4: "the library file cannot be read (TREECOMP_EIO)",
-}
-
-
-def kernel_error(code: int, what: str = "the treecomp kernel") -> KernelError:
-    """The KernelError for return code `code` of a kernel call (`what`: which kernel)."""
-    why = KERNEL_ERRORS.get(int(code), "a code treecomp.h does not define (a corrupt or "
-                                       "incompatible artifact)")
-    return KernelError(f"{what} failed with code {code}: {why}", int(code))
+from .ir import Forest, Head
+from .toolchain import cached, private_dir, publish
+from .native import (ELF_MAGIC, LAB_ARGMAX, LAB_GE0, LAB_GT0, LAB_GT_HALF, OUT_1D, OUT_2D, PAIRS,
+                     TREECOMP_RAW, TREECOMP_TRANSFORM, EntryCfg, SharedLibrary, kernel_error,
+                     verify_artifact)
 
 #: below this many rows per thread, splitting a batch costs more than it saves
 MIN_ROWS_PER_THREAD = 2048
@@ -68,114 +48,22 @@ MIN_ROWS_PER_THREAD = 2048
 #: costs ~1.5 us per array, more than copying a row)
 SMALL_BATCH = 64
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
-#: the writable initial margins (accumulation dtype, n_outputs) of an artifact whose head has a
-#: base_link (runtime/treecomp.h): set by set_base when it is loaded
-BASE_SYMBOL = "treecomp_base"
 _char_buffer, _addressof = ctypes.c_char.from_buffer, ctypes.addressof
 
 
-class _EntryCfg(ctypes.Structure):
-    """runtime/pyentry.c's tc_entry_cfg: what the small-batch entry needs to call a kernel."""
-    _fields_ = [("fn", ctypes.c_uint64), ("ctx", ctypes.c_uint64), ("n_features", ctypes.c_int64),
-                ("n_outputs", ctypes.c_int64), ("max_rows", ctypes.c_int64),
-                ("isa", ctypes.c_int32), ("tkind", ctypes.c_int32), ("acc_bits", ctypes.c_int32),
-                ("allow_nan", ctypes.c_int32)]
-
-
-#: what runtime/pyentry.c's run() returns (its `mode`)
-OUT_2D, OUT_1D, LAB_GE0, LAB_GT0, LAB_GT_HALF, LAB_ARGMAX = range(6)
-_LABEL_MODES = {"raw_ge_0": LAB_GE0, "raw_gt_0": LAB_GT0, "argmax_raw": LAB_ARGMAX,
-                "proba_gt_half": LAB_GT_HALF, "argmax_proba": LAB_ARGMAX}
+#: the small-batch entry's run() (native.entry()), read once: a single row's Python time
 _ENTRY: Any = None
-_ENTRY_MODULE: Any = None
-_ENTRY_LOCK = threading.Lock()
-#: why the small-batch entry could not be built (None: built, or not tried yet)
-ENTRY_ERROR: str | None = None
-#: where the entry came from: "prebuilt" (the package's treecomp._tc_entry, built at install
-#: time), "built" (the toolchain's, on first use), None (not loaded yet, or none)
-ENTRY_ORIGIN: str | None = None
-#: why the package's prebuilt entry was not used (None: used, or not tried yet)
-ENTRY_PREBUILT_ERROR: str | None = None
-
-
-def _no_entry(X: Any, *plan: Any) -> None:
-    return None
 
 
 def _entry() -> Any:
-    """runtime/pyentry.c's run(): the package's prebuilt extension when it was built from this
-    pyentry.c, else built on first use and cached per machine and interpreter; without a C
-    compiler or this Python's headers, a stand-in that declines every batch (the ctypes path
-    then serves small batches)."""
-    global _ENTRY, _ENTRY_MODULE, ENTRY_ERROR, ENTRY_ORIGIN
-    with _ENTRY_LOCK:
-        if _ENTRY is None:
-            try:
-                mod = _prebuilt_entry()
-                origin = "prebuilt" if mod is not None else "built"
-                _ENTRY_MODULE = mod if mod is not None else _build_entry()
-                _ENTRY, ENTRY_ORIGIN = _ENTRY_MODULE.run, origin
-            except Exception as exc:  # any failure (a numpy ABI mismatch too): ctypes serves
-                ENTRY_ERROR, _ENTRY = f"{type(exc).__name__}: {exc}", _no_entry
-        return _ENTRY
+    global _ENTRY
+    if _ENTRY is None:
+        _ENTRY = native.entry()
+    return _ENTRY
 
 
-def _load_extension(path: Path) -> Any:
-    loader = importlib.machinery.ExtensionFileLoader("_tc_entry", str(path))
-    spec = importlib.util.spec_from_file_location("_tc_entry", path, loader=loader)
-    mod = importlib.util.module_from_spec(spec)
-    loader.exec_module(mod)
-    if mod.cfg_size() != ctypes.sizeof(_EntryCfg):
-        raise ImportError("runtime/pyentry.c does not match loader._EntryCfg")
-    mod.set_error_factory(kernel_error)  # a failed kernel call raises a KernelError naming it
-    return mod
-
-
-def _prebuilt_entry() -> Any:
-    """The package's treecomp._tc_entry (setup.py) if it was built from the pyentry.c next to
-    this module and loads in this interpreter (numpy's ABI), else None (ENTRY_PREBUILT_ERROR
-    says why)."""
-    global ENTRY_PREBUILT_ERROR
-    from .toolchain import RUNTIME_DIR
-    pkg = Path(__file__).resolve().parent
-    path = next((pkg / f"_tc_entry{sfx}" for sfx in importlib.machinery.EXTENSION_SUFFIXES
-                 if (pkg / f"_tc_entry{sfx}").is_file()), None)
-    if path is None:
-        ENTRY_PREBUILT_ERROR = "the package has no prebuilt entry (a source tree that was not built)"
-        return None
-    try:
-        want = hashlib.sha256((RUNTIME_DIR / "pyentry.c").read_bytes()).hexdigest()
-        mod = _load_extension(path)
-        got = mod.source_hash() if hasattr(mod, "source_hash") else ""
-    except Exception as exc:  # an extension for another numpy / Python: build one instead
-        ENTRY_PREBUILT_ERROR = f"{path.name} does not load: {exc}"
-        return None
-    if got != want:
-        ENTRY_PREBUILT_ERROR = f"{path.name} was built from another runtime/pyentry.c"
-        return None
-    return mod
-
-
-def _build_entry() -> Any:
-    from . import toolchain
-    cc = toolchain.find_compiler()
-    inc = sysconfig.get_paths()["include"]
-    if not os.path.isfile(os.path.join(inc, "Python.h")):
-        raise ImportError(f"no Python.h in {inc} (install this Python's development headers)")
-    key = toolchain.cache_key("pyentry", sys.version, sys.implementation.cache_tag, np.__version__,
-                              cc.key)
-    flags = (*toolchain.DEFAULT_CFLAGS, "-I", inc, "-I", np.get_include())
-
-    def build(p: Path) -> None:  # only on a cache miss
-        report = toolchain.DEFAULT_PROGRESS
-        if report:
-            report("building the small-batch entry (once per machine and Python, a few s)...")
-        toolchain.build_shared_library({"pyentry_main.c": '#include "pyentry.c"\n'}, p, flags,
-                                       compiler=cc)
-        if report:
-            report("built the small-batch entry")
-    path = toolchain.cached(key, sysconfig.get_config_var("EXT_SUFFIX") or ".so", build)
-    return _load_extension(path)
+_LABEL_MODES = {"raw_ge_0": LAB_GE0, "raw_gt_0": LAB_GT0, "argmax_raw": LAB_ARGMAX,
+                "proba_gt_half": LAB_GT_HALF, "argmax_proba": LAB_ARGMAX}
 
 
 def native_parts() -> dict[str, str]:
@@ -185,7 +73,7 @@ def native_parts() -> dict[str, str]:
     and the small-batch entry. Each value is a sentence: "prebuilt (<file>)", "built on first
     use (<cached file>); the package's prebuilt one was not used: <why>", or "unavailable:
     <why> (<what serves instead>)"."""
-    from .backends import arrays_native as native
+    from .backends.arrays import native as arrays_native
 
     def origin(how: str | None, path: Any, why: str | None) -> str:
         if how == "prebuilt":
@@ -197,23 +85,26 @@ def native_parts() -> dict[str, str]:
 
     parts: dict[str, str] = {}
     try:
-        native.native_library()
-        parts["arrays kernel"] = origin(native.KERNEL_ORIGIN, native.KERNEL_PATH, native.PREBUILT_ERROR)
+        arrays_native.native_library()
+        parts["arrays kernel"] = origin(arrays_native.KERNEL_ORIGIN, arrays_native.KERNEL_PATH,
+                                        arrays_native.PREBUILT_ERROR)
     except (CompileError, OSError) as exc:
         parts["arrays kernel"] = (f"unavailable: {failed(exc)} (the arrays backend runs its "
                                   "llvmlite or numpy walkers instead)")
     try:
-        path = native.kernel_archive()
-        parts["arrays kernel archive"] = origin(native.ARCHIVE_ORIGIN, path, native.ARCHIVE_ERROR)
+        path = arrays_native.kernel_archive()
+        parts["arrays kernel archive"] = origin(arrays_native.ARCHIVE_ORIGIN, path,
+                                                arrays_native.ARCHIVE_ERROR)
     except (CompileError, OSError) as exc:
         parts["arrays kernel archive"] = (f"unavailable: {failed(exc)} (an arrays-backend .so "
                                           "cannot be linked here)")
-    if _entry() is _no_entry:
-        parts["small-batch entry"] = (f"unavailable: {ENTRY_ERROR} (small batches go through "
+    if _entry() is native.no_entry:
+        parts["small-batch entry"] = (f"unavailable: {native.ENTRY_ERROR} (small batches go through "
                                       "ctypes instead)")
     else:
-        parts["small-batch entry"] = origin(ENTRY_ORIGIN, getattr(_ENTRY_MODULE, "__file__", "?"),
-                                            ENTRY_PREBUILT_ERROR)
+        parts["small-batch entry"] = origin(native.ENTRY_ORIGIN,
+                                            getattr(native.ENTRY_MODULE, "__file__", "?"),
+                                            native.ENTRY_PREBUILT_ERROR)
     return parts
 
 
@@ -222,10 +113,10 @@ def native_call_ns(predictor: "Predictor", X: np.ndarray, reps: int = 2000) -> f
     transform applied when the kernel applies it natively), timed in C with no Python in
     between: what a single row costs below the Python API. None without the compiled entry."""
     plan = predictor._plans.get("raw")
-    if plan is None or _entry() is _no_entry:
+    if plan is None or _entry() is native.no_entry:
         return None
     flags = TREECOMP_TRANSFORM if predictor._tf else TREECOMP_RAW
-    return _ENTRY_MODULE.native_ns(np.ascontiguousarray(X), plan[0], flags, reps)
+    return native.ENTRY_MODULE.native_ns(np.ascontiguousarray(X), plan[0], flags, reps)
 
 
 def _usable_cpus() -> int:
@@ -239,178 +130,13 @@ def _usable_cpus() -> int:
 CPUS = _usable_cpus()
 
 
-def set_base(head: Head, address: int) -> None:
-    """Write the initial margins of `head`'s base_link, evaluated now with this process's numpy
-    (what scikit-learn computes here at predict time: outputs.base_margins), into a kernel's
-    BASE_SYMBOL at `address`. Called once, when the kernel is loaded, before any prediction."""
-    if not address:
-        raise ArtifactError(f"an artifact with base_link {head.base_link!r} has no {BASE_SYMBOL}")
-    acc = np.dtype(head.accumulate_dtype)
-    base = outputs.base_margins(head).astype(acc)
-    ctypes.memmove(address, base.ctypes.data, base.nbytes)
-
-
-def _dlclose(handle: int) -> None:
-    """Unload a library ctypes loaded (ctypes itself never does): every function pointer into
-    it died with the SharedLibrary that owned it."""
-    try:
-        from _ctypes import dlclose
-        dlclose(handle)
-    except (ImportError, OSError):  # no dlclose (Windows): the mapping stays, as before
-        pass
-
-
-def verify_artifact(data: bytes, name: str = "the library") -> None:
-    """ArtifactError unless `data`, a shared library's bytes, is exactly what treecomp built:
-    its segments lie inside the file (check_elf_extents) and its seal matches
-    (toolchain.check_seal). Run before every dlopen of an artifact: a damaged library can kill
-    the process inside the dynamic loader, or load and answer wrongly."""
-    from .toolchain import check_seal
-    try:
-        check_elf_extents(data)
-    except ArtifactError as exc:
-        raise ArtifactError(f"{name}: {exc}") from None
-    check_seal(data, name)
-
-
-class SharedLibrary:
-    """A kernel in a shared library honouring runtime/treecomp.h (C backend, LLVM object code).
-
-    The file is verified (verify_artifact) before it is loaded, and unloaded (dlclose) when
-    this object is collected: a service that reloads models gets the memory back."""
-
-    kind = "so"
-
-    @property
-    def lib(self) -> Any:
-        """The loaded library (ctypes.CDLL): for a backend's check_library."""
-        return self._lib
-
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
-        try:
-            data = self.path.read_bytes()
-        except OSError as exc:
-            raise ArtifactError(f"cannot read {self.path.name}: {exc}") from None
-        verify_artifact(data, self.path.name)
-        try:
-            lib = ctypes.CDLL(str(self.path))
-        except OSError as exc:
-            raise ArtifactError(f"cannot load {self.path.name} as a shared library: {exc}") from None
-        except UnicodeDecodeError as exc:  # ctypes decodes dlerror()'s text, which names symbols
-            text = exc.object.decode("utf-8", "backslashreplace") if isinstance(exc.object, bytes) else ""
-            raise ArtifactError(f"cannot load {self.path.name} as a shared library: the dynamic "
-                                f"loader failed naming a symbol that is not UTF-8 text (a damaged "
-                                f"or foreign library): {text}") from None
-        fin = weakref.finalize(self, _dlclose, lib._handle)
-        fin.atexit = False  # at exit, pool threads may still be inside the library
-        try:
-            abi = lib.treecomp_abi_version
-            meta_fn = lib.treecomp_meta_json
-            predict = lib.treecomp_predict
-        except AttributeError:
-            raise ArtifactError(f"{self.path.name} is not a treecomp artifact "
-                                "(no treecomp_abi_version / treecomp_predict symbols)") from None
-        abi.restype = ctypes.c_int32
-        version = abi()
-        if version != ABI_VERSION:
-            raise ArtifactError(f"{self.path.name} uses treecomp ABI {version}; this treecomp "
-                                f"reads ABI {ABI_VERSION}: recompile the model")
-        meta_fn.restype = ctypes.c_char_p
-        meta = meta_fn()
-        if not meta:
-            raise ArtifactError(f"{self.path.name}: treecomp_meta_json() returned NULL")
-        try:
-            self.meta_json = meta.decode()
-            self.head = Head.from_json(self.meta_json)
-            self.backend = str(json.loads(self.meta_json).get("backend", "?"))
-        except (UnicodeDecodeError, AttributeError, InvalidModelError) as exc:
-            raise ArtifactError(f"{self.path.name}: corrupt treecomp_meta_json(): {exc}") from None
-        self._check_exports(lib)
-        if self.head.base_link != "identity":
-            try:
-                address = ctypes.addressof(ctypes.c_char.in_dll(lib, BASE_SYMBOL))
-            except ValueError:
-                raise ArtifactError(f"{self.path.name}: its meta JSON has base_link "
-                                    f"{self.head.base_link!r} but the library has no {BASE_SYMBOL}") from None
-            set_base(self.head, address)
-        self._lib = lib
-        from .backends import library_checker
-        check = library_checker(self.backend)
-        if check is not None:  # the backend's own checks (the arrays backend's tables)
-            check(self)
-        predict.restype = ctypes.c_int32
-        predict.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p,
-                            ctypes.c_uint32]
-        self._predict = predict
-        #: (function, tables, isa, transform kind) for the small-batch entry (runtime/pyentry.c)
-        self.entry = (ctypes.cast(predict, ctypes.c_void_p).value, 0, 0, 0)
-        #: the artifact's TREECOMP_TRANSFORM is the library's own arithmetic (see c.py / llvm.py)
-        self.native_transform = outputs.native_transform(self.head) != 0
-
-    def _check_exports(self, lib: Any) -> None:
-        """The Predictor sizes every buffer from the meta JSON while the code reads and writes
-        what its exported shape functions say: a disagreement (a patched or mismatched file)
-        would overrun the heap, so it is refused before the first call."""
-        h, name = self.head, self.path.name
-        if h.input_dtype not in ("float32", "float64") or h.accumulate_dtype not in ("float32", "float64"):
-            raise ArtifactError(f"{name}: meta JSON names input dtype {h.input_dtype!r} and output "
-                                f"dtype {h.accumulate_dtype!r}; artifacts use float32 / float64")
-        if h.n_features < 1 or h.n_outputs < 1:
-            raise ArtifactError(f"{name}: meta JSON has {h.n_features} features and {h.n_outputs} "
-                                "outputs; both must be >= 1")
-        want = {"treecomp_n_features": h.n_features, "treecomp_n_outputs": h.n_outputs,
-                "treecomp_out_dtype": np.dtype(h.accumulate_dtype).itemsize * 8}
-        for sym, expected in want.items():
-            try:
-                fn = getattr(lib, sym)
-            except AttributeError:
-                raise ArtifactError(f"{name} is not a complete treecomp artifact (no {sym} "
-                                    "symbol)") from None
-            fn.restype, fn.argtypes = ctypes.c_int32, []
-            got = fn()
-            if got != expected:
-                raise ArtifactError(f"{name} is inconsistent: {sym}() returns {got} but its meta "
-                                    f"JSON implies {expected} (a corrupt or tampered artifact)")
-
-    def run(self, X: np.ndarray, out: np.ndarray, flags: int = TREECOMP_RAW) -> None:
-        rc = self._predict(X.ctypes.data, X.dtype.itemsize * 8, X.shape[0], out.ctypes.data, flags)
-        if rc != 0:
-            raise kernel_error(rc, f"treecomp_predict of {self.path.name}")
-
-    def ir_bytes(self) -> bytes | None:
-        """The model's IR file the library carries (treecomp_ir / treecomp_ir_size: the c and
-        arrays backends' .so), or None (other libraries, or written by an older treecomp)."""
-        try:
-            size_fn, data_fn = self._lib.treecomp_ir_size, self._lib.treecomp_ir
-        except AttributeError:
-            return None
-        size_fn.restype, size_fn.argtypes = ctypes.c_int64, []
-        data_fn.restype, data_fn.argtypes = ctypes.c_void_p, []
-        n, p = size_fn(), data_fn()
-        if n < 0 or n > self.path.stat().st_size or (n and not p):  # the bytes lie in the file
-            raise ArtifactError(f"{self.path.name}: treecomp_ir_size() = {n} is not a size inside "
-                                "the library (a corrupt or tampered artifact)")
-        return ctypes.string_at(p, n)
-
-    def run_ptr(self, xp: int, x_bits: int, n: int, op: int, flags: int) -> int:
-        """n rows at address xp into op (the small-batch path: see Predictor)."""
-        return self._predict(xp, x_bits, n, op, flags)
-
-    def to_bytes(self) -> bytes:
-        return self.path.read_bytes()
-
-    def save(self, path: str | os.PathLike) -> None:
-        from .toolchain import publish
-        data = self.to_bytes()
-        publish(Path(path).resolve(), lambda p: p.write_bytes(data))
-
-
 _POOL: ThreadPoolExecutor | None = None
 _POOL_LOCK = threading.Lock()
 
 
-def _pool() -> ThreadPoolExecutor:
+def pool() -> ThreadPoolExecutor:
+    """The process's thread pool for batches split over threads (one thread per usable core;
+    recreated in a forked child)."""
     global _POOL
     with _POOL_LOCK:
         if _POOL is None:
@@ -422,16 +148,38 @@ def _after_fork_in_child() -> None:
     """A forked child (gunicorn, Celery, multiprocessing workers) inherits the pool object but
     none of its threads: work submitted to it would wait forever. Drop it (recreated on first
     use) and renew the locks, which another parent thread may have held at the fork."""
-    global _POOL, _POOL_LOCK, _ENTRY_LOCK, _LOADED_LOCK
+    global _POOL, _POOL_LOCK, _LOADED_LOCK
     _POOL = None
-    _POOL_LOCK, _ENTRY_LOCK, _LOADED_LOCK = threading.Lock(), threading.Lock(), threading.Lock()
+    _POOL_LOCK, _LOADED_LOCK = threading.Lock(), threading.Lock()
 
 
 if hasattr(os, "register_at_fork"):  # not on Windows, which cannot fork
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-def _check_threads(n_threads: Any) -> int | None:
+#: The features over predictions register their implementations here when their modules are
+#: imported (treecomp/__init__.py imports them): "apply" (treecomp.leaves: fn(predictor, X)),
+#: "contributions" (treecomp.shap: fn(predictor, X, n_threads)) and "linear" (treecomp.linear:
+#: fn(kernel) -> kernel, for an artifact whose kernel carries a linear section). The loader
+#: calls them and never imports them: imports point down only.
+FEATURES: dict[str, Callable[..., Any]] = {}
+
+
+def register_feature(name: str, fn: Callable[..., Any]) -> None:
+    """Make `fn` the implementation of feature `name` (see FEATURES)."""
+    FEATURES[name] = fn
+
+
+def feature(name: str) -> Callable[..., Any]:
+    """The registered implementation of feature `name` (see FEATURES)."""
+    try:
+        return FEATURES[name]
+    except KeyError:
+        raise RuntimeError(f"treecomp's {name!r} feature is not registered (import treecomp, "
+                           "which imports every feature module)") from None
+
+
+def check_threads(n_threads: Any) -> int | None:
     """n_threads as given (None: all cores), refused with a clear error unless an int >= 1."""
     if n_threads is None:
         return None
@@ -454,8 +202,11 @@ class Predictor:
     def __init__(self, kernel: Any, n_threads: int | None = None, forest: Any = None):
         self._kernel = kernel
         #: the IR the kernel was built from (treecomp.compile), for `apply`; None when loaded
-        #: (then read from the artifact on first use: _needs_forest)
-        self._forest, self._leaf_ids = forest, None
+        #: (then read from the artifact on first use: forest())
+        self._forest = forest
+        #: what the features over predictions keep for this Predictor (treecomp.leaves' leaf-id
+        #: kernel, treecomp.shap's explainer), built on their first use
+        self.feature_state: dict[str, Any] = {}
         self.head: Head = kernel.head
         self.n_threads = n_threads  # checked by the property's setter
         self._run_ptr = getattr(kernel, "run_ptr", None)
@@ -482,7 +233,7 @@ class Predictor:
         if entry is None:
             return {}
         fn, ctx, isa, tkind = entry
-        cfg = bytes(_EntryCfg(fn=fn, ctx=ctx, n_features=h.n_features, n_outputs=h.n_outputs,
+        cfg = bytes(EntryCfg(fn=fn, ctx=ctx, n_features=h.n_features, n_outputs=h.n_outputs,
                               max_rows=SMALL_BATCH, isa=isa, tkind=tkind,
                               acc_bits=self._acc.itemsize * 8,
                               # bit 0: NaN accepted; bit 1: some feature refuses +/-inf
@@ -523,7 +274,7 @@ class Predictor:
 
     @n_threads.setter
     def n_threads(self, value: int | None) -> None:
-        self._n_threads = _check_threads(value)
+        self._n_threads = check_threads(value)
 
     @property
     def backend(self) -> str:
@@ -586,7 +337,7 @@ class Predictor:
     def predict_raw(self, X: Any, n_threads: int | None = None) -> np.ndarray:
         """Raw margins, shape (n_rows, n_outputs), in the library's accumulation dtype."""
         if n_threads is not None and (type(n_threads) is not int or n_threads < 1):
-            _check_threads(n_threads)  # (a plain int >= 1 needs no call: a single row's time)
+            check_threads(n_threads)  # (a plain int >= 1 needs no call: a single row's time)
         out = self._via_entry(X, "raw")
         if out is not None:
             return out
@@ -607,7 +358,7 @@ class Predictor:
             self._kernel.run(Xm, out, flags)
             return out
         bounds = np.linspace(0, n, threads + 1).astype(int)
-        futs = [_pool().submit(self._kernel.run, Xm[a:b], out[a:b], flags)
+        futs = [pool().submit(self._kernel.run, Xm[a:b], out[a:b], flags)
                 for a, b in zip(bounds[:-1], bounds[1:]) if b > a]
         for f in futs:
             f.result()
@@ -644,7 +395,7 @@ class Predictor:
     def predict(self, X: Any, n_threads: int | None = None) -> np.ndarray:
         """What the library's predict returns (labels for classifiers)."""
         if n_threads is not None and (type(n_threads) is not int or n_threads < 1):
-            _check_threads(n_threads)  # (a plain int >= 1 needs no call: a single row's time)
+            check_threads(n_threads)  # (a plain int >= 1 needs no call: a single row's time)
         plan = self._plans.get("predict")  # _via_entry inlined: a single row's Python time
         if plan is not None:
             out = (_ENTRY or _entry())(X, *plan)
@@ -659,7 +410,7 @@ class Predictor:
         if plan is None and not self.head.is_classifier:
             raise AttributeError("predict_proba is only available for classifiers")
         if n_threads is not None and (type(n_threads) is not int or n_threads < 1):
-            _check_threads(n_threads)  # (a plain int >= 1 needs no call: a single row's time)
+            check_threads(n_threads)  # (a plain int >= 1 needs no call: a single row's time)
         if plan is not None:  # _via_entry inlined: a single row's Python time
             out = (_ENTRY or _entry())(X, *plan)
             if out is not None:
@@ -675,7 +426,7 @@ class Predictor:
         like output_margin=True), or for AdaBoost / IsolationForest the values it computes from
         them (treecomp.outputs.decision_values)."""
         if n_threads is not None and (type(n_threads) is not int or n_threads < 1):
-            _check_threads(n_threads)  # (a plain int >= 1 needs no call: a single row's time)
+            check_threads(n_threads)  # (a plain int >= 1 needs no call: a single row's time)
         out = self._via_entry(X, "decision")
         if out is not None:
             return out
@@ -687,17 +438,17 @@ class Predictor:
             raise AttributeError("score_samples is only available for IsolationForest models")
         return outputs.score_samples(self.head, self.predict_raw(X, n_threads))
 
-    def _needs_forest(self, what: str) -> None:
-        """Sets self._forest: the IR compile() was given, else the one the artifact carries
-        (read on first use, checked against the artifact's digest)."""
+    def forest(self, purpose: str = "this") -> Forest:
+        """The model's IR: the Forest treecomp.compile was given, else the one the artifact
+        carries (read on first use and checked against the artifact's digest). `purpose` names
+        what needs it in the error raised when the artifact carries none (compiled without
+        ir=True, or an LLVM .so)."""
         if self._forest is not None:
-            return
-        from .errors import UnsupportedModelError
-        from .ir import Forest
+            return self._forest
         data = getattr(self._kernel, "ir_bytes", lambda: None)()
         if data is None:
             raise UnsupportedModelError(
-                f"{what} need the model's trees: this Predictor's artifact carries no IR "
+                f"{purpose} need the model's trees: this Predictor's artifact carries no IR "
                 "(artifacts and pickles carry it when compiled with ir=True, e.g. "
                 "treecomp.compile(model, ir=True), except an LLVM .so); use the Predictor that "
                 "treecomp.compile(model) returns, or recompile with ir=True")
@@ -710,6 +461,7 @@ class Predictor:
                                 f"from (digest {forest.digest()[:12]}, the artifact's "
                                 f"{self.head.digest[:12]}): a corrupt or tampered artifact")
         self._forest = forest
+        return forest
 
     def apply(self, X: Any) -> np.ndarray:
         """Each row's leaf in each tree, numbered, shaped and typed as the source library's
@@ -733,14 +485,7 @@ class Predictor:
         ids: native speed, held to interp.apply by the tests): available on a Predictor made by
         treecomp.compile, and on one loaded or unpickled from an artifact that carries the
         model's IR (.tc, the c and arrays backends' .so, a pickled Predictor; not an LLVM .so)."""
-        self._needs_forest("leaf indices (apply)")
-        ids = self._leaf_ids
-        if ids is None:  # built once (the arrays backend: no compiler, instant)
-            from . import interp
-            from .backends import get
-            ids = self._leaf_ids = Predictor(get("arrays").build(interp.leaf_id_forest(self._forest)),
-                                             self.n_threads)
-        return outputs.leaf_ids(self._forest, ids.predict_raw(X))
+        return feature("apply")(self, X)
 
     def contributions(self, X: Any, n_threads: int | None = None) -> np.ndarray:
         """SHAP values as XGBoost's pred_contribs / LightGBM's pred_contrib (treecomp.shap):
@@ -749,12 +494,7 @@ class Predictor:
         (shap.library_layout); float64, bias column last.
         Needs the model's trees with their cover: a Predictor from treecomp.compile, or one
         loaded from an artifact that carries the IR (see apply)."""
-        from .shap import Explainer
-        ex = self.__dict__.get("_explainer")
-        if ex is None:
-            self._needs_forest("SHAP contributions")
-            ex = self._explainer = Explainer(self._forest)
-        return ex.contributions(X, _check_threads(n_threads) or self.n_threads or CPUS, _pool().submit)
+        return feature("contributions")(self, X, n_threads)
 
     # -- persistence --------------------------------------------------------------------------
     def save(self, path: str | os.PathLike) -> None:
@@ -777,34 +517,12 @@ _LOADED: "weakref.WeakValueDictionary[str, Any]" = weakref.WeakValueDictionary()
 _LOADED_LOCK = threading.Lock()
 
 
-def check_elf_extents(data: bytes) -> None:
-    """ArtifactError unless every program header, loadable segment and the section header
-    table of an ELF file lie inside `data`. The dynamic loader maps segments past the end of a
-    truncated file and the process dies of SIGBUS on touching them (a c-backend .so cut in
-    half did, under glibc 2.36): refused here, before dlopen. Non-ELF data is left to dlopen."""
-    import struct
-    if data[:4] != _ELF_MAGIC or len(data) < 6:
-        return
-    bits, order = data[4], {1: "<", 2: ">"}.get(data[5])
-    if bits not in (1, 2) or order is None:
-        raise ArtifactError("not a loadable shared library (unknown ELF class or byte order)")
-    wide = bits == 2
-    head = struct.Struct(order + ("16xHHIQQQIHHHHHH" if wide else "16xHHIIIIIHHHHHH"))
-    phdr = struct.Struct(order + ("IIQQQQQQ" if wide else "IIIIIIII"))
-    if len(data) < head.size:
-        raise ArtifactError("truncated shared library (its ELF header is cut)")
-    _, _, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum, _ = head.unpack_from(data)
-    size = len(data)
-    if phnum and (phentsize < phdr.size or phoff + phnum * phentsize > size):
-        raise ArtifactError("truncated shared library (its program headers lie past the end)")
-    if shnum and shoff + shnum * shentsize > size:
-        raise ArtifactError("truncated shared library (its section headers lie past the end)")
-    for i in range(phnum):
-        f = phdr.unpack_from(data, phoff + i * phentsize)
-        offset, filesz = (f[2], f[5]) if wide else (f[1], f[4])
-        if f[0] != 0 and offset + filesz > size:  # any segment but PT_NULL
-            raise ArtifactError(f"truncated shared library (segment {i} ends at byte "
-                                f"{offset + filesz}, the file at {size})")
+def check_library(library: SharedLibrary) -> None:
+    """The checks of the backend that wrote `library` (the backend registry's
+    library_checker: the arrays backend's tables), run before its first call."""
+    check = library_checker(library.backend)
+    if check is not None:
+        check(library)
 
 
 def kernel_from_bytes(kind: str, data: bytes) -> Any:
@@ -814,9 +532,7 @@ def kernel_from_bytes(kind: str, data: bytes) -> Any:
         k = _LOADED.get(key)
         if k is None:
             if kind == "so":
-                from .errors import WriteError
                 verify_artifact(data)  # before anything is written or loaded
-                from .toolchain import cached, private_dir, publish
                 path = cached(f"artifact-{key[:40]}", ".so", lambda p: p.write_bytes(data))
                 if path.read_bytes() != data:
                     # a cache hit is trusted by name only: a damaged or replaced copy must not
@@ -825,10 +541,11 @@ def kernel_from_bytes(kind: str, data: bytes) -> Any:
                         publish(path, lambda p: p.write_bytes(data))
                     except WriteError:  # a read-only cache
                         path = publish(private_dir() / path.name, lambda p: p.write_bytes(data))
-                k = SharedLibrary(path)
+                k = SharedLibrary(path, check=check_library)
             else:
-                from .backends import kernel_loader
                 k = kernel_loader(kind)(data)
+                if getattr(k, "linear_section", None) is not None:  # a .tc of linear leaves
+                    k = feature("linear")(k)
             _LOADED[key] = k
         return k
 
@@ -846,9 +563,8 @@ def load(path: str | os.PathLike, n_threads: int | None = None) -> Predictor:
     if not p.is_file():
         raise FileNotFoundError(f"artifact not found: {p}")
     data = p.read_bytes()
-    if data[:4] == _ELF_MAGIC:
+    if data[:4] == ELF_MAGIC:
         return Predictor(kernel_from_bytes("so", data), n_threads)
-    from .backends import kind_of_artifact
     kind = kind_of_artifact(data)
     if kind is None:
         raise ArtifactError(f"{p.name} is not a treecomp artifact (neither a shared library nor "

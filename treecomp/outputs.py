@@ -540,7 +540,7 @@ def accepted_flags(forest: Forest) -> int:
     (1) unless the transform is one only Python computes, or calls an exp no artifact has
     (CatBoost's fmath exp): then the call returns EINVAL rather than another library's answer.
     (With an output_divisor, TREECOMP_TRANSFORM divides first: the C code of
-    backends.c._transform_code does; a backend that emits its own transform refuses it.)"""
+    backends.c.transform_code does; a backend that emits its own transform refuses it.)"""
     if forest.transform in PYTHON_TRANSFORMS:
         return 0
     return 0 if forest.exp_lib == "fmath" and forest.transform != "identity" else 1

@@ -197,8 +197,8 @@ def predict(predictor: Any, dataset: Any, method: str = "predict", *,
     if columns is not None:
         columns = list(columns)
     if n_threads is not None:
-        from .loader import _check_threads
-        _check_threads(n_threads)
+        from .loader import check_threads
+        check_threads(n_threads)
     compute = None if concurrency is None else _compute(concurrency)
 
     # eager checks when the schema is known without running the pipeline (module docstring)

@@ -57,10 +57,13 @@ from typing import Any
 
 import numpy as np
 
+from .backends.arrays.kernel import resolve_isa
+from .backends.arrays.native import NATIVE_ISAS, native_isas, native_library
 from .errors import UnsupportedModelError
 from .inputs import as_matrix
-from .interp import _go_left
+from .interp import go_left
 from .ir import Forest
+from .loader import CPUS, check_threads, pool, register_feature
 from .outputs import base_margins
 
 #: trees whose root-to-leaf paths have at most this many nodes get per-pattern tables
@@ -235,7 +238,7 @@ def expected_values(forest: Forest, prep: dict | None = None) -> np.ndarray:
 
 
 class Explainer:
-    """A forest's SHAP tables, prepared once (treecomp.loader.Predictor.contributions)."""
+    """A forest's SHAP tables, prepared once per Predictor (contributions below)."""
 
     def __init__(self, forest: Forest, isa: str = "auto", tables: bool | None = None):
         """isa: the kernel's path, "scalar" (a row at a time), "avx2" or "avx512" (several rows
@@ -243,14 +246,13 @@ class Explainer:
         or "auto" (the best this CPU runs, as the arrays backend's isa="auto" picks it).
         tables: per-pattern tables for the trees that qualify (default: TABLES)."""
         check_cover(forest)
-        from .backends.arrays_native import _NATIVE_ISAS, _native_isas, native_library, resolve_isa
         self.forest, self.lib = forest, native_library()
         if isa == "auto":
             isa = resolve_isa("auto")
-            isa = isa if isa in _NATIVE_ISAS else "scalar"
-        elif isa not in _native_isas():
+            isa = isa if isa in NATIVE_ISAS else "scalar"
+        elif isa not in native_isas():
             raise ValueError(f"SHAP kernel: isa={isa!r} is not available here (one of "
-                             f"{', '.join(_native_isas())}, or 'auto')")
+                             f"{', '.join(native_isas())}, or 'auto')")
         self.isa = isa
         tables = TABLES if tables is None else tables
         self.tables = isa == "scalar" if tables is None else bool(tables)
@@ -290,7 +292,7 @@ class Explainer:
         self._rows.restype = ctypes.c_int32
         self._rows.argtypes = [_P, _P, ctypes.c_int64, _P, ctypes.c_int32]
         self.bias = expected_values(forest, p)
-        self._isa = _NATIVE_ISAS.index(self.isa)
+        self._isa = NATIVE_ISAS.index(self.isa)
 
     def rows(self, X64: np.ndarray, out: np.ndarray) -> None:
         """Add rows' contributions (no bias) into out[(n, n_outputs, n_features + 1)]; the GIL
@@ -364,7 +366,7 @@ def reference_contributions(forest: Forest, X: Any) -> np.ndarray:
                         phi[:, path[i][0]] += w * (path[i][2] - path[i][1]) * t.value[node] * scale
                     continue
                 f = int(t.feature[node])
-                hot_left = bool(_go_left(t, np.array([node]), np.array([x[f]]), strict,
+                hot_left = bool(go_left(t, np.array([node]), np.array([x[f]]), strict,
                                          forest.category_rule)[0])
                 hot, cold = (t.left[node], t.right[node]) if hot_left else (t.right[node], t.left[node])
                 iz, io = 1.0, 1.0
@@ -424,3 +426,15 @@ def _unwound_sum(path: list, k: int) -> float:
         elif zero != 0:
             total += (path[j][3] / zero) / ((m - j) / (m + 1))
     return total
+
+
+def contributions(predictor: Any, X: Any, n_threads: int | None = None) -> np.ndarray:
+    """The loader's "contributions" feature (Predictor.contributions): the Predictor's
+    Explainer, prepared on first use and kept in its feature_state."""
+    ex = predictor.feature_state.get("explainer")
+    if ex is None:
+        ex = predictor.feature_state["explainer"] = Explainer(predictor.forest("SHAP contributions"))
+    return ex.contributions(X, check_threads(n_threads) or predictor.n_threads or CPUS, pool().submit)
+
+
+register_feature("contributions", contributions)

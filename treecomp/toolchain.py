@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable
 
-from . import __version__
+from .version import __version__
 from .errors import ArtifactError, CompileError, WriteError
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"

@@ -33,7 +33,7 @@ import numpy as np
 import pytest
 
 import treecomp
-from treecomp import loader
+from treecomp import native
 from treecomp.backends import arrays
 from tests.edge import edge_rows
 from tests.randforest import random_forest, random_rows
@@ -74,11 +74,11 @@ def test_emulated_host():
     assert CPU in EXPECTED_HWCAPS, f"QEMU_CPU={CPU!r}: not one of the lane's CPU models"
     assert caps == EXPECTED_HWCAPS[CPU]
     # the package's own native parts, built by setup.py on this host, are the ones in use
-    arrays.native_library()
-    assert arrays.KERNEL_ORIGIN == "prebuilt", arrays.PREBUILT_ERROR
+    arrays.native.native_library()
+    assert arrays.native.KERNEL_ORIGIN == "prebuilt", arrays.native.PREBUILT_ERROR
     f = random_forest(0)
     treecomp.compile(f, backend="arrays").predict(random_rows(f, 1))  # loads the entry
-    assert loader.ENTRY_ORIGIN == "prebuilt", (loader.ENTRY_PREBUILT_ERROR, loader.ENTRY_ERROR)
+    assert native.ENTRY_ORIGIN == "prebuilt", (native.ENTRY_PREBUILT_ERROR, native.ENTRY_ERROR)
     assert NATIVE and NATIVE[0] == "scalar" and "llvm" in HAVE
     assert arrays.resolve_isa("auto") == NATIVE[-1]  # the best path (each passes its self-test)
 

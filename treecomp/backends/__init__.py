@@ -37,7 +37,7 @@ def kernel_loader(kind: str) -> Callable[[bytes], Any]:
 
 def library_checker(backend: str) -> Callable[[Any], None] | None:
     """`backend`'s check of a loaded shared library it wrote, beyond the seal every library
-    carries (``check_library(library)``, a loader.SharedLibrary: the arrays backend validates
+    carries (``check_library(library)``, a native.SharedLibrary: the arrays backend validates
     the tables its library runs), or None."""
     if backend not in _BACKENDS:
         return None
@@ -96,9 +96,9 @@ def byte_walk_pays(forest) -> bool:
 
 def byte_walk_terms(forest) -> tuple[int, int]:
     """(cols, levels) of byte_walk_pays' estimate: the columns a row is quantised into (one per
-    feature and chunk of distinct thresholds, arrays_derived.quant_chunk_size; 0 without splits), the
+    feature and chunk of distinct thresholds, arrays.derived.quant_chunk_size; 0 without splits), the
     trees' depths summed."""
-    from .arrays_derived import quant_chunk_size
+    from .arrays.derived import quant_chunk_size
     import numpy as np
     feats, thrs, levels = [], [], 0
     for t in forest.trees:
@@ -119,13 +119,13 @@ def choose(forest, artifact: str | None = None) -> str:
 
     artifact="so": the caller needs a shared library (the CLI writing ``-o model.so``). With a
     C compiler: "arrays" where the in-process choice below is "arrays" (its .so is the same
-    kernel on the same tables, linked from the package's kernel archive: backends/arrays_so.py),
+    kernel on the same tables, linked from the package's kernel archive: backends/arrays/so.py),
     else "c" up to CODEGEN_MAX_NODES_F64 nodes, else "llvm" (faster to build on big models).
     Without one: "llvm", else "c".
 
     Rule (measured on the 2-core dev box with bench/, 1 thread, us/row):
     - a C compiler is available (toolchain.have_compiler()):
-        all trees of <= 128 leaves, or all numeric heaps of depth <= 8 (arrays_tables.quant_eligible),
+        all trees of <= 128 leaves, or all numeric heaps of depth <= 8 (arrays.tables.quant_eligible),
           and the per-row cost model says quantising pays (byte_walk_pays: enough trees for
           the columns the rows must be quantised into)
           -> "arrays": its byte walks beat generated code 2-9x (500 XGBoost trees of depth 6:
@@ -146,7 +146,7 @@ def choose(forest, artifact: str | None = None) -> str:
     n_nodes = sum(t.n_nodes for t in forest.trees)
     if artifact == "so":
         if toolchain.have_compiler() and choose(forest) == "arrays":
-            return "arrays"  # linking its .so needs the compiler too (arrays_so.py)
+            return "arrays"  # linking its .so needs the compiler too (arrays/so.py)
         if toolchain.have_compiler() and (n_nodes <= CODEGEN_MAX_NODES_F64 or "llvm" not in names()):
             return "c"
         return "llvm" if "llvm" in names() else "c"
@@ -156,7 +156,7 @@ def choose(forest, artifact: str | None = None) -> str:
         # generator it is weighed against is c, or llvm on a host without a compiler (its
         # code ran 0.93x-1.23x c's time on the nine bench cases of 2026-11-22)
         gen = "c" if cc else "llvm" if "llvm" in names() else "arrays"
-        from .arrays_tables import quant_eligible
+        from .arrays.tables import quant_eligible
         if quant_eligible(forest):
             if byte_walk_pays(forest):
                 return "arrays"
@@ -170,7 +170,7 @@ def choose(forest, artifact: str | None = None) -> str:
 
 def _prebuilt_arrays_kernel() -> bool:
     """Whether the package ships an arrays kernel that loads here (no compiler needed)."""
-    from . import arrays_native
+    from .arrays import native as arrays_native
     try:
         arrays_native.native_library()
     except Exception:  # no kernel: the compiler-free paths decide

@@ -50,11 +50,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import __version__
+from ..version import __version__
 from ..ir import Forest, Tree, head_of
 from ..passes import comparison_thresholds
 from .. import outputs, toolchain
-from ..loader import BASE_SYMBOL
+from ..native import BASE_SYMBOL
 
 NAME = "c"
 #: the file the build writes the IR into for the main unit's .incbin
@@ -100,7 +100,7 @@ def options(**overrides: Any) -> dict[str, Any]:
     return opts
 
 
-def _lit(v: float, c_type: str) -> str:
+def c_literal(v: float, c_type: str) -> str:
     """An exact C literal of a value already representable in `c_type`."""
     if math.isinf(v):
         inf = "INFINITY" if c_type == "float" else "HUGE_VAL"
@@ -112,10 +112,10 @@ def _lit(v: float, c_type: str) -> str:
 
 def _acc_lit(v: float, acc_t: str) -> str:
     """A leaf value or base score rounded to the accumulation dtype, as the interpreter does."""
-    return _lit(float(np.float32(v)) if acc_t == "float" else float(v), acc_t)
+    return c_literal(float(np.float32(v)) if acc_t == "float" else float(v), acc_t)
 
 
-def _c_string(s: str) -> str:
+def c_string(s: str) -> str:
     out = []
     for ch in s.encode():
         if ch in (34, 92):
@@ -446,7 +446,7 @@ def emit_heap_tree(i: int, tree: Tree, forest: Forest, depth: int, out: list[str
     # Pass-through slots repeat one leaf in both subtrees, so their direction never matters:
     # the NaN mode is chosen from the tree's real splits alone.
     mode = _nan_mode(tree)
-    nodes = ", ".join(f"{{{int(f) | (int(nr) << 31)}u, {_lit(float(v), x_t)}}}"
+    nodes = ", ".join(f"{{{int(f) | (int(nr) << 31)}u, {c_literal(float(v), x_t)}}}"
                       for f, v, nr in zip(feat, t, nan_right))
     leaves = ", ".join(_acc_lit(v, acc_t) for v in tree.value[leaf_src].ravel())
     out.append(f"/* tree {i}: {tree.n_nodes} nodes, depth {tree.max_depth} -> complete depth {depth}, "
@@ -509,8 +509,8 @@ def emit_symmetric_tree(i: int, tree: Tree, forest: Forest, levels, out: list[st
     x_t, acc_t = _types(forest)
     feat, t, t2, nan_right = levels
     depth = len(feat)
-    nodes = ", ".join(f"{{{int(f) | (int(nr) << 31)}u, {_lit(float(a), x_t)}, "
-                      f"{_lit(float(b), x_t) if b == b else '(tc_x)NAN'}}}"
+    nodes = ", ".join(f"{{{int(f) | (int(nr) << 31)}u, {c_literal(float(a), x_t)}, "
+                      f"{c_literal(float(b), x_t) if b == b else '(tc_x)NAN'}}}"
                       for f, a, b, nr in zip(feat, t, t2, nan_right))
     leaves = ", ".join(_acc_lit(v, acc_t) for v in tree.value[(1 << depth) - 1:].ravel())
     out.append(f"/* tree {i}: symmetric, depth {depth}, adds to output {int(forest.tree_output[i])} */\n"
@@ -539,7 +539,7 @@ def emit_table_tree(i: int, tree: Tree, forest: Forest, out: list[str]) -> tuple
     fn = np.where(leaf, 0, tree.feature).astype(np.int64) | ((~tree.default_left & ~leaf).astype(np.int64) << 31)
     lc = np.where(leaf, new, new[np.maximum(tree.left, 0)])
     rc = np.where(leaf, new, new[np.maximum(tree.right, 0)])
-    nodes = ", ".join(f"{{{int(fn[k])}u, {_lit(float(thr[k]) if not leaf[k] else 0.0, x_t)}, "
+    nodes = ", ".join(f"{{{int(fn[k])}u, {c_literal(float(thr[k]) if not leaf[k] else 0.0, x_t)}, "
                       f"{int(lc[k])}, {int(rc[k])}}}" for k in order)
     leaves = ", ".join(_acc_lit(v, acc_t) for v in tree.value[leaf].ravel())
     mode = _nan_mode(tree)
@@ -560,7 +560,7 @@ def emit_cat_table_tree(i: int, tree: Tree, forest: Forest, out: list[str]) -> i
     numeric = ~leaf & (tree.cat_index < 0)
     fn = np.where(leaf, 0, tree.feature).astype(np.int64) | ((~tree.default_left & ~leaf).astype(np.int64) << 31)
     r = np.where(leaf, np.cumsum(leaf) - 1, tree.right)
-    nodes = ", ".join(f"{{{int(a)}u, {_lit(float(t) if num else 0.0, x_t)}, {int(b)}, {int(c)}, {int(k)}}}"
+    nodes = ", ".join(f"{{{int(a)}u, {c_literal(float(t) if num else 0.0, x_t)}, {int(b)}, {int(c)}, {int(k)}}}"
                       for a, t, num, b, c, k in zip(fn, thr, numeric, tree.left, r, tree.cat_index))
     cats, words, idx = [], [], []
     for k in range(tree.cat_bits.shape[0]):
@@ -633,7 +633,7 @@ def emit_tree(i: int, tree: Tree, forest: Forest, out: list[str]) -> None:
                        f"else go = (v != v) ? {int(bool(dl[nd]))}u : {other}u; "
                        f"if (!go) goto n{r}; }}\n")
         else:
-            t = _lit(float(thr[nd]), x_t)
+            t = c_literal(float(thr[nd]), x_t)
             if dl[nd]:   # NaN goes left: take the right branch only on a true "not left" compare
                 cond = f"x[{f}] >= {t}" if strict else f"x[{f}] > {t}"
             else:        # NaN goes right: any false compare (NaN included) takes the right branch
@@ -671,7 +671,7 @@ def _units(forest: Forest, nodes_per_unit: int) -> list[list[int]]:
     return units
 
 
-def _transform_code(forest: Forest) -> str:
+def transform_code(forest: Forest) -> str:
     """The C of TREECOMP_TRANSFORM over one row `a` of margins (forest: a Forest or a Head):
     the division by output_divisor (LightGBM's random-forest mode), then the inverse link."""
     t = forest.transform
@@ -774,7 +774,7 @@ def _main_unit(forest: Forest, units: list[list[int]], block: int, ir: bytes | N
     head = head_of(forest)
     meta = head.to_json(backend=NAME, treecomp_version=__version__)
     n_classes = sum(head.n_classes)
-    base = ", ".join(_lit(float(b), acc_t) for b in folded_base(forest))
+    base = ", ".join(c_literal(float(b), acc_t) for b in folded_base(forest))
     protos = "".join(f"void tc_unit_{u}(const tc_x *restrict X, int64_t n, tc_acc *restrict acc);\n"
                      for u in range(len(units)))
     calls = "".join(f"    tc_unit_{u}(xb, nb, ab);\n" for u in range(len(units)))
@@ -789,14 +789,14 @@ def _main_unit(forest: Forest, units: list[list[int]], block: int, ir: bytes | N
 {_base_decl(forest, base)}
 {"" if ir is None else blob_code("tc_ir", IR_FILE, ir, elf()) + ir_code(len(ir), "tc_ir")}
 TC_EXPORT int32_t treecomp_abi_version(void) {{ return TREECOMP_ABI_VERSION; }}
-TC_EXPORT const char *treecomp_version(void) {{ return {_c_string(__version__)}; }}
-TC_EXPORT const char *treecomp_digest(void) {{ return {_c_string(forest.digest())}; }}
+TC_EXPORT const char *treecomp_version(void) {{ return {c_string(__version__)}; }}
+TC_EXPORT const char *treecomp_digest(void) {{ return {c_string(forest.digest())}; }}
 TC_EXPORT const char *treecomp_backend(void) {{ return "{NAME}"; }}
 TC_EXPORT int32_t treecomp_n_features(void) {{ return TC_NF; }}
 TC_EXPORT int32_t treecomp_n_outputs(void) {{ return TC_NO; }}
 TC_EXPORT int32_t treecomp_out_dtype(void) {{ return {accbits}; }}
 TC_EXPORT int32_t treecomp_n_classes(void) {{ return {n_classes}; }}
-TC_EXPORT const char *treecomp_meta_json(void) {{ return {_c_string(meta)}; }}
+TC_EXPORT const char *treecomp_meta_json(void) {{ return {c_string(meta)}; }}
 
 TC_EXPORT int32_t treecomp_predict(const void *X, int32_t x_dtype, int64_t n_rows, void *out, uint32_t flags) {{
   if ((x_dtype != 32 && x_dtype != 64) || n_rows < 0 || (n_rows > 0 && (!X || !out)) || (flags & ~{outputs.accepted_flags(forest)}u))
@@ -822,7 +822,7 @@ TC_EXPORT int32_t treecomp_predict(const void *X, int32_t x_dtype, int64_t n_row
 {calls}{average}    if (flags & TREECOMP_TRANSFORM) {{
       for (int64_t r = 0; r < nb; ++r) {{
         tc_acc *a = ab + r * TC_NO; (void)a;
-        {_transform_code(forest)}
+        {transform_code(forest)}
       }}
     }}
   }}
@@ -854,7 +854,7 @@ def emit(forest: Forest, opts: dict[str, Any] | None = None, ir: bytes | None = 
                             f"static const int32_t K{s}[{len(idx) + 1}] = "
                             f"{{{len(idx)}, {', '.join(str(int(k)) for k in idx)}}};\n"
                             f"static const tc_acc V{s}[{len(vals)}] = "
-                            f"{{{', '.join(_lit(float(v), acc_t) for v in vals)}}};\n\n")
+                            f"{{{', '.join(c_literal(float(v), acc_t) for v in vals)}}};\n\n")
                 table.append(f"{{tc_const, K{s}, V{s}, 0}}")
                 continue
             i, t = what, forest.trees[what]
@@ -900,7 +900,7 @@ def emit(forest: Forest, opts: dict[str, Any] | None = None, ir: bytes | None = 
 
 
 @functools.lru_cache(maxsize=1)
-def _host_cpu() -> str:
+def host_cpu() -> str:
     """This CPU's model and feature flags (what -march=native compiles for)."""
     try:
         with open("/proc/cpuinfo") as f:
@@ -928,15 +928,15 @@ def cflags(opts: dict[str, Any], cc: toolchain.Compiler | None = None) -> tuple[
 
 
 def build(forest: Forest, progress: Callable[[str], None] | None = None, **overrides: Any):
-    """Compile `forest` (or take it from the cache) and load it: returns a loader.SharedLibrary."""
-    from ..loader import SharedLibrary
+    """Compile `forest` (or take it from the cache) and load it: returns a native.SharedLibrary."""
+    from ..native import SharedLibrary
 
     opts = options(**overrides)
     cc = toolchain.find_compiler()
     flags = cflags(opts, cc)
     # -march=native code is this CPU's: a cache shared by other machines (a network home
     # directory) must not hand it to a CPU without those instructions
-    host = _host_cpu() if opts["native"] else ""
+    host = host_cpu() if opts["native"] else ""
     key = toolchain.cache_key(NAME, forest.digest(), sorted(opts.items()), flags, cc.key, host)
 
     def write(path):

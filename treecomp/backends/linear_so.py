@@ -9,7 +9,7 @@ margins (TREECOMP_RAW) or the library's inverse link (TREECOMP_TRANSFORM). It li
   unit + kernel archive, the llvm backend's object code), with its treecomp.h entry points
   renamed (ENTRY_PREFIX: a #define before each C unit, llvm._main_text's prefix for LLVM
   objects), so they stay local to the library;
-- the linear section (linear.section_arrays) as a blob pulled in with .incbin (a C string
+- the linear section (linear_section.section_arrays) as a blob pulled in with .incbin (a C string
   literal off ELF), and, when built with ir=True, the model's IR file (treecomp_ir);
 - a generated unit: the treecomp.h getters with the model's own Head, and treecomp_predict:
   per block of rows, the renamed leaf kernel writes each row's leaf per tree (node indices,
@@ -31,9 +31,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import __version__, interp, outputs, toolchain
+from ..version import __version__
+from .. import interp, outputs, toolchain
 from ..ir import LINEAR_ZERO, Forest, Head, head_of
-from ..loader import BASE_SYMBOL
+from .linear_section import section_arrays
+from ..native import BASE_SYMBOL
 
 #: the prefix the leaf kernel's entry points take inside the library
 ENTRY_PREFIX = "tcl_"
@@ -43,7 +45,7 @@ ENTRY_SYMBOLS = ("treecomp_abi_version", "treecomp_version", "treecomp_digest", 
                  "treecomp_n_classes", "treecomp_meta_json", "treecomp_predict",
                  "treecomp_ir_size", "treecomp_ir", BASE_SYMBOL,
                  # an arrays leaf kernel's tables are not this library's model: not exported (the
-                 # loader checks these of a plain arrays library, arrays_so.check_library)
+                 # loader checks these of a plain arrays library, arrays.kernel.check_library)
                  "treecomp_arrays_tc_size", "treecomp_arrays_tc", "treecomp_arrays_model")
 EXPORTS = ("treecomp_*",)
 #: rows per block: the leaves of a block (rows x trees doubles) stay in L2 for 500 trees
@@ -58,21 +60,21 @@ def renamed(unit: str) -> str:
 def emit_wrapper(head: Head, section: dict[str, np.ndarray], average: bool, backend: str,
                  ir: bytes | None) -> tuple[str, bytes]:
     """The generated unit and its blob (the linear section, then the IR file if any) of a
-    model of `head` (its linear section and average: linear.section_arrays, Forest.average)."""
+    model of `head` (its linear section and average: linear_section.section_arrays, Forest.average)."""
     from . import c as cb
-    from .arrays_so import _blob
+    from .arrays.so import pack_blob
     n_trees = head.n_trees
     arrays: dict[str, np.ndarray] = dict(section)
     if ir is not None:
         arrays["ir"] = np.frombuffer(ir, np.uint8)
-    blob, offs = _blob(arrays)
+    blob, offs = pack_blob(arrays)
     p = {k: f"TCL_P({offs[k]})" for k in offs}
     # linear_leaves: the library's backend names its leaf kernel, whose own checks (an arrays
-    # library's tables: arrays_so.check_library) do not apply to this library
+    # library's tables: arrays.kernel.check_library) do not apply to this library
     meta = head.to_json(backend=backend, treecomp_version=__version__, linear_leaves=True)
     average = (f"    for (int64_t k = 0; k < nb * TC_NO; ++k) ab[k] /= (tc_acc){n_trees};\n"
                if average else "")
-    transform = cb._transform_code(head)
+    transform = cb.transform_code(head)
     src = f"""/* treecomp {__version__}: a model with linear leaves ({n_trees} trees): the {backend}
  * backend's leaf-id kernel (entry points renamed {ENTRY_PREFIX}treecomp_*), then tc_linear_margins. */
 #include <math.h>
@@ -97,14 +99,14 @@ int32_t {ENTRY_PREFIX}treecomp_predict(const void *X, int32_t x_dtype, int64_t n
 #define TCL_P(off) ((const void *)(tcl_blob + (off)))
 {"" if ir is None else cb.ir_code(len(ir), p["ir"])}
 TC_EXPORT int32_t treecomp_abi_version(void) {{ return TREECOMP_ABI_VERSION; }}
-TC_EXPORT const char *treecomp_version(void) {{ return {cb._c_string(__version__)}; }}
-TC_EXPORT const char *treecomp_digest(void) {{ return {cb._c_string(head.digest)}; }}
-TC_EXPORT const char *treecomp_backend(void) {{ return {cb._c_string(backend)}; }}
+TC_EXPORT const char *treecomp_version(void) {{ return {cb.c_string(__version__)}; }}
+TC_EXPORT const char *treecomp_digest(void) {{ return {cb.c_string(head.digest)}; }}
+TC_EXPORT const char *treecomp_backend(void) {{ return {cb.c_string(backend)}; }}
 TC_EXPORT int32_t treecomp_n_features(void) {{ return TC_NF; }}
 TC_EXPORT int32_t treecomp_n_outputs(void) {{ return TC_NO; }}
 TC_EXPORT int32_t treecomp_out_dtype(void) {{ return 64; }}
 TC_EXPORT int32_t treecomp_n_classes(void) {{ return {sum(head.n_classes)}; }}
-TC_EXPORT const char *treecomp_meta_json(void) {{ return {cb._c_string(meta)}; }}
+TC_EXPORT const char *treecomp_meta_json(void) {{ return {cb.c_string(meta)}; }}
 
 TC_EXPORT int32_t treecomp_predict(const void *X, int32_t x_dtype, int64_t n_rows, void *out,
                                    uint32_t flags) {{
@@ -132,7 +134,7 @@ TC_EXPORT int32_t treecomp_predict(const void *X, int32_t x_dtype, int64_t n_row
                           (const int32_t *){p["tree_out"]}, TC_NO, (const double *){p["base"]},
                           (const double *){p["plain"]}, (const double *){p["const"]},
                           (const int64_t *){p["ptr"]}, (const int32_t *){p["feat"]},
-                          (const double *){p["coeff"]}, {cb._lit(LINEAR_ZERO, "double")}, ab) != 0) {{
+                          (const double *){p["coeff"]}, {cb.c_literal(LINEAR_ZERO, "double")}, ab) != 0) {{
       rc = TREECOMP_EINVAL;  /* a leaf index outside its tree: a corrupt library */
       break;
     }}
@@ -155,7 +157,6 @@ def build_path(forest: Forest, backend: str, options: dict[str, Any],
                progress: Callable[[str], None] | None = None) -> Path:
     """The .so of `forest` (linear leaves) with `backend`'s leaf kernel, from the cache or built
     (options as for the backend; ir=True carries the model's IR)."""
-    from ..linear import section_arrays
     leaf = interp.leaf_id_forest(forest, node_index=True)
     opts = {k: v for k, v in options.items() if k != "ir"}  # the leaf kernel carries no IR
     ir = forest.to_bytes() if options.get("ir") else None
@@ -166,10 +167,10 @@ def build_path(forest: Forest, backend: str, options: dict[str, Any],
         copts = c.options(**opts)
         return _link(head, section, forest.average, backend, ir, progress,
                      {n: renamed(t) for n, t in c.emit(leaf, copts).items()}, {}, [], [],
-                     c.cflags(copts, cc), [c._host_cpu() if copts["native"] else ""])
+                     c.cflags(copts, cc), [c.host_cpu() if copts["native"] else ""])
     if backend == "arrays":
-        from . import arrays_so
-        return from_arrays_kernel(arrays_so.so_kernel(leaf, **opts), head, section,
+        from .arrays.kernel import so_kernel
+        return from_arrays_kernel(so_kernel(leaf, **opts), head, section,
                                   forest.average, ir, progress)
     if backend == "llvm":
         from . import llvm
@@ -183,7 +184,7 @@ def from_arrays_kernel(leaves: Any, head: Head, section: dict[str, np.ndarray], 
                        ir: bytes | None, progress: Callable[[str], None] | None = None) -> Path:
     """The .so around an arrays leaf kernel (an ArraysKernel: built, or loaded from a .tc with
     its linear section)."""
-    from . import arrays_native, arrays_so
+    from .arrays import native as arrays_native, so as arrays_so
     src, blob = arrays_so.emit(leaves)
     return _link(head, section, average, "arrays", ir, progress, {"model.c": renamed(src)},
                  {"blob.bin": blob}, [arrays_native.kernel_archive(progress)], [],

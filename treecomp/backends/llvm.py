@@ -104,11 +104,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import __version__
+from ..version import __version__
 from .. import outputs, toolchain
 from ..errors import ArtifactError, CompileError, InvalidModelError
 from ..ir import Forest, Head, Tree, head_of
-from ..loader import BASE_SYMBOL, set_base
+from ..native import BASE_SYMBOL, kernel_error, set_base
 from ..passes import comparison_thresholds
 from .c import bitset_layout, const_run, folded_base, heap_depth, steps
 
@@ -1236,7 +1236,7 @@ class LLVMKernel:
             raise ArtifactError("LLVM object code whose treecomp_base does not match its meta JSON")
         if settable_base:
             set_base(self.head, self._tracker[BASE_SYMBOL])
-        #: the code's TREECOMP_TRANSFORM is the library's own arithmetic (see loader.SharedLibrary)
+        #: the code's TREECOMP_TRANSFORM is the library's own arithmetic (see native.SharedLibrary)
         self.native_transform = outputs.native_transform(self.head) != 0
         #: for loader's small-batch entry (runtime/pyentry.c): function, tables, isa, kind
         self.entry = (addr, 0, 0, 0)
@@ -1244,7 +1244,6 @@ class LLVMKernel:
     def run(self, X: np.ndarray, out: np.ndarray, flags: int = 0) -> None:
         rc = self._predict(X.ctypes.data, X.dtype.itemsize * 8, X.shape[0], out.ctypes.data, flags)
         if rc != 0:
-            from ..loader import kernel_error
             raise kernel_error(rc, "the LLVM kernel's treecomp_predict")
 
     def ir_bytes(self) -> bytes | None:

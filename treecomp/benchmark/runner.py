@@ -117,7 +117,7 @@ def measure_shap(ctx: CaseContext) -> dict:
     pred.contributions(X[:1], n_threads=1)
     res: dict[str, Any] = {"n_rows": n, "prepare_s": time.perf_counter() - t0, "engines": []}
     engines, skipped = shap_engines(model, ctx.case.library, X)
-    isa = getattr(pred.__dict__.get("_explainer"), "isa", "?")  # the SHAP kernel's path
+    isa = getattr(pred.feature_state.get("explainer"), "isa", "?")  # the SHAP kernel's path
     res["isa"] = isa
     engines.insert(0, ("treecomp", f"treecomp Predictor.contributions(X, n_threads=1) ({isa} path)",
                        lambda: pred.contributions(X, n_threads=1)))

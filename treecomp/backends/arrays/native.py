@@ -36,9 +36,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import toolchain
-from ..errors import CompileError
-from ..ir import Forest, Tree, head_of
+from ... import toolchain
+from ...errors import CompileError
 
 KERNEL_DIR = toolchain.RUNTIME_DIR / "kernels"
 #: every file the kernel is built from (setup.py reads this tuple: keep it a literal)
@@ -52,9 +51,9 @@ KERNEL_PARTS = 3
 PREBUILT_NAME = "_arrays_kernel"
 ABI = 4
 
-_NATIVE_ISAS = ("scalar", "avx2", "avx512")   # index = TC_ISA_* in arrays.c
-_NODE32 = np.dtype([("ff", "<i4"), ("u", "<i4"), ("l", "<i4"), ("r", "<i4")])
-_NODE64 = np.dtype([("ff", "<i4"), ("cat", "<i4"), ("l", "<i4"), ("r", "<i4"), ("t", "<f8")])
+NATIVE_ISAS = ("scalar", "avx2", "avx512")   # index = TC_ISA_* in arrays.c
+NODE32 = np.dtype([("ff", "<i4"), ("u", "<i4"), ("l", "<i4"), ("r", "<i4")])
+NODE64 = np.dtype([("ff", "<i4"), ("cat", "<i4"), ("l", "<i4"), ("r", "<i4"), ("t", "<f8")])
 
 _LIB: Any = None
 _LIB_LOCK = threading.Lock()
@@ -78,7 +77,7 @@ PREBUILT_ERROR: str | None = None
 
 
 # -- the native kernel (built once per machine) -------------------------------------------------
-class _Tables(ctypes.Structure):
+class CTables(ctypes.Structure):
     _fields_ = [("n_trees", ctypes.c_int64), ("n_features", ctypes.c_int32),
                 ("n_outputs", ctypes.c_int32), ("x_bits", ctypes.c_int32),
                 ("acc_bits", ctypes.c_int32), ("strict", ctypes.c_int32),
@@ -122,7 +121,7 @@ def kernel_source_hash() -> str:
 
 def prebuilt_kernel_path() -> Path | None:
     """The package's prebuilt kernel file, if the package has one (see setup.py)."""
-    pkg = Path(__file__).resolve().parent.parent
+    pkg = Path(__file__).resolve().parents[2]  # treecomp/
     for suffix in importlib.machinery.EXTENSION_SUFFIXES:
         p = pkg / f"{PREBUILT_NAME}{suffix}"
         if p.is_file():
@@ -142,10 +141,10 @@ def _declare(lib: Any) -> Any:
     lib.tc_arrays_predict.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32,
                                       ctypes.c_int64, ctypes.c_void_p, ctypes.c_int32,
                                       ctypes.c_int32]
-    if (lib.tc_arrays_abi() != ABI or lib.tc_arrays_sizeof_tables() != ctypes.sizeof(_Tables)
-            or lib.tc_arrays_sizeof_node(32) != _NODE32.itemsize
-            or lib.tc_arrays_sizeof_node(64) != _NODE64.itemsize):
-        raise CompileError("the arrays kernel does not match treecomp/backends/arrays_native.py "
+    if (lib.tc_arrays_abi() != ABI or lib.tc_arrays_sizeof_tables() != ctypes.sizeof(CTables)
+            or lib.tc_arrays_sizeof_node(32) != NODE32.itemsize
+            or lib.tc_arrays_sizeof_node(64) != NODE64.itemsize):
+        raise CompileError("the arrays kernel does not match treecomp/backends/arrays/native.py "
                            "(struct layout mismatch)")
     return lib
 
@@ -229,8 +228,9 @@ def native_library(progress: Callable[[str], None] | None = None):
         return lib
 
 
-def _have_llvm() -> bool:
-    from .arrays_walkers import have_llvm  # the compiler-free walkers
+def have_llvm() -> bool:
+    """Whether the compiler-free llvmlite walker works here."""
+    from .walkers import have_llvm  # the compiler-free walkers
     return have_llvm()
 
 
@@ -248,104 +248,19 @@ def supported_isas() -> list[str]:
     """The C-kernel paths this machine can run (none without the kernel: no prebuilt one that
     matches and no C compiler), then "llvm" (the compiler-free JIT walker) when llvmlite works,
     then "numpy"."""
-    return _native_isas() + (["llvm"] if _have_llvm() else []) + ["numpy"]
+    return native_isas() + (["llvm"] if have_llvm() else []) + ["numpy"]
 
 
-def _native_isas() -> list[str]:
+def native_isas() -> list[str]:
+    """The C kernel's paths this CPU runs (NATIVE_ISAS order; none without the kernel)."""
     try:
         mask = native_library().tc_arrays_isa_mask()
     except CompileError:
         return []
-    return [n for i, n in enumerate(_NATIVE_ISAS) if mask >> i & 1]
+    return [n for i, n in enumerate(NATIVE_ISAS) if mask >> i & 1]
 
 
-_SELF_TEST: dict[str, bool] = {}
-
-
-def _self_test_forest(comparison: str, acc: str) -> Forest:
-    """Heap trees of depth 0..9 (every lookup strategy of the vector walks) plus padding."""
-    rng = np.random.default_rng(1234)
-    trees = []
-    for depth in range(10):
-        n_int = (1 << depth) - 1
-        n = 2 * n_int + 1
-        left = np.full(n, -1)
-        left[:n_int] = 2 * np.arange(n_int) + 1
-        right = np.where(left >= 0, left + 1, -1)
-        feat = np.where(left >= 0, rng.integers(0, 7, n), -1)
-        val = np.where(left >= 0, 0.0, rng.normal(size=n))
-        trees.append(Tree(left=left, right=right, feature=feat, threshold=rng.normal(size=n).round(1),
-                          default_left=rng.random(n) < 0.5, value=val))
-    return Forest(trees=tuple(trees), n_features=7, n_outputs=1, tree_output=np.zeros(len(trees)),
-                  base_score=[0.5], comparison=comparison, accumulate_dtype=acc)
-
-
-def _self_test(isa: str) -> bool:
-    """Does the `isa` path agree bit for bit with the baseline path on this CPU?
-
-    Run once per process before backend="auto" picks a vector path: a safety net against a
-    miscompiled or CPU-specific vector path ever answering wrongly (the AVX-512 build could not
-    be run on the machine it was developed on). Every layout with a vector kernel is checked:
-    the float heap walk, the quantised heap walk and the interval walk, in blocks of 96 and 256
-    rows (short and whole 32- and 64-row groups; the AVX-512 sweep's four groups at once).
-    """
-    ok = _SELF_TEST.get(isa)
-    if ok is None:
-        from . import arrays
-        rng = np.random.default_rng(99)
-        X = rng.normal(size=(256, 7)).round(1).astype(np.float32)
-        X[rng.random(X.shape) < 0.05] = np.nan
-        X[rng.random(X.shape) < 0.02] = np.inf
-        ok = True
-        for cmp_, acc in (("<", "float32"), ("<=", "float64")):
-            f = _self_test_forest(cmp_, acc)
-            for layout, depth in (("heap", 9), ("quant", 8), ("bitvec", 7)):
-                g = f.replace(trees=f.trees[:depth + 1], tree_output=f.tree_output[:depth + 1])
-                tables = arrays.flatten(g, layout, 9)
-                for block in (96, 256):  # whole and short row groups (32 or 64 rows)
-                    outs = []
-                    for which in (isa, "scalar"):
-                        k = arrays.ArraysKernel(tables, head_of(g), isa=which, block_rows=block)
-                        out = np.empty((len(X), 1), np.dtype(acc))
-                        k.run(X, out)
-                        outs.append(out)
-                    ok &= bool(np.array_equal(outs[0], outs[1]))
-        if not ok:
-            import warnings
-            warnings.warn(f"treecomp arrays kernel: the {isa} path disagrees with the baseline "
-                          "path on this CPU; backend='auto' will not use it (please report)")
-        _SELF_TEST[isa] = ok
-    return ok
-
-
-def resolve_isa(isa: str, strict: bool = True) -> str:
-    """The path `isa` runs on here; "auto" is the best C-kernel path whose self-test passes,
-    or without the C kernel (no prebuilt one that matches, no C compiler) the llvmlite walker
-    (numpy if even llvmlite fails)."""
-    if isa == "numpy":  # needs no kernel: don't load (or build) one
-        return "numpy"
-    native = _native_isas()
-    if isa == "auto":
-        if not native:
-            return "llvm" if _have_llvm() else "numpy"
-        for cand in reversed(native[1:]):
-            if _self_test(cand):
-                return cand
-        return "scalar"
-    have = supported_isas() if isa in ("llvm", "numpy") else native + ["numpy"]
-    if isa in have:
-        return isa
-    if not strict:  # a loaded artifact asked for a path this machine lacks: use the best one
-        return resolve_isa("auto")
-    if not native and isa in _NATIVE_ISAS:
-        raise CompileError(f"isa={isa!r} needs the C arrays kernel: no prebuilt one "
-                           f"({PREBUILT_ERROR}) and no C compiler to build it; use isa='auto' "
-                           f"(the llvmlite walker), reinstall treecomp or install gcc/clang")
-    raise CompileError(f"isa={isa!r} is not available on this machine (CPU or toolchain); "
-                       f"available: {', '.join(supported_isas())}")
-
-
-# -- the kernel as a static archive (the arrays backend's self-contained .so: arrays_so.py) ------
+# -- the kernel as a static archive (the arrays backend's self-contained .so: so.py) ------
 #: the prebuilt kernel's objects as a static archive in the package (setup.py, beside the .so)
 ARCHIVE_NAME = "_arrays_kernel.a"
 #: where the archive linked into the last .so came from: "prebuilt" or "built" (None: not yet)
@@ -356,7 +271,7 @@ _ARCHIVE: Path | None = None
 
 
 def prebuilt_archive_path() -> Path | None:
-    p = Path(__file__).resolve().parent.parent / ARCHIVE_NAME
+    p = Path(__file__).resolve().parents[2] / ARCHIVE_NAME  # in treecomp/
     return p if p.is_file() else None
 
 

@@ -7,13 +7,13 @@ package's kernel. A .so must stand alone, honouring runtime/treecomp.h, so it ho
 - the kernel: the package's prebuilt kernel objects (the three TC_PART units, built at install
   time by setup.py with KERNEL_CFLAGS into ``treecomp/_arrays_kernel.a``: the very objects of the
   in-process ``_arrays_kernel*.so``), or, when that archive is missing or was built from other
-  sources, an archive built once per machine into the cache (arrays_native.kernel_archive);
+  sources, an archive built once per machine into the cache (native.kernel_archive);
 - the model: every table the kernel reads (ArraysKernel.pack_arrays: what the in-process path
   points at, derived tables included) serialised into one blob, each array 64-byte aligned,
   pulled into .rodata with the assembler's ``.incbin`` (no C literal to parse: a multi-MB model
   builds as fast as a small one), and a static ``tc_tables`` initialised with address constants
   into the blob;
-- the tables once more as a ``.tc`` file (arrays_format), exported with the kernel's
+- the tables once more as a ``.tc`` file (format), exported with the kernel's
   ``tc_tables`` (``treecomp_arrays_tc`` / ``_tc_size`` / ``_model``): when the library is
   loaded, check_library validates that file as ``treecomp.load`` validates a ``.tc`` and
   requires every field of ``tc_tables`` to be exactly what those tables pack into, before
@@ -22,7 +22,7 @@ package's kernel. A .so must stand alone, honouring runtime/treecomp.h, so it ho
   "arrays"), and ``treecomp_predict`` calling ``tc_arrays_predict`` with the best instruction
   set, TREECOMP_TRANSFORM applied as the library does: the kernel's own transform kind
   (outputs.native_transform) or, where that is 0 (sklearn's numpy-exp links), the C backend's
-  transform code (c._transform_code), exactly what a c-backend .so computes.
+  transform code (c.transform_code), exactly what a c-backend .so computes.
 
 Instruction set: chosen once, on the first call, as the in-process path does: the best vector
 path tc_arrays_isa_mask reports whose results agree bit for bit with the baseline path on a
@@ -49,13 +49,14 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .. import __version__, outputs, toolchain
-from ..errors import CompileError
-from ..loader import BASE_SYMBOL
-from . import arrays_native
-from .arrays_tables import FF_CAT, FF_FEAT
-from .arrays_native import KERNEL_CFLAGS, _NATIVE_ISAS, _Tables
-from .c import _c_string, blob_code, elf
+from ...version import __version__
+from ... import outputs, toolchain
+from ...errors import CompileError
+from ...native import BASE_SYMBOL
+from . import native
+from .tables import FF_CAT, FF_FEAT
+from .native import KERNEL_CFLAGS, NATIVE_ISAS, CTables
+from ..c import blob_code, c_string, elf
 
 NAME = "arrays"
 #: rows of the first-call self-test of the vector paths (odd: the kernels' row tails run too)
@@ -63,8 +64,9 @@ SELF_TEST_ROWS = 101
 #: the only symbols an arrays .so exports (runtime/treecomp.h)
 EXPORTS = ("treecomp_*",)
 _ALIGN = 64
-_POINTERS = tuple(n for n, t in _Tables._fields_ if t is ctypes.c_void_p)
-_SCALARS = tuple(n for n, t in _Tables._fields_ if t is not ctypes.c_void_p)
+#: tc_tables' pointer and scalar fields (what check_library compares)
+POINTER_FIELDS = tuple(n for n, t in CTables._fields_ if t is ctypes.c_void_p)
+SCALAR_FIELDS = tuple(n for n, t in CTables._fields_ if t is not ctypes.c_void_p)
 
 
 def test_rows(kernel: Any, n: int = SELF_TEST_ROWS, seed: int = 0) -> np.ndarray:
@@ -106,7 +108,7 @@ def test_rows(kernel: Any, n: int = SELF_TEST_ROWS, seed: int = 0) -> np.ndarray
     return np.ascontiguousarray(X.astype(x_dt))
 
 
-def _blob(arrays: dict[str, np.ndarray]) -> tuple[bytes, dict[str, int]]:
+def pack_blob(arrays: dict[str, np.ndarray]) -> tuple[bytes, dict[str, int]]:
     """The arrays in one buffer, each at a 64-byte boundary: (bytes, {name: offset})."""
     offs, off = {}, 0
     for name, a in arrays.items():
@@ -121,11 +123,11 @@ def _blob(arrays: dict[str, np.ndarray]) -> tuple[bytes, dict[str, int]]:
 
 def emit(kernel: Any) -> tuple[str, bytes]:
     """The C unit and the blob of an arrays kernel (treecomp.backends.arrays.ArraysKernel)."""
-    from . import c as cbackend
+    from .. import c as cbackend
     head = kernel.head
     scalars, keep = kernel.pack_arrays()
-    unknown = set(keep) - set(_POINTERS)
-    if unknown or set(scalars) - set(_SCALARS):
+    unknown = set(keep) - set(POINTER_FIELDS)
+    if unknown or set(scalars) - set(SCALAR_FIELDS):
         raise CompileError(f"arrays .so: tables the layout does not know: {sorted(unknown)}")
     # a base_link's margins: the writable treecomp_base, libm's value until loaded (c._base_decl)
     settable = head.base_link != "identity"
@@ -139,18 +141,18 @@ def emit(kernel: Any) -> tuple[str, bytes]:
     ir = kernel.ir_bytes()
     if ir is not None:  # the model's IR file (treecomp_ir): apply / contributions when loaded
         arrays["tc_ir"] = np.frombuffer(ir, np.uint8)
-    blob, offs = _blob(arrays)
+    blob, offs = pack_blob(arrays)
     acc_t = "float" if head.accumulate_dtype == "float32" else "double"
     x_bits = 64 if kernel.tables.x_dtype == np.float64 else 32
     tkind = outputs.native_transform(head)
-    ccode = "" if tkind else cbackend._transform_code(head)
-    want = _NATIVE_ISAS.index(kernel.requested_isa) if kernel.requested_isa in _NATIVE_ISAS else -1
-    init = [f"  .{k} = {int(scalars[k])}," for k in _SCALARS if k in scalars]
-    init += [f"  .{k} = TC_P({offs[k]})," for k in _POINTERS if k in offs]
+    ccode = "" if tkind else cbackend.transform_code(head)
+    want = NATIVE_ISAS.index(kernel.requested_isa) if kernel.requested_isa in NATIVE_ISAS else -1
+    init = [f"  .{k} = {int(scalars[k])}," for k in SCALAR_FIELDS if k in scalars]
+    init += [f"  .{k} = TC_P({offs[k]})," for k in POINTER_FIELDS if k in offs]
     base_decl = ""
     if settable:
         init.append(f"  .base = {BASE_SYMBOL},")
-        base = ", ".join(cbackend._lit(float(b), acc_t)
+        base = ", ".join(cbackend.c_literal(float(b), acc_t)
                          for b in outputs.base_margins(head, "libm").astype(head.accumulate_dtype))
         base_decl = f"TC_EXPORT tc_acc {BASE_SYMBOL}[TC_NO] = {{{base}}};\n"
     meta = head.to_json(backend=NAME, treecomp_version=__version__)
@@ -168,7 +170,7 @@ def emit(kernel: Any) -> tuple[str, bytes]:
 #include "kernels/arrays.c"
 #include "treecomp.h"
 
-_Static_assert(sizeof(tc_tables) == {ctypes.sizeof(_Tables)}, "tc_tables differs from treecomp's mirror");
+_Static_assert(sizeof(tc_tables) == {ctypes.sizeof(CTables)}, "tc_tables differs from treecomp's mirror");
 
 int32_t tc_arrays_predict(const tc_tables *T, const void *X, int32_t x_bits, int64_t n_rows,
                           void *out, int32_t isa, int32_t transform);
@@ -219,15 +221,15 @@ static int32_t tc_pick_isa(void) {{
 }}
 
 TC_EXPORT int32_t treecomp_abi_version(void) {{ return TREECOMP_ABI_VERSION; }}
-TC_EXPORT const char *treecomp_version(void) {{ return {_c_string(__version__)}; }}
-TC_EXPORT const char *treecomp_digest(void) {{ return {_c_string(head.digest)}; }}
+TC_EXPORT const char *treecomp_version(void) {{ return {c_string(__version__)}; }}
+TC_EXPORT const char *treecomp_digest(void) {{ return {c_string(head.digest)}; }}
 TC_EXPORT const char *treecomp_backend(void) {{ return "{NAME}"; }}
 TC_EXPORT int32_t treecomp_n_features(void) {{ return {head.n_features}; }}
 TC_EXPORT int32_t treecomp_n_outputs(void) {{ return TC_NO; }}
 TC_EXPORT int32_t treecomp_out_dtype(void) {{ return {64 if acc_t == "double" else 32}; }}
 TC_EXPORT int32_t treecomp_n_classes(void) {{ return {sum(head.n_classes)}; }}
-TC_EXPORT const char *treecomp_meta_json(void) {{ return {_c_string(meta)}; }}
-/* for the Python loader's check of the tables (arrays_so.check_library) */
+TC_EXPORT const char *treecomp_meta_json(void) {{ return {c_string(meta)}; }}
+/* for the Python loader's check of the tables (so.check_library) */
 TC_EXPORT int64_t treecomp_arrays_tc_size(void) {{ return {len(tc)}; }}
 TC_EXPORT const void *treecomp_arrays_tc(void) {{ return TC_P({offs["tc_file"]}); }}
 TC_EXPORT const void *treecomp_arrays_model(void) {{ return &tc_model; }}
@@ -249,11 +251,11 @@ TC_EXPORT int32_t treecomp_predict(const void *X, int32_t x_dtype, int64_t n_row
 def build_path(kernel: Any, progress: Callable[[str], None] | None = None) -> Path:
     """The .so of `kernel` in the cache (built on a miss: compile the unit, link the archive)."""
     src, blob = emit(kernel)
-    archive = arrays_native.kernel_archive(progress)
+    archive = native.kernel_archive(progress)
     cc = toolchain.find_compiler()
     digest = hashlib.sha256(src.encode() + b"\0" + blob).hexdigest()
-    key = toolchain.cache_key("arrays-so", digest, arrays_native.kernel_source_hash(),
-                              KERNEL_CFLAGS, cc.key, arrays_native.ARCHIVE_ORIGIN)
+    key = toolchain.cache_key("arrays-so", digest, native.kernel_source_hash(),
+                              KERNEL_CFLAGS, cc.key, native.ARCHIVE_ORIGIN)
 
     def write(path: Path) -> None:
         t0 = time.perf_counter()
@@ -271,83 +273,3 @@ def save(kernel: Any, path: Any, progress: Callable[[str], None] | None = None) 
     built = build_path(kernel, progress)
     data = built.read_bytes()
     toolchain.publish(Path(path).resolve(), lambda p: p.write_bytes(data))
-
-
-def so_kernel(forest: Any, **overrides: Any) -> Any:
-    """The ArraysKernel whose tables a .so of `forest` holds (not loaded into the native
-    kernel: its isa is the one the .so will request)."""
-    from .arrays import ArraysKernel, options
-    from .arrays_tables import flatten, validate
-    from ..ir import head_of
-    opts = options(**overrides)
-    tables = flatten(forest, opts["layout"], opts["heap_max_depth"])
-    validate(tables)
-    k = ArraysKernel(tables, head_of(forest), isa="numpy", block_rows=opts["block_rows"],
-                     ir=forest if opts["ir"] else None)
-    k.requested_isa = opts["isa"]
-    return k
-
-
-def build(forest: Any, progress: Callable[[str], None] | None = None, **overrides: Any):
-    """Compile `forest` straight to a loaded arrays .so (a loader.SharedLibrary)."""
-    from ..loader import SharedLibrary
-    return SharedLibrary(build_path(so_kernel(forest, **overrides), progress))
-
-
-def check_library(library: Any) -> None:
-    """ArtifactError unless a loaded arrays library (a loader.SharedLibrary) runs valid tables:
-    the .tc it carries validates (arrays_format.tables_from_bytes, as treecomp.load validates a
-    .tc), describes this model (the same Head as the meta JSON), and its kernel's tc_tables
-    holds exactly what those tables pack into (ArraysKernel.pack_arrays): every scalar, and
-    every array byte for byte. Called by loader.SharedLibrary before the first prediction,
-    after the library's writable treecomp_base was set. A linear-leaf library (its meta JSON
-    says linear_leaves; backends/linear_so.py) keeps its leaf kernel's tables to itself."""
-    import json
-    from ..errors import ArtifactError
-    from .arrays import ArraysKernel
-    from .arrays_format import tables_from_bytes
-    lib, head, name = library.lib, library.head, library.path.name
-    if json.loads(library.meta_json).get("linear_leaves") is True:
-        return
-
-    def bad(why: str) -> ArtifactError:
-        return ArtifactError(f"{name}: its tables {why} (a corrupt or tampered artifact)")
-    try:
-        size_fn, tc_fn, model_fn = (lib.treecomp_arrays_tc_size, lib.treecomp_arrays_tc,
-                                    lib.treecomp_arrays_model)
-    except AttributeError:
-        raise bad("cannot be checked: the library exports no treecomp_arrays_tc / "
-                  "treecomp_arrays_model") from None
-    size_fn.restype, size_fn.argtypes = ctypes.c_int64, []
-    tc_fn.restype = model_fn.restype = ctypes.c_void_p
-    tc_fn.argtypes = model_fn.argtypes = []
-    n, p, model = size_fn(), tc_fn(), model_fn()
-    if not p or not model or not 0 < n <= 1 << 40:
-        raise bad(f"are not where the library says (treecomp_arrays_tc_size() = {n})")
-    try:
-        tables, thead, runtime, ir, linear = tables_from_bytes(ctypes.string_at(p, n))
-    except ArtifactError as exc:
-        raise bad(f"file does not validate: {exc}") from None
-    if linear is not None or ir is not None:
-        raise bad("file has sections an arrays library keeps elsewhere")
-    if thead.to_json() != head.to_json():
-        raise bad("file describes another model than the library's meta JSON")
-    block = runtime.get("block_rows", 0)
-    if not isinstance(block, int) or not 0 <= block <= 1 << 16:
-        raise bad("file's runtime options are corrupt")
-    want_scalars, want = ArraysKernel(tables, thead, isa="numpy", block_rows=block).pack_arrays()
-    got = _Tables.from_address(model)
-    for field in _SCALARS:
-        if getattr(got, field) != want_scalars.get(field, 0):
-            raise bad(f"do not match: tc_tables.{field} = {getattr(got, field)}, the tables "
-                      f"pack into {want_scalars.get(field, 0)}")
-    for field in _POINTERS:
-        a = want.get(field)
-        ptr = getattr(got, field)
-        if a is None or not a.size:
-            if ptr:
-                raise bad(f"do not match: tc_tables.{field} is set, the tables have none")
-            continue
-        data = np.ascontiguousarray(a).tobytes()
-        if not ptr or ctypes.string_at(ptr, len(data)) != data:
-            raise bad(f"do not match: tc_tables.{field} is not what the tables pack into")

@@ -18,7 +18,7 @@ Layouts, chosen per tree (option ``layout``; see runtime/kernels/arrays.c for th
   paths, four vectors interleaved to hide gather latency.
 - ``quant`` (the default for numeric forests whose trees are all heaps of depth <= 8, their
   padding at most 4x the forest's leaves: quant_heaps): the heap
-  tables plus, derived when loading, per-feature sorted threshold tables (arrays_derived). Each
+  tables plus, derived when loading, per-feature sorted threshold tables (derived). Each
   block of rows is first quantised to one byte per (feature, NaN direction) column: a row's bin
   counts the thresholds it goes right of, found exactly in the comparison precision; a node then
   compares bytes. The AVX2 kernel evaluates every node of a level for 32 rows at once (load +
@@ -26,11 +26,11 @@ Layouts, chosen per tree (option ``layout``; see runtime/kernels/arrays.c for th
   byte shuffles (runtime/kernels/quant_impl.c). Same decisions, same summation order: bit-exact.
   Measured on the 500-tree depth-6 XGBoost bench model: ~0.8 us/row vs ~2.5 for the float walk.
   Symmetric heaps (CatBoost's: one split a level) are flagged at load and walked one column a
-  level on AVX-512 (arrays_derived.oblivious_heaps; docs/backends.md).
+  level on AVX-512 (derived.oblivious_heaps; docs/backends.md).
 - ``bitvec`` (the default for other forests of trees with <= 128 leaves, e.g. LightGBM's and
   HistGradientBoosting's, categorical splits included): compact tables plus, derived when
   loading, the same byte columns (category codes for categorical features, each categorical node
-  a 256-bit set over the codes: see arrays_derived.cat_byte_sets) and each node's left-subtree
+  a 256-bit set over the codes: see derived.cat_byte_sets) and each node's left-subtree
   leaf interval. A row's exit leaf is the first leaf not ruled out by a node where it goes
   right (QuickScorer's insight); the AVX2 kernel sweeps every node of a tree, sorted by interval
   start, for 2 x 32 rows with byte compares and byte max (quant_impl.c). The scalar path (and
@@ -39,7 +39,7 @@ Layouts, chosen per tree (option ``layout``; see runtime/kernels/arrays.c for th
 - ``compact``: one packed 16-byte (float32) / 24-byte (float64) record per internal node with
   explicit children (leaf = negative child), 8 rows walked in flight. Deep, unbalanced and
   categorical trees. With float32 input, trees without categorical splits take the kernel's
-  deep path instead (derived at load time by arrays_derived._deep_tables, not stored): the tree's
+  deep path instead (derived at load time by derived.deep_tables, not stored): the tree's
   complete top levels as a heap (the vector heap walk), then 8 rows in lockstep over records
   with a self-looping record per leaf and integer order keys as thresholds (rf-deep: 947 -> ~420
   ns/row, about 5.4x scikit-learn single-threaded; 100 deep trees, 3.8M nodes: 3.3x -> 5.3x).
@@ -57,10 +57,10 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ArtifactError, UnsupportedModelError
-from ..ir import Forest
-from ..outputs import base_margins
-from ..passes import comparison_thresholds
+from ...errors import ArtifactError, UnsupportedModelError
+from ...ir import Forest
+from ...outputs import base_margins
+from ...passes import comparison_thresholds
 
 LAYOUTS = ("auto", "quant", "bitvec", "heap", "compact", "naive")
 #: most leaves per tree of the interval ("bitvec") walk: leaf positions are signed bytes
@@ -81,7 +81,7 @@ FF_NANR = 0x80000000
 
 
 #: name -> dtype ("x": the input dtype, "acc": the accumulation dtype), in file order
-_ARRAYS = {
+TABLE_ARRAYS = {
     "tree_layout": "u1", "tree_depth": "<i4", "tree_nint": "<i8", "tree_nleaf": "<i8",
     "tree_out": "<i4", "tree_width": "<i4",
     "h_ff": "<i4", "h_thr": "x",
@@ -118,7 +118,7 @@ class Tables:
         return int(sum(a.nbytes for a in self.arrays.values()))
 
     def expected_dtype(self, name: str) -> np.dtype:
-        d = _ARRAYS[name]
+        d = TABLE_ARRAYS[name]
         return np.dtype(_DT[self.meta["x_dtype"]] if d == "x" else _DT[self.meta["acc_dtype"]] if d == "acc" else d)
 
 
@@ -151,7 +151,7 @@ def quant_heaps(depth: Any, n_leaves: Any, heap_max_depth: int = 8) -> bool:
     return int((np.int64(1) << d).sum()) <= int(np.maximum(64, 4 * np.asarray(n_leaves, np.int64)).sum())
 
 
-def _excl_cumsum(a: np.ndarray) -> np.ndarray:
+def excl_cumsum(a: np.ndarray) -> np.ndarray:
     out = np.zeros(len(a) + 1, np.int64)
     np.cumsum(a, out=out[1:])
     return out
@@ -169,7 +169,7 @@ def flatten(forest: Forest, layout: str = "auto", heap_max_depth: int = 8) -> Ta
     xdt, adt = np.dtype(forest.input_dtype), np.dtype(forest.accumulate_dtype)
     nn = np.fromiter((t.n_nodes for t in trees), np.int64, T)
     width = np.fromiter((t.width for t in trees), np.int64, T)
-    start = _excl_cumsum(nn)
+    start = excl_cumsum(nn)
     tree_of = np.repeat(np.arange(T), nn)
     left = np.concatenate([t.left for t in trees]).astype(np.int64)
     right = np.concatenate([t.right for t in trees]).astype(np.int64)
@@ -244,7 +244,7 @@ def flatten(forest: Forest, layout: str = "auto", heap_max_depth: int = 8) -> Ta
     ff32 = ff.astype(np.uint32).view(np.int32)
 
     # heap tables: padding = (feature 0, NaN goes left, threshold NaN) sends every row left
-    hoff = _excl_cumsum(np.where(heap, tree_nint, 0))
+    hoff = excl_cumsum(np.where(heap, tree_nint, 0))
     h_ff = np.zeros(int(hoff[-1]), np.int32)
     h_thr = np.full(int(hoff[-1]), np.nan, xdt)
     sel = internal & nodeheap
@@ -253,12 +253,12 @@ def flatten(forest: Forest, layout: str = "auto", heap_max_depth: int = 8) -> Ta
     h_thr[slot] = thr[sel]
 
     # compact tables: internal nodes and leaves numbered in IR order within their tree
-    int_rank = np.cumsum(internal) - 1 - _excl_cumsum(n_int_real)[tree_of]
-    leaf_rank = np.cumsum(~internal) - 1 - _excl_cumsum(n_leaf_real)[tree_of]
+    int_rank = np.cumsum(internal) - 1 - excl_cumsum(n_int_real)[tree_of]
+    leaf_rank = np.cumsum(~internal) - 1 - excl_cumsum(n_leaf_real)[tree_of]
     code = np.where(internal, int_rank, ~leaf_rank)
     csel = internal & ~nodeheap
     ncat = np.fromiter((t.cat_bits.shape[0] for t in trees), np.int64, T)
-    set_start = _excl_cumsum(ncat)
+    set_start = excl_cumsum(ncat)
     c_is_cat = cidx[csel] >= 0
     c_ff = ff32[csel]
     c_thr = np.where(c_is_cat, xdt.type(0), thr[csel]).astype(xdt)
@@ -276,18 +276,18 @@ def flatten(forest: Forest, layout: str = "auto", heap_max_depth: int = 8) -> Ta
     k = np.where(lheap, hd[lt] - depth[lnode], 0)
     slot_start = np.where(lheap, ((pos[lnode] + 1) << k) - (np.int64(1) << hd[lt]), leaf_rank[lnode])
     count = np.int64(1) << k
-    item_off = _excl_cumsum(tree_nleaf)
+    item_off = excl_cumsum(tree_nleaf)
     order = np.argsort(item_off[lt] + slot_start, kind="stable")
     src = np.repeat(lnode[order], count[order])       # source node of every leaf slot
     st = tree_of[src]
     vflat = np.concatenate([t.value.ravel() for t in trees])
-    vstart = _excl_cumsum(nn * width)
+    vstart = excl_cumsum(nn * width)
     first_val = vstart[st] + (src - start[st]) * width[st]
     if np.all(width == 1):
         vals = vflat[first_val]
     else:
         iw = width[st]
-        ipos = _excl_cumsum(iw)
+        ipos = excl_cumsum(iw)
         j = np.arange(int(ipos[-1])) - np.repeat(ipos[:-1], iw)
         vals = vflat[np.repeat(first_val, iw) + j]
     leaf_values = vals.astype(adt)  # rounded once, like the interpreter's vals.astype(acc_t)
@@ -320,7 +320,7 @@ def flatten(forest: Forest, layout: str = "auto", heap_max_depth: int = 8) -> Ta
 
 
 # -- validation (every index a native pointer will follow) --------------------------------------
-def _bad(msg: str) -> ArtifactError:
+def bad_table(msg: str) -> ArtifactError:
     return ArtifactError(f"corrupt arrays artifact: {msg}")
 
 
@@ -334,106 +334,106 @@ def validate(tables: Tables) -> None:
         # exactly JSON's ints and bools: int(2.5) or bool("false") would read another model
         flags = (m["average"], m["naive"], m.get("quant", False), m.get("bitvec", False))
         if not all(type(v) is int for v in (T, nf, no)) or not all(type(v) is bool for v in flags):
-            raise _bad("table description fields of the wrong type")
+            raise bad_table("table description fields of the wrong type")
         if m["x_dtype"] not in _DT or m["acc_dtype"] not in _DT or m["comparison"] not in ("<", "<="):
-            raise _bad("unknown dtype or comparison")
+            raise bad_table("unknown dtype or comparison")
         if m["category_rule"] not in CATEGORY_RULES:
-            raise _bad("unknown category rule")
+            raise bad_table("unknown category rule")
     except (KeyError, TypeError, ValueError):
-        raise _bad("incomplete table description") from None
+        raise bad_table("incomplete table description") from None
     if not (T >= 1 and 1 <= nf <= FF_FEAT and no >= 1):
-        raise _bad(f"n_trees={T}, n_features={nf}, n_outputs={no}")
-    for name in _ARRAYS:
+        raise bad_table(f"n_trees={T}, n_features={nf}, n_outputs={no}")
+    for name in TABLE_ARRAYS:
         a = A.get(name)
         if a is None or a.ndim != 1 or a.dtype != tables.expected_dtype(name):
-            raise _bad(f"array {name!r} missing or of the wrong type")
+            raise bad_table(f"array {name!r} missing or of the wrong type")
     for name in ("tree_layout", "tree_depth", "tree_nint", "tree_nleaf", "tree_out", "tree_width"):
         if len(A[name]) != T:
-            raise _bad(f"{name} has {len(A[name])} entries for {T} trees")
+            raise bad_table(f"{name} has {len(A[name])} entries for {T} trees")
     lay = A["tree_layout"]
     if np.any(lay > 1):
-        raise _bad("unknown tree layout")
+        raise bad_table("unknown tree layout")
     heap = lay == 0
     if m["naive"] and heap.any():
-        raise _bad("the naive walk needs compact trees")
+        raise bad_table("the naive walk needs compact trees")
     if not isinstance(m.get("quant", False), bool):
-        raise _bad("quant flag")
+        raise bad_table("quant flag")
     if m.get("quant") and (m["naive"] or not heap.all() or int(A["tree_depth"].max()) > QUANT_MAX_DEPTH):
-        raise _bad(f"the quantised walk needs heap trees of depth <= {QUANT_MAX_DEPTH}")
+        raise bad_table(f"the quantised walk needs heap trees of depth <= {QUANT_MAX_DEPTH}")
     if not isinstance(m.get("bitvec", False), bool):
-        raise _bad("bitvec flag")
+        raise bad_table("bitvec flag")
     if m.get("bitvec") and (m["naive"] or m.get("quant") or heap.any()
                             or int(A["tree_nleaf"].max()) > BITVEC_MAX_LEAVES):
-        raise _bad(f"the interval walk needs compact trees of <= {BITVEC_MAX_LEAVES} leaves")
+        raise bad_table(f"the interval walk needs compact trees of <= {BITVEC_MAX_LEAVES} leaves")
     D = A["tree_depth"].astype(np.int64)
     nint, nleaf = A["tree_nint"], A["tree_nleaf"]
     w, o = A["tree_width"].astype(np.int64), A["tree_out"].astype(np.int64)
     if np.any(heap & ((D < 0) | (D > MAX_HEAP_DEPTH))):
-        raise _bad("heap tree depth out of range")
+        raise bad_table("heap tree depth out of range")
     Dh = np.where(heap, D, 0)
     if np.any(heap & ((nint != (np.int64(1) << Dh) - 1) | (nleaf != np.int64(1) << Dh))):
-        raise _bad("heap tree sizes do not match their depth")
+        raise bad_table("heap tree sizes do not match their depth")
     lim = np.int64(1) << 40  # no sums can overflow below this
     if np.any((nint < 0) | (nint > lim) | (nleaf < 1) | (nleaf > lim) | (w < 1) | (w > 1 << 20)):
-        raise _bad("tree sizes out of range")
+        raise bad_table("tree sizes out of range")
     if np.any((o < 0) | (o + w > no)):
-        raise _bad("a tree writes outside the outputs")
+        raise bad_table("a tree writes outside the outputs")
     if len(A["base"]) != no:
-        raise _bad("base score length")
+        raise bad_table("base score length")
     H, C = int(nint[heap].sum()), int(nint[~heap].sum())
     if C >= 1 << 31:
-        raise _bad("too many compact nodes")
+        raise bad_table("too many compact nodes")
     if len(A["h_ff"]) != H or len(A["h_thr"]) != H:
-        raise _bad("heap table length")
+        raise bad_table("heap table length")
     for name in ("c_ff", "c_thr", "c_cat", "c_left", "c_right"):
         if len(A[name]) != C:
-            raise _bad(f"{name} length")
+            raise bad_table(f"{name} length")
     if len(A["leaf_values"]) != int((nleaf * w).sum()):
-        raise _bad("leaf table length")
+        raise bad_table("leaf table length")
     h_ff = A["h_ff"].view(np.uint32)
     if np.any((h_ff & FF_FEAT) >= nf) or np.any(h_ff & FF_CAT):
-        raise _bad("heap node feature out of range")
+        raise bad_table("heap node feature out of range")
     c_ff = A["c_ff"].view(np.uint32)
     if np.any((c_ff & FF_FEAT) >= nf):
-        raise _bad("node feature out of range")
+        raise bad_table("node feature out of range")
     # the walks must agree on every path: a NaN threshold is heap padding (feature 0, NaN goes
     # left: the byte walks encode it as "left of every bin") and never a numeric split
     if np.any(np.isnan(A["h_thr"]) & (A["h_ff"] != 0)) or \
             np.any(np.isnan(A["c_thr"]) & ((c_ff & FF_CAT) == 0)):
-        raise _bad("NaN threshold at a split")
+        raise bad_table("NaN threshold at a split")
     if not (np.all(np.isfinite(A["leaf_values"])) and np.all(np.isfinite(A["base"]))):
-        raise _bad("non-finite leaf value or base score")
+        raise bad_table("non-finite leaf value or base score")
     ntrees_c = np.flatnonzero(~heap)
     ctree = np.repeat(ntrees_c, nint[~heap])
-    cstart = _excl_cumsum(nint[~heap])
+    cstart = excl_cumsum(nint[~heap])
     local = np.arange(C, dtype=np.int64) - np.repeat(cstart[:-1], nint[~heap])
     for name in ("c_left", "c_right"):
         ch = A[name].astype(np.int64)
         is_int = ch >= 0
         bad = np.where(is_int, (ch <= local) | (ch >= nint[ctree]), ~ch >= nleaf[ctree])
         if bad.any():
-            raise _bad(f"child index out of range in {name}")
+            raise bad_table(f"child index out of range in {name}")
     # in range is not enough: a child shared by two parents orphans another node or leaf, whose
     # entries in the derived tables (bitvec_tables' leaf order, the deep path's records) nothing
     # would write. So: nint + 1 leaves per compact tree, every node but the root and every leaf
     # of a split tree the child of exactly one node (children > parents: no cycles either)
     if np.any(nleaf[~heap] != nint[~heap] + 1):
-        raise _bad("a compact tree's leaf count is not its internal node count + 1")
+        raise bad_table("a compact tree's leaf count is not its internal node count + 1")
     kids = np.concatenate([A["c_left"], A["c_right"]]).astype(np.int64)
     kid_tree = np.concatenate([ctree, ctree])
     node_refs = np.bincount(np.concatenate([np.arange(C) - local] * 2)[kids >= 0] + kids[kids >= 0],
                             minlength=C)
-    loff = _excl_cumsum(np.where(heap, 0, nleaf))
+    loff = excl_cumsum(np.where(heap, 0, nleaf))
     leaf_refs = np.bincount(loff[kid_tree[kids < 0]] + ~kids[kids < 0], minlength=int(loff[-1]))
     split = np.repeat(nint > 0, np.where(heap, 0, nleaf))  # a one-leaf tree: no parent
     if np.any(node_refs != (local > 0)) or np.any(leaf_refs != split):
-        raise _bad("a tree's nodes do not form a tree (a node or leaf without or with several parents)")
+        raise bad_table("a tree's nodes do not form a tree (a node or leaf without or with several parents)")
     nw = A["cat_nwords"].astype(np.int64)
     S = len(nw)
     if np.any((nw < 1) | (nw > 1 << 25)) or int(nw.sum()) != len(A["cat_words"]) or len(A["cat_other_left"]) != S:
-        raise _bad("category sets")
+        raise bad_table("category sets")
     is_cat = (c_ff & FF_CAT) != 0
     cc = A["c_cat"][is_cat]
     if np.any((cc < 0) | (cc >= S)):
-        raise _bad("category set index out of range")
+        raise bad_table("category set index out of range")
 

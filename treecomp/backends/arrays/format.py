@@ -2,16 +2,16 @@
 
 Shape: ``MAGIC`` (8 bytes), format version, reserved, header length (_PREFIX, little-endian),
 a JSON header (the model's Head, the tables' meta, runtime options, one descriptor per array:
-name, dtype, length, offset), then each array of arrays_tables._ARRAYS at a 64-byte boundary,
+name, dtype, length, offset), then each array of tables.TABLE_ARRAYS at a 64-byte boundary,
 the last one padded to 64 bytes and nothing after it. Floating point: arrays are stored as their
 raw little-endian bytes (thresholds in the input dtype, leaves in the accumulation dtype), so a
 file reads back bit for bit. Reading validates every descriptor and then the tables
-(arrays_tables.validate): a corrupt or truncated file raises ArtifactError.
+(tables.validate): a corrupt or truncated file raises ArtifactError.
 
 A model with linear leaves (treecomp.linear) is stored as its leaf-id forest's tables (the
 header's "head" is that forest's) plus a linear section: header key "linear" with the model's
-own Head ("head"), its meta ("average") and the descriptors of linear.SECTION's arrays, which
-follow the IR file, laid out like the tables' arrays; linear.validate_section checks them.
+own Head ("head"), its meta ("average") and the descriptors of SECTION's arrays, which
+follow the IR file, laid out like the tables' arrays; validate_section checks them.
 """
 
 from __future__ import annotations
@@ -22,14 +22,20 @@ from typing import Any
 
 import numpy as np
 
-from .. import __version__
-from ..errors import ArtifactError, InvalidModelError
-from ..ir import Head
-from .arrays_tables import _ARRAYS, Tables, _bad, validate
+from ...version import __version__
+from ...errors import ArtifactError, InvalidModelError
+from ...ir import Head
+from .tables import TABLE_ARRAYS, Tables, bad_table, validate
 
 #: the backend that reads these files (arrays.NAME), written into the header
 BACKEND = "arrays"
 FORMAT_VERSION = 1
+#: the linear section's arrays and dtypes (little-endian), in the order tc_linear_margins takes
+#: them: node0 (n_trees + 1: each tree's first node, numbered tree after tree), tree_out
+#: (n_trees: its output column), base (n_outputs: the initial margins), plain / const (n_nodes:
+#: a node's plain value and linear constant), ptr (n_nodes + 1: its range in feat / coeff)
+SECTION = {"node0": "<i8", "tree_out": "<i4", "base": "<f8", "plain": "<f8", "const": "<f8",
+           "ptr": "<i8", "feat": "<i4", "coeff": "<f8"}
 #: a file with a linear section: an older reader, which would take the leaf-id tables for the
 #: model (margins that are node indices), refuses the version instead
 LINEAR_FORMAT_VERSION = 2
@@ -52,8 +58,8 @@ def tables_to_bytes(tables: Tables, head: Head, runtime: dict[str, Any],
                     linear: tuple[Head, dict[str, np.ndarray], dict[str, Any]] | None = None) -> bytes:
     """MAGIC, version, header length, JSON header, then each array at a 64-byte boundary, then
     (optional) the model's IR file (ir.Forest.to_bytes: for apply / contributions), then
-    (optional) a linear section: (the model's Head, linear.SECTION's arrays, {"average"})."""
-    descr, off = _layout(tables.arrays, _ARRAYS, 0)
+    (optional) a linear section: (the model's Head, SECTION's arrays, {"average"})."""
+    descr, off = _layout(tables.arrays, TABLE_ARRAYS, 0)
     extra: dict[str, Any] = {}
     if ir is not None:
         extra["ir"] = {"offset": off, "length": len(ir)}
@@ -100,12 +106,12 @@ def _read_arrays(data: bytes, start: int, descr: list, allowed: Any, what: str,
     for d in descr:
         name = str(d["name"])
         if name not in allowed or name in arrays:
-            raise _bad(f"unexpected {what} {name!r}")
+            raise bad_table(f"unexpected {what} {name!r}")
         dt, n, off = np.dtype(str(d["dtype"])), d["length"], d["offset"]
         if type(n) is not int or type(off) is not int:
-            raise _bad(f"{what} {name!r}: length and offset must be integers")
+            raise bad_table(f"{what} {name!r}: length and offset must be integers")
         if dt.hasobject or n < 0 or off < 0 or off % 64 or start + off + n * dt.itemsize > len(data):
-            raise _bad(f"{what} {name!r} lies outside the file (truncated?)")
+            raise bad_table(f"{what} {name!r} lies outside the file (truncated?)")
         arrays[name] = np.frombuffer(data, dt, n, start + off)
         end = max(end, start + off + -(-n * dt.itemsize // 64) * 64)
     return end
@@ -115,7 +121,7 @@ def tables_from_bytes(data: bytes) -> tuple[Tables, Head, dict[str, Any], bytes 
     """Parse and validate a table file (ArtifactError on anything malformed): the tables, the
     head, the runtime options, the IR file's bytes (None in a file without them; read by
     ir.Forest.from_bytes only when asked for) and the linear section (None, or the model's
-    Head, linear.SECTION's arrays and {"average"}: checked by linear.validate_section)."""
+    Head, SECTION's arrays and {"average"}: checked by validate_section)."""
     data = bytes(data)
     if len(data) < _PREFIX.size or not data.startswith(MAGIC):
         raise ArtifactError("not a treecomp arrays artifact (bad magic)")
@@ -125,53 +131,89 @@ def tables_from_bytes(data: bytes) -> tuple[Tables, Head, dict[str, Any], bytes 
                             f"reads formats {FORMAT_VERSION} and {LINEAR_FORMAT_VERSION}): "
                             "recompile the model")
     if _PREFIX.size + hlen > len(data):
-        raise _bad("truncated header")
+        raise bad_table("truncated header")
     try:
         hdr = json.loads(data[_PREFIX.size:_PREFIX.size + hlen])
         head = Head.from_json(hdr["head"])
         meta, runtime, descr = dict(hdr["tables"]), dict(hdr["runtime"]), list(hdr["arrays"])
         if hdr.get("format") != "treecomp-arrays":
-            raise _bad("unknown format")
+            raise bad_table("unknown format")
     except ArtifactError:
         raise
     except (ValueError, KeyError, TypeError, UnicodeDecodeError, InvalidModelError) as exc:
-        raise _bad(f"unreadable header ({exc})") from None
+        raise bad_table(f"unreadable header ({exc})") from None
     start = -(-(_PREFIX.size + hlen) // 64) * 64
     arrays: dict[str, np.ndarray] = {}
     linear = None
     try:
-        end = _read_arrays(data, start, descr, _ARRAYS, "array", arrays)
+        end = _read_arrays(data, start, descr, TABLE_ARRAYS, "array", arrays)
         if ("linear" in hdr) != (version == LINEAR_FORMAT_VERSION):
-            raise _bad(f"format {version} {'needs' if version == LINEAR_FORMAT_VERSION else 'has no'} "
+            raise bad_table(f"format {version} {'needs' if version == LINEAR_FORMAT_VERSION else 'has no'} "
                        "linear section")
         if "linear" in hdr:
-            from ..linear import SECTION
             lin = hdr["linear"]
             lhead = Head.from_json(lin["head"])
             if type(lin["average"]) is not bool:
-                raise _bad("the linear section's average must be true or false")
+                raise bad_table("the linear section's average must be true or false")
             larrays: dict[str, np.ndarray] = {}
             end = max(end, _read_arrays(data, start, list(lin["arrays"]), SECTION,
                                         "linear section array", larrays))
+            validate_section(larrays, lhead, head)
             linear = (lhead, larrays, {"average": lin["average"]})
         ir = None
         if "ir" in hdr:  # after the arrays, padded to 64 bytes like them
             n, off = hdr["ir"]["length"], hdr["ir"]["offset"]
             if type(n) is not int or type(off) is not int or n < 0 or off < 0 or off % 64 \
                     or start + off + n > len(data):
-                raise _bad("the IR section lies outside the file (truncated?)")
+                raise bad_table("the IR section lies outside the file (truncated?)")
             ir = data[start + off:start + off + n]
             end = max(end, start + off + -(-n // 64) * 64)
     except ArtifactError:
         raise
     except (ValueError, KeyError, TypeError, InvalidModelError) as exc:
-        raise _bad(f"bad array descriptor ({exc})") from None
+        raise bad_table(f"bad array descriptor ({exc})") from None
     if len(data) != end:  # tables_to_bytes pads the last array to 64 bytes, no more
-        raise _bad(f"{len(data) - end} bytes after the last array (a damaged or concatenated file?)"
+        raise bad_table(f"{len(data) - end} bytes after the last array (a damaged or concatenated file?)"
                    if len(data) > end else "truncated (the last array's padding is missing)")
     tables = Tables(meta=meta, arrays=arrays)
     validate(tables)
     if (head.n_features, head.n_outputs, head.n_trees, head.input_dtype, head.accumulate_dtype) != \
             (meta["n_features"], meta["n_outputs"], meta["n_trees"], meta["x_dtype"], meta["acc_dtype"]):
-        raise _bad("header and tables disagree")
+        raise bad_table("header and tables disagree")
     return tables, head, runtime, ir, linear
+
+
+def validate_section(arrays: dict[str, np.ndarray], head: Head, leaf_head: Head) -> None:
+    """ArtifactError unless `arrays` is a well-formed linear section for a model of `head`
+    whose leaves `leaf_head`'s kernel finds: every index inside its array (feat < n_features,
+    tree_out < n_outputs, ptr and node0 rising), the shapes of the model's."""
+    def bad(msg: str) -> ArtifactError:
+        return ArtifactError(f"corrupt linear section: {msg}")
+    if set(arrays) != set(SECTION):
+        raise bad(f"arrays {sorted(arrays)}, expected {sorted(SECTION)}")
+    for k, dt in SECTION.items():
+        if arrays[k].dtype != np.dtype(dt) or arrays[k].ndim != 1:
+            raise bad(f"{k} is {arrays[k].dtype}, not {np.dtype(dt)}")
+    A = arrays
+    T, no, nf = head.n_trees, head.n_outputs, head.n_features
+    if (leaf_head.n_outputs, leaf_head.n_trees, leaf_head.n_features, leaf_head.input_dtype) != \
+            (T, T, nf, head.input_dtype) or leaf_head.accumulate_dtype != "float64" \
+            or head.accumulate_dtype != "float64" or head.base_link != "identity":
+        raise bad("the leaf kernel, the section and the model disagree on their shapes")
+    node0, ptr = A["node0"], A["ptr"]
+    if len(node0) != T + 1 or node0[0] != 0 or np.any(np.diff(node0) < 1):
+        raise bad("node0 must rise from 0, one entry per tree and one more")
+    n = int(node0[-1])
+    if len(A["plain"]) != n or len(A["const"]) != n or len(ptr) != n + 1:
+        raise bad(f"plain and const need {n} entries, ptr {n + 1}")
+    k = len(A["feat"])
+    if ptr[0] != 0 or ptr[-1] != k or np.any(np.diff(ptr) < 0) or len(A["coeff"]) != k:
+        raise bad("ptr must rise from 0 to the number of (feature, coeff) pairs")
+    if len(A["tree_out"]) != T or len(A["base"]) != no:
+        raise bad(f"tree_out needs {T} entries, base {no}")
+    if T and (A["tree_out"].min() < 0 or A["tree_out"].max() >= no):
+        raise bad("a tree's output column lies outside the outputs")
+    if k and (A["feat"].min() < 0 or A["feat"].max() >= nf):
+        raise bad("a linear leaf reads a feature the model does not have")
+    if not all(np.all(np.isfinite(A[k])) for k in ("const", "coeff", "plain", "base")):
+        raise bad("non-finite const, coeff, plain value or base")

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import CompileError, UnsupportedModelError
-from .arrays_tables import CATEGORY_RULES, FF_CAT, FF_FEAT, FF_NANR, _excl_cumsum
+from ...errors import CompileError, UnsupportedModelError
+from .tables import CATEGORY_RULES, FF_CAT, FF_FEAT, FF_NANR, excl_cumsum
 
 
 # -- the generic walker JIT-compiled by llvmlite -------------------------------------------------
@@ -218,7 +218,7 @@ def llvm_tables(k) -> tuple:
     C, H = len(A["c_ff"]), len(A["h_ff"])
     if C + H >= 1 << 31:
         raise UnsupportedModelError("the llvmlite walker supports at most 2^31 - 1 nodes")
-    hstart = _excl_cumsum(np.where(heap, nint, 0))
+    hstart = excl_cumsum(np.where(heap, nint, 0))
     slot_n = np.repeat(nint[heap], nint[heap])
     local = np.arange(H, dtype=np.int64) - np.repeat(hstart[:-1][heap], nint[heap])
     base = C + np.repeat(hstart[:-1][heap], nint[heap])

@@ -4,21 +4,13 @@ Code generation pays compile time that grows with the model; this backend instea
 forest into contiguous struct-of-arrays tables in milliseconds (vectorised numpy, no per-node
 Python loops) and evaluates them with one generic C kernel (runtime/kernels/arrays.c +
 arrays_impl.c + quant_impl.c) that is shipped prebuilt in the package (or, from a source tree,
-built once per machine and compiler: see arrays_native), never per model. The tables are the
+built once per machine and compiler: see native), never per model. The tables are the
 artifact: a ``.tc`` file that ``treecomp.load`` reads back; or, saved as ``.so``, one
-self-contained shared library holding the tables and the kernel (arrays_so.py).
+self-contained shared library holding the tables and the kernel (so.py).
 
-This module is the backend interface: options, build / load_bytes, and ArraysKernel (the loaded
-tables: their derived tables packed into the kernel's tc_tables, run). Shape of the data and
-floating-point choices by role:
-
-- arrays_tables: flattening a Forest into the tables (the layouts heap / quant / bitvec /
-  compact / naive are described there) and validating every index before native code sees it;
-- arrays_derived: the tables derived at load time, never stored (the byte walks' columns, the
-  interval walk's leaf intervals, the deep path's records);
-- arrays_format: the versioned ``.tc`` file (MAGIC + JSON header + raw arrays);
-- arrays_walkers: the compiler-free walkers (llvmlite JIT, numpy);
-- arrays_native: the native kernel's loading, ISA choice and self-test; arrays_so: the ``.so``.
+This module is the backend interface (build / load_bytes / check_library, options) and
+ArraysKernel (the loaded tables: their derived tables packed into the kernel's tc_tables, run);
+the package's __init__ lists the other parts.
 
 Exactness (same contract as the C backend): rows are cast to the forest's input dtype (round to
 nearest), thresholds are lowered with passes.comparison_thresholds, NaN follows default_left
@@ -46,29 +38,26 @@ from __future__ import annotations
 
 import ctypes
 import dataclasses
+import json
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
-from .. import __version__, outputs, toolchain
-from ..errors import CompileError
-from ..ir import Forest, Head, head_of
-from . import arrays_native, arrays_walkers
-from .arrays_derived import (DEEP_TOP_MAX, QCIX_MAX_COLS, ZROW_MAX_COLS, _HEAP_PAD, _QUANT_ARRAYS,
-                             _deep_tables, bitvec_tables, interval_masks, cat_byte_sets, leaf_planes, merge_nan_columns,
-                             oblivious_heaps, quant_levels, quant_tables, zrow_slots)
-# MAGIC: the backend interface (backends.kind_of_artifact reads it here)
-from .arrays_format import BACKEND, MAGIC, tables_from_bytes, tables_to_bytes, written_by  # noqa: F401
-# the native kernel's loading, ISA choice and self-test (re-exported: arrays.native_library etc.)
-from .arrays_native import (_NATIVE_ISAS, _NODE32, _NODE64, KERNEL_CFLAGS, KERNEL_DIR,  # noqa: F401
-                            KERNEL_FILES, _Tables, _native_isas, _self_test, _self_test_forest,
-                            kernel_origin, kernel_source_hash, native_library,
-                            prebuilt_kernel_path, resolve_isa, supported_isas)
-from .arrays_tables import (CATEGORY_RULES, FF_CAT, LAYOUTS, MAX_HEAP_DEPTH, Tables, _bad,
-                            _excl_cumsum, flatten, validate)
-from .arrays_walkers import llvm_walker
+from ...version import __version__
+from ... import outputs, toolchain
+from ...errors import ArtifactError, CompileError
+from ...ir import Forest, Head, Tree, head_of
+from ...native import PAIRS, kernel_error
+from . import native, so, walkers
+from .derived import (DEEP_TOP_MAX, HEAP_PAD, QCIX_MAX_COLS, QUANT_ARRAYS, ZROW_MAX_COLS, bitvec_tables,
+                      cat_byte_sets, deep_tables, interval_masks, leaf_planes, merge_nan_columns,
+                      oblivious_heaps, quant_levels, quant_tables, zrow_slots)
+from .format import BACKEND, MAGIC, tables_from_bytes, tables_to_bytes, written_by  # noqa: F401 (MAGIC: the interface)
+from .native import NATIVE_ISAS, NODE32, NODE64, CTables, native_library
+from .tables import (CATEGORY_RULES, FF_CAT, LAYOUTS, MAX_HEAP_DEPTH, Tables, bad_table, excl_cumsum,
+                     flatten, validate)
 
 NAME = BACKEND
 KIND = "arrays"
@@ -82,7 +71,6 @@ DEFAULTS: dict[str, Any] = {
                              # and a pickle 300 ms slower for 200 trees: off unless asked)
 }
 ISAS = ("auto", "scalar", "avx2", "avx512", "llvm", "numpy")
-_PAIRS = 0x100  # loader.PAIRS = arrays.c's TC_PAIRS
 
 
 def options(**overrides: Any) -> dict[str, Any]:
@@ -133,11 +121,111 @@ def auto_block_rows(tables: "Tables") -> int:
 
 
 
+SELF_TEST: dict[str, bool] = {}
+
+
+def self_test_forest(comparison: str, acc: str) -> Forest:
+    """Heap trees of depth 0..9 (every lookup strategy of the vector walks) plus padding."""
+    rng = np.random.default_rng(1234)
+    trees = []
+    for depth in range(10):
+        n_int = (1 << depth) - 1
+        n = 2 * n_int + 1
+        left = np.full(n, -1)
+        left[:n_int] = 2 * np.arange(n_int) + 1
+        right = np.where(left >= 0, left + 1, -1)
+        feat = np.where(left >= 0, rng.integers(0, 7, n), -1)
+        val = np.where(left >= 0, 0.0, rng.normal(size=n))
+        trees.append(Tree(left=left, right=right, feature=feat, threshold=rng.normal(size=n).round(1),
+                          default_left=rng.random(n) < 0.5, value=val))
+    return Forest(trees=tuple(trees), n_features=7, n_outputs=1, tree_output=np.zeros(len(trees)),
+                  base_score=[0.5], comparison=comparison, accumulate_dtype=acc)
+
+
+def self_test(isa: str) -> bool:
+    """Does the `isa` path agree bit for bit with the baseline path on this CPU?
+
+    Run once per process before backend="auto" picks a vector path: a safety net against a
+    miscompiled or CPU-specific vector path ever answering wrongly (the AVX-512 build could not
+    be run on the machine it was developed on). Every layout with a vector kernel is checked:
+    the float heap walk, the quantised heap walk and the interval walk, in blocks of 96 and 256
+    rows (short and whole 32- and 64-row groups; the AVX-512 sweep's four groups at once).
+    """
+    ok = SELF_TEST.get(isa)
+    if ok is None:
+        rng = np.random.default_rng(99)
+        X = rng.normal(size=(256, 7)).round(1).astype(np.float32)
+        X[rng.random(X.shape) < 0.05] = np.nan
+        X[rng.random(X.shape) < 0.02] = np.inf
+        ok = True
+        for cmp_, acc in (("<", "float32"), ("<=", "float64")):
+            f = self_test_forest(cmp_, acc)
+            for layout, depth in (("heap", 9), ("quant", 8), ("bitvec", 7)):
+                g = f.replace(trees=f.trees[:depth + 1], tree_output=f.tree_output[:depth + 1])
+                tables = flatten(g, layout, 9)
+                for block in (96, 256):  # whole and short row groups (32 or 64 rows)
+                    outs = []
+                    for which in (isa, "scalar"):
+                        k = ArraysKernel(tables, head_of(g), isa=which, block_rows=block)
+                        out = np.empty((len(X), 1), np.dtype(acc))
+                        k.run(X, out)
+                        outs.append(out)
+                    ok &= bool(np.array_equal(outs[0], outs[1]))
+        if not ok:
+            import warnings
+            warnings.warn(f"treecomp arrays kernel: the {isa} path disagrees with the baseline "
+                          "path on this CPU; backend='auto' will not use it (please report)")
+        SELF_TEST[isa] = ok
+    return ok
+
+
+def resolve_isa(isa: str, strict: bool = True) -> str:
+    """The path `isa` runs on here; "auto" is the best C-kernel path whose self-test passes,
+    or without the C kernel (no prebuilt one that matches, no C compiler) the llvmlite walker
+    (numpy if even llvmlite fails)."""
+    if isa == "numpy":  # needs no kernel: don't load (or build) one
+        return "numpy"
+    paths = native.native_isas()
+    if isa == "auto":
+        if not paths:
+            return "llvm" if native.have_llvm() else "numpy"
+        for cand in reversed(paths[1:]):
+            if self_test(cand):
+                return cand
+        return "scalar"
+    have = native.supported_isas() if isa in ("llvm", "numpy") else paths + ["numpy"]
+    if isa in have:
+        return isa
+    if not strict:  # a loaded artifact asked for a path this machine lacks: use the best one
+        return resolve_isa("auto")
+    if not paths and isa in native.NATIVE_ISAS:
+        raise CompileError(f"isa={isa!r} needs the C arrays kernel: no prebuilt one "
+                           f"({native.PREBUILT_ERROR}) and no C compiler to build it; use isa='auto' "
+                           f"(the llvmlite walker), reinstall treecomp or install gcc/clang")
+    raise CompileError(f"isa={isa!r} is not available on this machine (CPU or toolchain); "
+                       f"available: {', '.join(native.supported_isas())}")
+
+
+
+
+class LinearSection(NamedTuple):
+    """A .tc file's linear section (format's header key "linear"): the linear model's
+    Head, the section's arrays (linear_section.SECTION), whether the trees average, the file's
+    bytes and its IR file (None without)."""
+    head: Head
+    arrays: dict
+    average: bool
+    data: bytes
+    ir: Any
+
+
 class ArraysKernel:
     """A loaded table file: the kernel interface of treecomp.loader (run / to_bytes / save)."""
 
     kind = KIND
     backend = NAME
+    #: a file with linear leaves: its section (load_bytes), else None
+    linear_section: "LinearSection | None" = None
 
     def __init__(self, tables: Tables, head: Head, isa: str = "auto", block_rows: int = 0,
                  data: bytes | None = None, strict_isa: bool = True, ir: Any = None,
@@ -145,11 +233,11 @@ class ArraysKernel:
         self.tables, self.head, self._data = tables, head, data
         #: the model's IR: a Forest (built from one) or its IR file's bytes (loaded), or None
         self._ir = ir
-        if head.base_link != "identity":  # the margins of this host's numpy (loader.set_base)
+        if head.base_link != "identity":  # the margins of this host's numpy (native.set_base)
             self._file_tables = tables    # what to_bytes writes: the base as built
             base = outputs.base_margins(head).astype(tables.acc_dtype)
             if base.shape != tables.arrays["base"].shape:
-                raise _bad("base score length")
+                raise bad_table("base score length")
             self.tables = tables = dataclasses.replace(tables, arrays={**tables.arrays, "base": base})
         self.requested_block_rows = int(block_rows)
         self.block_rows = int(block_rows) or auto_block_rows(tables)
@@ -164,11 +252,11 @@ class ArraysKernel:
         # derived offsets: cumulative sums of the validated counts, never read from the file
         heap = A["tree_layout"] == 0
         nint, nleaf, w = A["tree_nint"], A["tree_nleaf"], A["tree_width"].astype(np.int64)
-        hoff = _excl_cumsum(np.where(heap, nint, 0))
-        coff = _excl_cumsum(np.where(heap, 0, nint))
+        hoff = excl_cumsum(np.where(heap, nint, 0))
+        coff = excl_cumsum(np.where(heap, 0, nint))
         self._tree_node = np.where(heap, hoff[:-1], np.where(nint > 0, coff[:-1], -1)).astype(np.int64)
-        self._tree_leaf = _excl_cumsum(nleaf * w)[:-1]
-        self._cat_off = _excl_cumsum(A["cat_nwords"])[:-1]
+        self._tree_leaf = excl_cumsum(nleaf * w)[:-1]
+        self._cat_off = excl_cumsum(A["cat_nwords"])[:-1]
         self._cat_nbits = (A["cat_nwords"].astype(np.int64) * 32).astype(np.int32)
         ctree_off = np.repeat(coff[:-1][~heap], nint[~heap])
         self._c_left_g = np.where(A["c_left"] >= 0, A["c_left"] + ctree_off, A["c_left"]).astype(np.int32)
@@ -185,20 +273,20 @@ class ArraysKernel:
                 self._bitvec = bv if self._quant else {}
         self._struct, self._tkind = None, 0
         if self.isa == "llvm":
-            self._walk = llvm_walker(m["x_dtype"], m["acc_dtype"])
-            self._llvm_args = arrays_walkers.llvm_tables(self)
+            self._walk = walkers.llvm_walker(m["x_dtype"], m["acc_dtype"])
+            self._llvm_args = walkers.llvm_tables(self)
         elif self.isa != "numpy":
             self._lib = native_library()
             self._struct = self._pack()
             self._sref = ctypes.byref(self._struct)
-            isa_i = _NATIVE_ISAS.index(self.isa)
+            isa_i = NATIVE_ISAS.index(self.isa)
             predict = self._lib.tc_arrays_predict
             tk = self._tkind = outputs.native_transform(head)
             # the small-batch entry point of loader.Predictor (addresses given); loader's flags
             # -> tc_arrays_predict's `transform`: tc_transform's kind | TC_PAIRS
             sref = self._sref
             self.run_ptr = lambda xp, bits, n, op, flags: predict(sref, xp, bits, n, op, isa_i,
-                                                                  tk * (flags & 1) | flags & _PAIRS)
+                                                                  tk * (flags & 1) | flags & PAIRS)
             #: for loader's small-batch entry (runtime/pyentry.c): function, tables, isa, kind
             self.entry = (ctypes.cast(predict, ctypes.c_void_p).value,
                           ctypes.addressof(self._struct), isa_i, tk)
@@ -209,12 +297,12 @@ class ArraysKernel:
         self.native_pairs = native and head.n_outputs == 1 and head.n_classes == (2,) \
             and (self._tkind != 0 or head.transform == "identity")
 
-    def _pack(self) -> _Tables:
+    def _pack(self) -> CTables:
         scalars, keep = self.pack_arrays()
         # aligned, contiguous copies where the file's buffer is not (keeps them alive too)
         self._keep = {k: (v if v.flags.c_contiguous and v.ctypes.data % v.dtype.alignment == 0
                           else np.ascontiguousarray(v).copy()) for k, v in keep.items()}
-        s = _Tables(**scalars)
+        s = CTables(**scalars)
         for k, v in self._keep.items():
             setattr(s, k, v.ctypes.data if v.size else None)
         return s
@@ -222,11 +310,11 @@ class ArraysKernel:
     def pack_arrays(self) -> tuple[dict[str, int], dict[str, np.ndarray]]:
         """What the kernel's tc_tables holds: its scalar fields, and for its pointer fields the
         arrays they point at (derived tables included; a field not named, or an empty array, is
-        NULL). _pack points a ctypes struct at them; arrays_so serialises them into a .so."""
+        NULL). _pack points a ctypes struct at them; so serialises them into a .so."""
         m, A = self.tables.meta, self.tables.arrays
         x64 = m["x_dtype"] == "float64"
         C = len(A["c_ff"])
-        nodes = np.zeros(C, _NODE64 if x64 else _NODE32)
+        nodes = np.zeros(C, NODE64 if x64 else NODE32)
         nodes["ff"], nodes["l"], nodes["r"] = A["c_ff"], self._c_left_g, self._c_right_g
         if x64:
             nodes["cat"], nodes["t"] = A["c_cat"], A["c_thr"]
@@ -237,8 +325,8 @@ class ArraysKernel:
                 "tree_node": self._tree_node, "tree_leaf": self._tree_leaf,
                 "tree_out": A["tree_out"], "tree_width": A["tree_width"],
                 # padded: the vector walks load whole 8/16-entry level slices (arrays_impl.c)
-                "h_ff": np.concatenate([A["h_ff"], np.zeros(_HEAP_PAD, np.int32)]),
-                "h_thr": np.concatenate([A["h_thr"], np.zeros(_HEAP_PAD, A["h_thr"].dtype)]),
+                "h_ff": np.concatenate([A["h_ff"], np.zeros(HEAP_PAD, np.int32)]),
+                "h_thr": np.concatenate([A["h_thr"], np.zeros(HEAP_PAD, A["h_thr"].dtype)]),
                 "c_nodes": nodes, "cat_words": A["cat_words"],
                 "cat_off": self._cat_off, "cat_nbits": self._cat_nbits,
                 "cat_other_left": A["cat_other_left"], "leaf_values": A["leaf_values"],
@@ -251,7 +339,7 @@ class ArraysKernel:
             q, n_mux, cnan = merge_nan_columns(q, QCIX_MAX_COLS)
             cmux = next((w for w in (16, 32, 64) if n_mux <= w <= QCIX_MAX_COLS), 0)
         if q:  # node bytes biased for the signed byte compare (quant_impl.c)
-            keep.update({k: q[k] for k in _QUANT_ARRAYS + ("q_kind", "h_qcat", "q_cat")
+            keep.update({k: q[k] for k in QUANT_ARRAYS + ("q_kind", "h_qcat", "q_cat")
                          if k not in ("h_qcol", "h_qthr")})
             keep["h_qcol"] = q["h_qcol"] * np.int32(32)       # the column's offset in a group
             if q["q_thr"].dtype == np.float64:  # the float64 quantiser's first guess (rounded)
@@ -275,7 +363,7 @@ class ArraysKernel:
                 else:
                     c7 = q["h_qcol"]
                 keep["h_qc7"] = np.concatenate([c7.astype(np.uint8), np.zeros(64, np.uint8)])
-                heap = A["tree_layout"] == 0  # (quant: every tree; see arrays_derived.zrow_slots)
+                heap = A["tree_layout"] == 0  # (quant: every tree; see derived.zrow_slots)
                 keep["h_zq"] = zrow_slots(keep["h_qc7"], keep["h_qthr"], self._tree_node,
                                           A["tree_depth"], heap & (A["tree_depth"] <= 6), (0,))
                 if np.any(heap & (A["tree_depth"] > 6)):  # depth 7, 8: four 64-slot windows
@@ -293,7 +381,7 @@ class ArraysKernel:
                                                  A["tree_nint"])
             if m.get("quant") and np.all(A["tree_width"] == 1):
                 keep["q_leafb"], keep["q_leafb_off"] = leaf_planes(A["leaf_values"], A["tree_depth"])
-        deep = (_deep_tables(A, self._c_left_g, self._c_right_g, m["n_features"], DEEP_TOP_MAX)
+        deep = (deep_tables(A, self._c_left_g, self._c_right_g, m["n_features"], DEEP_TOP_MAX)
                 if not m["naive"] else None)
         d_nint = 0
         if deep is not None:
@@ -318,23 +406,22 @@ class ArraysKernel:
         if X.dtype not in (np.float32, np.float64) or not X.flags.c_contiguous or X.ndim != 2 \
                 or X.shape[1] != self.head.n_features:
             raise ValueError("run() needs a C-contiguous float32/float64 (n, n_features) matrix")
-        width = 2 if flags & _PAIRS else self.head.n_outputs
-        if flags & _PAIRS and not self.native_pairs:
+        width = 2 if flags & PAIRS else self.head.n_outputs
+        if flags & PAIRS and not self.native_pairs:
             raise ValueError("PAIRS: only a native kernel of a binary classifier writes (1 - p, p)")
         if out.dtype != self.tables.acc_dtype or out.shape != (X.shape[0], width) \
                 or not out.flags.c_contiguous:
             raise ValueError(f"run() needs a C-contiguous (n, {width}) output of the accumulate dtype")
         if self.isa == "numpy":
-            out[...] = arrays_walkers.run_numpy(self, X)
+            out[...] = walkers.run_numpy(self, X)
         elif self.isa == "llvm":
-            arrays_walkers.run_llvm(self, X, out)
+            walkers.run_llvm(self, X, out)
         else:
-            nf = self._tkind * (flags & 1) | flags & _PAIRS  # as run_ptr
+            nf = self._tkind * (flags & 1) | flags & PAIRS  # as run_ptr
             rc = self._lib.tc_arrays_predict(self._sref, X.ctypes.data,
                                              X.dtype.itemsize * 8, X.shape[0], out.ctypes.data,
-                                             _NATIVE_ISAS.index(self.isa), nf)
+                                             NATIVE_ISAS.index(self.isa), nf)
             if rc != 0:
-                from ..loader import kernel_error
                 raise kernel_error(rc, f"the arrays kernel ({self.isa})")
             if nf & 0xff or not flags & 1:
                 return
@@ -361,10 +448,9 @@ class ArraysKernel:
 
     def save(self, path: str | os.PathLike) -> None:
         """A .tc table file, or with a shared-library suffix (.so, .dylib) a self-contained
-        shared library running the same kernel on the same tables (arrays_so.py)."""
+        shared library running the same kernel on the same tables (so.py)."""
         if Path(path).suffix.lower() in (".so", ".dll", ".dylib"):
-            from . import arrays_so
-            arrays_so.save(self, path)
+            so.save(self, path)
             return
         data = self.to_bytes()
         toolchain.publish(Path(path).resolve(), lambda p: p.write_bytes(data))
@@ -388,35 +474,90 @@ def build(forest: Forest, progress: Callable[[str], None] | None = None, **overr
 
 
 def check_library(library: Any) -> None:
-    """The backend interface's check of a loaded arrays library (arrays_so.check_library)."""
-    from .arrays_so import check_library as check
-    check(library)
+    """The backend interface's check of a loaded arrays library (a native.SharedLibrary):
+    ArtifactError unless it runs valid tables:
+    the .tc it carries validates (format.tables_from_bytes, as treecomp.load validates a
+    .tc), describes this model (the same Head as the meta JSON), and its kernel's tc_tables
+    holds exactly what those tables pack into (ArraysKernel.pack_arrays): every scalar, and
+    every array byte for byte. Called (loader.check_library) before the first prediction,
+    after the library's writable treecomp_base was set. A linear-leaf library (its meta JSON
+    says linear_leaves; backends/linear_so.py) keeps its leaf kernel's tables to itself."""
+    lib, head, name = library.lib, library.head, library.path.name
+    if json.loads(library.meta_json).get("linear_leaves") is True:
+        return
+
+    def bad(why: str) -> ArtifactError:
+        return ArtifactError(f"{name}: its tables {why} (a corrupt or tampered artifact)")
+    try:
+        size_fn, tc_fn, model_fn = (lib.treecomp_arrays_tc_size, lib.treecomp_arrays_tc,
+                                    lib.treecomp_arrays_model)
+    except AttributeError:
+        raise bad("cannot be checked: the library exports no treecomp_arrays_tc / "
+                  "treecomp_arrays_model") from None
+    size_fn.restype, size_fn.argtypes = ctypes.c_int64, []
+    tc_fn.restype = model_fn.restype = ctypes.c_void_p
+    tc_fn.argtypes = model_fn.argtypes = []
+    n, p, model = size_fn(), tc_fn(), model_fn()
+    if not p or not model or not 0 < n <= 1 << 40:
+        raise bad(f"are not where the library says (treecomp_arrays_tc_size() = {n})")
+    try:
+        tables, thead, runtime, ir, linear = tables_from_bytes(ctypes.string_at(p, n))
+    except ArtifactError as exc:
+        raise bad(f"file does not validate: {exc}") from None
+    if linear is not None or ir is not None:
+        raise bad("file has sections an arrays library keeps elsewhere")
+    if thead.to_json() != head.to_json():
+        raise bad("file describes another model than the library's meta JSON")
+    block = runtime.get("block_rows", 0)
+    if not isinstance(block, int) or not 0 <= block <= 1 << 16:
+        raise bad("file's runtime options are corrupt")
+    want_scalars, want = ArraysKernel(tables, thead, isa="numpy", block_rows=block).pack_arrays()
+    got = CTables.from_address(model)
+    for field in so.SCALAR_FIELDS:
+        if getattr(got, field) != want_scalars.get(field, 0):
+            raise bad(f"do not match: tc_tables.{field} = {getattr(got, field)}, the tables "
+                      f"pack into {want_scalars.get(field, 0)}")
+    for field in so.POINTER_FIELDS:
+        a = want.get(field)
+        ptr = getattr(got, field)
+        if a is None or not a.size:
+            if ptr:
+                raise bad(f"do not match: tc_tables.{field} is set, the tables have none")
+            continue
+        data = np.ascontiguousarray(a).tobytes()
+        if not ptr or ctypes.string_at(ptr, len(data)) != data:
+            raise bad(f"do not match: tc_tables.{field} is not what the tables pack into")
+
+
+def so_kernel(forest: Any, **overrides: Any) -> Any:
+    """The ArraysKernel whose tables a .so of `forest` holds (not loaded into the native
+    kernel: its isa is the one the .so will request)."""
+    opts = options(**overrides)
+    tables = flatten(forest, opts["layout"], opts["heap_max_depth"])
+    validate(tables)
+    k = ArraysKernel(tables, head_of(forest), isa="numpy", block_rows=opts["block_rows"],
+                     ir=forest if opts["ir"] else None)
+    k.requested_isa = opts["isa"]
+    return k
 
 
 def load_bytes(data: bytes) -> Any:
-    """A kernel from a table file (ArtifactError if it is corrupt or truncated): an ArraysKernel,
-    or a linear.LinearKernel for a file with a linear section."""
+    """A kernel from a table file (ArtifactError if it is corrupt or truncated): an ArraysKernel;
+    for a file with a linear section, one that finds the leaves, with the section in its
+    `linear_section` (a LinearSection: treecomp.linear evaluates it)."""
     tables, head, runtime, ir, linear = tables_from_bytes(data)
     version = written_by(data)
     isa = runtime.get("isa", "auto")
     block = runtime.get("block_rows", DEFAULTS["block_rows"])
     if isa not in ISAS or not isinstance(block, int) or not 0 <= block <= 1 << 16:
-        raise _bad("runtime options")
+        raise bad_table("runtime options")
     if linear is None:
         return ArraysKernel(tables, head, isa=isa, block_rows=block, data=bytes(data),
                             strict_isa=False, ir=ir, written_by=version)
-    # linear leaves: these tables find the leaves, the section evaluates them (treecomp.linear)
-    from ..linear import LinearKernel
+    # linear leaves: these tables find the leaves, the section evaluates them (the loader hands
+    # a kernel with a linear_section to the "linear" feature: treecomp.linear)
     leaves = ArraysKernel(tables, head, isa=isa, block_rows=block, strict_isa=False,
                           written_by=version)
     lhead, arrays, meta = linear
-    return LinearKernel.loaded(leaves, lhead, arrays, meta["average"], bytes(data), ir)
-
-
-def __getattr__(name: str) -> Any:
-    """The native kernel's state (KERNEL_ORIGIN, KERNEL_PATH, PREBUILT_ERROR, _LIB, _SELF_TEST)
-    read live from arrays_native, where it changes."""
-    if name in ("KERNEL_ORIGIN", "KERNEL_PATH", "PREBUILT_ERROR", "_LIB", "_LIB_LOCK", "_SELF_TEST"):
-        return getattr(arrays_native, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
+    leaves.linear_section = LinearSection(lhead, arrays, meta["average"], bytes(data), ir)
+    return leaves

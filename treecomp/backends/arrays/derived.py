@@ -4,7 +4,7 @@ Shape: the byte walks' columns (one per feature, chunk of <= 255 distinct thresh
 direction: q_feat / q_off / q_len / q_thr ..., each heap slot's column and threshold byte
 h_qcol / h_qthr), the quantiser's level tables (64 floats per column), the heap leaves as byte
 planes, the interval walk's per-node leaf intervals (bitvec_tables) and the deep path's 16-byte
-records plus top heaps (_deep_tables). Floating point: no arithmetic on values; thresholds are
+records plus top heaps (deep_tables). Floating point: no arithmetic on values; thresholds are
 only sorted and compared (-0.0 == 0.0 is one threshold), float64 thresholds also rounded to
 float32 as the quantiser's first guess, float32 thresholds mapped to order-preserving int32 keys.
 Everything is vectorised numpy (no per-node Python loops) over tables that validate() checked;
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .arrays_tables import FF_CAT, FF_FEAT, FF_NANR, _bad, _excl_cumsum
+from .tables import FF_CAT, FF_FEAT, FF_NANR, bad_table, excl_cumsum
 
 #: thresholds per quantisation column: bins 0..255 fit a byte
 QUANT_CHUNK = 255
@@ -87,9 +87,9 @@ def quant_tables(h_ff: np.ndarray, h_thr: np.ndarray,
     # a power of two > count (NaN padding after the thresholds), at least 16 (the AVX2
     # quantiser compares 16 at a time)
     P = np.maximum(16, np.int64(1) << np.ceil(np.log2(count + 1)).astype(np.int64))
-    off = _excl_cumsum(P)
+    off = excl_cumsum(P)
     q_thr = np.full(int(off[-1]), np.nan, h_thr.dtype)
-    idx = np.repeat(off[:-1], count) + (np.arange(int(count.sum())) - np.repeat(_excl_cumsum(count)[:-1], count))
+    idx = np.repeat(off[:-1], count) + (np.arange(int(count.sum())) - np.repeat(excl_cumsum(count)[:-1], count))
     q_thr[idx] = ut[np.repeat(gstart[g], count) + (idx - np.repeat(off[:-1], count))]
     h_qcol = np.zeros(H, np.int32)
     h_qthr = np.full(H, 255, np.uint8)
@@ -116,7 +116,7 @@ def quant_tables(h_ff: np.ndarray, h_thr: np.ndarray,
         src, kind = np.concatenate([src, np.full(n, -1)]), np.concatenate([kind, np.ones(n, np.uint8)])
         count = np.concatenate([count, np.zeros(n, np.int64)])
         P = np.concatenate([P, np.full(n, 16, np.int64)])       # an unused all-NaN table
-        off = _excl_cumsum(P)
+        off = excl_cumsum(P)
         q_thr = np.concatenate([q_thr, np.full(16 * n, np.nan, h_thr.dtype)])
     return {"q_feat": c_f.astype(np.int32), "q_nanc": np.where(c_nanr == 1, count, 0).astype(np.uint8),
             "q_src": src.astype(np.int32),
@@ -184,7 +184,7 @@ def cat_byte_sets(A: dict[str, np.ndarray], nodes: np.ndarray) -> np.ndarray | N
         return out
     sets = A["c_cat"][nodes][cat].astype(np.int64)
     nw = A["cat_nwords"].astype(np.int64)[sets]
-    woff = _excl_cumsum(A["cat_nwords"].astype(np.int64))[:-1][sets]
+    woff = excl_cumsum(A["cat_nwords"].astype(np.int64))[:-1][sets]
     other = A["cat_other_left"][sets].astype(bool)
 
     def words(k: int) -> np.ndarray:  # word k of every set (0 past a set's end)
@@ -225,7 +225,7 @@ def bitvec_tables(A: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """
     nint, nleaf = A["tree_nint"].astype(np.int64), A["tree_nleaf"].astype(np.int64)
     T, C = len(nint), len(A["c_ff"])
-    coff = _excl_cumsum(nint)
+    coff = excl_cumsum(nint)
     base = np.repeat(coff[:-1], nint)                       # global index of each tree's node 0
     cl, cr = A["c_left"].astype(np.int64), A["c_right"].astype(np.int64)
     gl, gr = np.where(cl >= 0, cl + base, -1), np.where(cr >= 0, cr + base, -1)
@@ -246,7 +246,7 @@ def bitvec_tables(A: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     seen = np.concatenate(levels) if levels else np.zeros(0, np.int64)
     roots = coff[:-1][nint > 0]
     if len(seen) != C or len(np.unique(seen)) != C or np.any(nl[roots] != nleaf[nint > 0]):
-        raise _bad("a tree's nodes do not form a tree")
+        raise bad_table("a tree's nodes do not form a tree")
     nl_left = np.where(gl >= 0, nl[np.maximum(gl, 0)], 1)
     lo = np.zeros(C, np.int64)                              # first leaf below each node, top-down
     for fr in levels:
@@ -256,7 +256,7 @@ def bitvec_tables(A: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     tree_of = np.repeat(np.arange(T), nint)
     order = np.lexsort((lo, tree_of))
     # a leaf child's position: its parent's lo, plus the parent's left leaves if it is the right one
-    loff = _excl_cumsum(nleaf)
+    loff = excl_cumsum(nleaf)
     leaf_pos = np.zeros(int(loff[-1]), np.int64)
     for child, right in ((cl, False), (cr, True)):
         is_leaf = child < 0
@@ -265,9 +265,9 @@ def bitvec_tables(A: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     w = A["tree_width"].astype(np.int64)
     leaf_tree = np.repeat(np.arange(T), nleaf)
     iw = w[leaf_tree]
-    voff = _excl_cumsum(nleaf * w)[leaf_tree]
+    voff = excl_cumsum(nleaf * w)[leaf_tree]
     rank = np.arange(int(loff[-1])) - loff[leaf_tree]
-    j = np.arange(int(iw.sum())) - np.repeat(_excl_cumsum(iw)[:-1], iw)
+    j = np.arange(int(iw.sum())) - np.repeat(excl_cumsum(iw)[:-1], iw)
     src = np.repeat(voff + rank * iw, iw) + j
     dst = np.repeat(voff + leaf_pos * iw, iw) + j
     bv_leaf = np.zeros_like(A["leaf_values"])  # every entry is written (validate): zeros anyway
@@ -300,7 +300,7 @@ def oblivious_heaps(h_qcol: np.ndarray, h_qthr: np.ndarray, heap: np.ndarray,
     if not len(h_qcol) or not T:
         return np.zeros(T, np.uint8)
     tree = np.repeat(np.arange(T), n)
-    start = _excl_cumsum(n)
+    start = excl_cumsum(n)
     pos = np.arange(int(start[-1])) - start[tree]
     first = start[tree] + (np.int64(1) << (np.frexp(pos + 1)[1] - 1).astype(np.int64)) - 1
     same = (h_qcol[:len(pos)] == h_qcol[first]) & (h_qthr[:len(pos)] == h_qthr[first])
@@ -338,11 +338,11 @@ def leaf_planes(leaf_values: np.ndarray, depth: np.ndarray) -> tuple[np.ndarray,
     w = leaf_values.dtype.itemsize
     n = np.int64(1) << depth.astype(np.int64)
     L = np.maximum(16, n)
-    loff = _excl_cumsum(n)
-    pos = np.arange(int(L.sum())) - np.repeat(_excl_cumsum(L)[:-1], L)   # leaf slot within tree
+    loff = excl_cumsum(n)
+    pos = np.arange(int(L.sum())) - np.repeat(excl_cumsum(L)[:-1], L)   # leaf slot within tree
     src = np.repeat(loff[:-1], L) + pos % np.repeat(n, L)
     b = leaf_values.view(np.uint8).reshape(-1, w)[src]                   # (sum L, w)
-    off = _excl_cumsum(w * L)
+    off = excl_cumsum(w * L)
     dst = np.repeat(off[:-1], L) + pos
     out = np.empty(int(off[-1]), np.uint8)
     Lr = np.repeat(L, L)
@@ -359,10 +359,10 @@ QCIX_MAX_COLS = 64
 #: zrows_w1): without the column mux, models of up to this many columns
 ZROW_MAX_COLS = 128
 
-_QUANT_ARRAYS = ("q_feat", "q_nanc", "q_off", "q_len", "q_count", "q_src", "q_thr", "h_qcol", "h_qthr")
+QUANT_ARRAYS = ("q_feat", "q_nanc", "q_off", "q_len", "q_count", "q_src", "q_thr", "h_qcol", "h_qthr")
 
 
-_HEAP_PAD = 64
+HEAP_PAD = 64
 #: tc_drec (arrays.c): the deep path's records, children as byte offsets
 _DREC = np.dtype([("ff", "<i4"), ("tk", "<i4"), ("l", "<i4"), ("r", "<i4")])
 #: deepest top heap of the deep path, and how full its levels must be (padding below leaves).
@@ -383,7 +383,7 @@ def float_keys(v: np.ndarray) -> np.ndarray:
     return np.where(b >> 31 != 0, b ^ np.uint32(0x7FFFFFFF), b).astype(np.uint32).view(np.int32)
 
 
-def _deep_tables(A: dict[str, np.ndarray], c_left_g: np.ndarray, c_right_g: np.ndarray,
+def deep_tables(A: dict[str, np.ndarray], c_left_g: np.ndarray, c_right_g: np.ndarray,
                  nf: int, top_max: int) -> dict | None:
     """The derived tables of the kernel's deep path for compact trees (arrays_impl.c, deep_s),
     or None where it does not apply (float64 input, no eligible tree, too many records or
@@ -411,8 +411,8 @@ def _deep_tables(A: dict[str, np.ndarray], c_left_g: np.ndarray, c_right_g: np.n
     compact = (lay == 1) & (nint > 0)
     if not compact.any():
         return None
-    coff = _excl_cumsum(np.where(lay == 1, nint, 0))
-    loff = _excl_cumsum(np.where(compact, nleaf, 0))
+    coff = excl_cumsum(np.where(lay == 1, nint, 0))
+    loff = excl_cumsum(np.where(compact, nleaf, 0))
     # leaf records start at a power of two L (in records) above the internal ones and end
     # below 2L: a record is a leaf iff its byte offset has bit log2(16 L) set, so the lockstep
     # walk tests "all rows finished" with one AND per row (the gap is never touched)
@@ -468,11 +468,11 @@ def _deep_tables(A: dict[str, np.ndarray], c_left_g: np.ndarray, c_right_g: np.n
     full = n_inner >= DEEP_TOP_FULL * (np.int64(1) << np.arange(top_max + 1))
     K = np.where(fast, np.argmin(np.concatenate([full[:, :top_max], np.zeros((T, 1), bool)], 1), 1), 0)
     K = np.maximum(np.where(fast, 1, 0), K)   # the root is internal: at least one level
-    topoff = _excl_cumsum(np.where(fast, (np.int64(1) << K) - 1, 0))
-    exitoff = _excl_cumsum(np.where(fast, np.int64(1) << K, 0))
-    top_ff = np.zeros(int(topoff[-1]) + _HEAP_PAD, np.int32)
+    topoff = excl_cumsum(np.where(fast, (np.int64(1) << K) - 1, 0))
+    exitoff = excl_cumsum(np.where(fast, np.int64(1) << K, 0))
+    top_ff = np.zeros(int(topoff[-1]) + HEAP_PAD, np.int32)
     # padding: feature 0, NaN goes left, key above every non-NaN key: every row goes left
-    top_tk = np.full(int(topoff[-1]) + _HEAP_PAD, np.iinfo(np.int32).max, np.int32)
+    top_tk = np.full(int(topoff[-1]) + HEAP_PAD, np.iinfo(np.int32).max, np.int32)
     exits = np.full(int(exitoff[-1]), -1, np.int64)
     for d, (tr, pos, rec) in enumerate(levels):
         Kt = K[tr]
@@ -484,7 +484,7 @@ def _deep_tables(A: dict[str, np.ndarray], c_left_g: np.ndarray, c_right_g: np.n
         span = np.int64(1) << (Kt[at] - d)
         first = ((pos[at] + 1) * span - 1) - ((np.int64(1) << Kt[at]) - 1)
         slot = np.repeat(exitoff[tr[at]] + first, span) + (
-            np.arange(int(span.sum())) - np.repeat(_excl_cumsum(span)[:-1], span))
+            np.arange(int(span.sum())) - np.repeat(excl_cumsum(span)[:-1], span))
         exits[slot] = np.repeat(rec[at] * _DREC.itemsize, span)
     if np.any(exits < 0):  # every exit slot is covered: a bug, not bad input
         raise AssertionError("deep path: incomplete top heap")

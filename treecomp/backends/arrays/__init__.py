@@ -1,0 +1,23 @@
+"""The arrays backend: a forest becomes flat tables, walked by a kernel compiled once per machine.
+
+Its parts, bottom to top:
+
+- tables: flattening a Forest into the tables (the layouts heap / quant / bitvec / compact /
+  naive) and validating every index before native code sees it;
+- derived: the tables derived at load time, never stored (the byte walks' columns, the
+  interval walk's leaf intervals, the deep path's records, the few-row walks' slot bytes);
+- format: the versioned ``.tc`` file (MAGIC + JSON header + raw arrays, a linear section);
+- native: the native kernel (runtime/kernels): where it comes from (the package's prebuilt
+  copy or a first-use build), its ctypes mirror of tc_tables, the paths this CPU runs, the
+  static archive a model's ``.so`` links;
+- walkers: the compiler-free walkers of the same tables (llvmlite JIT, numpy);
+- so: a model as one self-contained shared library (the tables + the kernel archive);
+- kernel: ArraysKernel (the loaded tables, packed for the native kernel; run / save), the
+  self-test that guards the vector paths and the choice of path (resolve_isa), and the
+  backend interface every backend has: build(forest, **options) -> kernel, load_bytes(data)
+  -> kernel (a ``.tc``), check_library (an arrays ``.so``), NAME / KIND / MAGIC / DEFAULTS.
+"""
+
+from .kernel import (DEFAULTS, ISAS, KIND, MAGIC, NAME, ArraysKernel, build, check_library,  # noqa: F401
+                     load_bytes, options, resolve_isa)
+from .native import supported_isas  # noqa: F401
