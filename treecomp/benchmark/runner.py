@@ -298,15 +298,26 @@ def distinct_batches(X: np.ndarray, b: int) -> list[np.ndarray]:
 def measure_latency(strats: list[Strategy], X: np.ndarray, st: Settings) -> dict[str, dict]:
     """Latency per call of every strategy in `strats` at each of st.batches (batch sizes above
     len(X) left out), side by side: for each batch size, one warm-up call each, then rounds in
-    which every strategy makes one single-threaded call on the same batch (cycling through
-    distinct batches, :func:`distinct_batches`; the order reversed every other round), at least
-    st.min_reps rounds and until st.latency_budget_s per strategy is spent (at most 20,000
-    rounds). All strategies' thread settings are at 1 over the whole pass.
+    which every strategy in turn makes a block of single-threaded calls for about
+    st.latency_budget_s / 8 (at least one call), each call on the strategy's next batch of the
+    distinct batches it cycles through (:func:`distinct_batches`), the order of the strategies
+    reversed every other round; rounds go on until st.latency_budget_s per strategy is spent
+    and every strategy has st.min_reps calls timed (at most 20,000 calls a strategy). The first
+    call of a block, made right after another engine's block has filled the caches with its
+    own data, is dropped where the block made more than one: each figure is a warm call, as an
+    engine called in a loop makes, while all engines see the same minutes of the machine. All
+    strategies' thread settings are at 1 over the whole pass.
 
     Returns {name: {"latency_us": {str(b): median us}}}, plus "latency_note" for a strategy whose
     call raised (it leaves the pass; the others go on)."""
     out: dict[str, dict] = {s.name: {"latency_us": {}} for s in strats}
     failed: set[str] = set()
+    block_s = st.latency_budget_s / 8
+
+    def fail(s: Strategy, exc: Exception) -> None:
+        failed.add(s.name)
+        out[s.name]["latency_note"] = f"{type(exc).__name__}: {exc}"[:300]
+
     with contextlib.ExitStack() as stack:
         for s in strats:
             stack.enter_context(s.threads(1))
@@ -322,23 +333,28 @@ def measure_latency(strats: list[Strategy], X: np.ndarray, st: Settings) -> dict
                     s.run(chunks[0], 1)
                     live.append(s)
                 except Exception as exc:  # noqa: BLE001 - noted on the strategy's row
-                    failed.add(s.name)
-                    out[s.name]["latency_note"] = f"{type(exc).__name__}: {exc}"[:300]
+                    fail(s, exc)
             times: dict[str, list[float]] = {s.name: [] for s in live}
+            calls = {s.name: 1 for s in live}   # the next batch of each: chunks[calls % n]
             budget = st.latency_budget_s * len(live)
             start, k = time.perf_counter(), 0
-            while live and k < 20000 and (k < st.min_reps or time.perf_counter() - start < budget):
-                Xb = chunks[k % len(chunks)]
+            while live and (time.perf_counter() - start < budget
+                            or min(len(times[s.name]) for s in live) < st.min_reps):
                 for s in (live if k % 2 == 0 else live[::-1]):
-                    t0 = time.perf_counter()
-                    try:
-                        s.run(Xb, 1)
-                    except Exception as exc:  # noqa: BLE001
-                        failed.add(s.name)
-                        out[s.name]["latency_note"] = f"{type(exc).__name__}: {exc}"[:300]
-                        continue
-                    times[s.name].append(time.perf_counter() - t0)
-                live = [s for s in live if s.name not in failed]
+                    block: list[float] = []
+                    t_end = time.perf_counter() + block_s
+                    while not block or (time.perf_counter() < t_end and calls[s.name] < 20000):
+                        Xb = chunks[calls[s.name] % len(chunks)]
+                        calls[s.name] += 1
+                        t0 = time.perf_counter()
+                        try:
+                            s.run(Xb, 1)
+                        except Exception as exc:  # noqa: BLE001
+                            fail(s, exc)
+                            break
+                        block.append(time.perf_counter() - t0)
+                    times[s.name] += block[1:] if len(block) > 1 else block
+                live = [s for s in live if s.name not in failed and calls[s.name] < 20000]
                 k += 1
             for name, t in times.items():
                 if t and name not in failed:
