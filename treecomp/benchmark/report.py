@@ -208,8 +208,9 @@ def latency_section(results: dict) -> str:
             "classifiers, `predict` for regressors, as `treecomp.compile` builds it with "
             "backend=\"auto\"; the others: the library's call and the other compilers' own), "
             "calls cycling through distinct batches of the test rows; the engines timed side "
-            "by side in one process (rounds of one call each, in turn, on the same batch), "
-            "medians; fastest other engine: the quickest of the library and the other compilers "
+            "by side in one process (rounds in which each engine in turn makes a block of calls "
+            "for 1/8 of its time budget, the first call of a block, made on caches another "
+            "engine filled, dropped), medians; fastest other engine: the quickest of the library and the other compilers "
             "at that batch size.")
     return note + "\n\n" + _table(header, rows)
 
@@ -374,8 +375,10 @@ def markdown(results: dict, plots: list[str]) -> str:
             "in the benchmark process. Other compilers are converted in-process.",
             "- Latency: one call of each batch size on one thread, cycling through distinct "
             "batches of the test rows; every engine but the walker and the interpreter timed side "
-            "by side (rounds of one call each on the same batch, the order reversed every other "
-            "round), medians of the rounds.",
+            "by side (rounds in which each engine in turn makes a block of calls for 1/8 of its "
+            "time budget, the order reversed every other round; the first call of a block, made "
+            "on caches another engine filled, is dropped: warm calls, as in a loop, while all "
+            "engines share the same minutes), medians.",
             "- Cycles: the core's clock is measured once per run by a chain of dependent integer "
             "adds (one cycle each) timed on the thread's CPU clock (a virtual machine's guest has "
             "no perf cycle counters, and the TSC ticks at a fixed rate whatever the boost); "

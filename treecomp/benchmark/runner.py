@@ -35,8 +35,8 @@ How each figure is measured:
 - latency: one call of b rows for b in 1, 8, 64, 512, 4096 (quick mode: 1, 64, 4096),
   single-threaded for every strategy (so the numbers compare code, not thread pools), calls
   cycling through distinct batches of the test rows; the strategies are timed side by side
-  (:func:`measure_latency`: rounds of one call each, in turn, on the same batch), median of the
-  rounds, in us. Per case, the latency table puts treecomp as ``treecomp.compile`` builds it
+  (:func:`measure_latency`: rounds in which each makes a block of warm calls in turn), median
+  of the calls, in us. Per case, the latency table puts treecomp as ``treecomp.compile`` builds it
   (the backend ``auto`` picks, through ``predict_proba`` / ``predict``) beside the fastest other
   engine (the library and the other compilers) at each batch size (:func:`latency_table`).
   The walker and interpreter are timed on their own, and called at a batch size only where one
