@@ -54,7 +54,29 @@ def test_quick_tiny_case_end_to_end(tmp_path):
     assert set(c["exact"]) == {"predict", "proba", "raw"}
     assert c["bit_exact"] is True and c["max_abs_diff"] == 0.0
     assert c["compile_s"] > 0 and c["compiler_rss_mib"] > 0 and c["artifact_bytes"] > 0
-    assert set(c["latency_us"]) == {"1", "16", "256"}  # 2000 test rows: no 4096 batch
+    assert results["batches"] == [1, 64, 4096]   # quick mode: three of the five batch sizes
+    assert set(c["latency_us"]) == {"1", "64"}  # 2000 test rows: no 4096 batch
+    # the latency table: per batch size treecomp beside the fastest other engine; auto picks a
+    # backend not measured here (arrays, or c itself), so the table shows the fastest treecomp row
+    table = case["latency_table"]
+    assert [e["batch"] for e in table] == [1, 64]
+    for e in table:
+        assert e["treecomp"] == "c" and e["auto"] is (case["auto_backend"] == "c")
+        assert e["treecomp_us"] == c["latency_us"][str(e["batch"])]
+        assert e["other"] in ("library", "tl2cgen") and e["other_us"] > 0   # never the walker
+        assert e["other_over_treecomp"] == pytest.approx(e["other_us"] / e["treecomp_us"])
+    assert "## Latency per batch size" in report and "| tiny | treecomp (" in report
+    assert "4096 rows" not in report.split("## Latency per batch size")[1].split("## Cases")[0]
+    # cycles per row and per node step beside ns/row, from the core's measured clock
+    clock = results["machine"]["clock"]
+    assert 0.3 < clock["ghz"] < 10 and "dependent" in clock["method"]
+    assert f"- core clock: {clock['ghz']:.2f} GHz" in report
+    assert case["node_steps_per_row"] == 30.0   # 10 trees, every leaf at depth 3
+    for r in rows.values():
+        if r["status"] == "ok":
+            assert r["cycles_per_row"] == pytest.approx(r["ns_per_row_1t"] * clock["ghz"])
+            assert r["cycles_per_step"] == pytest.approx(r["cycles_per_row"] / 30.0)
+    assert "cycles/node step" in report and f"| {bench_report.fmt_num(c['cycles_per_step'])} |" in c_line_of(report)
     # one row: the kernel call alone and through Python, in alternating rounds
     assert c["native_us_1row"] > 0 and c["api_us_1row_paired"] > 0
     assert "API, 1 row (paired)" in report and "api_us_1row_paired" not in rows["library"]
@@ -114,6 +136,157 @@ def test_user_model_files(tmp_path):
     rows = {r["name"]: r for r in c0["strategies"]}
     assert c0["n_rows"] == 50 and c0["reference"] == "treecomp interpreter"
     assert rows["library"]["status"] == "skipped" and rows["c"]["bit_exact"] is True
+
+
+def c_line_of(report: str) -> str:
+    return next(line for line in report.splitlines() if line.startswith("| c |"))
+
+
+def test_quick_mode_keeps_a_subset_of_the_batch_sizes():
+    """A full run times batches of 1, 8, 64, 512 and 4096 rows; --quick three of them, fewer
+    than before the table existed (four), so that it stays about as fast."""
+    full, quick = (bench_measure.Settings.for_mode(q) for q in (False, True))
+    assert full.batches == bench_runner.BATCHES == (1, 8, 64, 512, 4096)
+    assert set(quick.batches) < set(full.batches) and len(quick.batches) <= 3
+    assert quick.batches[0] == 1 and quick.batches[-1] == 4096
+
+
+class _FakeEngine(bench_engines.Strategy):
+    """A strategy whose call costs `cost` seconds a row (busy wait) and records its batches."""
+
+    def __init__(self, name, group, cost, fail_at=None, log=None):
+        self.name, self.label, self.group, self.cost, self.fail_at = name, name, group, cost, fail_at
+        self.calls, self.thread_sets, self.log = [], [], log if log is not None else []
+
+    def threads(self, k):
+        import contextlib
+
+        @contextlib.contextmanager
+        def cm():
+            self.thread_sets.append(k)
+            yield
+        return cm()
+
+    def run(self, X, n_threads):
+        assert n_threads == 1
+        if self.fail_at is not None and len(X) >= self.fail_at:
+            raise RuntimeError("boom")
+        self.calls.append(X[0, 0])
+        self.log.append((self.name, len(X)))
+        import time
+        end = time.perf_counter() + self.cost * len(X)
+        while time.perf_counter() < end:
+            pass
+        return X[:, 0]
+
+
+def test_latency_side_by_side():
+    """measure_latency: every engine at every batch size that fits, in rounds on the same
+    (distinct, cycling) batches at one thread; an engine that raises leaves with a note."""
+    X = np.arange(600 * 2, dtype=np.float64).reshape(600, 2)
+    st = bench_measure.Settings(quick=True, budget_s=0.01, latency_budget_s=0.005, min_reps=3,
+                                exact_rows=10, slow_budget_s=0.01, compile_timeout_s=10,
+                                batches=(1, 8, 64, 512, 4096))
+    log = []
+    fast, slow, bad = (_FakeEngine("fast", "treecomp", 2e-7, log=log),
+                       _FakeEngine("slow", "library", 2e-6, log=log),
+                       _FakeEngine("bad", "external", 1e-7, fail_at=64, log=log))
+    out = bench_runner.measure_latency([fast, slow, bad], X, st)
+    assert set(out["fast"]["latency_us"]) == {"1", "8", "64", "512"}   # 4096 > 600 rows
+    assert set(out["bad"]["latency_us"]) == {"1", "8"} and "boom" in out["bad"]["latency_note"]
+    for b in (1, 8, 64, 512):
+        f, s = out["fast"]["latency_us"][str(b)], out["slow"]["latency_us"][str(b)]
+        assert 0 < f < s, b
+    assert fast.thread_sets == [1] and slow.thread_sets == [1]   # set once, for the whole pass
+    # each engine cycles through distinct batches; the engines take turns in blocks of calls
+    # (several blocks each per batch size: both see the same minutes of the machine)
+    for e in (fast, slow):
+        assert len(set(e.calls)) > 3
+    at8 = [name for name, n in log if n == 8]
+    switches = sum(a != b for a, b in zip(at8, at8[1:]))
+    assert switches >= 4 and at8.count("fast") > at8.count("slow") >= 3
+    assert len(bench_runner.distinct_batches(X, 8)) == 64
+    assert [len(c) for c in bench_runner.distinct_batches(X, 512)] == [512]
+
+
+def test_latency_table_picks_auto_and_the_fastest_other():
+    def row(name, group, lat, **kw):
+        return {"name": name, "label": name + " label", "group": group, "status": "ok",
+                "latency_us": lat, **kw}
+    rows = [row("walker", "baseline", {"1": 0.5, "64": 0.6}),            # never "other"
+            row("c", "treecomp", {"1": 1.0, "64": 5.0}),
+            row("arrays", "treecomp", {"1": 2.0, "64": 4.0}),
+            row("library", "library", {"1": 100.0, "64": 150.0}),
+            row("daal4py", "external", {"1": 20.0, "64": 300.0}),
+            row("lleaves", "external", {"1": 1.0}, latency_extrapolated=[1]),   # scaled: not timed
+            {"name": "onnxruntime", "label": "o", "group": "external", "status": "skipped"}]
+    t = bench_runner.latency_table(rows, "arrays", [1, 64, 4096])
+    assert t == [
+        {"batch": 1, "treecomp": "arrays", "auto": True, "treecomp_us": 2.0, "other": "daal4py",
+         "other_label": "daal4py label", "other_us": 20.0, "other_over_treecomp": 10.0},
+        {"batch": 64, "treecomp": "arrays", "auto": True, "treecomp_us": 4.0, "other": "library",
+         "other_label": "library label", "other_us": 150.0, "other_over_treecomp": 37.5}]
+    # auto's backend not measured: the fastest treecomp row at each size, flagged
+    t = bench_runner.latency_table(rows, "llvm", [1, 64])
+    assert [(e["treecomp"], e["auto"]) for e in t] == [("c", False), ("arrays", False)]
+    res = _results([{"name": "a", "title": "a", "n_rows": 10, "n_features": 2, "strategies": rows,
+                     "latency_table": t}])
+    res["batches"] = [1, 8, 64]
+    sec = bench_report.latency_section(res)
+    assert "| case | us per call, 1 thread | 1 row | 64 rows |" in sec   # no case had 8 rows
+    assert "| a | treecomp (fastest backend measured) | 1.00 (c) | 4.00 (arrays) |" in sec
+    assert "|  | fastest other engine | 20.0 (daal4py) | 150 (library) |" in sec
+    assert "|  | treecomp faster by | 20.0x | 37.5x |" in sec
+
+
+def test_node_steps_count_the_depth_of_the_leaf_reached():
+    """The node steps of a row: the depth of the leaf it reaches, summed over the trees."""
+    from treecomp.ir import Forest, Tree
+    # x0 <= 0.5 -> leaf at depth 1; else x1 <= 0.5 -> leaves at depth 2
+    deep = Tree(left=[1, -1, 3, -1, -1], right=[2, -1, 4, -1, -1], feature=[0, -1, 1, -1, -1],
+                threshold=[0.5, 0, 0.5, 0, 0], default_left=[True] * 5, value=[0.0, 1, 0, 2, 3])
+    stump = Tree(left=[-1], right=[-1], feature=[-1], threshold=[0.0], default_left=[True],
+                 value=[5.0])
+    forest = Forest(trees=(deep, stump, bench_engines.seed_forest().trees[0]), n_features=2,
+                    n_outputs=1, tree_output=[0, 0, 0], base_score=[0.0])
+    X = np.array([[0.0, 0.0], [1.0, 0.0], [1.0, 1.0], [np.nan, 1.0]], np.float32)
+    # per row: deep 1 / 2 / 2 / 1 (NaN goes left) + stump 0 + seed 1
+    assert bench_runner.node_steps(forest, X) == {"node_steps_per_row": 6 / 4 + 1, "node_steps_rows": 4}
+    assert bench_runner.node_steps(forest, X, max_rows=1)["node_steps_per_row"] == 2.0
+
+
+def test_cycles_columns_and_the_clock_line():
+    rows = [_row("c", "treecomp", 100.0, speedup_vs_library=10.0), _row("library", "library", 1000.0),
+            _row("x", "external", None)]
+    bench_runner.add_cycles(rows, 3.0, 50.0)
+    assert rows[0]["cycles_per_row"] == 300.0 and rows[0]["cycles_per_step"] == 6.0
+    assert rows[1]["cycles_per_row"] == 3000.0 and "cycles_per_row" not in rows[2]
+    case = {"name": "a", "title": "a", "n_rows": 10, "n_features": 2, "n_trees": 5, "n_nodes": 70,
+            "max_depth": 3, "n_outputs": 1, "input_dtype": "float32", "accumulate_dtype": "float32",
+            "library": "lib 1", "library_call": "predict", "strategies": rows, "auto_backend": "c",
+            "node_steps_per_row": 50.0, "node_steps_rows": 10}
+    res = _results([case])
+    res["machine"]["clock"] = {"ghz": 3.0, "method": "adds", "tsc_ghz": 2.5}
+    md = bench_report.markdown(res, [])
+    assert "- core clock: 3.00 GHz, from adds; the TSC ticks at 2.50 GHz" in md
+    assert "| a | 5 | 70.0 | 50.0 | 1,000 | 100 (10.0x) | 300 (6.00) c |" in md     # the headline
+    assert "| c | - | - | - | - | 100 | 300 | 6.00 |" in md                      # the case's table
+    assert "50.0 node steps a row (over its first 10 rows)" in md
+    # no clock (no compiler, an old results.json): no cycles, said so
+    bench_runner.add_cycles(rows2 := [_row("c", "treecomp", 100.0)], None, 50.0)
+    assert "cycles_per_row" not in rows2[0]
+    res["machine"]["clock"] = {"ghz": None, "note": "no clock measured (CompileError: x)"}
+    assert "- core clock: not measured (no clock measured (CompileError: x))" in bench_report.markdown(res, [])
+
+
+@needs_cc
+def test_core_clock_is_measured():
+    clk = bench_measure.core_clock()
+    assert 0.3 < clk["ghz"] < 10 and clk["method"] == bench_measure.CLOCK_METHOD
+    assert bench_measure.core_clock() is clk   # once per process
+    import platform
+    if platform.machine() in ("x86_64", "AMD64"):
+        assert 0.3 < clk["tsc_ghz"] < 10
 
 
 def _results(cases: list[dict]) -> dict:
@@ -389,7 +562,7 @@ def test_external_engines_side_by_side(tmp_path):
     ll = lgbm["lleaves"]
     assert ll["status"] == "ok", ll.get("note")
     assert set(ll["exact"]) == {"raw", "proba"} and ll["bit_exact"] is True
-    assert ll["compile_s"] > 0 and ll["artifact_bytes"] > 0 and set(ll["latency_us"]) == {"1", "16", "256"}
+    assert ll["compile_s"] > 0 and ll["artifact_bytes"] > 0 and set(ll["latency_us"]) == {"1", "64"}
     assert xgb["lleaves"]["status"] == "skipped" and "LightGBM" in xgb["lleaves"]["note"]
     for rows in (lgbm, xgb):
         d = rows["daal4py"]

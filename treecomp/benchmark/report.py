@@ -115,14 +115,16 @@ def headline(results: dict) -> str:
     wherever it is not the library."""
     cols = _headline_columns(results)
     all_lib = all(_library_reference(c) for c in results["cases"])
-    header = ["case", "trees", "nodes", "library ns/row"] + [f"{n} ns/row (speedup)" for _, n in cols] \
+    header = ["case", "trees", "nodes", "node steps/row", "library ns/row"] \
+        + [f"{n} ns/row (speedup)" for _, n in cols] + ["treecomp auto cycles/row (/node step)"] \
         + ["treecomp exact vs library" if all_lib else "treecomp exact vs reference"]
     rows = []
     for c in results["cases"]:
         by = {r["name"]: r for r in c["strategies"]}
         lib = by.get("library", {})
         lib_ns = lib.get("ns_per_row_1t") if lib.get("status") == "ok" else None
-        row = [c["name"], str(c.get("n_trees", "-")), fmt_num(c.get("n_nodes")), fmt_num(lib_ns)]
+        row = [c["name"], str(c.get("n_trees", "-")), fmt_num(c.get("n_nodes")),
+               fmt_num(c.get("node_steps_per_row")), fmt_num(lib_ns)]
         for name, _ in cols:
             r = by.get(name)
             if not r or r["status"] != "ok":
@@ -130,6 +132,7 @@ def headline(results: dict) -> str:
                 continue
             sp = r.get("speedup_vs_library") if lib_ns else r.get("speedup_vs_walker")
             row.append(f"{fmt_num(r['ns_per_row_1t'])} ({fmt_ratio(sp)})")
+        row.append(_auto_cycles(c))
         tc = [r for r in c["strategies"] if r["group"] == "treecomp" and r["status"] == "ok"]
         vs = "" if all_lib else f" vs {_reference_name(c)}"
         if not tc:
@@ -141,8 +144,75 @@ def headline(results: dict) -> str:
                        + "; ".join(f"{r['name']}: {_exact(r)}" for r in tc if not r.get("bit_exact")))
         rows.append(row)
     note = ("ns/row: median batch throughput at 1 thread on the case's test rows; "
-            + _speedup_note(results))
+            + _speedup_note(results) + " " + _cycles_note(results))
     return _table(header, rows) + "\n\n" + note
+
+
+def _auto_cycles(c: dict) -> str:
+    """The headline's cycles cell: cycles per row (per node step) of the strategy that
+    backend="auto" picks, named where it is not the case's only treecomp row."""
+    r = next((r for r in c["strategies"] if r["name"] == c.get("auto_backend") and r["status"] == "ok"), None)
+    if r is None or r.get("cycles_per_row") is None:
+        return "-"
+    step = f" ({fmt_num(r['cycles_per_step'])})" if r.get("cycles_per_step") is not None else ""
+    return f"{fmt_num(r['cycles_per_row'])}{step} {r['name']}"
+
+
+def clock_line(results: dict) -> str:
+    """The header's line on the core's clock: the figure the cycles come from, and how it was
+    measured (treecomp.benchmark.measure.core_clock); or why there are no cycles."""
+    clk = results["machine"].get("clock") or {}
+    if not clk.get("ghz"):
+        return f"- core clock: not measured ({clk.get('note', 'a results.json from before cycles')}): no cycle figures"
+    tsc = f"; the TSC ticks at {clk['tsc_ghz']:.2f} GHz" if clk.get("tsc_ghz") else ""
+    return (f"- core clock: {clk['ghz']:.2f} GHz, from {clk['method']}{tsc}; cycles = ns x "
+            "this clock")
+
+
+def _cycles_note(results: dict) -> str:
+    clk = (results["machine"].get("clock") or {}).get("ghz")
+    if not clk:
+        return "No cycles: the core's clock was not measured."
+    return (f"Node steps/row: the sum over the trees of the depth of the leaf a row reaches, "
+            f"averaged over the case's first test rows; cycles: ns/row x the core's clock "
+            f"({clk:.2f} GHz), per row and per node step, for the backend `auto` picks.")
+
+
+def latency_section(results: dict) -> str:
+    """Latency per batch size: per case, treecomp as treecomp.compile builds it beside the
+    fastest other engine at each batch size (runner.latency_table), single-threaded, us."""
+    cases = [c for c in results["cases"] if c.get("latency_table")]
+    measured = {e["batch"] for c in cases for e in c["latency_table"]}
+    batches = [b for b in results["batches"] if b in measured]  # no case that large: no column
+    if not cases:
+        return ""
+    header = ["case", "us per call, 1 thread"] + [f"{b} row{'s' if b > 1 else ''}" for b in batches]
+    rows = []
+    for c in cases:
+        by = {e["batch"]: e for e in c["latency_table"]}
+        names = {e["treecomp"] for e in by.values() if "treecomp" in e}
+        all_auto = all(e.get("auto") for e in by.values() if "treecomp" in e)
+        one = len(names) == 1 and all_auto
+        label = f"treecomp ({next(iter(names))}, auto)" if one else "treecomp (fastest backend measured)"
+        tc_row, other_row, ratio_row = [c["name"], label], ["", "fastest other engine"], ["", "treecomp faster by"]
+        for b in batches:
+            e = by.get(b, {})
+            if "treecomp_us" in e:
+                tc_row.append(fmt_num(e["treecomp_us"]) + ("" if one else f" ({e['treecomp']})"))
+            else:
+                tc_row.append("-")
+            other_row.append(f"{fmt_num(e['other_us'])} ({e['other']})" if "other_us" in e else "-")
+            ratio_row.append(fmt_ratio(e.get("other_over_treecomp")))
+        rows += [tc_row, other_row, ratio_row]
+    note = ("One call of b rows from Python on one thread (treecomp: `predict_proba` for "
+            "classifiers, `predict` for regressors, as `treecomp.compile` builds it with "
+            "backend=\"auto\"; the others: the library's call and the other compilers' own), "
+            "calls cycling through distinct batches of the test rows; the engines timed side "
+            "by side in one process (rounds in which each engine in turn makes a block of calls "
+            "for 1/8 of its time budget, the first call of a block, made on caches another "
+            "engine filled, dropped), medians; fastest other engine: the quickest of the library and the other compilers "
+            "at that batch size.")
+    return note + "\n\n" + _table(header, rows)
 
 
 def _reference_name(c: dict) -> str:
@@ -159,6 +229,11 @@ def case_section(c: dict, batches: list[int]) -> str:
     if "n_trees" in c:
         facts.append(f"{c['n_trees']} trees, {c['n_nodes']:,} nodes, max depth {c['max_depth']}, "
                      f"{c['n_outputs']} output(s), input {c['input_dtype']}, sums in {c['accumulate_dtype']}")
+    if c.get("node_steps_per_row") is not None:
+        facts.append(f"{fmt_num(c['node_steps_per_row'])} node steps a row (over its first "
+                     f"{c['node_steps_rows']:,} rows)")
+    if c.get("auto_backend"):
+        facts.append(f"backend=\"auto\" picks {c['auto_backend']}")
     if c.get("parse_s") is not None:
         facts.append(f"parse (model -> IR) {c['parse_s'] * 1e3:.0f} ms")
     if c.get("parse_error"):
@@ -176,12 +251,14 @@ def case_section(c: dict, batches: list[int]) -> str:
             mem += f" / {'<=' if r.get('compiler_rss_upper_bound') else ''}{fmt_num(r['compiler_rss_mib'])}"
         art = fmt_num(r["artifact_bytes"] / 1024) if r.get("artifact_bytes") else "-"
         rows.append([r["name"], fmt_num(r.get("compile_s")), fmt_num(r.get("load_s")), mem, art,
-                     fmt_num(r.get("ns_per_row_1t")), fmt_num(r.get("ns_per_row_all")),
+                     fmt_num(r.get("ns_per_row_1t")), fmt_num(r.get("cycles_per_row")),
+                     fmt_num(r.get("cycles_per_step")), fmt_num(r.get("ns_per_row_all")),
                      fmt_ratio(r.get("speedup_vs_walker")), fmt_ratio(r.get("speedup_vs_library")),
                      fmt_ratio(r.get("speedup_vs_library_all")), _exact(r)])
     if rows:
         lines.append(_table(["strategy", "compile s", "load s", "peak MiB (build / compiler)",
-                             "artifact KiB", "ns/row 1 thread", "ns/row all cores", "x walker",
+                             "artifact KiB", "ns/row 1 thread", "cycles/row", "cycles/node step",
+                             "ns/row all cores", "x walker",
                              "x library", "x library (all cores)", "exact vs reference"], rows))
         lines.append("")
         lat_rows = []
@@ -192,7 +269,8 @@ def case_section(c: dict, batches: list[int]) -> str:
                                            for b in batches] + [fmt_num(r.get("native_us_1row")),
                                                                 fmt_num(r.get("api_us_1row_paired"))])
         lines.append("Latency per call from Python, 1 thread (us; calls cycle through distinct "
-                     "batches; ~ = scaled from the per-row time; native: treecomp's kernel call "
+                     "batches, the engines side by side, the walker and interpreter on their own; "
+                     "~ = scaled from the per-row time; native: treecomp's kernel call "
                      "on one row alone, over distinct rows, timed in C; API, paired: the same "
                      "rows through Python in rounds alternating with the native ones, so their "
                      "difference is what the Python API adds):")
@@ -258,7 +336,7 @@ def markdown(results: dict, plots: list[str]) -> str:
            f"- date: {m['date']}; wall time {results.get('wall_s', 0):.0f} s",
            f"- CPU: {m['cpu']}, {m['cores']} cores; {m['platform']}",
            f"- Python {m['python']}; treecomp {m['treecomp']}; {libs}",
-           f"- C compiler: {m.get('compiler') or 'none found'}"]
+           f"- C compiler: {m.get('compiler') or 'none found'}", clock_line(results)]
     setup = results.get("setup") or {}
     if setup:
         out.append("- one-time backend setup (a trivial model into an empty cache; not counted in "
@@ -267,6 +345,9 @@ def markdown(results: dict, plots: list[str]) -> str:
                        for k, v in setup.items()))
     out += ["",
             "## Headline", "", headline(results), ""]
+    lat = latency_section(results)
+    if lat:
+        out += ["## Latency per batch size", "", lat, ""]
     if plots:
         out += ["## Plots", ""]
         for p in plots:
@@ -292,6 +373,19 @@ def markdown(results: dict, plots: list[str]) -> str:
             "/ the largest compiler or linker subprocess (`<=`: an upper bound, as Linux counts "
             "the forking process's RSS in a child's peak). `load s` is loading the built artifact "
             "in the benchmark process. Other compilers are converted in-process.",
+            "- Latency: one call of each batch size on one thread, cycling through distinct "
+            "batches of the test rows; every engine but the walker and the interpreter timed side "
+            "by side (rounds in which each engine in turn makes a block of calls for 1/8 of its "
+            "time budget, the order reversed every other round; the first call of a block, made "
+            "on caches another engine filled, is dropped: warm calls, as in a loop, while all "
+            "engines share the same minutes), medians.",
+            "- Cycles: the core's clock is measured once per run by a chain of dependent integer "
+            "adds (one cycle each) timed on the thread's CPU clock (a virtual machine's guest has "
+            "no perf cycle counters, and the TSC ticks at a fixed rate whatever the boost); "
+            "cycles/row = ns/row at 1 thread x that clock, cycles/node step = cycles/row over "
+            "the node steps a row takes (the sum over the trees of the depth of the leaf it "
+            "reaches, counted by treecomp's interpreter on the case's first rows). The "
+            "ns/row is wall time: a busy machine inflates the cycles too.",
             _exactness_method(results),
             "- The machine may have been shared with other work: compare ratios within a run.", ""]
     return "\n".join(out)

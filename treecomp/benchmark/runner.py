@@ -32,10 +32,19 @@ How each figure is measured:
   median pair ratio is kept (the all-cores throughput is the median of those pairs' all-cores
   calls, for every strategy not timed on a subsample); for treecomp strategies each round adds
   one one-thread call per core at once (the ceiling: what the cores give that kernel then, without treecomp's split).
-- latency: one call on the first b rows for b in 1, 16, 256, 4096, single-threaded for every
-  strategy (so the numbers compare code, not thread pools); median of repeated calls, in us.
-  The walker and interpreter are called directly at a batch size only where one call fits the
-  time budget; larger batches are scaled from their per-row figure (marked ``~``).
+- latency: one call of b rows for b in 1, 8, 64, 512, 4096 (quick mode: 1, 64, 4096),
+  single-threaded for every strategy (so the numbers compare code, not thread pools), calls
+  cycling through distinct batches of the test rows; the strategies are timed side by side
+  (:func:`measure_latency`: rounds in which each makes a block of warm calls in turn), median
+  of the calls, in us. Per case, the latency table puts treecomp as ``treecomp.compile`` builds it
+  (the backend ``auto`` picks, through ``predict_proba`` / ``predict``) beside the fastest other
+  engine (the library and the other compilers) at each batch size (:func:`latency_table`).
+  The walker and interpreter are timed on their own, and called at a batch size only where one
+  call fits the time budget; larger batches are scaled from their per-row figure (marked ``~``).
+- cycles: the core's clock (:func:`treecomp.benchmark.measure.core_clock`: dependent adds on the
+  thread's CPU clock) times the 1-thread ns/row is cycles per row; over the node steps a row
+  takes (:func:`node_steps`: the sum over trees of the depth of the leaf it reaches, counted by
+  the interpreter on the case's first rows) it is cycles per node step.
 - exactness: each strategy's output, turned into each form the library offers (raw margins,
   predict_proba, predict), against the library's on the same rows: bit-exact (same dtype, same
   bits, NaN where NaN) or the max absolute difference (labels: the number of mismatches).
@@ -51,6 +60,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import datetime as _dt
 import itertools
 import os
@@ -67,7 +77,7 @@ import numpy as np
 
 from .engines import (CaseContext, Strategy, dist_version, external_model, from_raw, shap_engines,
                       strategies, top_module)
-from .measure import Settings, Skip, compare, log, timed
+from .measure import Settings, Skip, compare, core_clock, log, timed
 
 #: where the report goes by default: this folder in the current directory (``--output-dir``)
 DEFAULT_OUT_NAME = "treecomp-bench"
@@ -84,8 +94,10 @@ def install_hint(modules: Any) -> str:
     return "pip install " + " ".join(f"'treecomp[{e}]'" for e in extras)
 
 
-#: the batch sizes of the latency figures
-BATCHES = (1, 16, 256, 4096)
+#: the batch sizes of the latency figures (a full run's; quick mode: Settings.batches)
+BATCHES = Settings.batches
+#: the rows node_steps counts on (the first of the case's test rows)
+STEP_ROWS = 4096
 
 
 def _slice(v: Any, n: int) -> Any:
@@ -221,24 +233,22 @@ def measure_strategy(s: Strategy, ctx: CaseContext, ref: dict[str, Any], ref_row
             row["ns_per_row_all"] = t / len(X) * 1e9
         elif s.threaded:
             row["ns_per_row_all"] = row["ns_per_row_1t"]
-        # latency
-        lat, extrap = {}, []
-        for b in BATCHES:
-            if b > len(X):
-                continue
-            if s.slow and b > 16 and row["ns_per_row_1t"] * b * 1e-9 > st.slow_budget_s:
-                lat[str(b)] = row["ns_per_row_1t"] * b / 1e3   # too slow to repeat: scaled
-                extrap.append(b)
-                continue
-            # distinct batches in turn: one batch repeated would let the branch predictors
-            # learn its paths (flattering branchy code: 13 vs 41 us a row on lgbm-binary's llvm)
-            nxt = itertools.cycle([np.ascontiguousarray(X[i:i + b])
-                                   for i in range(0, min(len(X) - b + 1, 64 * b), b)]).__next__
-            with s.threads(1):
-                lat[str(b)] = timed(lambda: s.run(nxt(), 1), st.latency_budget_s, st.min_reps,
-                                    max_reps=20000) * 1e6
-        row["latency_us"] = lat
-        row["latency_extrapolated"] = extrap
+        # latency: the slow baselines here, on their own; the others side by side (run_case)
+        if s.slow:
+            lat, extrap = {}, []
+            for b in st.batches:
+                if b > len(X):
+                    continue
+                if b > 16 and row["ns_per_row_1t"] * b * 1e-9 > st.slow_budget_s:
+                    lat[str(b)] = row["ns_per_row_1t"] * b / 1e3   # too slow to repeat: scaled
+                    extrap.append(b)
+                    continue
+                nxt = itertools.cycle(distinct_batches(X, b)).__next__
+                with s.threads(1):
+                    lat[str(b)] = timed(lambda: s.run(nxt(), 1), st.latency_budget_s, st.min_reps,
+                                        max_reps=20000) * 1e6
+            row["latency_us"] = lat
+            row["latency_extrapolated"] = extrap
         pred = getattr(s, "predictor", None)
         if pred is not None:  # the kernel call alone, timed in C: what Python adds on top
             from treecomp.loader import native_call_ns
@@ -276,6 +286,140 @@ def measure_strategy(s: Strategy, ctx: CaseContext, ref: dict[str, Any], ref_row
         if os.environ.get("TREECOMP_BENCH_DEBUG"):
             traceback.print_exc()
     return row
+
+
+def distinct_batches(X: np.ndarray, b: int) -> list[np.ndarray]:
+    """Up to 64 distinct batches of b consecutive rows of X (contiguous copies), for latency
+    calls to cycle through: one batch repeated would let the branch predictors learn its paths
+    (flattering branchy code: 13 vs 41 us a row on lgbm-binary's llvm)."""
+    return [np.ascontiguousarray(X[i:i + b]) for i in range(0, min(len(X) - b + 1, 64 * b), b)]
+
+
+def measure_latency(strats: list[Strategy], X: np.ndarray, st: Settings) -> dict[str, dict]:
+    """Latency per call of every strategy in `strats` at each of st.batches (batch sizes above
+    len(X) left out), side by side: for each batch size, one warm-up call each, then rounds in
+    which every strategy in turn makes a block of single-threaded calls for about
+    st.latency_budget_s / 8 (at least one call), each call on the strategy's next batch of the
+    distinct batches it cycles through (:func:`distinct_batches`), the order of the strategies
+    reversed every other round; rounds go on until st.latency_budget_s per strategy is spent
+    and every strategy has st.min_reps calls timed (at most 20,000 calls a strategy). The first
+    call of a block, made right after another engine's block has filled the caches with its
+    own data, is dropped where the block made more than one: each figure is a warm call, as an
+    engine called in a loop makes, while all engines see the same minutes of the machine. All
+    strategies' thread settings are at 1 over the whole pass.
+
+    Returns {name: {"latency_us": {str(b): median us}}}, plus "latency_note" for a strategy whose
+    call raised (it leaves the pass; the others go on)."""
+    out: dict[str, dict] = {s.name: {"latency_us": {}} for s in strats}
+    failed: set[str] = set()
+    block_s = st.latency_budget_s / 8
+
+    def fail(s: Strategy, exc: Exception) -> None:
+        failed.add(s.name)
+        out[s.name]["latency_note"] = f"{type(exc).__name__}: {exc}"[:300]
+
+    with contextlib.ExitStack() as stack:
+        for s in strats:
+            stack.enter_context(s.threads(1))
+        for b in st.batches:
+            if b > len(X):
+                continue
+            chunks = distinct_batches(X, b)
+            live = []
+            for s in strats:  # warm-up
+                if s.name in failed:
+                    continue
+                try:
+                    s.run(chunks[0], 1)
+                    live.append(s)
+                except Exception as exc:  # noqa: BLE001 - noted on the strategy's row
+                    fail(s, exc)
+            times: dict[str, list[float]] = {s.name: [] for s in live}
+            calls = {s.name: 1 for s in live}   # the next batch of each: chunks[calls % n]
+            budget = st.latency_budget_s * len(live)
+            start, k = time.perf_counter(), 0
+            while live and (time.perf_counter() - start < budget
+                            or min(len(times[s.name]) for s in live) < st.min_reps):
+                for s in (live if k % 2 == 0 else live[::-1]):
+                    block: list[float] = []
+                    t_end = time.perf_counter() + block_s
+                    while not block or (time.perf_counter() < t_end and calls[s.name] < 20000):
+                        Xb = chunks[calls[s.name] % len(chunks)]
+                        calls[s.name] += 1
+                        t0 = time.perf_counter()
+                        try:
+                            s.run(Xb, 1)
+                        except Exception as exc:  # noqa: BLE001
+                            fail(s, exc)
+                            break
+                        block.append(time.perf_counter() - t0)
+                    times[s.name] += block[1:] if len(block) > 1 else block
+                live = [s for s in live if s.name not in failed and calls[s.name] < 20000]
+                k += 1
+            for name, t in times.items():
+                if t and name not in failed:
+                    out[name]["latency_us"][str(b)] = float(np.median(t)) * 1e6
+    return out
+
+
+def latency_table(rows: list[dict], auto: str | None, batches: list[int]) -> list[dict]:
+    """The case's latency table: per batch size, treecomp as ``treecomp.compile`` builds it (the
+    strategy named `auto`, the backend ``auto`` picks; where that was not measured, the fastest
+    treecomp strategy at that batch size, flagged "auto": False) beside the fastest of the other
+    engines (groups library and external) at the same batch size, and how many times faster
+    treecomp is. `rows` are the case's strategy rows."""
+    ok = [r for r in rows if r["status"] == "ok" and r.get("latency_us")]
+    out = []
+    for b in batches:
+        key = str(b)
+
+        def fastest(group: tuple[str, ...]) -> dict | None:
+            cand = [r for r in ok if r["group"] in group and key in r["latency_us"]
+                    and b not in r.get("latency_extrapolated", [])]
+            return min(cand, key=lambda r: r["latency_us"][key]) if cand else None
+        tc = next((r for r in ok if r["name"] == auto and key in r["latency_us"]), None)
+        is_auto = tc is not None
+        tc = tc or fastest(("treecomp",))
+        other = fastest(("library", "external"))
+        if tc is None and other is None:
+            continue
+        ent: dict[str, Any] = {"batch": b}
+        if tc is not None:
+            ent.update(treecomp=tc["name"], auto=is_auto, treecomp_us=tc["latency_us"][key])
+        if other is not None:
+            ent.update(other=other["name"], other_label=other["label"], other_us=other["latency_us"][key])
+        if tc is not None and other is not None:
+            ent["other_over_treecomp"] = other["latency_us"][key] / tc["latency_us"][key]
+        out.append(ent)
+    return out
+
+
+def node_steps(forest: Any, X: np.ndarray, max_rows: int = STEP_ROWS) -> dict:
+    """The node steps a row takes: the sum over the trees of the depth of the leaf the row
+    reaches (one comparison per level), averaged over the first `max_rows` rows of X, counted
+    with the interpreter (treecomp.interp.leaf_indices, the IR's reference semantics):
+    {"node_steps_per_row", "node_steps_rows"}."""
+    from treecomp import interp
+    from treecomp.inputs import as_matrix
+    X64 = as_matrix(X[:max_rows], forest).astype(np.float64)
+    strict = forest.comparison == "<"
+    total = 0
+    for t in forest.trees:
+        if t.n_nodes > 1:
+            total += int(t.depths()[interp.leaf_indices(t, X64, strict, forest.category_rule)].sum())
+    return {"node_steps_per_row": total / max(1, len(X64)), "node_steps_rows": int(len(X64))}
+
+
+def add_cycles(rows: list[dict], ghz: float | None, steps: float | None) -> None:
+    """Cycles per row (1-thread ns/row x the core's clock in GHz) and per node step (over
+    `steps`, the node steps a row takes) on every measured row."""
+    if not ghz:
+        return
+    for r in rows:
+        if r["status"] == "ok" and r.get("ns_per_row_1t"):
+            r["cycles_per_row"] = r["ns_per_row_1t"] * ghz
+            if steps:
+                r["cycles_per_step"] = r["cycles_per_row"] / steps
 
 
 def thread_scaling(s: Strategy, X: np.ndarray, k: int, st: Settings) -> dict:
@@ -406,7 +550,28 @@ def run_case(case: Any, strats: list[Strategy], settings: Settings, tmp: Path, i
             r["speedup_vs_walker"] = walker / r["ns_per_row_1t"]
         if lib_all and r.get("ns_per_row_all") and r["group"] != "library":
             r["speedup_vs_library_all"] = lib_all / r["ns_per_row_all"]
+    # latency per batch size: every strategy but the slow baselines, side by side
+    fast = [s for s in strats if s.name in rows and rows[s.name]["status"] == "ok" and not s.slow]
+    if fast:
+        log(f"{tag} latency per batch size ({', '.join(s.name for s in fast)}) ...")
+        t_l = time.perf_counter()
+        for name, lat in measure_latency(fast, case.X, settings).items():
+            rows[name].update(lat, latency_extrapolated=[])
+        res["latency_s"] = time.perf_counter() - t_l
     res["strategies"] = [rows[s.name] for s in strats if s.name in rows]
+    if forest is not None:
+        from treecomp import backends
+        try:
+            res["auto_backend"] = backends.choose(forest)
+        except Exception as exc:  # noqa: BLE001 - the table then shows the fastest treecomp row
+            log(f"{tag} backend='auto' chooses nothing here: {type(exc).__name__}: {exc}")
+        try:
+            res.update(node_steps(forest, case.X))
+        except Exception as exc:  # noqa: BLE001 - no step count: cycles per row only
+            log(f"{tag} node steps not counted: {type(exc).__name__}: {exc}")
+    res["latency_table"] = latency_table(res["strategies"], res.get("auto_backend"),
+                                         list(settings.batches))
+    add_cycles(res["strategies"], core_clock().get("ghz"), res.get("node_steps_per_row"))
     lib_model = case.library.model if case.library is not None else None
     if shap and lib_model is not None and top_module(lib_model) in ("xgboost", "lightgbm"):
         log(f"{tag} SHAP contributions ...")
@@ -517,8 +682,15 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="treecomp-bench-"))
     results: dict[str, Any] = {"mode": "quick" if args.quick else "full", "machine": machine(),
-                               "batches": list(BATCHES), "cases": [], "skipped_cases": [],
+                               "batches": list(settings.batches), "cases": [], "skipped_cases": [],
                                "setup": {}}
+    clock = core_clock()
+    results["machine"]["clock"] = clock
+    if clock.get("ghz"):
+        log(f"core clock {clock['ghz']:.2f} GHz ({clock['method']})"
+            + (f"; TSC {clock['tsc_ghz']:.2f} GHz" if clock.get("tsc_ghz") else ""))
+    else:
+        log(f"note: {clock.get('note')}: the report gives no cycles")
     try:
         case_list: list[Any] = []
         if args.model:
