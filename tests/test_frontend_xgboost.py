@@ -378,9 +378,9 @@ def _chain_doc(depth: int) -> dict:
 
 def test_deep_tree_no_recursion():
     doc = _chain_doc(3000)
-    t0 = time.perf_counter()
+    t0 = time.thread_time()  # CPU time: a loaded machine's descheduling does not count
     f = forest_from_document(doc)
-    assert time.perf_counter() - t0 < 2.0
+    assert time.thread_time() - t0 < 2.0
     assert f.trees[0].max_depth == 3000
     b = booster_from_doc(doc)
     R = np.c_[np.r_[np.arange(-1, 3001) - 0.5, np.nan, np.inf], np.zeros(3004)]
@@ -399,9 +399,9 @@ def test_thousand_trees_parse_fast():
     model["iteration_indptr"] = list(range(0, 1001, 4))
     model["gbtree_model_param"]["num_trees"] = "1000"
     p = write_json(doc, "thousand.json")
-    t0 = time.perf_counter()
+    t0 = time.thread_time()  # CPU time: a loaded machine's descheduling does not count
     f = treecomp.parse(p)
-    elapsed = time.perf_counter() - t0
+    elapsed = time.thread_time() - t0
     assert f.n_trees == 1000 and elapsed < 3.0, elapsed
     b2 = xgb.Booster({"nthread": 1}, model_file=str(p))
     assert_same(b2.inplace_predict(X[:50]), interp.predict(f, X[:50]))
@@ -492,7 +492,7 @@ def test_ubjson_truncated_and_mutated_model_files_fail_cleanly():
     """Every prefix and many single-byte mutations: decoded or InvalidModelError, and the
     frontend then gives a Forest or a TreecompError: never another exception, never a hang."""
     data = bytes(zoo.get("xgboost:file_ubj_categorical_dart").model.save_raw("ubj"))
-    t0 = time.perf_counter()
+    t0 = time.thread_time()  # CPU time: a hang or blow-up counts, a loaded machine does not
     for k in range(0, len(data), 5):
         with pytest.raises(InvalidModelError):
             ubjson.decode(data[:k])
@@ -511,7 +511,7 @@ def test_ubjson_truncated_and_mutated_model_files_fail_cleanly():
         except UnsupportedModelError:
             outcomes["unsupported"] += 1
     assert outcomes["invalid"] > 0 and outcomes["ok"] > 0
-    assert time.perf_counter() - t0 < 20
+    assert time.thread_time() - t0 < 20
 
 
 def test_ubjson_needs_bytes():
