@@ -338,6 +338,13 @@ def compile_cmd(model, output, backend, native, emit_source, header, with_ir):
         raise click.UsageError("--emit-source: a linear_tree model's .so links the leaf-finding "
                                "code with its linear leaves' tables (treecomp/backends/linear_so.py); "
                                "its sources are not emitted")
+    if suffix == ".so":  # linking a .so needs the C compiler: say so before compiling
+        from . import toolchain
+        from .errors import CompileError
+        try:
+            toolchain.find_compiler()
+        except CompileError as exc:
+            raise toolchain.so_needs_compiler(exc) from None
     if backend != "auto":
         name = backend
     elif suffix == ".tc":

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from .version import __version__
-from .errors import ArtifactError, CompileError, WriteError
+from .errors import ArtifactError, CompileError, WriteError, warn_slow_path
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
 
@@ -295,9 +295,11 @@ class Compiler:
 
 
 def _no_compiler(why: str) -> CompileError:
-    return CompileError(
+    exc = CompileError(
         f"no working C compiler ({why}). Install gcc or clang, set CC, or use a backend that "
         "needs none: backend='llvm' (JIT through llvmlite) or backend='arrays'.")
+    exc.why = why  # what so_needs_compiler quotes
+    return exc
 
 
 #: flags that let a compiler change floating-point results (reassociate sums, fuse multiply-adds,
@@ -367,11 +369,29 @@ def find_compiler() -> Compiler:
 
 
 def have_compiler() -> bool:
+    """Whether find_compiler finds a working C compiler. Where $CC is set but unusable (a flag
+    that breaks exact floating point, a command that does not run), treecomp works as on a host
+    without a compiler: one SlowPathWarning per process says so."""
     try:
         find_compiler()
         return True
-    except CompileError:
+    except CompileError as exc:
+        if os.environ.get("CC"):
+            warn_slow_path("cc-unusable",
+                           f"treecomp: CC={os.environ['CC']!r} is not usable ({exc}); treecomp "
+                           "runs as on a host without a C compiler (slower compiler-free paths, "
+                           "no .so artifacts). Fix or unset CC to use the C compiler.")
         return False
+
+
+def so_needs_compiler(exc: BaseException) -> CompileError:
+    """The error for writing a shared library (.so) where no C compiler links one (`exc`: why
+    find_compiler failed), with what to do instead."""
+    return CompileError(
+        f"writing a shared library (.so) needs a C compiler to link it, and there is none here "
+        f"({getattr(exc, 'why', exc)}). Install gcc or clang (or set CC), or write a .tc table file instead "
+        "(backend='arrays': Predictor.save('model.tc'), `treecomp compile MODEL -o model.tc`): "
+        "it loads with treecomp.load wherever treecomp is installed, no compiler needed.")
 
 
 #: the environment variable that sets the time limit of each compiler / linker / archiver

@@ -1267,6 +1267,10 @@ class LLVMKernel:
         """Link the object code into a shared library at `path` (needs the system linker)."""
         objects = {f"part{u}.o": o for u, o in enumerate(self._objects)}
         try:
+            toolchain.find_compiler()
+        except CompileError as exc:
+            raise toolchain.so_needs_compiler(exc) from None
+        try:
             toolchain.publish(Path(path).resolve(),
                               lambda p: toolchain.link_objects(objects, p, seal=True))
         except CompileError as exc:

@@ -244,13 +244,6 @@ def kernel_origin() -> str | None:
     return KERNEL_ORIGIN
 
 
-def supported_isas() -> list[str]:
-    """The C-kernel paths this machine can run (none without the kernel: no prebuilt one that
-    matches and no C compiler), then "llvm" (the compiler-free JIT walker) when llvmlite works,
-    then "numpy"."""
-    return native_isas() + (["llvm"] if have_llvm() else []) + ["numpy"]
-
-
 def native_isas() -> list[str]:
     """The C kernel's paths this CPU runs (NATIVE_ISAS order; none without the kernel)."""
     try:

@@ -250,9 +250,12 @@ TC_EXPORT int32_t treecomp_predict(const void *X, int32_t x_dtype, int64_t n_row
 
 def build_path(kernel: Any, progress: Callable[[str], None] | None = None) -> Path:
     """The .so of `kernel` in the cache (built on a miss: compile the unit, link the archive)."""
+    try:
+        cc = toolchain.find_compiler()
+    except CompileError as exc:
+        raise toolchain.so_needs_compiler(exc) from None
     src, blob = emit(kernel)
     archive = native.kernel_archive(progress)
-    cc = toolchain.find_compiler()
     digest = hashlib.sha256(src.encode() + b"\0" + blob).hexdigest()
     key = toolchain.cache_key("arrays-so", digest, native.kernel_source_hash(),
                               KERNEL_CFLAGS, cc.key, native.ARCHIVE_ORIGIN)
