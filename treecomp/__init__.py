@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from .version import __version__
 from .errors import (ArtifactError, CompileError, InvalidModelError, KernelError,  # noqa: E402
-                     NotFittedError, SlowPathWarning, TreecompError, TreecompWarning,
+                     NotFittedError, PlatformError, SlowPathWarning, TreecompError, TreecompWarning,
                      UnsupportedModelError, WriteError)
 from .frontends import parse, supported_models  # noqa: E402
 from .ir import Forest, Tree  # noqa: E402
@@ -16,4 +16,4 @@ from . import leaves, linear, shap  # noqa: E402,F401
 
 __all__ = ["__version__", "parse", "compile", "load", "Predictor", "supported_models", "Forest", "Tree", "TreecompError",
            "UnsupportedModelError", "InvalidModelError", "NotFittedError", "CompileError",
-           "ArtifactError", "KernelError", "WriteError", "TreecompWarning", "SlowPathWarning"]
+           "ArtifactError", "KernelError", "WriteError", "TreecompWarning", "SlowPathWarning", "PlatformError"]

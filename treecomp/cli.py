@@ -28,11 +28,10 @@ import click
 import numpy as np
 
 from .version import __version__
+from .platform import ELF_MAGIC  # the first bytes of a shared library (what -o x.so writes)
 
 ARTIFACT_WARNING = ("A .so artifact is loaded to be described, which runs its code: only "
                     "inspect artifacts you trust.")
-#: the first bytes of a shared library (what `treecomp compile -o x.so` writes on Linux)
-ELF_MAGIC = b"\x7fELF"
 PICKLE_WARNING = ("Model files ending in .pkl/.pickle/.joblib are unpickled, which EXECUTES code "
                   "from the file: only use files you trust.")
 

@@ -23,6 +23,13 @@ class CompileError(TreecompError):
     """A backend or the system toolchain failed to build the model."""
 
 
+class PlatformError(CompileError):
+    """treecomp has not verified its native paths (building, loading, JIT-compiling code) on
+    this operating system / CPU architecture (treecomp.platform.check_platform): the message
+    names it and what still works. A CompileError too, so backend="auto" falls back to the
+    pure-Python paths."""
+
+
 class ArtifactError(TreecompError, ValueError):
     """A compiled artifact (.so, .tc) is missing, corrupt, or built for another ABI."""
 

@@ -167,7 +167,8 @@ def choose(forest, artifact: str | None = None) -> str:
         return gen if n_nodes <= limit else "arrays"
     if _vec_byte_walk(forest):
         return "arrays"  # its kernel runs the byte walks as LLVM vector code (isa "llvm-vec")
-    if "llvm" in names() and n_nodes <= LLVM_MAX_NODES:
+    from .. import platform
+    if "llvm" in names() and n_nodes <= LLVM_MAX_NODES and platform.native_ok():
         return "llvm"
     return "arrays"
 

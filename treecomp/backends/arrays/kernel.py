@@ -46,7 +46,7 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from ...version import __version__
-from ... import outputs, toolchain
+from ... import outputs, platform, toolchain
 from ...errors import ArtifactError, CompileError, warn_slow_path
 from ...ir import Forest, Head, Tree, head_of
 from ...native import PAIRS, kernel_error
@@ -234,6 +234,8 @@ def resolve_isa(isa: str, strict: bool = True) -> str:
     runs, with one SlowPathWarning per process and path."""
     if isa == "numpy":  # needs no kernel: don't load (or build) one
         return "numpy"
+    if strict and isa != "auto":  # a forced native path: PlatformError on an unverified platform
+        platform.check_platform(f"the arrays kernel's {isa!r} path")
     paths = native.native_isas()
     if isa == "auto":
         if not paths:
@@ -271,6 +273,13 @@ def warn_no_kernel(path: str) -> None:
             "llvm": "the llvmlite tree walker (often 10x or more slower than the C kernel)",
             "numpy": "the numpy tree walker (much slower than the C kernel: llvmlite is not "
                      "usable here either)"}[path]
+    if not platform.native_ok():  # the numpy walker: nothing native runs on this platform
+        warn_slow_path("unverified-platform",
+                       f"treecomp: native code is not verified on this platform "
+                       f"({platform.system()} {platform.machine()}); running the numpy tree walker "
+                       "(exact, much slower than the native kernels). See treecomp.platform.",
+                       stacklevel=4)
+        return
     warn_slow_path(f"no-kernel:{path}",
                    f"treecomp: no native arrays kernel here ({native.PREBUILT_ERROR or 'none loads'}) "
                    f"and no working C compiler to build one; running {what}. For full speed "
