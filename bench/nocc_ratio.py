@@ -8,9 +8,13 @@ XGBoost binary and LightGBM binary models (treecomp.benchmark.cases, the full si
 rows for both. Calls alternate (normal, llvm-vec, normal, ...) so both see the same machine
 load; the median of the rounds is reported, and their ratio. Also the first compile of the
 llvm-vec kernel in a fresh process with an empty cache (a subprocess per case: JIT of the
-kernel + the model's tables), and from the object cache.
+kernel for the model's dtypes + the model's tables + the self-test auto runs first), and from
+the object cache.
 
     python -m bench.nocc_ratio [--rows 30000] [--rounds 11] [--cases xgb-binary,lgbm-binary]
+
+Also timed, where they apply: the AVX2 path (the normal install on a CPU without AVX-512) and
+the llvm backend's generated code (what backend="auto" ran without a C compiler before).
 """
 
 from __future__ import annotations
@@ -37,6 +41,9 @@ def _first_compile(case: str, cache: str) -> float:
         "t1 = time.perf_counter()\n"
         "p = treecomp.compile(c.model, backend='arrays', isa='llvm-vec')\n"
         "p.predict_raw(c.X[:10])\n"
+        "from treecomp.backends.arrays.kernel import vec_self_test\n"  # what auto adds
+        "m = p._kernel.tables.meta\n"
+        "assert vec_self_test(m['x_dtype'], m['acc_dtype'])\n"
         "print(time.perf_counter() - t1)\n")
     env = dict(os.environ, TREECOMP_CACHE_DIR=cache)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
@@ -50,6 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--cases", default="xgb-binary,lgbm-binary")
     ap.add_argument("--no-compile-time", action="store_true")
+    ap.add_argument("--no-llvm", action="store_true", help="skip the llvm backend (slow to build)")
     args = ap.parse_args(argv)
     import treecomp
     from treecomp.backends import arrays
@@ -63,23 +71,29 @@ def main(argv: list[str] | None = None) -> int:
         normal = treecomp.compile(case.model, backend="arrays")
         free = treecomp.compile(case.model, backend="arrays", isa="llvm-vec")
         kn, kf = normal._kernel, free._kernel
-        outs = {}
-        times = {"normal": [], "llvm-vec": []}
-        for k, label in ((kn, "normal"), (kf, "llvm-vec")):
-            out = np.empty((len(X), k.head.n_outputs), k.tables.acc_dtype)
-            k.run(X, out)  # warm-up
-            outs[label] = out
+        runs = {"normal": kn.run, "llvm-vec": kf.run}
+        if "avx2" in arrays.supported_isas() and kn.isa != "avx2":  # an AVX2-only install
+            runs["avx2"] = treecomp.compile(case.model, backend="arrays", isa="avx2")._kernel.run
+        if not args.no_llvm:  # what auto ran on such a host before llvm-vec: generated code
+            p_gen = treecomp.compile(case.model, backend="llvm")
+            runs["llvm-backend"] = lambda X, out, p=p_gen: p.predict_raw(X)
+        outs = {label: np.empty((len(X), kn.head.n_outputs), kn.tables.acc_dtype) for label in runs}
+        for label, run in runs.items():
+            run(X, outs[label])  # warm-up
         assert np.array_equal(outs["normal"], outs["llvm-vec"]), name
+        times = {label: [] for label in runs}
+        labels = list(runs)
         for r in range(args.rounds):
-            order = ((kn, "normal"), (kf, "llvm-vec")) if r % 2 == 0 else ((kf, "llvm-vec"), (kn, "normal"))
-            for k, label in order:
+            for label in (labels if r % 2 == 0 else labels[::-1]):
                 t0 = time.perf_counter()
-                k.run(X, outs[label])
+                runs[label](X, outs[label])
                 times[label].append((time.perf_counter() - t0) / len(X) * 1e9)
         med = {k: float(np.median(v)) for k, v in times.items()}
-        row = {"normal_isa": kn.isa, "normal_ns_row": round(med["normal"], 1),
-               "llvm_vec_ns_row": round(med["llvm-vec"], 1),
+        row = {"normal_isa": kn.isa, **{f"{k}_ns_row": round(v, 1) for k, v in med.items()},
                "speed_ratio": round(med["normal"] / med["llvm-vec"], 3),
+               **({"ratio_to_avx2": round(med["avx2"] / med["llvm-vec"], 3)} if "avx2" in med else {}),
+               **({"speedup_over_llvm_backend": round(med["llvm-backend"] / med["llvm-vec"], 2)}
+                  if "llvm-backend" in med else {}),
                "vec_shape": list(kf._vec.shape) if kf._vec is not None else None}
         if not args.no_compile_time:
             with tempfile.TemporaryDirectory() as cache:

@@ -50,13 +50,13 @@ from typing import Any
 
 import numpy as np
 
-from ... import toolchain
+from ... import platform, toolchain
 from ...errors import CompileError
 from ...native import kernel_error
 from .native import CTables
 
 #: the kernel's own version: part of the object cache key with the IR text itself
-VERSION = 1
+VERSION = 2
 
 _TY = {"float32": "float", "float64": "double"}
 
@@ -126,6 +126,24 @@ def _quant_col(xin: str, xt: str, strict: bool, QL: int, G: int) -> str:
     ts = 4 if xt == "float" else 8
     f.label("entry")
     h0 = f.emit("lshr i32 %P, 1")
+    # the first four levels of the search without gathers: with P >= 16, the 15 pivots
+    # u[i * P/16 - 1] (i = 1..15), splatted once per column; a row passes a prefix of them (u is
+    # sorted, its NaN padding last), so their count times P/16 is where the search stands after
+    # four levels; the gathers take it from h = P/32
+    big = f.emit("icmp uge i32 %P, 16")
+    stp = f.emit("lshr i32 %P, 4")
+    pivots = []
+    for i in range(1, 16):
+        ix = f.emit(f"mul i32 {stp}, {i}")
+        ix1 = f.emit(f"sub i32 {ix}, 1")
+        ixs = f.emit(f"select i1 {big}, i32 {ix1}, i32 0")
+        ixz = f.emit(f"zext i32 {ixs} to i64")
+        pp = f.emit(f"getelementptr {xt}, ptr %u, i64 {ixz}")
+        pv = f.emit(f"load {xt}, ptr {pp}")
+        pivots.append(_splat(f, xt, QL, pv))
+    stv = _splat(f, "i32", QL, stp)
+    h32 = f.emit("lshr i32 %P, 5")
+    hs = f.emit(f"select i1 {big}, i32 {h32}, i32 {h0}")
     lanes = _iota(QL)
     nsub = G // QL
     f("br label %grp")
@@ -153,11 +171,18 @@ def _quant_col(xin: str, xt: str, strict: bool, QL: int, G: int) -> str:
     else:
         v = f.emit(f"fpext <{QL} x float> {vin} to <{QL} x double>")
     f(f"%v = bitcast <{QL} x {xt}> {v} to <{QL} x {xt}>")
-    f("%hz = icmp eq i32 %h0, 0".replace("%h0", h0))
+    cnt = "zeroinitializer"
+    for pv in pivots:
+        c = f.emit(f"fcmp {cmp} <{QL} x {xt}> %v, {pv}")
+        cz = f.emit(f"zext <{QL} x i1> {c} to <{QL} x i32>")
+        cnt = cz if cnt == "zeroinitializer" else f.emit(f"add <{QL} x i32> {cnt}, {cz}")
+    pc = f.emit(f"mul <{QL} x i32> {cnt}, {stv}")
+    f(f"%p0 = select i1 {big}, <{QL} x i32> {pc}, <{QL} x i32> zeroinitializer")
+    f(f"%hz = icmp eq i32 {hs}, 0")
     f("br i1 %hz, label %done, label %step")
     f.label("step")
-    f(f"%h = phi i32 [{h0}, %sub], [%h1, %step]")
-    f(f"%p = phi <{QL} x i32> [zeroinitializer, %sub], [%pn, %step]")
+    f(f"%h = phi i32 [{hs}, %sub], [%h1, %step]")
+    f(f"%p = phi <{QL} x i32> [%p0, %sub], [%pn, %step]")
     hm1 = f.emit("sub i32 %h, 1")
     ix = f.emit(f"add <{QL} x i32> %p, {_splat(f, 'i32', QL, hm1)}")
     tp = f.emit(f"getelementptr {xt}, ptr %u, <{QL} x i32> {ix}")
@@ -171,7 +196,7 @@ def _quant_col(xin: str, xt: str, strict: bool, QL: int, G: int) -> str:
     f("%more = icmp ne i32 %h1, 0")
     f("br i1 %more, label %step, label %done")
     f.label("done")
-    f(f"%pf = phi <{QL} x i32> [zeroinitializer, %sub], [%pn, %step]")
+    f(f"%pf = phi <{QL} x i32> [%p0, %sub], [%pn, %step]")
     b = f.emit(f"trunc <{QL} x i32> %pf to <{QL} x i8>")
     bx = f.emit(f"xor <{QL} x i8> {b}, {_const_vec(QL, 'i8', -128)}")
     nan = f.emit(f"fcmp uno <{QL} x {xt}> %v, %v")
@@ -923,6 +948,7 @@ def vec_kernel(x_dtype: str, acc_dtype: str, shape: tuple[int, int, int] | None 
 
 def _compile(x_dtype: str, acc_dtype: str, shape: tuple[int, int, int], trip: str, cpu: str,
              feats: str) -> VecKernel:
+    platform.check_platform("JIT-compiling the llvm-vec kernel")
     try:
         import llvmlite
         llvm = _llvm()
@@ -934,7 +960,7 @@ def _compile(x_dtype: str, acc_dtype: str, shape: tuple[int, int, int], trip: st
         raise CompileError(f"the arrays backend's llvm-vec kernel cannot be built here: "
                            f"{type(exc).__name__}: {exc}") from None
     ckey = toolchain.cache_key("arrays-llvm-vec", VERSION, hashlib.sha256(text.encode()).hexdigest(),
-                               llvmlite.__version__, trip, cpu, feats)
+                               llvmlite.__version__, trip, cpu, feats)  # (+ platform.host_key)
     made: dict[str, Any] = {}
 
     def build(path: Path) -> None:  # a cache miss: compile here, keep the object code
@@ -973,6 +999,7 @@ def available() -> bool:
     global _AVAILABLE, ERROR
     if _AVAILABLE is None:
         try:
+            platform.check_platform("JIT-compiling the llvm-vec kernel")
             llvm = _llvm()
             trip, cpu, feats = target()
             llvm.Target.from_triple(trip).create_target_machine(cpu=cpu, features=feats, opt=2)
