@@ -268,8 +268,8 @@ def resolve_isa(isa: str, strict: bool = True) -> str:
 def warn_no_kernel(path: str) -> None:
     """One SlowPathWarning per process and path: the arrays backend runs `path` (a compiler-free
     one) because this install has no C kernel that loads and no C compiler to build one."""
-    what = {"llvm-vec": "the byte walks as LLVM vector code (within about 1.5x of the C kernel "
-                        "on byte-walk models)",
+    what = {"llvm-vec": "the byte walks as LLVM vector code (measured 0.4-0.8x the C kernel's "
+                        "speed on byte-walk models)",
             "llvm": "the llvmlite tree walker (often 10x or more slower than the C kernel)",
             "numpy": "the numpy tree walker (much slower than the C kernel: llvmlite is not "
                      "usable here either)"}[path]
