@@ -24,9 +24,11 @@ baseline path on a fixed forest, ~30 ms) passes; "scalar", "avx2", "avx512" forc
 if the CPU lacks it). The vector paths cover float32 input (sklearn trees, XGBoost); float64
 input (LightGBM, HistGradientBoosting) runs the baseline code on every path. Without the C
 kernel (no prebuilt one that matches the sources, and no C compiler to build it), "auto" runs
-the same tables through a generic walker JIT-compiled once per process by llvmlite (isa "llvm"),
-or, if llvmlite fails too, a vectorised numpy walker (isa "numpy"). Both can be forced, and both
-are exact.
+the byte walks as LLVM vector code JIT-compiled by llvmlite (isa "llvm-vec", vec.py; after a
+once-per-process self-test against the numpy walker), tables without a byte walk through a
+generic llvmlite walker (isa "llvm"), or, if llvmlite fails too, a vectorised numpy walker (isa
+"numpy"), with one SlowPathWarning per process naming the path. All can be forced, all are
+exact.
 
 Rows per block (option ``block_rows``, 0 = auto): 64 for shallow (heap) forests walked on
 floats, so rows and trees stay in L1; 512 for byte walks over heaps (a tree's setup paid per

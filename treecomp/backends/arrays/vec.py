@@ -1010,15 +1010,6 @@ def available() -> bool:
     return _AVAILABLE
 
 
-def have_vec() -> bool:
-    """Whether the llvm-vec kernel builds here (its float32 / float64-accumulating variant)."""
-    try:
-        vec_kernel("float32", "float64")
-        return True
-    except CompileError:
-        return False
-
-
 def run(k: VecKernel, tables: Any, X: Any, out: Any) -> None:
     """The kernel over rows X (C-contiguous float32 / float64) into out (n rows of margins in
     the accumulation dtype), with the packed tables `tables` (a ctypes reference to a
