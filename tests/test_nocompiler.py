@@ -235,6 +235,7 @@ def test_cli_so_without_a_compiler_says_what_to_do(no_kernel, tmp_path):
     assert res.exit_code != 0
     msg = res.output
     assert "C compiler" in msg and "gcc or clang" in msg and ".tc" in msg, msg
+    assert "compiling with the" not in msg  # said before any compile work
     assert not (tmp_path / "m.so").exists()
     # the .tc it recommends works here and loads back on the compiler-free path
     res = CliRunner().invoke(main,
