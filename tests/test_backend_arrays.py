@@ -27,7 +27,7 @@ try:
 except Exception:  # a zoo module being written right now may be broken: skip, do not fail
     zoo, ZOO = None, []
 
-ALL_ISAS = ("scalar", "avx2", "avx512", "llvm", "numpy")
+ALL_ISAS = ("scalar", "avx2", "avx512", "llvm-vec", "llvm", "numpy")
 HAVE = arrays.supported_isas()
 ISAS = [pytest.param(i, marks=pytest.mark.skipif(i not in HAVE, reason=f"CPU/host lacks {i}"))
         for i in ALL_ISAS]
@@ -981,13 +981,17 @@ def test_without_a_compiler_tables_still_work(monkeypatch):
     monkeypatch.setattr(arrays_native, "_load_prebuilt", lambda: None)  # nor a prebuilt kernel
     monkeypatch.setattr(toolchain, "find_compiler", no_cc)
     monkeypatch.setattr(toolchain, "have_compiler", lambda: False)
-    assert backends.choose(f) == ("llvm" if "llvm" in backends.names() else "arrays")
+    # byte-walk-eligible and paying: the arrays backend, its byte walks as LLVM vector code
+    assert backends.choose(f) == "arrays" and backends.byte_walk_pays(f)
     big = Forest(trees=f.trees * 40_000, n_features=f.n_features, n_outputs=1,
                  tree_output=np.zeros(len(f.trees) * 40_000), base_score=[0.0])
     assert backends.choose(big) == "arrays"
     p = treecomp.compile(f, backend="arrays")
-    assert p._kernel.isa == ("llvm" if "llvm" in HAVE else "numpy")
+    assert p._kernel.isa == ("llvm-vec" if "llvm-vec" in HAVE else "llvm" if "llvm" in HAVE else "numpy")
     np.testing.assert_array_equal(p.predict_raw(X), interp.predict_raw(f, X))
+    q = treecomp.compile(f, backend="arrays", layout="compact")  # no byte walk: the walker
+    assert q._kernel.isa == ("llvm" if "llvm" in HAVE else "numpy")
+    np.testing.assert_array_equal(q.predict_raw(X), interp.predict_raw(f, X))
     # a table file written here loads on such a host and runs on the compiler-free path
     q = arrays.load_bytes(treecomp.compile(f, backend="arrays", isa="numpy")._kernel.to_bytes())
     np.testing.assert_array_equal(treecomp.Predictor(q).predict_raw(X), interp.predict_raw(f, X))

@@ -5,7 +5,8 @@ from __future__ import annotations
 
 from .version import __version__
 from .errors import (ArtifactError, CompileError, InvalidModelError, KernelError,  # noqa: E402
-                     NotFittedError, TreecompError, UnsupportedModelError, WriteError)
+                     NotFittedError, PlatformError, SlowPathWarning, TreecompError, TreecompWarning,
+                     UnsupportedModelError, WriteError)
 from .frontends import parse, supported_models  # noqa: E402
 from .ir import Forest, Tree  # noqa: E402
 from .loader import Predictor  # noqa: E402
@@ -15,4 +16,4 @@ from . import leaves, linear, shap  # noqa: E402,F401
 
 __all__ = ["__version__", "parse", "compile", "load", "Predictor", "supported_models", "Forest", "Tree", "TreecompError",
            "UnsupportedModelError", "InvalidModelError", "NotFittedError", "CompileError",
-           "ArtifactError", "KernelError", "WriteError"]
+           "ArtifactError", "KernelError", "WriteError", "TreecompWarning", "SlowPathWarning", "PlatformError"]

@@ -28,11 +28,10 @@ import click
 import numpy as np
 
 from .version import __version__
+from .platform import ELF_MAGIC  # the first bytes of a shared library (what -o x.so writes)
 
 ARTIFACT_WARNING = ("A .so artifact is loaded to be described, which runs its code: only "
                     "inspect artifacts you trust.")
-#: the first bytes of a shared library (what `treecomp compile -o x.so` writes on Linux)
-ELF_MAGIC = b"\x7fELF"
 PICKLE_WARNING = ("Model files ending in .pkl/.pickle/.joblib are unpickled, which EXECUTES code "
                   "from the file: only use files you trust.")
 
@@ -338,6 +337,13 @@ def compile_cmd(model, output, backend, native, emit_source, header, with_ir):
         raise click.UsageError("--emit-source: a linear_tree model's .so links the leaf-finding "
                                "code with its linear leaves' tables (treecomp/backends/linear_so.py); "
                                "its sources are not emitted")
+    if suffix == ".so":  # linking a .so needs the C compiler: say so before compiling
+        from . import toolchain
+        from .errors import CompileError
+        try:
+            toolchain.find_compiler()
+        except CompileError as exc:
+            raise toolchain.so_needs_compiler(exc) from None
     if backend != "auto":
         name = backend
     elif suffix == ".tc":

@@ -23,6 +23,13 @@ class CompileError(TreecompError):
     """A backend or the system toolchain failed to build the model."""
 
 
+class PlatformError(CompileError):
+    """treecomp has not verified its native paths (building, loading, JIT-compiling code) on
+    this operating system / CPU architecture (treecomp.platform.check_platform): the message
+    names it and what still works. A CompileError too, so backend="auto" falls back to the
+    pure-Python paths."""
+
+
 class ArtifactError(TreecompError, ValueError):
     """A compiled artifact (.so, .tc) is missing, corrupt, or built for another ABI."""
 
@@ -41,3 +48,34 @@ class KernelError(TreecompError, RuntimeError):
     def __init__(self, message: str, code: int | None = None):
         super().__init__(message)
         self.code = code
+
+
+class TreecompWarning(UserWarning):
+    """A warning treecomp issues on purpose (filter it with
+    ``warnings.filterwarnings("ignore", category=treecomp.errors.TreecompWarning)``)."""
+
+
+class SlowPathWarning(TreecompWarning):
+    """treecomp runs a slower path than this install could have (no native kernel, a requested
+    instruction set the CPU lacks, no C compiler): the message names the cause and what to do.
+    Issued once per process per cause (warn_slow_path)."""
+
+
+#: the causes warn_slow_path has warned about in this process
+_SLOW_WARNED: set[str] = set()
+
+
+def warn_slow_path(cause: str, message: str, stacklevel: int = 3) -> bool:
+    """Issue one SlowPathWarning per process for `cause` (a short key naming why: "no-kernel",
+    "isa-avx512", ...); later calls with the same cause are silent. Returns whether it warned."""
+    if cause in _SLOW_WARNED:
+        return False
+    _SLOW_WARNED.add(cause)
+    import warnings
+    warnings.warn(message, SlowPathWarning, stacklevel=stacklevel)
+    return True
+
+
+def reset_slow_path_warnings() -> None:
+    """Forget which slow-path causes were warned about (tests: warn again)."""
+    _SLOW_WARNED.clear()

@@ -13,8 +13,8 @@ the small-batch CPython entry. It knows nothing of backends or Predictors.
   run() or, where it cannot be had, no_entry (which declines every batch: ctypes serves).
 
 With the backends' own kernel wrappers (treecomp.backends.arrays.native, .kernel) this is the
-code that touches native memory. Platform: ELF shared libraries (Linux); see
-docs/internals/architecture.md for what another platform needs.
+code that touches native memory. What depends on the platform (the ELF checks, unloading, the
+extension suffix) is in treecomp.platform, which also refuses an unverified platform.
 """
 
 from __future__ import annotations
@@ -25,7 +25,6 @@ import importlib.machinery
 import importlib.util
 import json
 import os
-import struct
 import sys
 import sysconfig
 import threading
@@ -35,11 +34,11 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import outputs, toolchain
+from . import outputs, platform, toolchain
 from .errors import ArtifactError, InvalidModelError, KernelError
 from .ir import Head
+from .platform import ELF_MAGIC, check_elf_extents  # noqa: F401 (ELF_MAGIC: loader's)
 
-ELF_MAGIC = b"\x7fELF"
 ABI_VERSION = 1
 TREECOMP_RAW = 0
 TREECOMP_TRANSFORM = 1
@@ -105,6 +104,7 @@ def entry() -> Any:
     with ENTRY_LOCK:
         if _RUN is None:
             try:
+                platform.check_platform("loading the small-batch entry")
                 mod = _prebuilt_entry()
                 origin = "prebuilt" if mod is not None else "built"
                 ENTRY_MODULE = mod if mod is not None else _build_entry()
@@ -174,7 +174,7 @@ def _build_entry() -> Any:
                                        compiler=cc)
         if report:
             report("built the small-batch entry")
-    path = toolchain.cached(key, sysconfig.get_config_var("EXT_SUFFIX") or ".so", build)
+    path = toolchain.cached(key, platform.extension_suffix(), build)
     return _load_extension(path)
 
 
@@ -187,16 +187,6 @@ def set_base(head: Head, address: int) -> None:
     acc = np.dtype(head.accumulate_dtype)
     base = outputs.base_margins(head).astype(acc)
     ctypes.memmove(address, base.ctypes.data, base.nbytes)
-
-
-def _dlclose(handle: int) -> None:
-    """Unload a library ctypes loaded (ctypes itself never does): every function pointer into
-    it died with the SharedLibrary that owned it."""
-    try:
-        from _ctypes import dlclose
-        dlclose(handle)
-    except (ImportError, OSError):  # no dlclose (Windows): the mapping stays, as before
-        pass
 
 
 def verify_artifact(data: bytes, name: str = "the library") -> None:
@@ -234,6 +224,7 @@ class SharedLibrary:
             data = self.path.read_bytes()
         except OSError as exc:
             raise ArtifactError(f"cannot read {self.path.name}: {exc}") from None
+        platform.check_platform("loading a shared library")
         verify_artifact(data, self.path.name)
         try:
             lib = ctypes.CDLL(str(self.path))
@@ -244,7 +235,7 @@ class SharedLibrary:
             raise ArtifactError(f"cannot load {self.path.name} as a shared library: the dynamic "
                                 f"loader failed naming a symbol that is not UTF-8 text (a damaged "
                                 f"or foreign library): {text}") from None
-        fin = weakref.finalize(self, _dlclose, lib._handle)
+        fin = weakref.finalize(self, platform.dlclose, lib._handle)
         fin.atexit = False  # at exit, pool threads may still be inside the library
         try:
             abi = lib.treecomp_abi_version
@@ -343,37 +334,6 @@ class SharedLibrary:
     def save(self, path: str | os.PathLike) -> None:
         data = self.to_bytes()
         toolchain.publish(Path(path).resolve(), lambda p: p.write_bytes(data))
-
-
-def check_elf_extents(data: bytes) -> None:
-    """ArtifactError unless every program header, loadable segment and the section header
-    table of an ELF file lie inside `data`. The dynamic loader maps segments past the end of a
-    truncated file and the process dies of SIGBUS on touching them (a c-backend .so cut in
-    half did, under glibc 2.36): refused here, before dlopen. Non-ELF data is left to dlopen."""
-    if data[:4] != ELF_MAGIC or len(data) < 6:
-        return
-    bits, order = data[4], {1: "<", 2: ">"}.get(data[5])
-    if bits not in (1, 2) or order is None:
-        raise ArtifactError("not a loadable shared library (unknown ELF class or byte order)")
-    wide = bits == 2
-    head = struct.Struct(order + ("16xHHIQQQIHHHHHH" if wide else "16xHHIIIIIHHHHHH"))
-    phdr = struct.Struct(order + ("IIQQQQQQ" if wide else "IIIIIIII"))
-    if len(data) < head.size:
-        raise ArtifactError("truncated shared library (its ELF header is cut)")
-    _, _, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize, shnum, _ = head.unpack_from(data)
-    size = len(data)
-    if phnum and (phentsize < phdr.size or phoff + phnum * phentsize > size):
-        raise ArtifactError("truncated shared library (its program headers lie past the end)")
-    if shnum and shoff + shnum * shentsize > size:
-        raise ArtifactError("truncated shared library (its section headers lie past the end)")
-    for i in range(phnum):
-        f = phdr.unpack_from(data, phoff + i * phentsize)
-        offset, filesz = (f[2], f[5]) if wide else (f[1], f[4])
-        if f[0] != 0 and offset + filesz > size:  # any segment but PT_NULL
-            raise ArtifactError(f"truncated shared library (segment {i} ends at byte "
-                                f"{offset + filesz}, the file at {size})")
-
-
 
 
 def _after_fork_in_child() -> None:

@@ -39,7 +39,6 @@ import os
 import shlex
 import shutil
 import subprocess
-import sys
 import tempfile
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -48,7 +47,8 @@ from pathlib import Path
 from typing import Callable, Iterable
 
 from .version import __version__
-from .errors import ArtifactError, CompileError, WriteError
+from . import platform
+from .errors import ArtifactError, CompileError, WriteError, warn_slow_path
 
 RUNTIME_DIR = Path(__file__).resolve().parent / "runtime"
 
@@ -94,7 +94,7 @@ def code_fingerprint() -> str:
 
 def cache_key(*parts: object) -> str:
     h = hashlib.sha256()
-    for p in (__version__, code_fingerprint(), *parts):
+    for p in (__version__, code_fingerprint(), platform.host_key(), *parts):
         h.update(repr(p).encode())
         h.update(b"\0")
     return h.hexdigest()[:40]
@@ -295,9 +295,11 @@ class Compiler:
 
 
 def _no_compiler(why: str) -> CompileError:
-    return CompileError(
+    exc = CompileError(
         f"no working C compiler ({why}). Install gcc or clang, set CC, or use a backend that "
         "needs none: backend='llvm' (JIT through llvmlite) or backend='arrays'.")
+    exc.why = why  # what so_needs_compiler quotes
+    return exc
 
 
 #: flags that let a compiler change floating-point results (reassociate sums, fuse multiply-adds,
@@ -353,6 +355,7 @@ def _probe(cmd: tuple[str, ...]) -> Compiler:
 def find_compiler() -> Compiler:
     """$CC if set (and then only it), else the first of cc, gcc, clang on PATH. CompileError
     when $CC holds a flag that breaks exact floating point (check_flags)."""
+    platform.check_platform("building native code with a C compiler")
     env = os.environ.get("CC")
     if env:
         argv = tuple(shlex.split(env))
@@ -367,11 +370,30 @@ def find_compiler() -> Compiler:
 
 
 def have_compiler() -> bool:
+    """Whether find_compiler finds a working C compiler. Where $CC is set but unusable (a flag
+    that breaks exact floating point, a command that does not run), treecomp works as on a host
+    without a compiler: one SlowPathWarning per process says so."""
     try:
         find_compiler()
         return True
-    except CompileError:
+    except CompileError as exc:
+        if os.environ.get("CC"):
+            warn_slow_path("cc-unusable",
+                           f"treecomp: CC={os.environ['CC']!r} is not usable ({exc}); treecomp "
+                           "runs as on a host without a C compiler (slower compiler-free paths, "
+                           "no .so artifacts). Fix or unset CC to use the C compiler.")
         return False
+
+
+def so_needs_compiler(exc: BaseException) -> CompileError:
+    """The error for writing a shared library (.so) where no C compiler links one (`exc`: why
+    find_compiler failed), with what to do instead."""
+    return CompileError(
+        f"writing a shared library (.so) needs a C compiler to link it (the system linker, "
+        f"through cc), and there is none here "
+        f"({getattr(exc, 'why', exc)}). Install gcc or clang (or set CC), or write a .tc table file instead "
+        "(backend='arrays': Predictor.save('model.tc'), `treecomp compile MODEL -o model.tc`): "
+        "it loads with treecomp.load wherever treecomp is installed, no compiler needed.")
 
 
 #: the environment variable that sets the time limit of each compiler / linker / archiver
@@ -435,12 +457,6 @@ def _run(argv: list[str], what: str) -> None:
         raise CompileError(f"{what} failed (exit {proc.returncode}): {' '.join(argv[:6])} ...\n{msg}")
 
 
-def _link_flags(seal: bool) -> list[str]:
-    """Extra libraries a sealed library needs (treecomp_verify's dladdr: libdl before glibc
-    2.34)."""
-    return ["-ldl"] if seal and sys.platform.startswith("linux") else []
-
-
 def _finish(tmp_out: Path, out: Path, seal_it: bool) -> None:
     """Seal a library linked in a build directory and copy it to `out`: the linker never writes
     into the cache itself, so a full cache disk is an OSError here (cached() then builds in the
@@ -469,8 +485,8 @@ def build_shared_library(sources: dict[str, str], out: Path, cflags: Iterable[st
             sources = {**sources, **SEAL_UNIT}
         objs = _compile_objects(sources, Path(tmp), cc, flags, jobs, progress)
         tmp_out = Path(tmp) / "out.so"
-        _run([*cc.argv, "-shared", *flags, *map(str, objs), "-o", str(tmp_out), "-lm",
-              *_link_flags(seal)], "linking")
+        _run([*cc.argv, platform.SHARED_FLAG, *flags, *map(str, objs), "-o", str(tmp_out), "-lm",
+              *platform.link_flags(seal)], "linking")
         _finish(tmp_out, Path(out), seal)
 
 
@@ -515,7 +531,7 @@ def link_objects(objects: dict[str, bytes], out: Path, compiler: Compiler | None
             paths += map(str, _compile_objects(dict(SEAL_UNIT), Path(tmp), cc,
                                                list(DEFAULT_CFLAGS), 1, lambda _: None))
         tmp_out = Path(tmp) / "out.so"
-        _run([*cc.argv, "-shared", *paths, "-o", str(tmp_out), "-lm", *_link_flags(seal)],
+        _run([*cc.argv, platform.SHARED_FLAG, *paths, "-o", str(tmp_out), "-lm", *platform.link_flags(seal)],
              "linking")
         _finish(tmp_out, Path(out), seal)
 
@@ -547,18 +563,6 @@ def build_static_archive(sources: dict[str, str], out: Path, cflags: Iterable[st
         tmp_out = tmpd / "out.a"
         _run([ar, "rcs", str(tmp_out), *map(str, objs)], "archiving")
         shutil.copyfile(tmp_out, out)
-
-
-def _export_flags(tmpd: Path, exports: Iterable[str]) -> list[str]:
-    """Linker flags that export only the symbols matching `exports` (shell-style wildcards) and
-    bind the library's own references to its own definitions."""
-    exports = list(exports)
-    if sys.platform == "darwin":
-        (tmpd / "exports.txt").write_text("".join(f"_{e}\n" for e in exports))
-        return [f"-Wl,-exported_symbols_list,{tmpd / 'exports.txt'}"]
-    script = "{\n  global:\n" + "".join(f"    {e};\n" for e in exports) + "  local: *;\n};\n"
-    (tmpd / "exports.map").write_text(script)
-    return [f"-Wl,--version-script={tmpd / 'exports.map'}", "-Wl,-Bsymbolic"]
 
 
 def _asm_in_c(text: str) -> str:
@@ -595,8 +599,8 @@ def link_shared_library(sources: dict[str, str], out: Path, archives: Iterable[P
                  f"compiling {name}")
             objs.append(str(obj))
         tmp_out = tmpd / "out.so"
-        link = [*cc.argv, "-shared", *flags, *objs, *map(str, archives)]
+        link = [*cc.argv, platform.SHARED_FLAG, *flags, *objs, *map(str, archives)]
         if exports is not None:
-            link += _export_flags(tmpd, exports)
-        _run([*link, "-o", str(tmp_out), "-lm", *_link_flags(seal)], "linking")
+            link += platform.export_flags(tmpd, exports)
+        _run([*link, "-o", str(tmp_out), "-lm", *platform.link_flags(seal)], "linking")
         _finish(tmp_out, Path(out), seal)

@@ -138,7 +138,11 @@ def choose(forest, artifact: str | None = None) -> str:
     - no C compiler but the package's prebuilt arrays kernel (a wheel or a built install):
         the same rule, with "llvm" in place of "c"
     - neither:
-        "llvm" when that backend is registered and the model has <= LLVM_MAX_NODES nodes
+        "arrays" where the byte walks pay (the rule above) and llvmlite builds them as LLVM
+        vector code (arrays isa "llvm-vec": on the 500-tree XGBoost / LightGBM bench models
+        0.38x / 0.66x the C kernel's AVX-512 speed, 0.78x its AVX2 speed, 3.1x / 10.4x the
+        llvm backend's: docs/benchmarks.md);
+        else "llvm" when that backend is registered and the model has <= LLVM_MAX_NODES nodes
         (in-process JIT, no compiler needed), else "arrays" (whose kernel then falls back to a
         numpy walk of the same tables: exact, but slower).
     """
@@ -163,9 +167,23 @@ def choose(forest, artifact: str | None = None) -> str:
             return gen if n_nodes <= CODEGEN_MAX_NODES_F64 else "arrays"
         limit = CODEGEN_MAX_NODES_F64 if forest.input_dtype == "float64" else CODEGEN_MAX_NODES
         return gen if n_nodes <= limit else "arrays"
-    if "llvm" in names() and n_nodes <= LLVM_MAX_NODES:
+    if _vec_byte_walk(forest):
+        return "arrays"  # its kernel runs the byte walks as LLVM vector code (isa "llvm-vec")
+    from .. import platform
+    if "llvm" in names() and n_nodes <= LLVM_MAX_NODES and platform.native_ok():
         return "llvm"
     return "arrays"
+
+
+def _vec_byte_walk(forest) -> bool:
+    """Without any native arrays kernel: do the byte walks pay (byte_walk_pays, the C kernel's
+    cost model: the llvm-vec kernel keeps its ratio to generated code, see docs/benchmarks.md)
+    and can llvmlite build them here (arrays.vec, isa "llvm-vec")?"""
+    from .arrays.tables import quant_eligible
+    if not (quant_eligible(forest) and byte_walk_pays(forest)):
+        return False
+    from .arrays import vec
+    return vec.available()
 
 
 def _prebuilt_arrays_kernel() -> bool:

@@ -45,7 +45,6 @@ from __future__ import annotations
 import functools
 import math
 import platform
-import sys
 from typing import Any, Callable
 
 import numpy as np
@@ -55,6 +54,7 @@ from ..ir import Forest, Tree, head_of
 from ..passes import comparison_thresholds
 from .. import outputs, toolchain
 from ..native import BASE_SYMBOL
+from ..platform import incbin
 
 NAME = "c"
 #: the file the build writes the IR into for the main unit's .incbin
@@ -727,10 +727,6 @@ def _link_code(forest: Forest) -> str:
             "      for (int k = 0; k < TC_NO; ++k) a[k] /= s;")
 
 
-def elf() -> bool:
-    return sys.platform.startswith(("linux", "freebsd", "netbsd", "openbsd", "dragonfly", "sunos"))
-
-
 def blob_code(symbol: str, file: str, blob: bytes, incbin: bool, align: int = 64) -> str:
     """C defining the hidden byte array `symbol` holding `blob`: on ELF pulled into .rodata by
     the assembler's .incbin from `file` (toolchain writes it next to the unit: no C literal to
@@ -787,7 +783,7 @@ def _main_unit(forest: Forest, units: list[list[int]], block: int, ir: bytes | N
 #define TC_BLOCK {block}
 {protos}
 {_base_decl(forest, base)}
-{"" if ir is None else blob_code("tc_ir", IR_FILE, ir, elf()) + ir_code(len(ir), "tc_ir")}
+{"" if ir is None else blob_code("tc_ir", IR_FILE, ir, incbin()) + ir_code(len(ir), "tc_ir")}
 TC_EXPORT int32_t treecomp_abi_version(void) {{ return TREECOMP_ABI_VERSION; }}
 TC_EXPORT const char *treecomp_version(void) {{ return {c_string(__version__)}; }}
 TC_EXPORT const char *treecomp_digest(void) {{ return {c_string(forest.digest())}; }}

@@ -36,6 +36,7 @@ from .. import interp, outputs, toolchain
 from ..ir import LINEAR_ZERO, Forest, Head, head_of
 from .linear_section import section_arrays
 from ..native import BASE_SYMBOL
+from ..platform import incbin
 
 #: the prefix the leaf kernel's entry points take inside the library
 ENTRY_PREFIX = "tcl_"
@@ -95,7 +96,7 @@ typedef double tc_acc;
 int32_t {ENTRY_PREFIX}treecomp_predict(const void *X, int32_t x_dtype, int64_t n_rows, void *out,
                                   uint32_t flags);
 
-{cb.blob_code('tcl_blob', 'linear.bin', blob, cb.elf())}
+{cb.blob_code('tcl_blob', 'linear.bin', blob, incbin())}
 #define TCL_P(off) ((const void *)(tcl_blob + (off)))
 {"" if ir is None else cb.ir_code(len(ir), p["ir"])}
 TC_EXPORT int32_t treecomp_abi_version(void) {{ return TREECOMP_ABI_VERSION; }}

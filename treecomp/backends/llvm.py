@@ -105,7 +105,7 @@ from typing import Any, Callable
 import numpy as np
 
 from ..version import __version__
-from .. import outputs, toolchain
+from .. import outputs, platform, toolchain
 from ..errors import ArtifactError, CompileError, InvalidModelError
 from ..ir import Forest, Head, Tree, head_of
 from ..native import BASE_SYMBOL, kernel_error, set_base
@@ -1168,6 +1168,7 @@ def _jit():
     """The process-wide ORC JIT (JITLink). Kernels hold resource trackers into it; it is never
     closed, so a tracker can never outlive the session that disposes it."""
     global _JIT
+    platform.check_platform("JIT-compiling with llvmlite")
     llvm = _llvm()
     with _JIT_LOCK:
         if _JIT is None:
@@ -1266,6 +1267,10 @@ class LLVMKernel:
     def save(self, path: str | os.PathLike) -> None:
         """Link the object code into a shared library at `path` (needs the system linker)."""
         objects = {f"part{u}.o": o for u, o in enumerate(self._objects)}
+        try:
+            toolchain.find_compiler()
+        except CompileError as exc:
+            raise toolchain.so_needs_compiler(exc) from None
         try:
             toolchain.publish(Path(path).resolve(),
                               lambda p: toolchain.link_objects(objects, p, seal=True))

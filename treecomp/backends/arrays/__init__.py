@@ -10,6 +10,8 @@ Its parts, bottom to top:
 - native: the native kernel (runtime/kernels): where it comes from (the package's prebuilt
   copy or a first-use build), its ctypes mirror of tc_tables, the paths this CPU runs, the
   static archive a model's ``.so`` links;
+- vec: the byte walks as LLVM vector IR, JIT-compiled by llvmlite (isa "llvm-vec": the
+  compiler-free fast path);
 - walkers: the compiler-free walkers of the same tables (llvmlite JIT, numpy);
 - so: a model as one self-contained shared library (the tables + the kernel archive);
 - kernel: ArraysKernel (the loaded tables, packed for the native kernel; run / save), the
@@ -19,5 +21,4 @@ Its parts, bottom to top:
 """
 
 from .kernel import (DEFAULTS, ISAS, KIND, MAGIC, NAME, ArraysKernel, build, check_library,  # noqa: F401
-                     load_bytes, options, resolve_isa)
-from .native import supported_isas  # noqa: F401
+                     load_bytes, options, resolve_isa, supported_isas)

@@ -24,9 +24,11 @@ baseline path on a fixed forest, ~30 ms) passes; "scalar", "avx2", "avx512" forc
 if the CPU lacks it). The vector paths cover float32 input (sklearn trees, XGBoost); float64
 input (LightGBM, HistGradientBoosting) runs the baseline code on every path. Without the C
 kernel (no prebuilt one that matches the sources, and no C compiler to build it), "auto" runs
-the same tables through a generic walker JIT-compiled once per process by llvmlite (isa "llvm"),
-or, if llvmlite fails too, a vectorised numpy walker (isa "numpy"). Both can be forced, and both
-are exact.
+the byte walks as LLVM vector code JIT-compiled by llvmlite (isa "llvm-vec", vec.py; after a
+once-per-process self-test against the numpy walker), tables without a byte walk through a
+generic llvmlite walker (isa "llvm"), or, if llvmlite fails too, a vectorised numpy walker (isa
+"numpy"), with one SlowPathWarning per process naming the path. All can be forced, all are
+exact.
 
 Rows per block (option ``block_rows``, 0 = auto): 64 for shallow (heap) forests walked on
 floats, so rows and trees stay in L1; 512 for byte walks over heaps (a tree's setup paid per
@@ -46,11 +48,11 @@ from typing import Any, Callable, NamedTuple
 import numpy as np
 
 from ...version import __version__
-from ... import outputs, toolchain
-from ...errors import ArtifactError, CompileError
+from ... import outputs, platform, toolchain
+from ...errors import ArtifactError, CompileError, warn_slow_path
 from ...ir import Forest, Head, Tree, head_of
 from ...native import PAIRS, kernel_error
-from . import native, so, walkers
+from . import native, so, vec, walkers
 from .derived import (DEEP_TOP_MAX, HEAP_PAD, QCIX_MAX_COLS, QUANT_ARRAYS, ZROW_MAX_COLS, bitvec_tables,
                       cat_byte_sets, deep_tables, interval_masks, leaf_planes, merge_nan_columns,
                       oblivious_heaps, quant_levels, quant_tables, zrow_slots)
@@ -64,13 +66,16 @@ KIND = "arrays"
 DEFAULTS: dict[str, Any] = {
     "layout": "auto",        # "auto" | "quant" | "bitvec" | "heap" | "compact" | "naive"
     "heap_max_depth": 8,     # deepest tree the heap layout takes (padding grows as 2^depth)
-    "isa": "auto",           # "auto" | "scalar" | "avx2" | "avx512" | "llvm" | "numpy"
+    "isa": "auto",           # "auto" | "scalar" | "avx2" | "avx512" | "llvm-vec" | "llvm" | "numpy"
     "block_rows": 0,         # rows per tree-major block; 0 = auto (see auto_block_rows)
     "ir": False,             # saved .tc / .so and pickles carry the model's IR (apply and
                              # contributions once loaded; ir.Forest.to_bytes: ~90 B a node,
                              # and a pickle 300 ms slower for 200 trees: off unless asked)
 }
-ISAS = ("auto", "scalar", "avx2", "avx512", "llvm", "numpy")
+ISAS = ("auto", "scalar", "avx2", "avx512", "llvm-vec", "llvm", "numpy")
+#: the compiler-free paths (no C kernel needed): the byte walks as LLVM vector code, the
+#: llvmlite walker, the numpy walker
+FREE_ISAS = ("llvm-vec", "llvm", "numpy")
 
 
 def options(**overrides: Any) -> dict[str, Any]:
@@ -179,33 +184,109 @@ def self_test(isa: str) -> bool:
     return ok
 
 
+def supported_isas() -> list[str]:
+    """The C-kernel paths this machine can run (none without the kernel: no prebuilt one that
+    matches and no C compiler), then the compiler-free ones: "llvm-vec" (the byte walks as LLVM
+    vector code, vec.py) and "llvm" (the JIT walker) when llvmlite builds them, then "numpy"."""
+    return (native.native_isas() + (["llvm-vec"] if vec.available() else [])
+            + (["llvm"] if native.have_llvm() else []) + ["numpy"])
+
+
+def vec_self_test(x_dtype: str, acc_dtype: str) -> bool:
+    """Does the llvm-vec kernel for (x_dtype, acc_dtype) agree bit for bit with the numpy
+    walker (the compiler-free baseline) on this CPU? Once per process and dtype pair, before
+    isa="auto" runs it (self_test's forest, its byte-walk layouts, short and whole blocks)."""
+    key = f"llvm-vec:{x_dtype}:{acc_dtype}"
+    ok = SELF_TEST.get(key)
+    if ok is None:
+        SELF_TEST[key] = True  # the kernels built below are forced (isa="llvm-vec"): no recursion
+        rng = np.random.default_rng(99)
+        X = rng.normal(size=(256, 7)).round(1).astype(x_dtype)
+        X[rng.random(X.shape) < 0.05] = np.nan
+        X[rng.random(X.shape) < 0.02] = np.inf
+        ok = True
+        for cmp_ in ("<", "<="):
+            f = self_test_forest(cmp_, acc_dtype).replace(input_dtype=x_dtype)
+            for layout, depth in (("quant", 8), ("bitvec", 7)):
+                g = f.replace(trees=f.trees[:depth + 1], tree_output=f.tree_output[:depth + 1])
+                tables = flatten(g, layout, 9)
+                for block in (96, 256):
+                    outs = []
+                    for which in ("llvm-vec", "numpy"):
+                        k = ArraysKernel(tables, head_of(g), isa=which, block_rows=block)
+                        out = np.empty((len(X), 1), np.dtype(acc_dtype))
+                        k.run(X, out)
+                        outs.append(out)
+                    ok &= bool(np.array_equal(outs[0], outs[1]))
+        if not ok:
+            import warnings
+            warnings.warn(f"treecomp arrays kernel: the llvm-vec path ({x_dtype} rows, {acc_dtype} "
+                          "sums) disagrees with the numpy walker on this CPU; backend='auto' will "
+                          "not use it (please report)")
+        SELF_TEST[key] = ok
+    return ok
+
+
 def resolve_isa(isa: str, strict: bool = True) -> str:
     """The path `isa` runs on here; "auto" is the best C-kernel path whose self-test passes,
-    or without the C kernel (no prebuilt one that matches, no C compiler) the llvmlite walker
-    (numpy if even llvmlite fails)."""
+    or without the C kernel (no prebuilt one that matches, no C compiler) "llvm-vec" (the byte
+    walks as LLVM vector code; ArraysKernel runs tables without a byte walk, or a kernel that
+    fails its self-test, through the llvmlite walker) where llvmlite works, else "numpy".
+    Where a loaded artifact (strict=False) asks for a path this machine lacks, the best one
+    runs, with one SlowPathWarning per process and path."""
     if isa == "numpy":  # needs no kernel: don't load (or build) one
         return "numpy"
+    if strict and isa != "auto":  # a forced native path: PlatformError on an unverified platform
+        platform.check_platform(f"the arrays kernel's {isa!r} path")
     paths = native.native_isas()
     if isa == "auto":
         if not paths:
+            if vec.available():
+                return "llvm-vec"
             return "llvm" if native.have_llvm() else "numpy"
         for cand in reversed(paths[1:]):
             if self_test(cand):
                 return cand
         return "scalar"
-    have = native.supported_isas() if isa in ("llvm", "numpy") else paths + ["numpy"]
+    have = supported_isas() if isa in FREE_ISAS else paths + ["numpy"]
     if isa in have:
         return isa
     if not strict:  # a loaded artifact asked for a path this machine lacks: use the best one
-        return resolve_isa("auto")
+        best = resolve_isa("auto")
+        warn_slow_path(f"isa-missing:{isa}",
+                       f"treecomp: this artifact asks for the arrays kernel's {isa!r} path, which "
+                       f"this machine lacks ({'its CPU' if paths else 'no C kernel here'}); running "
+                       f"{best!r} instead (the same results, maybe slower). Recompile or load with "
+                       "isa='auto' to choose for this machine and silence this warning.")
+        return best
     if not paths and isa in native.NATIVE_ISAS:
         raise CompileError(f"isa={isa!r} needs the C arrays kernel: no prebuilt one "
                            f"({native.PREBUILT_ERROR}) and no C compiler to build it; use isa='auto' "
-                           f"(the llvmlite walker), reinstall treecomp or install gcc/clang")
+                           f"(the compiler-free paths), reinstall treecomp or install gcc/clang")
     raise CompileError(f"isa={isa!r} is not available on this machine (CPU or toolchain); "
-                       f"available: {', '.join(native.supported_isas())}")
+                       f"available: {', '.join(supported_isas())}")
 
 
+def warn_no_kernel(path: str) -> None:
+    """One SlowPathWarning per process and path: the arrays backend runs `path` (a compiler-free
+    one) because this install has no C kernel that loads and no C compiler to build one."""
+    what = {"llvm-vec": "the byte walks as LLVM vector code (measured 0.4-0.8x the C kernel's "
+                        "speed on byte-walk models)",
+            "llvm": "the llvmlite tree walker (often 10x or more slower than the C kernel)",
+            "numpy": "the numpy tree walker (much slower than the C kernel: llvmlite is not "
+                     "usable here either)"}[path]
+    if not platform.native_ok():  # the numpy walker: nothing native runs on this platform
+        warn_slow_path("unverified-platform",
+                       f"treecomp: native code is not verified on this platform "
+                       f"({platform.system()} {platform.machine()}); running the numpy tree walker "
+                       "(exact, much slower than the native kernels). See treecomp.platform.",
+                       stacklevel=4)
+        return
+    warn_slow_path(f"no-kernel:{path}",
+                   f"treecomp: no native arrays kernel here ({native.PREBUILT_ERROR or 'none loads'}) "
+                   f"and no working C compiler to build one; running {what}. For full speed "
+                   "install gcc or clang (treecomp then builds its kernel once per machine, ~30 s) "
+                   "or a treecomp wheel for this platform.", stacklevel=4)
 
 
 class LinearSection(NamedTuple):
@@ -243,10 +324,6 @@ class ArraysKernel:
         self.block_rows = int(block_rows) or auto_block_rows(tables)
         self.requested_isa = isa
         self.isa = resolve_isa(isa, strict=strict_isa)
-        #: the Head as JSON, with the backend, the instruction set in use and the treecomp that
-        #: wrote the tables (written_by: a loaded file's, None where its header has none)
-        self.meta_json = head.to_json(backend=NAME, isa=self.isa,
-                                      **({"treecomp_version": written_by} if written_by else {}))
         m, A = tables.meta, tables.arrays
         self._strict = m["comparison"] == "<"
         # derived offsets: cumulative sums of the validated counts, never read from the file
@@ -272,7 +349,37 @@ class ArraysKernel:
                 self._quant = quant_tables(A["c_ff"][order], A["c_thr"][order], sets)
                 self._bitvec = bv if self._quant else {}
         self._struct, self._tkind = None, 0
-        if self.isa == "llvm":
+        self._vec = None
+        auto = isa == "auto" or not strict_isa
+        if self.isa == "llvm-vec" and (m.get("quant") or self._bitvec):  # the byte walks
+            try:
+                self._vec = vec.vec_kernel(m["x_dtype"], m["acc_dtype"])
+            except CompileError:
+                if not auto:
+                    raise
+            if self._vec is not None and auto and not vec_self_test(m["x_dtype"], m["acc_dtype"]):
+                self._vec = None
+            if self._vec is not None:
+                self._struct = self._pack()
+                self._sref = ctypes.byref(self._struct)
+            elif native.have_llvm():  # auto: the kernel does not build (or fails its self-test)
+                self.isa = "llvm"
+            else:
+                self.isa = "numpy"
+        elif self.isa == "llvm-vec" and (auto or not native.have_llvm()):  # no byte walk here
+            self.isa = "llvm" if native.have_llvm() else "numpy"
+        # the slow-path warning: where this host has no C kernel and the path was not the
+        # caller's own choice (auto, or a loaded file's isa this machine lacks)
+        if (isa == "auto" or self.isa != isa) and not native.native_isas() and self.isa in FREE_ISAS:
+            warn_no_kernel("llvm-vec" if self._vec is not None else
+                           "llvm" if self.isa in ("llvm", "llvm-vec") else "numpy")
+        #: the Head as JSON, with the backend, the instruction set in use and the treecomp that
+        #: wrote the tables (written_by: a loaded file's, None where its header has none)
+        self.meta_json = head.to_json(backend=NAME, isa=self.isa,
+                                      **({"treecomp_version": written_by} if written_by else {}))
+        if self._vec is not None:
+            pass
+        elif self.isa in ("llvm", "llvm-vec"):  # llvm-vec on tables without a byte walk too
             self._walk = walkers.llvm_walker(m["x_dtype"], m["acc_dtype"])
             self._llvm_args = walkers.llvm_tables(self)
         elif self.isa != "numpy":
@@ -290,11 +397,11 @@ class ArraysKernel:
             #: for loader's small-batch entry (runtime/pyentry.c): function, tables, isa, kind
             self.entry = (ctypes.cast(predict, ctypes.c_void_p).value,
                           ctypes.addressof(self._struct), isa_i, tk)
-        native = self._struct is not None
+        in_c = self._struct is not None and self._vec is None
         #: run / run_ptr with TREECOMP_TRANSFORM apply the inverse link natively, exactly
-        self.native_transform = native and self._tkind != 0
+        self.native_transform = in_c and self._tkind != 0
         #: run / run_ptr with loader.PAIRS write a binary classifier's (1 - p, p) rows
-        self.native_pairs = native and head.n_outputs == 1 and head.n_classes == (2,) \
+        self.native_pairs = in_c and head.n_outputs == 1 and head.n_classes == (2,) \
             and (self._tkind != 0 or head.transform == "identity")
 
     def _pack(self) -> CTables:
@@ -414,7 +521,9 @@ class ArraysKernel:
             raise ValueError(f"run() needs a C-contiguous (n, {width}) output of the accumulate dtype")
         if self.isa == "numpy":
             out[...] = walkers.run_numpy(self, X)
-        elif self.isa == "llvm":
+        elif self._vec is not None:
+            vec.run(self._vec, self._sref, X, out)
+        elif self.isa in ("llvm", "llvm-vec"):
             walkers.run_llvm(self, X, out)
         else:
             nf = self._tkind * (flags & 1) | flags & PAIRS  # as run_ptr
@@ -464,7 +573,7 @@ def build(forest: Forest, progress: Callable[[str], None] | None = None, **overr
     if progress:
         progress(f"flattened {forest.n_trees} trees into {tables.nbytes} bytes of tables")
     validate(tables)  # cheap (vectorised) and catches a flattening bug before native code runs
-    if opts["isa"] not in ("llvm", "numpy"):
+    if opts["isa"] not in FREE_ISAS:
         try:  # the package's prebuilt kernel, or its first-use build (reported through progress)
             native_library(progress)
         except CompileError:

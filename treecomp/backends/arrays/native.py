@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from ... import toolchain
+from ... import platform, toolchain
 from ...errors import CompileError
 
 KERNEL_DIR = toolchain.RUNTIME_DIR / "kernels"
@@ -161,6 +161,9 @@ def _load_prebuilt() -> tuple[Any, Path] | None:
     """The package's prebuilt kernel when it was built from these sources with these flags,
     else None with PREBUILT_ERROR saying why."""
     global PREBUILT_ERROR
+    if not platform.native_ok():
+        PREBUILT_ERROR = f"not loaded on an unverified platform ({platform.system()} {platform.machine()})"
+        return None
     path = prebuilt_kernel_path()
     if path is None:
         PREBUILT_ERROR = "the package has no prebuilt kernel (a source tree that was not built)"
@@ -242,13 +245,6 @@ def kernel_origin() -> str | None:
     except CompileError:
         return None
     return KERNEL_ORIGIN
-
-
-def supported_isas() -> list[str]:
-    """The C-kernel paths this machine can run (none without the kernel: no prebuilt one that
-    matches and no C compiler), then "llvm" (the compiler-free JIT walker) when llvmlite works,
-    then "numpy"."""
-    return native_isas() + (["llvm"] if have_llvm() else []) + ["numpy"]
 
 
 def native_isas() -> list[str]:

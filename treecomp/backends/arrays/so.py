@@ -56,7 +56,8 @@ from ...native import BASE_SYMBOL
 from . import native
 from .tables import FF_CAT, FF_FEAT
 from .native import KERNEL_CFLAGS, NATIVE_ISAS, CTables
-from ..c import blob_code, c_string, elf
+from ..c import blob_code, c_string
+from ...platform import incbin
 
 NAME = "arrays"
 #: rows of the first-call self-test of the vector paths (odd: the kernels' row tails run too)
@@ -176,7 +177,7 @@ int32_t tc_arrays_predict(const tc_tables *T, const void *X, int32_t x_bits, int
                           void *out, int32_t isa, int32_t transform);
 int32_t tc_arrays_isa_mask(void);
 
-{blob_code('tc_blob', 'blob.bin', blob, elf())}
+{blob_code('tc_blob', 'blob.bin', blob, incbin())}
 #define TC_P(off) ((const void *)(tc_blob + (off)))
 typedef {acc_t} tc_acc;
 #define TC_NO {head.n_outputs}
@@ -250,9 +251,12 @@ TC_EXPORT int32_t treecomp_predict(const void *X, int32_t x_dtype, int64_t n_row
 
 def build_path(kernel: Any, progress: Callable[[str], None] | None = None) -> Path:
     """The .so of `kernel` in the cache (built on a miss: compile the unit, link the archive)."""
+    try:
+        cc = toolchain.find_compiler()
+    except CompileError as exc:
+        raise toolchain.so_needs_compiler(exc) from None
     src, blob = emit(kernel)
     archive = native.kernel_archive(progress)
-    cc = toolchain.find_compiler()
     digest = hashlib.sha256(src.encode() + b"\0" + blob).hexdigest()
     key = toolchain.cache_key("arrays-so", digest, native.kernel_source_hash(),
                               KERNEL_CFLAGS, cc.key, native.ARCHIVE_ORIGIN)

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from ... import platform
 from ...errors import CompileError, UnsupportedModelError
 from .tables import CATEGORY_RULES, FF_CAT, FF_FEAT, FF_NANR, excl_cumsum
 
@@ -175,6 +176,7 @@ def llvm_walker(x_dtype: str, acc_dtype: str):
         fn = _JIT.get(key)
         if fn is not None:
             return fn
+        platform.check_platform("JIT-compiling the arrays walker")
         try:
             import llvmlite.binding as llvm
             llvm.initialize_native_target()

@@ -1,0 +1,109 @@
+"""The compiler-free fast path against the normal install, side by side in one process.
+
+What it measures: batch prediction (raw margins, one thread, ns/row) of the arrays backend's
+normal kernel (the prebuilt C kernel, isa "auto": AVX-512 / AVX2 / scalar as the CPU has) and of
+the compiler-free llvm-vec kernel (the byte walks as LLVM vector code, what ``backend="auto"``
+runs on a host with neither a C compiler nor a prebuilt kernel), on the benchmark's 500-tree
+XGBoost binary and LightGBM binary models (treecomp.benchmark.cases, the full sizes), the same
+rows for both. Calls alternate (normal, llvm-vec, normal, ...) so both see the same machine
+load; the median of the rounds is reported, and their ratio. Also the first compile of the
+llvm-vec kernel in a fresh process with an empty cache (a subprocess per case: JIT of the
+kernel for the model's dtypes + the model's tables + the self-test auto runs first), and from
+the object cache.
+
+    python -m bench.nocc_ratio [--rows 30000] [--rounds 11] [--cases xgb-binary,lgbm-binary]
+
+Also timed, where they apply: the AVX2 path (the normal install on a CPU without AVX-512) and
+the llvm backend's generated code (what backend="auto" ran without a C compiler before).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+
+def _first_compile(case: str, cache: str) -> float:
+    code = (
+        "import time, sys\n"
+        "t0 = time.perf_counter()\n"
+        "import treecomp\n"
+        "from treecomp.benchmark import cases as C\n"
+        f"c = C.build_case({case!r})\n"
+        "t1 = time.perf_counter()\n"
+        "p = treecomp.compile(c.model, backend='arrays', isa='llvm-vec')\n"
+        "p.predict_raw(c.X[:10])\n"
+        "from treecomp.backends.arrays.kernel import vec_self_test\n"  # what auto adds
+        "m = p._kernel.tables.meta\n"
+        "assert vec_self_test(m['x_dtype'], m['acc_dtype'])\n"
+        "print(time.perf_counter() - t1)\n")
+    env = dict(os.environ, TREECOMP_CACHE_DIR=cache)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--rows", type=int, default=30_000)
+    ap.add_argument("--rounds", type=int, default=11)
+    ap.add_argument("--cases", default="xgb-binary,lgbm-binary")
+    ap.add_argument("--no-compile-time", action="store_true")
+    ap.add_argument("--no-llvm", action="store_true", help="skip the llvm backend (slow to build)")
+    args = ap.parse_args(argv)
+    import treecomp
+    from treecomp.backends import arrays
+    from treecomp.benchmark import cases as C
+    from treecomp.benchmark.runner import machine
+    report = {"host": machine(), "date": time.strftime("%Y-%m-%d"), "rows": args.rows,
+              "rounds": args.rounds, "cases": {}}
+    for name in args.cases.split(","):
+        case = C.build_case(name, n_rows=args.rows)
+        X = case.X
+        normal = treecomp.compile(case.model, backend="arrays")
+        free = treecomp.compile(case.model, backend="arrays", isa="llvm-vec")
+        kn, kf = normal._kernel, free._kernel
+        runs = {"normal": kn.run, "llvm-vec": kf.run}
+        if "avx2" in arrays.supported_isas() and kn.isa != "avx2":  # an AVX2-only install
+            runs["avx2"] = treecomp.compile(case.model, backend="arrays", isa="avx2")._kernel.run
+        if not args.no_llvm:  # what auto ran on such a host before llvm-vec: generated code
+            p_gen = treecomp.compile(case.model, backend="llvm")
+            runs["llvm-backend"] = lambda X, out, p=p_gen: p.predict_raw(X)
+        outs = {label: np.empty((len(X), kn.head.n_outputs), kn.tables.acc_dtype) for label in runs}
+        for label, run in runs.items():
+            run(X, outs[label])  # warm-up
+        assert np.array_equal(outs["normal"], outs["llvm-vec"]), name
+        times = {label: [] for label in runs}
+        labels = list(runs)
+        for r in range(args.rounds):
+            for label in (labels if r % 2 == 0 else labels[::-1]):
+                t0 = time.perf_counter()
+                runs[label](X, outs[label])
+                times[label].append((time.perf_counter() - t0) / len(X) * 1e9)
+        med = {k: float(np.median(v)) for k, v in times.items()}
+        row = {"normal_isa": kn.isa, **{f"{k}_ns_row": round(v, 1) for k, v in med.items()},
+               "speed_ratio": round(med["normal"] / med["llvm-vec"], 3),
+               **({"ratio_to_avx2": round(med["avx2"] / med["llvm-vec"], 3)} if "avx2" in med else {}),
+               **({"speedup_over_llvm_backend": round(med["llvm-backend"] / med["llvm-vec"], 2)}
+                  if "llvm-backend" in med else {}),
+               "vec_shape": list(kf._vec.shape) if kf._vec is not None else None}
+        if not args.no_compile_time:
+            with tempfile.TemporaryDirectory() as cache:
+                row["first_compile_s"] = round(_first_compile(name, cache), 2)
+                row["cached_compile_s"] = round(_first_compile(name, cache), 2)
+        report["cases"][name] = row
+        print(name, json.dumps(row), flush=True)
+    print(json.dumps(report, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

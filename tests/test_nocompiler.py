@@ -1,0 +1,256 @@
+"""A host with no C compiler and no prebuilt arrays kernel: the compiler-free fast path (the
+arrays backend's byte walks as LLVM vector code, isa "llvm-vec": backends/arrays/vec.py), what
+backend="auto" picks there, the slow-path warnings, and `treecomp compile -o model.so`.
+
+How such a host is simulated (the `no_kernel` fixture): the arrays kernel is unloaded and its
+prebuilt copy refused (native._load_prebuilt -> None), and toolchain.find_compiler /
+have_compiler say there is no compiler; errors.reset_slow_path_warnings() so each test sees its
+warnings.
+"""
+
+import warnings
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import treecomp
+from treecomp import backends, errors, interp, toolchain
+from treecomp.backends import arrays
+from treecomp.backends.arrays import kernel as arrays_kernel, native as arrays_native, vec
+from treecomp.errors import CompileError, SlowPathWarning
+from tests.edge import edge_rows
+from tests.randforest import FOREST_VARIANTS, random_forest, random_rows
+
+try:
+    from tests import zoo
+    ZOO = zoo.names()
+except Exception:  # a zoo module being written right now may be broken: skip, do not fail
+    zoo, ZOO = None, []
+
+pytestmark = pytest.mark.skipif(not vec.available(), reason="llvmlite does not target this host")
+
+
+@pytest.fixture
+def no_kernel(monkeypatch):
+    """This process as a host without a C compiler and without a prebuilt arrays kernel."""
+    def no_cc():
+        raise CompileError("no working C compiler (test: none simulated)")
+    monkeypatch.setattr(arrays_native, "_LIB", None)
+    monkeypatch.setattr(arrays_native, "KERNEL_ORIGIN", None)
+    monkeypatch.setattr(arrays_native, "_load_prebuilt", lambda: None)
+    monkeypatch.setattr(toolchain, "find_compiler", no_cc)
+    monkeypatch.setattr(toolchain, "have_compiler", lambda: False)
+    errors.reset_slow_path_warnings()
+    yield
+    errors.reset_slow_path_warnings()
+
+
+def _rows(f, n, seed=0):
+    return random_rows(f, max(n, 2), seed=seed)[:n]
+
+
+# -- bit for bit: llvm-vec against the interpreter and the C kernel ------------------------------
+@pytest.mark.parametrize("variant", sorted(FOREST_VARIANTS))
+def test_llvm_vec_bit_exact_random_forests(variant):
+    """Every random-forest variant (float32 / float64 input and sums, NaN, categories,
+    multiclass, vector leaves, averaging), both byte-walk layouts, 1 / 7 / 2000 rows, float32
+    and float64 rows: the llvm-vec kernel equals the interpreter and the C kernel."""
+    f = random_forest(500 + sorted(FOREST_VARIANTS).index(variant), **FOREST_VARIANTS[variant])
+    X = np.vstack([_rows(f, 1960, seed=3), edge_rows(f, _rows(f, 100), n=40, nan=f.allow_nan)])
+    ran = 0
+    for layout in ("auto", "quant", "bitvec"):
+        try:
+            p = treecomp.compile(f, backend="arrays", layout=layout, isa="llvm-vec")
+        except treecomp.UnsupportedModelError:
+            continue
+        assert p._kernel.isa == "llvm-vec"
+        c = treecomp.compile(f, backend="arrays", layout=layout)
+        ran += p._kernel._vec is not None
+        for Xin in (X, X.astype(np.float32)):
+            for n in (1, 7, len(Xin)):
+                want = interp.predict_raw(f, Xin[:n])
+                got = p.predict_raw(Xin[:n])
+                assert got.dtype == want.dtype
+                np.testing.assert_array_equal(got, want)
+                np.testing.assert_array_equal(got, c.predict_raw(Xin[:n]))
+    if variant != "deep":  # every other variant takes a byte walk
+        assert ran
+
+
+def test_llvm_vec_odd_blocks_and_threads():
+    """Block sizes that leave partial groups and partial sweep chunks, several threads."""
+    f = random_forest(77, **FOREST_VARIANTS["categorical"])
+    g = random_forest(78, **FOREST_VARIANTS["f32-le"])
+    for forest, layout in ((f, "bitvec"), (g, "quant")):
+        X = _rows(forest, 1000, seed=4)
+        want = interp.predict_raw(forest, X)
+        for block in (1, 31, 64, 65, 130, 4096):
+            p = treecomp.compile(forest, backend="arrays", layout=layout, isa="llvm-vec",
+                                 block_rows=block)
+            np.testing.assert_array_equal(p.predict_raw(X), want)
+        np.testing.assert_array_equal(p.predict_raw(X, n_threads=2), want)
+
+
+@pytest.mark.skipif(not ZOO, reason="no zoo")
+def test_llvm_vec_zoo_bit_exact():
+    """The library zoo (XGBoost, LightGBM, sklearn, CatBoost models) through llvm-vec: predict,
+    predict_proba and raw margins equal the interpreter's."""
+    failures = []
+    for name in ZOO:
+        case = zoo.get(name)
+        f = treecomp.parse(case.path or case.model)
+        X = np.vstack([case.X, edge_rows(f, case.X, n=100, nan=f.allow_nan)])
+        p = treecomp.compile(f, backend="arrays", isa="llvm-vec")
+        try:
+            np.testing.assert_array_equal(p.predict_raw(X), interp.predict_raw(f, X))
+            np.testing.assert_array_equal(p.predict(X), interp.predict(f, X))
+            np.testing.assert_array_equal(p.predict_raw(X[:1]), interp.predict_raw(f, X[:1]))
+        except AssertionError as exc:
+            failures.append(f"{name}: {exc}")
+    assert not failures, "\n".join(failures)
+
+
+def test_llvm_vec_rejects_bad_arguments():
+    f = random_forest(5, **FOREST_VARIANTS["f32-le"])
+    p = treecomp.compile(f, backend="arrays", isa="llvm-vec", layout="quant")
+    k = p._kernel
+    assert k._vec is not None
+    rc = k._vec.run(k._sref, None, 32, 5, None, None)  # NULL buffers with rows to do
+    assert rc == -1
+    X = _rows(f, 3)
+    out = np.empty((3, 1), k.tables.acc_dtype)
+    assert k._vec.run(k._sref, X.ctypes.data, 16, 3, out.ctypes.data, out.ctypes.data) == -1
+    assert k._vec.run(k._sref, X.ctypes.data, 64, -1, out.ctypes.data, out.ctypes.data) == -1
+
+
+# -- the host without a compiler or a prebuilt kernel ------------------------------------------
+def test_auto_without_any_kernel_runs_the_byte_walks(no_kernel):
+    many = random_forest(3, n_trees=300, n_features=4, max_depth=6)
+    assert backends.byte_walk_pays(many)
+    assert backends.choose(many) == "arrays"
+    X = _rows(many, 500)
+    with pytest.warns(SlowPathWarning, match="no native arrays kernel.*LLVM vector code.*gcc or clang"):
+        p = treecomp.compile(many)
+    assert p.backend == "arrays" and p._kernel.isa == "llvm-vec" and p._kernel._vec is not None
+    np.testing.assert_array_equal(p.predict_raw(X), interp.predict_raw(many, X))
+    # few trees over many features: generated code (llvm) still wins there
+    few = random_forest(3, n_trees=2, n_features=40, max_depth=6)
+    assert backends.choose(few) == ("llvm" if "llvm" in backends.names() else "arrays")
+    # tables without a byte walk: the llvmlite walker, named so
+    deep = random_forest(4, **FOREST_VARIANTS["deep"])
+    with pytest.warns(SlowPathWarning, match="llvmlite tree walker"):
+        q = treecomp.compile(deep, backend="arrays")
+    assert q._kernel.isa == "llvm"
+    Xd = _rows(deep, 50)
+    np.testing.assert_array_equal(q.predict_raw(Xd), interp.predict_raw(deep, Xd))
+    assert "llvm-vec" in arrays.supported_isas() and "scalar" not in arrays.supported_isas()
+
+
+def test_slow_path_warning_once_per_cause(no_kernel):
+    f = random_forest(6, n_trees=20, n_features=4, max_depth=4)
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        for _ in range(3):
+            treecomp.compile(f, backend="arrays")
+    slow = [w for w in got if issubclass(w.category, SlowPathWarning)]
+    assert len(slow) == 1, [str(w.message) for w in slow]
+    text = str(slow[0].message)
+    assert "no working C compiler" in text and "install gcc or clang" in text
+    # a forced compiler-free path is what the user asked for: no warning
+    errors.reset_slow_path_warnings()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SlowPathWarning)
+        treecomp.compile(f, backend="arrays", isa="llvm-vec")
+        treecomp.compile(f, backend="arrays", isa="numpy")
+
+
+def test_vec_kernel_failure_falls_back_to_the_walker(no_kernel, monkeypatch):
+    """Should LLVM fail to build the kernel, auto runs the llvmlite walker (exact, named)."""
+    def broken(*a, **k):
+        raise CompileError("the arrays backend's llvm-vec kernel cannot be built here: test")
+    monkeypatch.setattr(vec, "vec_kernel", broken)
+    f = random_forest(7, n_trees=30, n_features=4, max_depth=5)
+    with pytest.warns(SlowPathWarning, match="llvmlite tree walker"):
+        p = treecomp.compile(f, backend="arrays")
+    assert p._kernel.isa == "llvm"
+    X = _rows(f, 100)
+    np.testing.assert_array_equal(p.predict_raw(X), interp.predict_raw(f, X))
+    with pytest.raises(CompileError, match="llvm-vec"):  # forced: the error, not a fallback
+        treecomp.compile(f, backend="arrays", isa="llvm-vec")
+
+
+def test_vec_self_test_guards_auto(no_kernel, monkeypatch):
+    """A kernel that disagrees with the numpy walker is not used by auto."""
+    monkeypatch.setattr(arrays_kernel, "SELF_TEST", {"llvm-vec:float32:float32": False})
+    f = random_forest(8, n_trees=30, n_features=4, max_depth=5, accumulate_dtype="float32")
+    p = treecomp.compile(f, backend="arrays")
+    assert p._kernel.isa == "llvm"
+    assert arrays_kernel.vec_self_test("float32", "float64")  # the real self-test passes
+
+
+def test_loaded_artifact_asking_for_a_missing_isa_warns(no_kernel):
+    f = random_forest(9, n_trees=20, n_features=4, max_depth=4)
+    k = treecomp.compile(f, backend="arrays", isa="llvm-vec")._kernel
+    data = k.to_bytes()
+    import json
+    assert json.loads(k.meta_json)["isa"] == "llvm-vec"
+    # a table file written on a machine with AVX2 asks for it; here: no C kernel at all
+    q = arrays.load_bytes(data)
+    assert q.isa in ("llvm-vec", "llvm", "numpy")
+    with pytest.warns(SlowPathWarning, match="'avx2'.*no C kernel here"):
+        assert arrays_kernel.resolve_isa("avx2", strict=False) == "llvm-vec"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", SlowPathWarning)
+        arrays_kernel.resolve_isa("avx2", strict=False)  # once per process
+
+
+def test_refused_cc_flag_warns_once(monkeypatch):
+    """CC with a flag that breaks exact floating point makes the host compiler-less: say so,
+    once."""
+    monkeypatch.setenv("CC", "gcc -ffast-math")
+    errors.reset_slow_path_warnings()
+    with warnings.catch_warnings(record=True) as got:
+        warnings.simplefilter("always")
+        assert not toolchain.have_compiler()
+        assert not toolchain.have_compiler()
+    slow = [str(w.message) for w in got if issubclass(w.category, SlowPathWarning)]
+    assert len(slow) == 1 and "-ffast-math" in slow[0] and "CC" in slow[0]
+    errors.reset_slow_path_warnings()
+
+
+# -- `treecomp compile -o model.so` without a C compiler ---------------------------------------
+def test_cli_so_without_a_compiler_says_what_to_do(no_kernel, tmp_path):
+    from treecomp.cli import main
+    model = tmp_path / "m.json"
+    pytest.importorskip("xgboost")
+    import xgboost as xgb
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 4)).astype(np.float32)
+    b = xgb.train({"max_depth": 3, "objective": "binary:logistic"},
+                  xgb.DMatrix(X, label=(X[:, 0] > 0).astype(int)), num_boost_round=5)
+    b.save_model(str(model))
+    res = CliRunner().invoke(main,
+                             ["compile", str(model), "-o", str(tmp_path / "m.so")])
+    assert res.exit_code != 0
+    msg = res.output
+    assert "C compiler" in msg and "gcc or clang" in msg and ".tc" in msg, msg
+    assert "compiling with the" not in msg  # said before any compile work
+    assert not (tmp_path / "m.so").exists()
+    # the .tc it recommends works here and loads back on the compiler-free path
+    res = CliRunner().invoke(main,
+                             ["compile", str(model), "-o", str(tmp_path / "m.tc")])
+    assert res.exit_code == 0, res.output
+    p = treecomp.load(tmp_path / "m.tc")
+    np.testing.assert_array_equal(p.predict_raw(X), treecomp.compile(str(model), backend="arrays",
+                                                                     isa="numpy").predict_raw(X))
+
+
+def test_save_so_without_a_compiler_says_what_to_do(no_kernel, tmp_path):
+    f = random_forest(11, n_trees=20, n_features=4, max_depth=4)
+    for backend in ("arrays", "llvm"):
+        if backend not in backends.names():
+            continue
+        p = treecomp.compile(f, backend=backend)
+        with pytest.raises(CompileError, match=r"C compiler.*gcc or clang.*\.tc"):
+            p.save(tmp_path / f"{backend}.so")

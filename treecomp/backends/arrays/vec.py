@@ -1,0 +1,1022 @@
+"""The arrays backend's byte walks as LLVM vector IR (isa "llvm-vec"): the C kernel's algorithm
+where no C kernel runs (no prebuilt one that matches and no C compiler), on any CPU LLVM targets.
+
+What it runs: the same packed tables as the C kernel (kernel.ArraysKernel.pack_arrays, the
+ctypes struct native.CTables, whose field offsets this module reads), for the two byte-walk
+layouts: the quantised heap walk (``quant``: every tree a heap of depth <= 8) and the interval
+sweep (``bitvec``: trees of <= 128 leaves, categorical nodes included). Tables of other layouts
+(float heaps, compact trees, naive) have no byte walk; ArraysKernel runs them through the
+llvmlite walker (walkers.py) instead.
+
+Shape (one generic kernel per (input dtype of the tables, accumulation dtype), not per model:
+a model costs only its tables; the kernel is JIT-compiled once per process, its object code
+cached by content in toolchain's cache): rows in blocks; per block
+
+- the quantiser: each column's bins (the count of the column's sorted thresholds a value goes
+  right of, by a branch-free binary search over the power-of-two table q_thr, QL rows a vector,
+  each step a gather), NaN's code per column, category codes, the copied columns of the other
+  NaN direction (q_src), exactly as quant_impl.c's quantise writes them (bins XOR 0x80);
+- the heap walk of each tree over G rows a vector (G = 64 with AVX-512 BW, 32 elsewhere): at
+  level l every node's column bytes are loaded and compared, by a saturating byte subtract, with
+  the node's threshold byte; the 2^l differences are muxed down to each row's own node by
+  selects on the earlier levels' decisions (the oldest first), and one compare says go right;
+  the leaf slot is the decisions' bits;
+- the interval sweep of each tree over two G-row groups at once: per node (sorted by interval
+  start) go right = byte compare (or the code's bit in the node's 256-bit category set), and
+  pos = max(pos, hi) where the row goes right and lo <= pos (QuickScorer); the exit leaf is pos;
+- the leaves: each row's leaf value gathered and added to its margin (one output, scalar
+  leaves), else leaf indices stored and added row by row; trees in order, then the division by
+  n_trees when averaging. Margins start at the tables' base.
+
+Exactness: the same bins as the C kernel (the same tables, the same compares: right at u when
+u < x, u <= x for strict "<"; NaN thresholds (padding) never), the same node decisions (byte
+compares of the same biased bytes), the same leaves, one IEEE add per leaf in the accumulation
+dtype, trees in model order, no fast-math flags (LLVM may not reassociate or contract): bit for
+bit what the C kernel and the interpreter compute. Rows are read in the caller's dtype and cast
+to the tables' (fptrunc: round to nearest, as numpy's astype).
+
+Vector types are generic LLVM IR (no target intrinsics): LLVM lowers the same module to AVX2,
+AVX-512, NEON or SVE for the host it is compiled for (``llvmlite.binding.get_host_cpu_name``
+and its features).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import threading
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ... import platform, toolchain
+from ...errors import CompileError
+from ...native import kernel_error
+from .native import CTables
+
+#: the kernel's own version: part of the object cache key with the IR text itself
+VERSION = 2
+
+_TY = {"float32": "float", "float64": "double"}
+
+
+def _off(name: str) -> int:
+    return getattr(CTables, name).offset
+
+
+class _Fn:
+    """A text IR function body under construction: fresh SSA names, lines."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.n = 0
+
+    def tmp(self, stem: str = "t") -> str:
+        self.n += 1
+        return f"%_{stem}{self.n}"
+
+    def __call__(self, text: str) -> None:
+        self.lines.append("  " + text)
+
+    def label(self, name: str) -> None:
+        self.lines.append(f"{name}:")
+
+    def emit(self, expr: str, stem: str = "t") -> str:
+        v = self.tmp(stem)
+        self.lines.append(f"  {v} = {expr}")
+        return v
+
+
+def _splat(f: _Fn, ty: str, n: int, val: str) -> str:
+    ins = f.emit(f"insertelement <{n} x {ty}> poison, {ty} {val}, i64 0")
+    return f.emit(f"shufflevector <{n} x {ty}> {ins}, <{n} x {ty}> poison, <{n} x i32> zeroinitializer")
+
+
+def _iota(n: int, ty: str = "i64") -> str:
+    return "<" + ", ".join(f"{ty} {i}" for i in range(n)) + ">"
+
+
+def _const_vec(n: int, ty: str, val: Any) -> str:
+    return "<" + ", ".join(f"{ty} {val}" for _ in range(n)) + ">"
+
+
+def _field(f: _Fn, name: str, ty: str) -> str:
+    p = f.emit(f"getelementptr i8, ptr %T, i64 {_off(name)}")
+    return f.emit(f"load {ty}, ptr {p}", name)
+
+
+def _gather(ty: str, n: int) -> str:
+    return f"llvm.masked.gather.v{n}{_vt(ty)}.v{n}p0"
+
+
+def _vt(ty: str) -> str:
+    return {"float": "f32", "double": "f64", "i8": "i8", "i32": "i32", "i64": "i64"}[ty]
+
+
+# -- the quantiser -------------------------------------------------------------------------------
+def _quant_col(xin: str, xt: str, strict: bool, QL: int, G: int) -> str:
+    """define @qcol_<xin>_<strict>(x, nf, nb, u, P, nanc, q, gs, ng): one numeric column's bins
+    for rows 0..nb (x: the first row's feature, rows nf values apart), into q + g * gs, QL rows a
+    vector. P: the table's length (a power of two >= 2; NaN padding after the thresholds)."""
+    f = _Fn()
+    name = f"qcol_{xin}_{int(strict)}"
+    cmp = "oge" if strict else "ogt"
+    xs = 4 if xin == "float" else 8
+    ts = 4 if xt == "float" else 8
+    f.label("entry")
+    h0 = f.emit("lshr i32 %P, 1")
+    # the first four levels of the search without gathers: with P >= 16, the 15 pivots
+    # u[i * P/16 - 1] (i = 1..15), splatted once per column; a row passes a prefix of them (u is
+    # sorted, its NaN padding last), so their count times P/16 is where the search stands after
+    # four levels; the gathers take it from h = P/32
+    big = f.emit("icmp uge i32 %P, 16")
+    stp = f.emit("lshr i32 %P, 4")
+    pivots = []
+    for i in range(1, 16):
+        ix = f.emit(f"mul i32 {stp}, {i}")
+        ix1 = f.emit(f"sub i32 {ix}, 1")
+        ixs = f.emit(f"select i1 {big}, i32 {ix1}, i32 0")
+        ixz = f.emit(f"zext i32 {ixs} to i64")
+        pp = f.emit(f"getelementptr {xt}, ptr %u, i64 {ixz}")
+        pv = f.emit(f"load {xt}, ptr {pp}")
+        pivots.append(_splat(f, xt, QL, pv))
+    stv = _splat(f, "i32", QL, stp)
+    h32 = f.emit("lshr i32 %P, 5")
+    hs = f.emit(f"select i1 {big}, i32 {h32}, i32 {h0}")
+    lanes = _iota(QL)
+    nsub = G // QL
+    f("br label %grp")
+    f.label("grp")
+    f("%g = phi i64 [0, %entry], [%g1, %subend]")
+    f("%qg0 = mul i64 %g, %gs")
+    f("%qg = getelementptr i8, ptr %q, i64 %qg0")
+    f("br label %sub")
+    f.label("sub")
+    f("%s = phi i32 [0, %grp], [%s1, %store]")
+    f("%s64 = zext i32 %s to i64")
+    f(f"%row0a = mul i64 %g, {G}")
+    f(f"%row0b = mul i64 %s64, {QL}")
+    f("%row0 = add i64 %row0a, %row0b")
+    rows = f.emit(f"add <{QL} x i64> {_splat(f, 'i64', QL, '%row0')}, {lanes}")
+    mask = f.emit(f"icmp slt <{QL} x i64> {rows}, {_splat(f, 'i64', QL, '%nb')}")
+    idx = f.emit(f"mul <{QL} x i64> {rows}, {_splat(f, 'i64', QL, '%nf')}")
+    ptrs = f.emit(f"getelementptr {xin}, ptr %x, <{QL} x i64> {idx}")
+    vin = f.emit(f"call <{QL} x {xin}> @{_gather(xin, QL)}(<{QL} x ptr> {ptrs}, i32 {xs}, "
+                 f"<{QL} x i1> {mask}, <{QL} x {xin}> zeroinitializer)")
+    if xin == xt:
+        v = vin
+    elif xin == "double":
+        v = f.emit(f"fptrunc <{QL} x double> {vin} to <{QL} x float>")
+    else:
+        v = f.emit(f"fpext <{QL} x float> {vin} to <{QL} x double>")
+    f(f"%v = bitcast <{QL} x {xt}> {v} to <{QL} x {xt}>")
+    cnt = "zeroinitializer"
+    for pv in pivots:
+        c = f.emit(f"fcmp {cmp} <{QL} x {xt}> %v, {pv}")
+        cz = f.emit(f"zext <{QL} x i1> {c} to <{QL} x i32>")
+        cnt = cz if cnt == "zeroinitializer" else f.emit(f"add <{QL} x i32> {cnt}, {cz}")
+    pc = f.emit(f"mul <{QL} x i32> {cnt}, {stv}")
+    f(f"%p0 = select i1 {big}, <{QL} x i32> {pc}, <{QL} x i32> zeroinitializer")
+    f(f"%hz = icmp eq i32 {hs}, 0")
+    f("br i1 %hz, label %done, label %step")
+    f.label("step")
+    f(f"%h = phi i32 [{hs}, %sub], [%h1, %step]")
+    f(f"%p = phi <{QL} x i32> [%p0, %sub], [%pn, %step]")
+    hm1 = f.emit("sub i32 %h, 1")
+    ix = f.emit(f"add <{QL} x i32> %p, {_splat(f, 'i32', QL, hm1)}")
+    tp = f.emit(f"getelementptr {xt}, ptr %u, <{QL} x i32> {ix}")
+    t = f.emit(f"call <{QL} x {xt}> @{_gather(xt, QL)}(<{QL} x ptr> {tp}, i32 {ts}, "
+               f"<{QL} x i1> {_const_vec(QL, 'i1', 'true')}, <{QL} x {xt}> poison)")
+    r = f.emit(f"fcmp {cmp} <{QL} x {xt}> %v, {t}")
+    hv = _splat(f, "i32", QL, "%h")
+    add = f.emit(f"select <{QL} x i1> {r}, <{QL} x i32> {hv}, <{QL} x i32> zeroinitializer")
+    f(f"%pn = add <{QL} x i32> %p, {add}")
+    f("%h1 = lshr i32 %h, 1")
+    f("%more = icmp ne i32 %h1, 0")
+    f("br i1 %more, label %step, label %done")
+    f.label("done")
+    f(f"%pf = phi <{QL} x i32> [%p0, %sub], [%pn, %step]")
+    b = f.emit(f"trunc <{QL} x i32> %pf to <{QL} x i8>")
+    bx = f.emit(f"xor <{QL} x i8> {b}, {_const_vec(QL, 'i8', -128)}")
+    nan = f.emit(f"fcmp uno <{QL} x {xt}> %v, %v")
+    code = f.emit(f"select <{QL} x i1> {nan}, <{QL} x i8> {_splat(f, 'i8', QL, '%nanc')}, "
+                  f"<{QL} x i8> {bx}")
+    f("br label %store")
+    f.label("store")
+    f(f"%so = mul i64 %s64, {QL}")
+    f("%sp = getelementptr i8, ptr %qg, i64 %so")
+    f(f"store <{QL} x i8> {code}, ptr %sp, align 1")
+    f("%s1 = add i32 %s, 1")
+    f(f"%sm = icmp ult i32 %s1, {nsub}")
+    f("br i1 %sm, label %sub, label %subend")
+    f.label("subend")
+    f("%g1 = add i64 %g, 1")
+    f("%gm = icmp ult i64 %g1, %ng")
+    f("br i1 %gm, label %grp, label %exit")
+    f.label("exit")
+    f("ret void")
+    return (f"define internal void @{name}(ptr noalias %x, i64 %nf, i64 %nb, ptr noalias %u, "
+            f"i32 %P, i8 %nanc, ptr noalias %q, i64 %gs, i64 %ng) {{\n" + "\n".join(f.lines) + "\n}\n")
+
+
+def _cat_col(xin: str, QL: int, G: int) -> str:
+    """define @ccol_<xin>(x, nf, nb, rule, q, gs, ng): a category-code column (quant_impl.c's
+    q_kind): a valid value below 254 is its code (truncated, as the float walk casts), any other
+    value 254, NaN 255; valid: rule 1 (trunc) v > -1, else v >= 0; rule 2 (integral) also
+    v == (int)v. Computed in the input's own dtype, as the C kernel does (its TC_XT)."""
+    f = _Fn()
+    f.label("entry")
+    f("br label %grp")
+    f.label("grp")
+    f("%g = phi i64 [0, %entry], [%g1, %subend]")
+    f("%qg0 = mul i64 %g, %gs")
+    f("%qg = getelementptr i8, ptr %q, i64 %qg0")
+    f("br label %sub")
+    f.label("sub")
+    f("%s = phi i32 [0, %grp], [%s1, %sub]")
+    f("%s64 = zext i32 %s to i64")
+    f(f"%row0a = mul i64 %g, {G}")
+    f(f"%row0b = mul i64 %s64, {QL}")
+    f("%row0 = add i64 %row0a, %row0b")
+    rows = f.emit(f"add <{QL} x i64> {_splat(f, 'i64', QL, '%row0')}, {_iota(QL)}")
+    mask = f.emit(f"icmp slt <{QL} x i64> {rows}, {_splat(f, 'i64', QL, '%nb')}")
+    idx = f.emit(f"mul <{QL} x i64> {rows}, {_splat(f, 'i64', QL, '%nf')}")
+    ptrs = f.emit(f"getelementptr {xin}, ptr %x, <{QL} x i64> {idx}")
+    xs = 4 if xin == "float" else 8
+    v = f.emit(f"call <{QL} x {xin}> @{_gather(xin, QL)}(<{QL} x ptr> {ptrs}, i32 {xs}, "
+               f"<{QL} x i1> {mask}, <{QL} x {xin}> zeroinitializer)")
+    V = f"<{QL} x {xin}>"
+    gtm1 = f.emit(f"fcmp ogt {V} {v}, {_const_vec(QL, xin, '-1.0')}")
+    ge0 = f.emit(f"fcmp oge {V} {v}, zeroinitializer")
+    istr = f.emit("icmp eq i32 %rule, 1")
+    lo = f.emit(f"select i1 {istr}, <{QL} x i1> {gtm1}, <{QL} x i1> {ge0}")
+    lt = f.emit(f"fcmp olt {V} {v}, {_const_vec(QL, xin, '254.0')}")
+    valid0 = f.emit(f"and <{QL} x i1> {lo}, {lt}")
+    # clamp before the cast: fptosi of a value outside i32 would be poison
+    vc = f.emit(f"select <{QL} x i1> {valid0}, {V} {v}, {V} zeroinitializer")
+    ci = f.emit(f"fptosi {V} {vc} to <{QL} x i32>")
+    cb = f.emit(f"sitofp <{QL} x i32> {ci} to {V}")
+    integ = f.emit(f"fcmp oeq {V} {cb}, {vc}")
+    isint = f.emit("icmp eq i32 %rule, 2")
+    need = f.emit(f"select i1 {isint}, <{QL} x i1> {integ}, <{QL} x i1> {_const_vec(QL, 'i1', 'true')}")
+    valid = f.emit(f"and <{QL} x i1> {valid0}, {need}")
+    c8 = f.emit(f"trunc <{QL} x i32> {ci} to <{QL} x i8>")
+    code = f.emit(f"select <{QL} x i1> {valid}, <{QL} x i8> {c8}, <{QL} x i8> {_const_vec(QL, 'i8', -2)}")
+    nan = f.emit(f"fcmp uno {V} {v}, {v}")
+    code2 = f.emit(f"select <{QL} x i1> {nan}, <{QL} x i8> {_const_vec(QL, 'i8', -1)}, <{QL} x i8> {code}")
+    f(f"%so = mul i64 %s64, {QL}")
+    f("%sp = getelementptr i8, ptr %qg, i64 %so")
+    f(f"store <{QL} x i8> {code2}, ptr %sp, align 1")
+    f("%s1 = add i32 %s, 1")
+    f(f"%sm = icmp ult i32 %s1, {G // QL}")
+    f("br i1 %sm, label %sub, label %subend")
+    f.label("subend")
+    f("%g1 = add i64 %g, 1")
+    f("%gm = icmp ult i64 %g1, %ng")
+    f("br i1 %gm, label %grp, label %exit")
+    f.label("exit")
+    f("ret void")
+    return (f"define internal void @ccol_{xin}(ptr noalias %x, i64 %nf, i64 %nb, i32 %rule, "
+            f"ptr noalias %q, i64 %gs, i64 %ng) {{\n" + "\n".join(f.lines) + "\n}\n")
+
+
+def _copy_col(xin: str, QL: int, G: int) -> str:
+    """define @scol_<xin>(x, nf, nb, src, nanc, q, gs, ng): a column with the same bins as an
+    earlier one (src) but NaN's code nanc (quant_impl.c's q_src)."""
+    f = _Fn()
+    f.label("entry")
+    f("br label %grp")
+    f.label("grp")
+    f("%g = phi i64 [0, %entry], [%g1, %subend]")
+    f("%qg0 = mul i64 %g, %gs")
+    f("%qg = getelementptr i8, ptr %q, i64 %qg0")
+    f("%sg = getelementptr i8, ptr %src, i64 %qg0")
+    f("br label %sub")
+    f.label("sub")
+    f("%s = phi i32 [0, %grp], [%s1, %sub]")
+    f("%s64 = zext i32 %s to i64")
+    f(f"%row0a = mul i64 %g, {G}")
+    f(f"%row0b = mul i64 %s64, {QL}")
+    f("%row0 = add i64 %row0a, %row0b")
+    rows = f.emit(f"add <{QL} x i64> {_splat(f, 'i64', QL, '%row0')}, {_iota(QL)}")
+    mask = f.emit(f"icmp slt <{QL} x i64> {rows}, {_splat(f, 'i64', QL, '%nb')}")
+    idx = f.emit(f"mul <{QL} x i64> {rows}, {_splat(f, 'i64', QL, '%nf')}")
+    ptrs = f.emit(f"getelementptr {xin}, ptr %x, <{QL} x i64> {idx}")
+    xs = 4 if xin == "float" else 8
+    v = f.emit(f"call <{QL} x {xin}> @{_gather(xin, QL)}(<{QL} x ptr> {ptrs}, i32 {xs}, "
+               f"<{QL} x i1> {mask}, <{QL} x {xin}> zeroinitializer)")
+    f(f"%so = mul i64 %s64, {QL}")
+    f("%sp = getelementptr i8, ptr %qg, i64 %so")
+    f("%pp = getelementptr i8, ptr %sg, i64 %so")
+    p = f.emit(f"load <{QL} x i8>, ptr %pp, align 1")
+    nan = f.emit(f"fcmp uno <{QL} x {xin}> {v}, {v}")
+    code = f.emit(f"select <{QL} x i1> {nan}, <{QL} x i8> {_splat(f, 'i8', QL, '%nanc')}, <{QL} x i8> {p}")
+    f(f"store <{QL} x i8> {code}, ptr %sp, align 1")
+    f("%s1 = add i32 %s, 1")
+    f(f"%sm = icmp ult i32 %s1, {G // QL}")
+    f("br i1 %sm, label %sub, label %subend")
+    f.label("subend")
+    f("%g1 = add i64 %g, 1")
+    f("%gm = icmp ult i64 %g1, %ng")
+    f("br i1 %gm, label %grp, label %exit")
+    f.label("exit")
+    f("ret void")
+    return (f"define internal void @scol_{xin}(ptr noalias %x, i64 %nf, i64 %nb, ptr %src, "
+            f"i8 %nanc, ptr %q, i64 %gs, i64 %ng) {{\n" + "\n".join(f.lines) + "\n}\n")
+
+
+def _quantise(xin: str, xt: str, G: int) -> str:
+    """define @quant_<xin>(T, X, r0, nb, qb, gs, ng): every column of the block's rows."""
+    f = _Fn()
+    f.label("entry")
+    nf = f.emit(f"sext i32 {_field(f, 'n_features', 'i32')} to i64")
+    ncols = _field(f, "q_ncols", "i32")
+    strict = _field(f, "strict", "i32")
+    rule = _field(f, "cat_rule", "i32")
+    feat = _field(f, "q_feat", "ptr")
+    nanc = _field(f, "q_nanc", "ptr")
+    qoff = _field(f, "q_off", "ptr")
+    qlen = _field(f, "q_len", "ptr")
+    qsrc = _field(f, "q_src", "ptr")
+    qthr = _field(f, "q_thr", "ptr")
+    kind = _field(f, "q_kind", "ptr")
+    f(f"%st = icmp ne i32 {strict}, 0")
+    xo = f.emit(f"mul i64 %r0, {nf}")
+    f(f"%xb = getelementptr {xin}, ptr %X, i64 {xo}")
+    f(f"%none = icmp sle i32 {ncols}, 0")
+    f("br i1 %none, label %exit, label %col")
+    f.label("col")
+    f("%c = phi i32 [0, %entry], [%c1, %next]")
+    f("%c64 = sext i32 %c to i64")
+    fp = f.emit(f"getelementptr i32, ptr {feat}, i64 %c64")
+    fv = f.emit(f"load i32, ptr {fp}")
+    f64_ = f.emit(f"sext i32 {fv} to i64")
+    f(f"%x = getelementptr {xin}, ptr %xb, i64 {f64_}")
+    f(f"%qc0 = mul i64 %c64, {G}")
+    f("%q = getelementptr i8, ptr %qb, i64 %qc0")
+    kp = f.emit(f"getelementptr i8, ptr {kind}, i64 %c64")
+    kv = f.emit(f"load i8, ptr {kp}")
+    f(f"%iscat = icmp ne i8 {kv}, 0")
+    f("br i1 %iscat, label %cat, label %notcat")
+    f.label("cat")
+    f(f"call void @ccol_{xin}(ptr %x, i64 {nf}, i64 %nb, i32 {rule}, ptr %q, i64 %gs, i64 %ng)")
+    f("br label %next")
+    f.label("notcat")
+    np_ = f.emit(f"getelementptr i8, ptr {nanc}, i64 %c64")
+    nv = f.emit(f"load i8, ptr {np_}")
+    f(f"%nc = xor i8 {nv}, -128")
+    sp = f.emit(f"getelementptr i32, ptr {qsrc}, i64 %c64")
+    f(f"%src = load i32, ptr {sp}")
+    f("%hassrc = icmp sge i32 %src, 0")
+    f("br i1 %hassrc, label %copy, label %bins")
+    f.label("copy")
+    s64 = f.emit("sext i32 %src to i64")
+    so = f.emit(f"mul i64 {s64}, {G}")
+    spp = f.emit(f"getelementptr i8, ptr %qb, i64 {so}")
+    f(f"call void @scol_{xin}(ptr %x, i64 {nf}, i64 %nb, ptr {spp}, i8 %nc, ptr %q, i64 %gs, i64 %ng)")
+    f("br label %next")
+    f.label("bins")
+    op = f.emit(f"getelementptr i64, ptr {qoff}, i64 %c64")
+    ov = f.emit(f"load i64, ptr {op}")
+    u = f.emit(f"getelementptr {xt}, ptr {qthr}, i64 {ov}")
+    lp = f.emit(f"getelementptr i32, ptr {qlen}, i64 %c64")
+    P = f.emit(f"load i32, ptr {lp}")
+    f("br i1 %st, label %bs, label %bn")
+    f.label("bs")
+    f(f"call void @qcol_{xin}_1(ptr %x, i64 {nf}, i64 %nb, ptr {u}, i32 {P}, i8 %nc, ptr %q, i64 %gs, i64 %ng)")
+    f("br label %next")
+    f.label("bn")
+    f(f"call void @qcol_{xin}_0(ptr %x, i64 {nf}, i64 %nb, ptr {u}, i32 {P}, i8 %nc, ptr %q, i64 %gs, i64 %ng)")
+    f("br label %next")
+    f.label("next")
+    f("%c1 = add i32 %c, 1")
+    f(f"%cm = icmp slt i32 %c1, {ncols}")
+    f("br i1 %cm, label %col, label %exit")
+    f.label("exit")
+    f("ret void")
+    return (f"define internal void @quant_{xin}(ptr noalias %T, ptr noalias %X, i64 %r0, i64 %nb, "
+            f"ptr noalias %qb, i64 %gs, i64 %ng) {{\n" + "\n".join(f.lines) + "\n}\n")
+
+
+# -- the leaves ----------------------------------------------------------------------------------
+def _add_leaves(f: _Fn, at: str, G: int, k8: str, g: str, sfx: str, nxt: str) -> None:
+    """Emit the leaves of group `g`'s G rows at leaf positions k8 (<G x i8>): gathered and
+    added to acc + g * G where %fused (one output, scalar leaves; a partial group by masked
+    loads and stores), else stored as int32 into lidx + g * G. Expects %lv, %acc, %lidx, %nb,
+    %fused; labels end in `sfx`; branches to label `nxt` at the end."""
+    k32 = f.emit(f"zext <{G} x i8> {k8} to <{G} x i32>")
+    r0 = f.emit(f"mul i64 {g}, {G}")
+    f(f"br i1 %fused, label %addl{sfx}, label %storel{sfx}")
+    f.label(f"storel{sfx}")
+    lp = f.emit(f"getelementptr i32, ptr %lidx, i64 {r0}")
+    f(f"store <{G} x i32> {k32}, ptr {lp}, align 4")
+    f(f"br label %{nxt}")
+    f.label(f"addl{sfx}")
+    ptrs = f.emit(f"getelementptr {at}, ptr %lv, <{G} x i32> {k32}")
+    sz = 4 if at == "float" else 8
+    vals = f.emit(f"call <{G} x {at}> @{_gather(at, G)}(<{G} x ptr> {ptrs}, i32 {sz}, "
+                  f"<{G} x i1> {_const_vec(G, 'i1', 'true')}, <{G} x {at}> poison)")
+    ap = f.emit(f"getelementptr {at}, ptr %acc, i64 {r0}")
+    rend = f.emit(f"add i64 {r0}, {G}")
+    full = f.emit(f"icmp sle i64 {rend}, %nb")
+    f(f"br i1 {full}, label %addfull{sfx}, label %addpart{sfx}")
+    f.label(f"addfull{sfx}")
+    a = f.emit(f"load <{G} x {at}>, ptr {ap}, align {sz}")
+    s = f.emit(f"fadd <{G} x {at}> {a}, {vals}")
+    f(f"store <{G} x {at}> {s}, ptr {ap}, align {sz}")
+    f(f"br label %{nxt}")
+    f.label(f"addpart{sfx}")
+    rows = f.emit(f"add <{G} x i64> {_splat(f, 'i64', G, r0)}, {_iota(G)}")
+    m = f.emit(f"icmp slt <{G} x i64> {rows}, {_splat(f, 'i64', G, '%nb')}")
+    a2 = f.emit(f"call <{G} x {at}> @llvm.masked.load.v{G}{_vt(at)}.p0(ptr {ap}, i32 {sz}, "
+                f"<{G} x i1> {m}, <{G} x {at}> poison)")
+    s2 = f.emit(f"fadd <{G} x {at}> {a2}, {vals}")
+    f(f"call void @llvm.masked.store.v{G}{_vt(at)}.p0(<{G} x {at}> {s2}, ptr {ap}, i32 {sz}, "
+      f"<{G} x i1> {m})")
+    f(f"br label %{nxt}")
+
+
+# -- the heap walk -------------------------------------------------------------------------------
+def _heap(D: int, at: str, G: int) -> str:
+    """define @heap<D>(qb, gs, ng, co, tb, lv, acc, lidx, nb, fused): one heap tree of depth D
+    over ng groups of G rows."""
+    f = _Fn()
+    V = f"<{G} x i8>"
+    scale = {16: ("lshr", 1), 32: None, 64: ("shl", 1)}[G]
+    f.label("entry")
+    f("br label %grp")
+    f.label("grp")
+    f("%g = phi i64 [0, %entry], [%g1, %gnext]")
+    f("%qo = mul i64 %g, %gs")
+    f("%qg = getelementptr i8, ptr %qb, i64 %qo")
+    k = "zeroinitializer"
+    decisions: list[str] = []
+    for l in range(D):
+        o = (1 << l) - 1
+        diffs = []
+        for i in range(1 << l):
+            s = o + i
+            cp = f.emit(f"getelementptr i32, ptr %co, i64 {s}")
+            c = f.emit(f"load i32, ptr {cp}")
+            if scale:
+                c = f.emit(f"{scale[0]} i32 {c}, {scale[1]}")
+            c64 = f.emit(f"zext i32 {c} to i64")
+            vp = f.emit(f"getelementptr i8, ptr %qg, i64 {c64}")
+            v = f.emit(f"load {V}, ptr {vp}, align {G}")
+            tp = f.emit(f"getelementptr i8, ptr %tb, i64 {s}")
+            t = f.emit(f"load i8, ptr {tp}")
+            ts = _splat(f, "i8", G, t)
+            if l == 0:
+                diffs.append((v, ts))
+            else:
+                diffs.append(f.emit(f"call {V} @llvm.ssub.sat.v{G}i8({V} {v}, {V} {ts})"))
+        if l == 0:
+            r = f.emit(f"icmp sgt {V} {diffs[0][0]}, {diffs[0][1]}")
+        else:
+            cur = diffs
+            for j in range(l):  # the oldest decision first: pairs differing in bit j of the path
+                half = len(cur) // 2
+                cur = [f.emit(f"select <{G} x i1> {decisions[j]}, {V} {cur[m + half]}, {V} {cur[m]}")
+                       for m in range(half)]
+            r = f.emit(f"icmp sgt {V} {cur[0]}, zeroinitializer")
+        decisions.append(r)
+        bit = f.emit(f"zext <{G} x i1> {r} to {V}")
+        if k == "zeroinitializer":
+            k = bit
+        else:
+            k2 = f.emit(f"add {V} {k}, {k}")
+            k = f.emit(f"or {V} {k2}, {bit}")
+    if k == "zeroinitializer":
+        k = f.emit(f"add {V} zeroinitializer, zeroinitializer")
+    _add_leaves(f, at, G, k, "%g", "", "gnext")
+    f.label("gnext")
+    f("%g1 = add i64 %g, 1")
+    f("%gm = icmp ult i64 %g1, %ng")
+    f("br i1 %gm, label %grp, label %exit")
+    f.label("exit")
+    f("ret void")
+    return (f"define internal void @heap{D}(ptr noalias %qb, i64 %gs, i64 %ng, ptr noalias %co, "
+            f"ptr noalias %tb, ptr noalias %lv, ptr noalias %acc, ptr noalias %lidx, i64 %nb, "
+            f"i1 %fused) {{\n" + "\n".join(f.lines) + "\n}\n")
+
+
+# -- the interval sweep --------------------------------------------------------------------------
+def _sweep(at: str, G: int, NG: int) -> str:
+    """define @sweep(qb, gs, ng, co, tb, lo1, hi, cat, sets, nn, lv, acc, lidx, nb, fused): one
+    tree's interval sweep (nn >= 1 nodes sorted by interval start), NG groups of G rows at once
+    (qb holds whole chunks of NG groups)."""
+    f = _Fn()
+    V = f"<{G} x i8>"
+    scale = {16: ("lshr", 1), 32: None, 64: ("shl", 1)}[G]
+    f.label("entry")
+    f("br label %chunk")
+    f.label("chunk")
+    f("%c0 = phi i64 [0, %entry], [%cn, %cnext]")
+    f("%qo = mul i64 %c0, %gs")
+    f("%q0 = getelementptr i8, ptr %qb, i64 %qo")
+    f("br label %node")
+    f.label("node")
+    f("%i = phi i64 [0, %chunk], [%i1, %merge]")
+    for j in range(NG):
+        f(f"%pos{j} = phi {V} [zeroinitializer, %chunk], [%pn{j}, %merge]")
+    cp = f.emit("getelementptr i32, ptr %co, i64 %i")
+    c = f.emit(f"load i32, ptr {cp}")
+    if scale:
+        c = f.emit(f"{scale[0]} i32 {c}, {scale[1]}")
+    c64 = f.emit(f"zext i32 {c} to i64")
+    vs = []
+    for j in range(NG):
+        base = f.emit(f"getelementptr i8, ptr %q0, i64 {c64}")
+        if j:
+            gj = f.emit(f"mul i64 %gs, {j}")
+            base = f.emit(f"getelementptr i8, ptr {base}, i64 {gj}")
+        vs.append(f.emit(f"load {V}, ptr {base}, align {G}"))
+    kp = f.emit("getelementptr i32, ptr %cat, i64 %i")
+    f(f"%ct = load i32, ptr {kp}")
+    f("%iscat = icmp sge i32 %ct, 0")
+    f("br i1 %iscat, label %catn, label %numn")
+    f.label("numn")
+    tp = f.emit("getelementptr i8, ptr %tb, i64 %i")
+    t = f.emit(f"load i8, ptr {tp}")
+    ts = _splat(f, "i8", G, t)
+    for j in range(NG):
+        f(f"%rn{j} = icmp sgt {V} {vs[j]}, {ts}")
+    f("br label %merge")
+    f.label("catn")
+    ct64 = f.emit("sext i32 %ct to i64")
+    so = f.emit(f"mul i64 {ct64}, 32")
+    sp = f.emit(f"getelementptr i8, ptr %sets, i64 {so}")
+    for j in range(NG):
+        byi = f.emit(f"lshr {V} {vs[j]}, {_const_vec(G, 'i8', 3)}")
+        byz = f.emit(f"zext {V} {byi} to <{G} x i32>")
+        bp = f.emit(f"getelementptr i8, ptr {sp}, <{G} x i32> {byz}")
+        by = f.emit(f"call {V} @{_gather('i8', G)}(<{G} x ptr> {bp}, i32 1, "
+                    f"<{G} x i1> {_const_vec(G, 'i1', 'true')}, {V} poison)")
+        sh = f.emit(f"and {V} {vs[j]}, {_const_vec(G, 'i8', 7)}")
+        bit = f.emit(f"lshr {V} {by}, {sh}")
+        b1 = f.emit(f"and {V} {bit}, {_const_vec(G, 'i8', 1)}")
+        f(f"%rc{j} = icmp eq {V} {b1}, zeroinitializer")
+    f("br label %merge")
+    f.label("merge")
+    rs = [f.emit(f"phi <{G} x i1> [%rn{j}, %numn], [%rc{j}, %catn]") for j in range(NG)]
+    lp = f.emit("getelementptr i8, ptr %lo1, i64 %i")
+    lo = _splat(f, "i8", G, f.emit(f"load i8, ptr {lp}"))
+    hp = f.emit("getelementptr i8, ptr %hi, i64 %i")
+    hi = _splat(f, "i8", G, f.emit(f"load i8, ptr {hp}"))
+    for j, r in enumerate(rs):
+        le = f.emit(f"icmp sgt {V} %pos{j}, {lo}")
+        both = f.emit(f"and <{G} x i1> {r}, {le}")
+        hv = f.emit(f"select <{G} x i1> {both}, {V} {hi}, {V} zeroinitializer")
+        f(f"%pn{j} = call {V} @llvm.umax.v{G}i8({V} %pos{j}, {V} {hv})")
+    f("%i1 = add i64 %i, 1")
+    f("%im = icmp ult i64 %i1, %nn")
+    f("br i1 %im, label %node, label %leaves")
+    f.label("leaves")
+    # the chunk's groups' leaves, those holding a row
+    for j in range(NG):
+        f(f"%g{j} = add i64 %c0, {j}")
+        f(f"%in{j} = icmp ult i64 %g{j}, %ng")
+        nxt = f"lg{j + 1}pre" if j + 1 < NG else "cnext"
+        f(f"br i1 %in{j}, label %lg{j}, label %cnext")
+        f.label(f"lg{j}")
+        _add_leaves(f, at, G, f"%pn{j}", f"%g{j}", str(j), nxt)
+        if j + 1 < NG:
+            f.label(nxt)
+    f.label("cnext")
+    f(f"%cn = add i64 %c0, {NG}")
+    f("%cm = icmp ult i64 %cn, %ng")
+    f("br i1 %cm, label %chunk, label %exit")
+    f.label("exit")
+    f("ret void")
+    return (f"define internal void @sweep(ptr noalias %qb, i64 %gs, i64 %ng, ptr noalias %co, "
+            f"ptr noalias %tb, ptr noalias %lo1, ptr noalias %hi, ptr noalias %cat, "
+            f"ptr noalias %sets, i64 %nn, ptr noalias %lv, ptr noalias %acc, ptr noalias %lidx, "
+            f"i64 %nb, i1 %fused) {{\n" + "\n".join(f.lines) + "\n}\n")
+
+
+# -- the driver ----------------------------------------------------------------------------------
+#: rows per block when the tables say 0 (auto): as the C kernel's byte walks (kernel.auto_block_rows)
+DEFAULT_BLOCK = 512
+
+
+def _driver(xt: str, at: str, G: int, NG: int) -> str:
+    """tcv_scratch(T, n): the bytes of scratch tcv_run needs for n rows; tcv_run(T, X, x_bits, n,
+    out, scratch): the kernel (0, or -1 for bad arguments), out: n rows of n_outputs margins."""
+    sz = 4 if at == "float" else 8
+    CH = G * NG
+    blk = f"""
+define internal i64 @blockrows(ptr %T, i64 %n) {{
+entry:
+  %bp = getelementptr i8, ptr %T, i64 {_off('block_rows')}
+  %b32 = load i32, ptr %bp
+  %b0 = sext i32 %b32 to i64
+  %pos = icmp sgt i64 %b0, 0
+  %b1 = select i1 %pos, i64 %b0, i64 {DEFAULT_BLOCK}
+  %nn = icmp sgt i64 %n, 0
+  %n1 = select i1 %nn, i64 %n, i64 1
+  %lt = icmp slt i64 %n1, %b1
+  %b2 = select i1 %lt, i64 %n1, i64 %b1
+  %b3 = add i64 %b2, {CH - 1}
+  %b4 = udiv i64 %b3, {CH}
+  %b5 = mul i64 %b4, {CH}
+  ret i64 %b5
+}}
+
+define internal i64 @gstride(ptr %T) {{
+entry:
+  %cp = getelementptr i8, ptr %T, i64 {_off('q_ncols')}
+  %c = load i32, ptr %cp
+  %c64 = sext i32 %c to i64
+  %pos = icmp sgt i64 %c64, 0
+  %c1 = select i1 %pos, i64 %c64, i64 1
+  %gs = mul i64 %c1, {G}
+  ret i64 %gs
+}}
+
+define i64 @tcv_scratch(ptr %T, i64 %n) {{
+entry:
+  %B = call i64 @blockrows(ptr %T, i64 %n)
+  %gs = call i64 @gstride(ptr %T)
+  %ng = udiv i64 %B, {G}
+  %qn = mul i64 %ng, %gs
+  %li = mul i64 %B, 4
+  %a = add i64 %qn, %li
+  %b = add i64 %a, 256
+  ret i64 %b
+}}
+"""
+    f = _Fn()
+    f.label("entry")
+    f("%xok = icmp eq i32 %xbits, 32")
+    f("%xok2 = icmp eq i32 %xbits, 64")
+    f("%xgood = or i1 %xok, %xok2")
+    f("%nneg = icmp slt i64 %n, 0")
+    f("%bad = or i1 %nneg, %isnull")
+    f("%xbad = xor i1 %xgood, true")
+    f("%bad2 = or i1 %bad, %xbad")
+    f("br i1 %bad2, label %fail, label %start")
+    f.label("fail")
+    f("ret i32 -1")
+    f.label("start")
+    f("%empty = icmp eq i64 %n, 0")
+    f("br i1 %empty, label %done, label %setup")
+    f.label("setup")
+    f("%B = call i64 @blockrows(ptr %T, i64 %n)")
+    f("%gs = call i64 @gstride(ptr %T)")
+    f(f"%ngmax = udiv i64 %B, {G}")
+    f("%sc = ptrtoint ptr %scratch to i64")
+    f("%sc1 = add i64 %sc, 63")
+    f("%sc2 = and i64 %sc1, -64")
+    f("%sc3 = sub i64 %sc2, %sc")
+    f("%qb = getelementptr i8, ptr %scratch, i64 %sc3")
+    f("%qn = mul i64 %ngmax, %gs")
+    f("%lo = add i64 %qn, 64")
+    f("%lidx = getelementptr i8, ptr %qb, i64 %lo")
+    no = f.emit(f"sext i32 {_field(f, 'n_outputs', 'i32')} to i64")
+    f(f"%no = add i64 {no}, 0")
+    f(f"%nt = add i64 {_field(f, 'n_trees', 'i64')}, 0")
+    f(f"%quant = icmp ne i32 {_field(f, 'quant', 'i32')}, 0")
+    f(f"%avg = icmp ne i32 {_field(f, 'average', 'i32')}, 0")
+    f(f"%base = getelementptr i8, ptr {_field(f, 'base', 'ptr')}, i64 0")
+    for name in ("tree_depth", "tree_node", "tree_leaf", "tree_out", "tree_width", "h_qcol",
+                 "h_qthr", "leaf_values", "bv_nint", "bv_lo1", "bv_hi", "bv_leaf", "h_qcat",
+                 "q_cat"):
+        f(f"%{name} = getelementptr i8, ptr {_field(f, name, 'ptr')}, i64 0")
+    f(f"%ntf = sitofp i64 %nt to {at}")
+    f("%one = icmp eq i64 %no, 1")
+    f("br label %block")
+    # ---- per block
+    f.label("block")
+    f("%r0 = phi i64 [0, %setup], [%r0n, %blockend]")
+    f("%left = sub i64 %n, %r0")
+    f("%short = icmp slt i64 %left, %B")
+    f("%nb = select i1 %short, i64 %left, i64 %B")
+    f(f"%ng0 = add i64 %nb, {G - 1}")
+    f(f"%ng = udiv i64 %ng0, {G}")
+    f("%abo = mul i64 %r0, %no")
+    f(f"%ab = getelementptr {at}, ptr %out, i64 %abo")
+    f("%nbno = mul i64 %nb, %no")
+    f("br label %init")
+    f.label("init")
+    f("%ii = phi i64 [0, %block], [%ii1, %init]")
+    f("%ik = urem i64 %ii, %no")
+    f(f"%ibp = getelementptr {at}, ptr %base, i64 %ik")
+    f(f"%ibv = load {at}, ptr %ibp")
+    f(f"%iap = getelementptr {at}, ptr %ab, i64 %ii")
+    f(f"store {at} %ibv, ptr %iap")
+    f("%ii1 = add i64 %ii, 1")
+    f("%im = icmp ult i64 %ii1, %nbno")
+    f("br i1 %im, label %init, label %quantb")
+    f.label("quantb")
+    f("%x32 = icmp eq i32 %xbits, 32")
+    f("br i1 %x32, label %q32, label %q64")
+    f.label("q32")
+    f("call void @quant_float(ptr %T, ptr %X, i64 %r0, i64 %nb, ptr %qb, i64 %gs, i64 %ng)")
+    f("br label %trees")
+    f.label("q64")
+    f("call void @quant_double(ptr %T, ptr %X, i64 %r0, i64 %nb, ptr %qb, i64 %gs, i64 %ng)")
+    f("br label %trees")
+    # ---- per tree
+    f.label("trees")
+    f("%ntz = icmp sle i64 %nt, 0")
+    f("br i1 %ntz, label %avgq, label %tree")
+    f.label("tree")
+    f("%t = phi i64 [0, %trees], [%t1, %tnext]")
+    f("%twp = getelementptr i32, ptr %tree_width, i64 %t")
+    f("%tw32 = load i32, ptr %twp")
+    f("%tw = sext i32 %tw32 to i64")
+    f("%top = getelementptr i32, ptr %tree_out, i64 %t")
+    f("%to32 = load i32, ptr %top")
+    f("%to = sext i32 %to32 to i64")
+    f("%tnp = getelementptr i64, ptr %tree_node, i64 %t")
+    f("%tn = load i64, ptr %tnp")
+    f("%tlp = getelementptr i64, ptr %tree_leaf, i64 %t")
+    f("%tl = load i64, ptr %tlp")
+    f("%w1 = icmp eq i64 %tw, 1")
+    f("%fused = and i1 %one, %w1")
+    f("br i1 %quant, label %qtree, label %btree")
+    f.label("qtree")
+    f("%tdp = getelementptr i32, ptr %tree_depth, i64 %t")
+    f("%td = load i32, ptr %tdp")
+    f("%co = getelementptr i32, ptr %h_qcol, i64 %tn")
+    f("%tb = getelementptr i8, ptr %h_qthr, i64 %tn")
+    f(f"%qlv = getelementptr {at}, ptr %leaf_values, i64 %tl")
+    cases = " ".join(f"i32 {d}, label %hd{d}" for d in range(1, 9))
+    f(f"switch i32 %td, label %hd0 [{cases}]")
+    for d in range(9):
+        f.label(f"hd{d}")
+        f(f"call void @heap{d}(ptr %qb, i64 %gs, i64 %ng, ptr %co, ptr %tb, ptr %qlv, ptr %ab, "
+          "ptr %lidx, i64 %nb, i1 %fused)")
+        f("br label %leaves")
+    f.label("btree")
+    f("%nnp = getelementptr i64, ptr %bv_nint, i64 %t")
+    f("%nn = load i64, ptr %nnp")
+    f(f"%blv = getelementptr {at}, ptr %bv_leaf, i64 %tl")
+    f("%nnz = icmp sle i64 %nn, 0")
+    f("br i1 %nnz, label %bleaf, label %bsweep")
+    f.label("bsweep")
+    f("%bco = getelementptr i32, ptr %h_qcol, i64 %tn")
+    f("%btb = getelementptr i8, ptr %h_qthr, i64 %tn")
+    f("%blo = getelementptr i8, ptr %bv_lo1, i64 %tn")
+    f("%bhi = getelementptr i8, ptr %bv_hi, i64 %tn")
+    f("%bct = getelementptr i32, ptr %h_qcat, i64 %tn")
+    f("call void @sweep(ptr %qb, i64 %gs, i64 %ng, ptr %bco, ptr %btb, ptr %blo, ptr %bhi, "
+      "ptr %bct, ptr %q_cat, i64 %nn, ptr %blv, ptr %ab, ptr %lidx, i64 %nb, i1 %fused)")
+    f("br label %leaves")
+    f.label("bleaf")  # a single leaf: every row's index 0, added below
+    f("br label %zl")
+    f.label("zl")
+    f("%zr = phi i64 [0, %bleaf], [%zr1, %zl]")
+    f("%zp = getelementptr i32, ptr %lidx, i64 %zr")
+    f("store i32 0, ptr %zp")
+    f("%zr1 = add i64 %zr, 1")
+    f("%zm = icmp ult i64 %zr1, %nb")
+    f("br i1 %zm, label %zl, label %slow")
+    f.label("leaves")
+    f("%lvv = phi ptr [%qlv, %hd0], " + ", ".join(f"[%qlv, %hd{d}]" for d in range(1, 9))
+      + ", [%blv, %bsweep]")
+    f("br i1 %fused, label %tnext, label %slow")
+    # ---- leaf indices added row by row (several outputs, vector leaves, single-leaf trees)
+    f.label("slow")
+    f("%slv = phi ptr [%lvv, %leaves], [%blv, %zl]")
+    f("br label %srow")
+    f.label("srow")
+    f("%sr = phi i64 [0, %slow], [%sr1, %srowend]")
+    f("%slp = getelementptr i32, ptr %lidx, i64 %sr")
+    f("%sl32 = load i32, ptr %slp")
+    f("%sl = zext i32 %sl32 to i64")
+    f("%slw = mul i64 %sl, %tw")
+    f(f"%svp = getelementptr {at}, ptr %slv, i64 %slw")
+    f("%sao = mul i64 %sr, %no")
+    f("%sao2 = add i64 %sao, %to")
+    f(f"%sap = getelementptr {at}, ptr %ab, i64 %sao2")
+    f("br label %sj")
+    f.label("sj")
+    f("%j = phi i64 [0, %srow], [%j1, %sj]")
+    f(f"%vjp = getelementptr {at}, ptr %svp, i64 %j")
+    f(f"%vj = load {at}, ptr %vjp")
+    f(f"%ajp = getelementptr {at}, ptr %sap, i64 %j")
+    f(f"%aj = load {at}, ptr %ajp")
+    f(f"%sj2 = fadd {at} %aj, %vj")
+    f(f"store {at} %sj2, ptr %ajp")
+    f("%j1 = add i64 %j, 1")
+    f("%jm = icmp slt i64 %j1, %tw")
+    f("br i1 %jm, label %sj, label %srowend")
+    f.label("srowend")
+    f("%sr1 = add i64 %sr, 1")
+    f("%srm = icmp ult i64 %sr1, %nb")
+    f("br i1 %srm, label %srow, label %tnext")
+    f.label("tnext")
+    f("%t1 = add i64 %t, 1")
+    f("%tm = icmp slt i64 %t1, %nt")
+    f("br i1 %tm, label %tree, label %avgq")
+    # ---- averaging, next block
+    f.label("avgq")
+    f("br i1 %avg, label %avgl, label %blockend")
+    f.label("avgl")
+    f("%ai = phi i64 [0, %avgq], [%ai1, %avgl]")
+    f(f"%aip = getelementptr {at}, ptr %ab, i64 %ai")
+    f(f"%aiv = load {at}, ptr %aip")
+    f(f"%aid = fdiv {at} %aiv, %ntf")
+    f(f"store {at} %aid, ptr %aip")
+    f("%ai1 = add i64 %ai, 1")
+    f("%aim = icmp ult i64 %ai1, %nbno")
+    f("br i1 %aim, label %avgl, label %blockend")
+    f.label("blockend")
+    f("%r0n = add i64 %r0, %nb")
+    f("%more = icmp slt i64 %r0n, %n")
+    f("br i1 %more, label %block, label %done")
+    f.label("done")
+    f("ret i32 0")
+    body = "\n".join(f.lines).replace("%isnull", "%nullx")
+    run = ("define i32 @tcv_run(ptr noalias %T, ptr noalias %X, i32 %xbits, i64 %n, "
+           "ptr noalias %out, ptr noalias %scratch) {\n" + body + "\n}\n")
+    # %nullx: a NULL buffer with rows to do
+    run = run.replace("  %bad = or i1 %nneg, %nullx",
+                      "  %xn = icmp eq ptr %X, null\n  %on = icmp eq ptr %out, null\n"
+                      "  %sn = icmp eq ptr %scratch, null\n  %n0 = or i1 %xn, %on\n"
+                      "  %n1 = or i1 %n0, %sn\n  %npos = icmp sgt i64 %n, 0\n"
+                      "  %nullx = and i1 %n1, %npos\n  %bad = or i1 %nneg, %nullx")
+    return blk + run
+
+
+def module_ir(x_dtype: str, acc_dtype: str, G: int, NG: int = 2, QL: int = 16) -> str:
+    """The whole kernel module for tables of input dtype `x_dtype` and accumulation dtype
+    `acc_dtype`, G rows a byte vector (16, 32 or 64), NG groups a sweep, QL rows a quantiser
+    vector."""
+    if G not in (16, 32, 64) or G % QL:
+        raise ValueError(f"unsupported vector shape G={G}, QL={QL}")
+    xt, at = _TY[x_dtype], _TY[acc_dtype]
+    parts = [f"; treecomp arrays byte walks, llvm-vec kernel v{VERSION}: x {x_dtype}, acc {acc_dtype}, "
+             f"G {G}, NG {NG}, QL {QL}\n"]
+    for xin in ("float", "double"):
+        parts += [_quant_col(xin, xt, False, QL, G), _quant_col(xin, xt, True, QL, G),
+                  _cat_col(xin, QL, G), _copy_col(xin, QL, G), _quantise(xin, xt, G)]
+    parts += [_heap(d, at, G) for d in range(9)]
+    parts.append(_sweep(at, G, NG))
+    parts.append(_driver(xt, at, G, NG))
+    return "\n".join(parts)
+
+
+# -- JIT-compiled once per process, object code cached per machine -----------------------------
+class VecKernel:
+    """The JIT-compiled kernel for one (input dtype, accumulation dtype): ``scratch(T, n)`` (bytes
+    of scratch a call of n rows needs) and ``run(T, X, x_bits, n, out, scratch)`` (ctypes
+    functions: the GIL is released during the call), with the shape it was compiled for."""
+
+    def __init__(self, engine: Any, shape: tuple[int, int, int], origin: str):
+        self._engine = engine  # the JIT'd code lives as long as this object
+        self.shape = shape
+        #: "compiled" (this process ran LLVM) or "cached" (object code from toolchain's cache)
+        self.origin = origin
+        self.scratch = _SCRATCH(engine.get_function_address("tcv_scratch"))
+        self.run = _RUN(engine.get_function_address("tcv_run"))
+
+
+_SCRATCH = ctypes.CFUNCTYPE(ctypes.c_int64, ctypes.c_void_p, ctypes.c_int64)
+_RUN = ctypes.CFUNCTYPE(ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int32,
+                        ctypes.c_int64, ctypes.c_void_p, ctypes.c_void_p)
+_KERNELS: dict[tuple, VecKernel] = {}
+_LOCK = threading.Lock()
+#: why the kernel cannot be had here (set by the first failed attempt; None: not tried or fine)
+ERROR: str | None = None
+
+
+def _llvm():
+    import llvmlite.binding as llvm
+    llvm.initialize_native_target()
+    llvm.initialize_native_asmprinter()
+    return llvm
+
+
+def host_shape(features: str | None = None) -> tuple[int, int, int]:
+    """(G, NG, QL) for this host: 64-row byte vectors where AVX-512 BW makes them one register,
+    else 32 (two NEON / SSE registers, one AVX2 one); the sweep takes two groups at once; the
+    quantiser 16 rows a vector."""
+    if features is None:
+        features = _llvm().get_host_cpu_features().flatten()
+    flags = set(features.split(","))
+    if "+avx512bw" in flags:
+        return 64, 2, 16
+    return 32, 2, 16
+
+
+def target() -> tuple[str, str, str]:
+    """(triple, cpu, features) the kernel is compiled for: this host's."""
+    llvm = _llvm()
+    return (llvm.get_process_triple(), llvm.get_host_cpu_name(),
+            llvm.get_host_cpu_features().flatten())
+
+
+def _optimise(mod: Any, tm: Any) -> None:
+    """A short pass list: the IR is written near its final shape (no loops to vectorise); these
+    fold the splats and field loads and hoist what each loop does not change."""
+    llvm = _llvm()
+    pto = llvm.create_pipeline_tuning_options(speed_level=2)
+    pb = llvm.create_pass_builder(tm, pto)
+    pm = llvm.create_new_module_pass_manager()
+    for name in ("add_instruction_combine_pass", "add_simplify_cfg_pass", "add_licm_pass",
+                 "add_early_cse_pass", "add_instruction_combine_pass"):
+        add = getattr(pm, name, None)
+        if add is not None:
+            add()
+    pm.run(mod, pb)
+
+
+def vec_kernel(x_dtype: str, acc_dtype: str, shape: tuple[int, int, int] | None = None) -> VecKernel:
+    """The kernel for tables of `x_dtype` and `acc_dtype` (float32 / float64), compiled for this
+    host once per process; its object code is cached per machine (toolchain.cached: key = the
+    IR text, llvmlite's version, the target), so a later process only loads it. CompileError
+    when llvmlite cannot build it."""
+    global ERROR
+    trip, cpu, feats = target()
+    shape = shape or host_shape(feats)
+    key = (x_dtype, acc_dtype, shape)
+    with _LOCK:
+        k = _KERNELS.get(key)
+        if k is not None:
+            return k
+        try:
+            k = _compile(x_dtype, acc_dtype, shape, trip, cpu, feats)
+        except CompileError as exc:
+            ERROR = str(exc)
+            raise
+        _KERNELS[key] = k
+        return k
+
+
+def _compile(x_dtype: str, acc_dtype: str, shape: tuple[int, int, int], trip: str, cpu: str,
+             feats: str) -> VecKernel:
+    platform.check_platform("JIT-compiling the llvm-vec kernel")
+    try:
+        import llvmlite
+        llvm = _llvm()
+        text = module_ir(x_dtype, acc_dtype, *shape)
+        mod = llvm.parse_assembly(text)
+        mod.verify()
+        tm = llvm.Target.from_triple(trip).create_target_machine(cpu=cpu, features=feats, opt=2)
+    except Exception as exc:  # llvmlite missing or too old, a target LLVM lacks
+        raise CompileError(f"the arrays backend's llvm-vec kernel cannot be built here: "
+                           f"{type(exc).__name__}: {exc}") from None
+    ckey = toolchain.cache_key("arrays-llvm-vec", VERSION, hashlib.sha256(text.encode()).hexdigest(),
+                               llvmlite.__version__, trip, cpu, feats)  # (+ platform.host_key)
+    made: dict[str, Any] = {}
+
+    def build(path: Path) -> None:  # a cache miss: compile here, keep the object code
+        _optimise(mod, tm)
+        got: list[bytes] = []
+        engine = llvm.create_mcjit_compiler(mod, tm)
+        engine.set_object_cache(notify_func=lambda m, data: got.append(bytes(data)))
+        engine.finalize_object()
+        if not got:
+            raise CompileError("LLVM produced no object code for the llvm-vec kernel")
+        made["engine"] = engine
+        path.write_bytes(got[0])
+
+    try:
+        path = toolchain.cached(ckey, ".o", build)
+        if "engine" in made:
+            return VecKernel(made["engine"], shape, "compiled")
+        data = path.read_bytes()
+        engine = llvm.create_mcjit_compiler(mod, tm)
+        engine.set_object_cache(getbuffer_func=lambda m: data)
+        engine.finalize_object()
+        return VecKernel(engine, shape, "cached")
+    except CompileError:
+        raise
+    except RuntimeError as exc:
+        raise CompileError(f"LLVM rejected the llvm-vec kernel: {exc}") from None
+
+
+_AVAILABLE: bool | None = None
+
+
+def available() -> bool:
+    """Whether llvmlite loads and targets this host (cheap: no kernel is compiled; isa="auto"
+    asks this, and ArraysKernel falls back to the llvmlite walker should the kernel itself then
+    fail to build)."""
+    global _AVAILABLE, ERROR
+    if _AVAILABLE is None:
+        try:
+            platform.check_platform("JIT-compiling the llvm-vec kernel")
+            llvm = _llvm()
+            trip, cpu, feats = target()
+            llvm.Target.from_triple(trip).create_target_machine(cpu=cpu, features=feats, opt=2)
+            _AVAILABLE = True
+        except Exception as exc:  # llvmlite missing, broken, or without this target
+            ERROR = f"llvmlite does not target this host: {type(exc).__name__}: {exc}"
+            _AVAILABLE = False
+    return _AVAILABLE
+
+
+def run(k: VecKernel, tables: Any, X: Any, out: Any) -> None:
+    """The kernel over rows X (C-contiguous float32 / float64) into out (n rows of margins in
+    the accumulation dtype), with the packed tables `tables` (a ctypes reference to a
+    native.CTables); scratch from numpy, per call (calls from several threads are safe)."""
+    n = X.shape[0]
+    need = k.scratch(tables, n)
+    buf = np.empty(need + 64, np.uint8)
+    rc = k.run(tables, X.ctypes.data, X.dtype.itemsize * 8, n, out.ctypes.data, buf.ctypes.data)
+    if rc != 0:
+        raise kernel_error(rc, "the arrays llvm-vec kernel")
