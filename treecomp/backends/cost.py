@@ -35,7 +35,29 @@ Every path treecomp can run a forest on costs, per row, a sum of a few terms of 
 A path's estimate is the dot product of its constants with these terms, in ns per row on the
 machine the constants were fitted on; :func:`estimates` gives every path the forest can take,
 :func:`arrays_path` the layout the arrays backend picks by itself. Only ratios between paths
-matter to `choose`, so the host's clock cancels.
+matter to `choose`, so the host's clock cancels. The "records" path (compact records walked as
+they are: float64 input or categorical splits beyond the byte walks) has no constants: the
+grid holds no such forests, and generated code keeps them, as before.
+
+The fit (bench/calibrate_auto.py, 2026-11-28, the shared 2-core AMD EPYC (Zen 4) KVM guest,
+1 thread, thread CPU time, medians of 5 rounds with arrays and c alternating, rows beyond the
+32 MB L3): 96 seeded synthetic forests, XGBoost-like heaps (float32, 256-bin thresholds),
+LightGBM-like leaf-wise trees of 63 leaves (float64) and random-forest-like trees (float32,
+continuous thresholds), 10-5,000 features (30-100% of them used), depths 4-12, 2-500 trees
+within 100k nodes; NNLS on relative error over a seeded two thirds (65 forests), each path's
+constants per input dtype, pooled over both where one dtype has fewer than two timings a
+constant (float32 "bitvec": none; float64 "quant": 4); "heap" (only forests without splits
+take it) keeps its guess, and llvm takes c's constants (its code ran 0.93-1.23x c's time).
+`auto`'s pick (choose's node limits, then the cheaper estimate) against the faster of arrays
+and c, measured:
+
+- in sample: within 10% on 52 of 65 (80%; where the estimate decides, not a node limit: 48
+  of 55), worst 1.82x (6 LightGBM-like trees of depth 12 over 123 features: c 1.8x slower);
+- out of sample (the other 31): within 10% on 28 of 31 (90%; where the estimate decides: 24
+  of 26), worst 1.77x (24 heaps of depth 11 over 338 features, 98k nodes: above the 20k
+  nodes up to which choose weighs generated code for such forests, for its build time);
+- the rule it replaced (cols * a + levels * b against levels * c, byte-walk forests only):
+  37 of 65 and 20 of 31, worst 3.31x and 3.56x (wide forests sent to c).
 """
 
 from __future__ import annotations
