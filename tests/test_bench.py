@@ -558,12 +558,3 @@ def test_issue_shapes_are_cases_left_out_of_quick():
     assert not set(shapes) & set(quick) and "et-deep-multiclass" not in quick
     assert set(shapes) < set(every) and "xgb-binary" in quick
 
-
-def test_wide_case_is_exact():
-    pytest.importorskip("xgboost")
-    import treecomp
-    case = bench_cases.build_case("xgb-d8-2000", quick=True, n_rows=300)
-    assert case.X.shape == (300, 2000) and case.X.dtype == np.float32
-    p = treecomp.compile(case.model)
-    np.testing.assert_array_equal(p.predict_raw(case.X).ravel(),
-                                  case.library.outputs["raw"](case.X).ravel())
