@@ -714,3 +714,20 @@ def test_plot_and_headline_name_each_cases_reference():
     assert "| all bit-exact vs xgboost 9 |" in h_both and "all bit-exact vs treecomp interpreter" in h_both
     assert "over the library's own predict" in h_both and "Python walker" in h_both
     assert "no library was measured" in h_bare and "walker" not in h_lib.split("\n\n")[1]
+
+
+def test_issue_shapes_are_cases_left_out_of_quick():
+    """Benchmark-shaped XGBoost models of 100 trees of depth 8 over 13 to 2,000 features and a
+    200-tree depth-12 ExtraTrees model are cases of the full run; `--quick` leaves them out."""
+    shapes = {"xgb-d8-13": 13, "xgb-d8-28": 28, "xgb-d8-90-regression": 90, "xgb-d8-968": 968,
+              "xgb-d8-2000": 2000}
+    for name, nf in shapes.items():
+        full = bench_cases.SPECS[name].full
+        assert (full["n_trees"], full["depth"], full["n_features"]) == (100, 8, nf)
+        assert full["n_test"] * nf * 4 <= 400e6  # the wide ones keep fewer test rows
+    et = bench_cases.SPECS["et-deep-multiclass"].full
+    assert (et["n_trees"], et["depth"], et["n_classes"]) == (200, 12, 5)
+    quick, every = bench_cases.case_names(quick=True), bench_cases.case_names()
+    assert not set(shapes) & set(quick) and "et-deep-multiclass" not in quick
+    assert set(shapes) < set(every) and "xgb-binary" in quick
+

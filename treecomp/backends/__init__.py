@@ -63,55 +63,13 @@ CODEGEN_MAX_NODES_F64 = 100_000
 LLVM_MAX_NODES = 200_000
 
 
-#: the per-row cost model that decides between the byte walks and generated code (see
-#: byte_walk_pays): ns per quantised column, ns per tree level of a byte walk, of generated code;
-#: float32 input (XGBoost) / float64 input (LightGBM, HistGradientBoosting). Least squares over
-#: a grid of models (5-80 trees, depth 3-14, 10-200 features) timed on the 2-core dev box, 1
-#: thread, by bench/calibrate_auto.py (float32 refit 2026-11-21 after the lane quantiser and
-#: the byte mux; float64's refit, (5.1, 0.39, 3.1), makes the same 36 choices as these).
-BYTE_WALK_COST = {"float32": (2.11, 0.198, 1.87), "float64": (2.7, 0.26, 1.8)}
-
-
 def byte_walk_pays(forest) -> bool:
-    """Do the arrays backend's byte walks beat generated code on `forest` (per row)?
-
-    A byte walk first quantises each row: one column per feature and chunk of up to 255
-    distinct thresholds (a search over them), then every tree costs a fraction of a compare per
-    level. Generated code pays a compare and branch per level and nothing up front. So with few
-    trees and many used features (5 trees of depth 6 over 37 columns: 55 vs 35 ns/row) code
-    wins; the estimate is  cols * a + levels * b  against  levels * c  (BYTE_WALK_COST), where
-    levels sums the trees' depths. In sample (bench/calibrate_auto.py, 2026-11-21: the
-    constants were fitted on these timings) it picks within 10% of the faster of the two for 17
-    of the 18 byte-walk-eligible XGBoost models of the grid (worst 1.77x: 20 trees of depth 6
-    over 177 columns, c 717 vs arrays 405 ns/row) and for 34 of 36 LightGBM ones (worst 1.41x:
-    5 trees of depth 3 over 200 features, arrays 64 vs c 45). The previous float32 constants,
-    fitted before the lane quantiser, were within 10% on 14 of 18 there (worst 3.35x).
-    """
-    cols, levels = byte_walk_terms(forest)
-    if not cols:
-        return False
-    a, b, c = BYTE_WALK_COST["float64" if str(forest.input_dtype) == "float64" else "float32"]
-    return cols * a + levels * b <= levels * c
-
-
-def byte_walk_terms(forest) -> tuple[int, int]:
-    """(cols, levels) of byte_walk_pays' estimate: the columns a row is quantised into (one per
-    feature and chunk of distinct thresholds, arrays.derived.quant_chunk_size; 0 without splits), the
-    trees' depths summed."""
-    from .arrays.derived import quant_chunk_size
-    import numpy as np
-    feats, thrs, levels = [], [], 0
-    for t in forest.trees:
-        inner = t.feature >= 0
-        feats.append(t.feature[inner])
-        thrs.append(t.threshold[inner])
-        levels += t.max_depth
-    f, th = np.concatenate(feats), np.concatenate(thrs)
-    if not len(f):
-        return 0, levels
-    pairs = np.unique(np.stack([f.astype(np.float64), th]), axis=1)
-    _, per_feature = np.unique(pairs[0], return_counts=True)
-    return int(np.ceil(per_feature / quant_chunk_size(per_feature)).sum()), levels
+    """Does the arrays backend, on the path it picks itself (a byte walk, the interval walk,
+    the float heap or deep walk), beat generated code on `forest` per row? By the cost model of
+    treecomp.backends.cost (cost.arrays_pays: a few terms of the forest times constants fitted
+    on timings by bench/calibrate_auto.py; its docstring has the fit and its validation)."""
+    from . import cost
+    return cost.arrays_pays(forest)
 
 
 def choose(forest, artifact: str | None = None) -> str:
@@ -123,16 +81,19 @@ def choose(forest, artifact: str | None = None) -> str:
     else "c" up to CODEGEN_MAX_NODES_F64 nodes, else "llvm" (faster to build on big models).
     Without one: "llvm", else "c".
 
-    Rule (measured on the 2-core dev box with bench/, 1 thread, us/row):
+    Rule (measured on the 2-core dev box, 1 thread, us/row):
     - a C compiler is available (toolchain.have_compiler()):
-        all trees of <= 128 leaves, or all numeric heaps of depth <= 8 (arrays.tables.quant_eligible),
-          and the per-row cost model says quantising pays (byte_walk_pays: enough trees for
-          the columns the rows must be quantised into)
-          -> "arrays": its byte walks beat generated code 2-9x (500 XGBoost trees of depth 6:
-          0.8 vs 3.7; GB 300x depth 4: 0.43 vs 1.2; depth 8: 1.6 vs 3.9; 500 LightGBM trees of
-          63 leaves: 1.6 vs 14; HGB with categories: 0.55 vs 5.0) and flatten in milliseconds
-        otherwise total nodes <= CODEGEN_MAX_NODES (20k), or <= CODEGEN_MAX_NODES_F64 (100k)
-          for float64 input -> "c" (the arrays kernel's float64 walks are scalar)
+        up to CODEGEN_MAX_NODES_F64 (100k) nodes where the arrays backend would run a byte walk
+          (arrays.tables.quant_eligible) or the input is float64, else up to CODEGEN_MAX_NODES
+          (20k; the C build grows to tens of seconds beyond): the per-row cost model
+          (treecomp.backends.cost: the path the arrays backend would take, its estimate against
+          generated code's, from the forest's columns, levels, heap slots, nodes, expected node
+          steps and row width) -> "arrays" where its estimate is no dearer, else "c".
+          The byte walks beat generated code 2-9x on most forests (500 XGBoost trees of depth
+          6: 0.8 vs 3.7; 500 LightGBM trees of 63 leaves: 1.6 vs 14; 100 trees of depth 8 over
+          2,000 features: arrays, where the previous rule's c ran 2.7x slower); generated code
+          wins on a few trees over many columns (2 XGBoost trees of depth 6 over 100 features:
+          28 vs 110 ns/row), and on deep trees over wide rows
         larger -> "arrays" (deep forests: rf-deep c 2.5 vs arrays 0.95; the C build grows to
           tens of seconds)
     - no C compiler but the package's prebuilt arrays kernel (a wheel or a built install):
@@ -161,12 +122,12 @@ def choose(forest, artifact: str | None = None) -> str:
         # code ran 0.93x-1.23x c's time on the nine bench cases of 2026-11-22)
         gen = "c" if cc else "llvm" if "llvm" in names() else "arrays"
         from .arrays.tables import quant_eligible
-        if quant_eligible(forest):
-            if byte_walk_pays(forest):
-                return "arrays"
-            return gen if n_nodes <= CODEGEN_MAX_NODES_F64 else "arrays"
-        limit = CODEGEN_MAX_NODES_F64 if forest.input_dtype == "float64" else CODEGEN_MAX_NODES
-        return gen if n_nodes <= limit else "arrays"
+        from . import cost
+        limit = CODEGEN_MAX_NODES_F64 if quant_eligible(forest) or forest.input_dtype == "float64" \
+            else CODEGEN_MAX_NODES
+        if gen == "arrays" or n_nodes > limit:
+            return "arrays"
+        return "arrays" if cost.arrays_pays(forest, gen) else gen
     if _vec_byte_walk(forest):
         return "arrays"  # its kernel runs the byte walks as LLVM vector code (isa "llvm-vec")
     from .. import platform

@@ -218,6 +218,8 @@ class CaseSpec:
     full: dict
     quick: dict
     train: Callable[[dict], tuple[Any, np.ndarray]]   # params -> (fitted model, test rows)
+    #: run by `--quick` without --cases (the big shapes are left to the full run)
+    in_quick: bool = True
 
 
 def _signal(X: np.ndarray, rng: np.random.Generator) -> np.ndarray:
@@ -290,6 +292,10 @@ def _xgb_multiclass(p):
 
 
 def _xgb_nan_regression(p):
+    return _xgb(p, "regression")
+
+
+def _xgb_regression(p):
     return _xgb(p, "regression")
 
 
@@ -401,6 +407,40 @@ SPECS: dict[str, CaseSpec] = {
         full=dict(n_trees=500, depth=6, n_features=50, n_train=20000, n_test=100_000),
         quick=dict(n_trees=50, depth=6, n_features=50, n_train=3000, n_test=8000),
         train=_cb_binary),
+
+    # public-benchmark-shaped XGBoost models (100 trees of depth 8, binary unless named) from
+    # narrow to wide rows, and a deep ExtraTrees forest (issue 33: where the lead was smallest);
+    # the wide ones keep fewer test rows (2,000 float32 features: 8 kB a row)
+    "xgb-d8-13": CaseSpec(
+        "XGBoost binary: {n_trees} trees, depth {depth}, {n_features} features", "xgboost",
+        full=dict(n_trees=100, depth=8, n_features=13, n_train=20000, n_test=100_000),
+        quick=dict(n_trees=10, depth=8, n_features=13, n_train=3000, n_test=8000),
+        train=_xgb_binary, in_quick=False),
+    "xgb-d8-28": CaseSpec(
+        "XGBoost binary: {n_trees} trees, depth {depth}, {n_features} features", "xgboost",
+        full=dict(n_trees=100, depth=8, n_features=28, n_train=20000, n_test=100_000),
+        quick=dict(n_trees=10, depth=8, n_features=28, n_train=3000, n_test=8000),
+        train=_xgb_binary, in_quick=False),
+    "xgb-d8-90-regression": CaseSpec(
+        "XGBoost regression: {n_trees} trees, depth {depth}, {n_features} features", "xgboost",
+        full=dict(n_trees=100, depth=8, n_features=90, n_train=20000, n_test=100_000),
+        quick=dict(n_trees=10, depth=8, n_features=90, n_train=3000, n_test=8000),
+        train=_xgb_regression, in_quick=False),
+    "xgb-d8-968": CaseSpec(
+        "XGBoost binary: {n_trees} trees, depth {depth}, {n_features} features", "xgboost",
+        full=dict(n_trees=100, depth=8, n_features=968, n_train=20000, n_test=20_000),
+        quick=dict(n_trees=10, depth=8, n_features=968, n_train=1000, n_test=4000),
+        train=_xgb_binary, in_quick=False),
+    "xgb-d8-2000": CaseSpec(
+        "XGBoost binary: {n_trees} trees, depth {depth}, {n_features} features", "xgboost",
+        full=dict(n_trees=100, depth=8, n_features=2000, n_train=20000, n_test=10_000),
+        quick=dict(n_trees=10, depth=8, n_features=2000, n_train=1000, n_test=2000),
+        train=_xgb_binary, in_quick=False),
+    "et-deep-multiclass": CaseSpec(
+        "scikit-learn ExtraTreesClassifier, {n_classes} classes: {n_trees} trees, depth {depth}", "sklearn",
+        full=dict(n_trees=200, depth=12, n_classes=5, n_features=20, n_train=20000, n_test=100_000),
+        quick=dict(n_trees=10, depth=12, n_classes=5, n_features=20, n_train=3000, n_test=8000),
+        train=_et_multiclass, in_quick=False),
 }
 
 #: a tiny case for the smoke test and for `--cases tiny`: seconds end to end
@@ -423,8 +463,9 @@ def available(spec: CaseSpec) -> bool:
     return module_available(spec.module)
 
 
-def case_names() -> list[str]:
-    return list(SPECS)
+def case_names(quick: bool = False) -> list[str]:
+    """The cases a run without --cases takes (quick: those marked in_quick)."""
+    return [n for n, s in SPECS.items() if s.in_quick or not quick]
 
 
 def _cache_path(name: str, spec: CaseSpec, params: dict) -> Path:

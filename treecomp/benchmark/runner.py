@@ -708,7 +708,7 @@ def main(argv: list[str] | None = None) -> int:
         else:
             if args.data:
                 log("note: --data applies to a MODEL only; ignored")
-            names = [n.strip() for n in args.cases.split(",") if n.strip()] if args.cases else C.case_names()
+            names = [n.strip() for n in args.cases.split(",") if n.strip()] if args.cases else C.case_names(args.quick)
             unknown = [n for n in names if n not in C.SPECS and n != "tiny"]
             if unknown:
                 log(f"error: unknown cases {unknown}; available: {', '.join(C.case_names())}, tiny")
