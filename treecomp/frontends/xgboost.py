@@ -101,7 +101,7 @@ import numpy as np
 
 from ..errors import InvalidModelError, NotFittedError, TreecompError, UnsupportedModelError
 from ..ir import Forest, Tree, checked_category_values, leaf_tree
-from . import ubjson
+from . import jsonarrays, ubjson
 
 _F32 = np.float32
 #: XGBoost's OutOfRangeCat(): category values >= 2^24 are invalid (they go left)
@@ -308,6 +308,10 @@ def _tree_field(t: dict, key: str, where: str, typed: bool) -> Any:
                 f"XGBoost model: {where}.{key} must be a typed {'/'.join(_TYPED[key])} array in a "
                 f"typed tree (XGBoost: Invalid cast)")
         return v
+    if isinstance(v, jsonarrays.NumberArray):  # read by numpy: all ints, or all floats
+        if (float if v.is_float else int) in _UNTYPED.get(key, (int,)):
+            return v.values
+        v = v.tolist()  # refused below, element by element, in json.loads' words
     if not isinstance(v, list):
         raise InvalidModelError(f"XGBoost model: {where}.{key} must be a plain array in a tree "
                                 f"whose parents is one (XGBoost: Invalid cast)")
@@ -946,9 +950,15 @@ def _booster_document(booster: Any) -> dict:
     return ubjson.decode(bytes(raw), strict=True)
 
 
+#: the per-node arrays of a tree that jsonarrays.loads reads with numpy (the bulk of the file)
+JSON_ARRAY_KEYS = ("parents", "left_children", "right_children", "split_indices",
+                   "split_conditions", "default_left", "loss_changes", "sum_hessian",
+                   "base_weights", "split_type", "leaf_weights")
+
+
 def _loads_json(data: bytes, what: str) -> Any:
     try:
-        return json.loads(data)
+        return jsonarrays.loads(data, JSON_ARRAY_KEYS)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise InvalidModelError(f"{what} is not valid JSON: {exc}") from None
 
