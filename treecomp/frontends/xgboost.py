@@ -288,6 +288,9 @@ _TYPED = {"split_conditions": ("float32",), "loss_changes": ("float32",),
           "split_type": ("uint8",), "categories_segments": ("int64",),
           "categories_sizes": ("int64",), "categories_nodes": ("int32",),
           "categories": ("int32",)}
+#: the same as (kind, itemsize): dtype.name is slow, and a big-endian '>f4' is float32 too
+_TYPED_KINDS = {k: tuple((np.dtype(n).kind, np.dtype(n).itemsize) for n in v)
+                for k, v in _TYPED.items()}
 #: what an untyped (JSON) array's elements must be: Number (float), Integer, or Boolean / Integer
 _UNTYPED = {"split_conditions": (float,), "loss_changes": (float,), "sum_hessian": (float,),
             "base_weights": (float,), "leaf_weights": (float,), "default_left": (bool, int)}
@@ -303,7 +306,7 @@ def _tree_field(t: dict, key: str, where: str, typed: bool) -> Any:
     "Invalid cast"."""
     v = _get(t, key, where)
     if typed:
-        if not (isinstance(v, np.ndarray) and v.dtype.name in _TYPED[key]):
+        if not (isinstance(v, np.ndarray) and (v.dtype.kind, v.dtype.itemsize) in _TYPED_KINDS[key]):
             raise InvalidModelError(
                 f"XGBoost model: {where}.{key} must be a typed {'/'.join(_TYPED[key])} array in a "
                 f"typed tree (XGBoost: Invalid cast)")
