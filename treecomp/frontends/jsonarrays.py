@@ -173,29 +173,30 @@ def loads(data: bytes, keys: Iterable[str]) -> Any:
     what json.loads raises on invalid JSON."""
     pat = _pattern(tuple(sorted(keys)))
     spans: list[tuple[int, int]] = []
-    ints: list[tuple[int, bytes]] = []
-    flts: list[tuple[int, bytes]] = []
+    ints: list[tuple[int, int, int]] = []  # (array, start, end) of each array's numbers
+    flts: list[tuple[int, int, int]] = []
     for m in pat.finditer(data):
-        body = m.group(2)
-        kind = flts if (b"." in body or b"e" in body or b"E" in body) else ints
-        kind.append((len(spans), body))
-        spans.append((m.start(2) - 1, m.end(2) + 1))
+        a, b = m.span(2)
+        is_float = data.find(b".", a, b) >= 0 or data.find(b"e", a, b) >= 0 \
+            or data.find(b"E", a, b) >= 0
+        (flts if is_float else ints).append((len(spans), a, b))
+        spans.append((a - 1, b + 1))
     if not spans:
         return json.loads(data)
     arrays: list[NumberArray | None] = [None] * len(spans)
+    view = memoryview(data)  # (slices of it are joined without copies of their own)
     for group, is_float in ((ints, False), (flts, True)):
         if not group:
             continue
-        buf = b",".join(body for _, body in group)
-        values = parse_numbers(buf, is_float)
-        del buf
+        values = parse_numbers(b",".join(view[a:b] for _, a, b in group), is_float)
         if values is None:
             return json.loads(data)  # not all JSON numbers: json.loads decides (and words it)
-        counts = np.array([body.count(b",") + 1 for _, body in group], np.int64)
+        counts = np.array([data.count(b",", a, b) + 1 for _, a, b in group], np.int64)
         if len(values) != counts.sum():  # cannot happen after the check above
             return json.loads(data)
-        for (i, _), part in zip(group, np.split(values, np.cumsum(counts)[:-1])):
+        for (i, _, _), part in zip(group, np.split(values, np.cumsum(counts)[:-1])):
             arrays[i] = NumberArray(part, is_float)
+    view.release()
     # the document with each of those arrays replaced by a placeholder string
     pieces = []
     pos = 0
