@@ -205,7 +205,10 @@ def loads(data: bytes, keys: Iterable[str]) -> Any:
         pieces.append(b'"\\u0000tc%d"' % i)
         pos = b
     pieces.append(data[pos:])
-    doc = json.loads(b"".join(pieces))
+    try:
+        doc = json.loads(b"".join(pieces))
+    except ValueError:  # json.loads of the file itself says what is wrong (in its words)
+        return json.loads(data)
     if not _restore(doc, frozenset(keys), arrays):
         return json.loads(data)  # a placeholder somewhere else: hostile or odd; read it plainly
     return doc
