@@ -38,6 +38,10 @@ Reading the document (``src/gbm/gbtree_model.cc``, ``src/learner.cc``, ``src/com
   array must have every array typed with XGBoost's own element type. .ubj files are decoded
   with ``ubjson.decode(strict=True)`` (what XGBoost's UBJReader accepts). What XGBoost refuses
   is refused here, with InvalidModelError naming the field.
+- .json files are read by ``jsonarrays.loads``: json.loads, but the compact per-node arrays
+  (JSON_ARRAY_KEYS) are parsed by numpy after a check of their bytes against JSON's number
+  grammar, with each array's int / float kind kept for the checks above (anything else, or any
+  doubt, goes through json.loads unchanged).
 
 Margins (``src/predictor/cpu_predictor.cc``, ``src/gbm/gbtree.cc``):
 - Each row starts from the base margin and adds the trees' float32 leaf values in tree order,
