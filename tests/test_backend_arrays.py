@@ -1041,6 +1041,25 @@ def test_auto_choice():
     assert backends.choose(big) == "arrays"  # code generation would take minutes
 
 
+def test_auto_starts_no_codegen_build_past_the_time_limit(monkeypatch):
+    """c / llvm builds grow with the nodes (c 17-34 s, llvm 110 s on millions): auto sends
+    them only models whose estimated build fits CODEGEN_MAX_SECONDS, also for a .so on a host
+    without a C compiler (where it used to pick llvm at any size)."""
+    assert backends.codegen_fits("c", backends.CODEGEN_MAX_NODES_F64)
+    assert backends.codegen_fits("llvm", backends.LLVM_MAX_NODES)
+    assert backends.codegen_fits("llvm", backends.CODEGEN_MAX_NODES_F64)
+    assert not backends.codegen_fits("llvm", 10_000_000) and not backends.codegen_fits("c", 10_000_000)
+    assert backends.codegen_fits("arrays", 10_000_000)
+    monkeypatch.setattr(toolchain, "have_compiler", lambda: False)
+    f = random_forest(2, n_trees=3, n_features=6, max_depth=4)
+    n = sum(t.n_nodes for t in f.trees)
+    if "llvm" in backends.names():
+        assert backends.choose(f, "so") == "llvm"
+    monkeypatch.setitem(backends.CODEGEN_SECONDS_PER_NODE, "llvm", 31.0 / n)  # "too big"
+    assert backends.choose(f, "so") == "arrays"
+    assert backends.choose(f) != "llvm"
+
+
 def test_auto_isa_self_test(monkeypatch):
     native = [i for i in ("scalar", "avx2", "avx512") if i in HAVE]
     if not native:

@@ -815,3 +815,36 @@ def test_node_counts_are_cover_only():
     np.testing.assert_array_equal(interp.predict_raw(bad, X), interp.predict_raw(f, X))
     with pytest.raises(UnsupportedModelError, match="cover"):
         treecomp.compile(bad, backend="arrays").contributions(X)
+
+
+def test_bulk_numbers_fast_path_equals_float(monkeypatch):
+    """_bulk reads plain-number lines with one np.fromstring; the result must be what float() /
+    int() of every token gives (the list path), on a real model and on edge spellings."""
+    import re as _re
+
+    from treecomp.frontends import lightgbm as lgbm_frontend
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(400, 4))
+    b = lgb.train({"objective": "regression", "num_leaves": 15, "verbose": -1},
+                  lgb.Dataset(X, X[:, 0] * 2 + rng.normal(size=400)), num_boost_round=5)
+    text = b.model_to_string()
+    # edge spellings of the same thresholds / leaf values, as LightGBM's grammar allows them
+    text = _re.sub(r"tree_sizes=[^\n]*\n", "", text)  # (byte offsets: the edits move them)
+    edge = _re.sub(r"leaf_value=\S+", "leaf_value=+.5e0", text, 1)
+    edge = _re.sub(r"threshold=\S+", "threshold=1.", edge, 1)
+    edge = _re.sub(r"(\nleaf_value=\S+ )\S+", r"\g<1>-0000.25E+1", edge, 1)
+    assert edge != text and "+.5e0" in edge and "-0000.25E+1" in edge
+    for t in (text, edge):
+        fast = parse_lightgbm_string(t).digest()
+        with monkeypatch.context() as m:  # every line through the list path
+            m.setattr(lgbm_frontend, "_NAMED_FLOAT", _re.compile(r""))
+            m.setattr(lgbm_frontend, "_LONG_INT", _re.compile(r""))
+            try:
+                slow = parse_lightgbm_string(t).digest()
+            except InvalidModelError as exc:
+                slow = str(exc)
+        assert fast == slow
+    # a 25-digit integer is no int64: refused as before, not clamped
+    big = text.replace("split_feature=", "split_feature=1234567890123456789012345 ", 1)
+    with pytest.raises(InvalidModelError):
+        parse_lightgbm_string(big)

@@ -43,6 +43,7 @@ Design notes:
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import io
 import json
@@ -204,6 +205,11 @@ _TREE_DTYPES = {"left": np.int32, "right": np.int32, "feature": np.int32,
                 "linear_coeff": np.float64}
 
 
+@functools.lru_cache(maxsize=None)
+def _int_bounds(dt: np.dtype) -> tuple[int, int]:
+    return (0, 1) if dt.kind == "b" else (int(np.iinfo(dt).min), int(np.iinfo(dt).max))
+
+
 def _frozen(a: Any, dtype: Any, ndim: int, name: str) -> np.ndarray:
     dt = np.dtype(dtype)
     try:
@@ -212,12 +218,13 @@ def _frozen(a: Any, dtype: Any, ndim: int, name: str) -> np.ndarray:
             # strings would be parsed, objects converted one by one: a corrupt file or a
             # frontend bug, never a model's numbers
             raise TypeError(f"it holds {src.dtype} values")
-        if dt.kind in "biu" and src.dtype.kind != "b" and src.size:
+        if dt.kind in "biu" and src.dtype.kind != "b" and src.size \
+                and not np.can_cast(src.dtype, dt, "safe"):
             # numpy casts wrap integers and truncate floats silently: node 2^32 + 1 must not
-            # become node 1, nor 2.5 node 2
-            if src.dtype.kind == "f" and not np.all(np.isfinite(src) & (src == np.trunc(src))):
+            # become node 1, nor 2.5 node 2 (a safe cast, int32 -> int32, keeps every value)
+            if src.dtype.kind == "f" and not (np.isfinite(src) & (src == np.trunc(src))).all():
                 raise ValueError("it holds non-integral values")
-            lo, hi = (0, 1) if dt.kind == "b" else (int(np.iinfo(dt).min), int(np.iinfo(dt).max))
+            lo, hi = _int_bounds(dt)
             vmin, vmax = src.min().item(), src.max().item()  # exact Python comparisons
             if vmin < lo or vmax > hi:
                 raise ValueError(f"its values [{vmin}, {vmax}] are outside [{lo}, {hi}]")
@@ -442,41 +449,41 @@ class Tree:
         if self.value.shape[0] != n or self.value.shape[1] < 1:
             raise InvalidModelError(f"tree 'value' must have shape ({n}, w>=1), got {self.value.shape}")
         leaf = self.left < 0
-        if np.any(self.left < -1) or np.any((self.right < 0) != leaf) or np.any(self.right < -1):
+        if (self.left < -1).any() or ((self.right < 0) != leaf).any() or (self.right < -1).any():
             raise InvalidModelError("tree children must be -1 at leaves (both) or valid node indices (both)")
         idx = np.arange(n)
         internal = ~leaf
         l, r = self.left[internal], self.right[internal]
-        if np.any(l >= n) or np.any(r >= n):
+        if (l >= n).any() or (r >= n).any():
             raise InvalidModelError(f"tree child index out of range (n_nodes={n})")
-        if np.any(l <= idx[internal]) or np.any(r <= idx[internal]):
+        if (l <= idx[internal]).any() or (r <= idx[internal]).any():
             raise InvalidModelError("tree children must have larger indices than their parent "
                                     "(root at 0; frontends renumber nodes)")
         counts = np.bincount(np.concatenate([l, r]), minlength=n)
-        if counts[0] != 0 or np.any(counts[1:] != 1):
+        if counts[0] != 0 or (counts[1:] != 1).any():
             bad = int(np.flatnonzero(np.concatenate([[counts[0] != 0], counts[1:] != 1]))[0])
             raise InvalidModelError(f"tree node {bad} has {counts[bad]} parents (orphan or shared node)")
-        if np.any(self.feature[internal] < 0):
+        if (self.feature[internal] < 0).any():
             raise InvalidModelError("internal tree node without a feature index")
-        if np.any(self.feature[leaf] != -1):
+        if (self.feature[leaf] != -1).any():
             raise InvalidModelError("leaf nodes must have feature -1")
         is_cat = self.cat_index >= 0
         numeric = internal & ~is_cat
-        if np.any(np.isnan(self.threshold[numeric])):
+        if (np.isnan(self.threshold[numeric])).any():
             raise InvalidModelError("NaN threshold in a numeric split")
-        if not np.all(np.isfinite(self.value[leaf])):
+        if not (np.isfinite(self.value[leaf])).all():
             raise InvalidModelError("non-finite leaf value")
         k = self.cat_bits.shape[0]
-        if np.any(self.cat_index < -1) or np.any(self.cat_index >= k):
+        if (self.cat_index < -1).any() or (self.cat_index >= k).any():
             raise InvalidModelError(f"cat_index out of range (have {k} category sets)")
-        if np.any(is_cat & leaf):
+        if (is_cat & leaf).any():
             raise InvalidModelError("a leaf cannot be a categorical split")
         if len(self.cat_other_left) != k:
             raise InvalidModelError("cat_other_left must have one entry per category set")
         if self.cat_bits.shape[1] < 1:
             raise InvalidModelError("cat_bits needs at least one 32-bit word per set")
-        if self.cover is not None and (len(self.cover) != n or not np.all(np.isfinite(self.cover))
-                                       or np.any(self.cover < 0)):
+        if self.cover is not None and (len(self.cover) != n or not (np.isfinite(self.cover)).all()
+                                       or (self.cover < 0).any()):
             raise InvalidModelError(f"tree 'cover' must hold {n} finite values >= 0")
         if any(getattr(self, a) is not None for a in _LINEAR_ARRAYS):
             self._validate_linear()

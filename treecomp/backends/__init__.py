@@ -62,6 +62,23 @@ CODEGEN_MAX_NODES_F64 = 100_000
 #: without a C compiler, the LLVM JIT is used up to this many nodes (its build time grows too)
 LLVM_MAX_NODES = 200_000
 
+#: the longest build backend="auto" may start with the c or llvm backend, in seconds
+CODEGEN_MAX_SECONDS = 30.0
+#: build seconds a node costs c / llvm (cold cache), an upper bound for one core of the 2-core
+#: dev box, linear in the nodes, rounded up: bench/huge_models.py codegen, 2026-11-28, three
+#: shapes at 25k / 100k / 400k nodes: c 0.8 / 1.7-2.7 / 6.3-9.2 s of CPU (compiler processes
+#: included; wall on the loaded box up to 38 s at 400k), llvm up to 16 s wall at 400k; and the
+#: 2026-11-27 runs on 1.3M-3.8M nodes (c 17-34 s, llvm 110 s)
+CODEGEN_SECONDS_PER_NODE = {"c": 2.5e-5, "llvm": 4.5e-5}
+
+
+def codegen_fits(backend: str, n_nodes: int) -> bool:
+    """Whether backend="auto" may build `n_nodes` nodes with `backend` (c / llvm): its build
+    is estimated (CODEGEN_SECONDS_PER_NODE) to take at most CODEGEN_MAX_SECONDS. Other
+    backends (tables) always fit."""
+    per_node = CODEGEN_SECONDS_PER_NODE.get(backend)
+    return per_node is None or n_nodes * per_node <= CODEGEN_MAX_SECONDS
+
 
 def byte_walk_pays(forest) -> bool:
     """Does the arrays backend, on the path it picks itself (a byte walk, the interval walk,
@@ -79,7 +96,8 @@ def choose(forest, artifact: str | None = None) -> str:
     C compiler: "arrays" where the in-process choice below is "arrays" (its .so is the same
     kernel on the same tables, linked from the package's kernel archive: backends/arrays/so.py),
     else "c" up to CODEGEN_MAX_NODES_F64 nodes, else "llvm" (faster to build on big models).
-    Without one: "llvm", else "c".
+    Without one: "llvm" where its build fits CODEGEN_MAX_SECONDS (codegen_fits), else "arrays"
+    (whose .so needs a compiler: its error says so; a .tc table file needs none).
 
     Rule (measured on the 2-core dev box, 1 thread, us/row):
     - a C compiler is available (toolchain.have_compiler()):
@@ -114,13 +132,15 @@ def choose(forest, artifact: str | None = None) -> str:
             return "arrays"  # linking its .so needs the compiler too (arrays/so.py)
         if toolchain.have_compiler() and (n_nodes <= CODEGEN_MAX_NODES_F64 or "llvm" not in names()):
             return "c"
-        return "llvm" if "llvm" in names() else "c"
+        # (without a compiler no other backend writes a .so: the arrays one then says so)
+        return "llvm" if "llvm" in names() and codegen_fits("llvm", n_nodes) else "arrays"
     cc = toolchain.have_compiler()
     if cc or _prebuilt_arrays_kernel():
         # the arrays kernel runs natively (built here, or shipped in the package); the code
         # generator it is weighed against is c, or llvm on a host without a compiler (its
         # code ran 0.93x-1.23x c's time on the nine bench cases of 2026-11-22)
         gen = "c" if cc else "llvm" if "llvm" in names() else "arrays"
+        gen = gen if codegen_fits(gen, n_nodes) else "arrays"
         from .arrays.tables import quant_eligible
         from . import cost
         limit = CODEGEN_MAX_NODES_F64 if quant_eligible(forest) or forest.input_dtype == "float64" \
@@ -131,7 +151,8 @@ def choose(forest, artifact: str | None = None) -> str:
     if _vec_byte_walk(forest):
         return "arrays"  # its kernel runs the byte walks as LLVM vector code (isa "llvm-vec")
     from .. import platform
-    if "llvm" in names() and n_nodes <= LLVM_MAX_NODES and platform.native_ok():
+    if "llvm" in names() and n_nodes <= LLVM_MAX_NODES and codegen_fits("llvm", n_nodes) \
+            and platform.native_ok():
         return "llvm"
     return "arrays"
 

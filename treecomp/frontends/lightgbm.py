@@ -113,6 +113,10 @@ _FLOAT_TOKEN = (r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"  # 
 #: an array line: tokens separated by single spaces, as LightGBM writes them (ArrayToString)
 _INT_ARRAY = re.compile(rf"{_INT_TOKEN}(?: {_INT_TOKEN})*")
 _FLOAT_ARRAY = re.compile(rf"(?:{_FLOAT_TOKEN})(?: (?:{_FLOAT_TOKEN}))*")
+#: what np.fromstring is not left to read in _bulk: integers of 19+ digits (int64 overflow),
+#: inf / nan spelt out (read by float() as the regex above allows them)
+_LONG_INT = re.compile(r"[0-9]{19}")
+_NAMED_FLOAT = re.compile(r"[iInN]")
 #: a single integer field (num_leaves, num_cat, header ints): Atoi skips spaces around it
 _INT_FIELD = re.compile(rf" *({_INT_TOKEN}) *")
 
@@ -458,7 +462,7 @@ def _bfs_order(name: str, n_int: int, lu: np.ndarray, ru: np.ndarray) -> np.ndar
 def _bulk(kvs: list[dict[str, str]], names: list[str], key: str, counts: np.ndarray,
           dtype: Any) -> np.ndarray:
     """The `key` arrays of many trees, concatenated, parsed by one numpy call."""
-    toks: list[str] = []
+    lines: list[str] = []
     for kv, name, n in zip(kvs, names, counts.tolist()):
         s = kv.get(key)
         if s is None:
@@ -469,14 +473,23 @@ def _bulk(kvs: list[dict[str, str]], names: list[str], key: str, counts: np.ndar
             raise InvalidModelError(
                 f"LightGBM tree {name}: {key!r} is not a list of plain numbers separated by "
                 f"single spaces ({s[:60]!r}); LightGBM would read something else from it")
-        t = s.split(" ")
-        if len(t) != n:
-            raise InvalidModelError(f"LightGBM tree {name}: {key!r} has {len(t)} entries, expected {n}")
-        toks += t
+        k = s.count(" ") + 1  # (single spaces, checked above)
+        if k != n:
+            raise InvalidModelError(f"LightGBM tree {name}: {key!r} has {k} entries, expected {n}")
+        lines.append(s)
+    joined = " ".join(lines)
+    int_like = np.dtype(dtype).kind in "iu"
+    if joined and not (_LONG_INT.search(joined) if int_like else _NAMED_FLOAT.search(joined)):
+        # every token matched the grammar above: plain decimal numbers, integers of at most
+        # 18 digits (int64, no overflow); np.fromstring converts floats with CPython's own
+        # correctly rounded conversion (float()'s), integers exactly: one C loop, no list
+        vals = np.fromstring(joined, dtype=dtype, sep=" ")
+        if len(vals) == int(counts.sum()):
+            return vals
     try:
         # Python's float() (which numpy uses for str -> float64) is correctly rounded, like
         # LightGBM's own parser, and the file holds %.17g: the round trip is exact.
-        return np.array(toks, dtype=dtype)
+        return np.array(joined.split(" ") if joined else [], dtype=dtype)
     except (ValueError, OverflowError):
         raise InvalidModelError(f"LightGBM trees: {key!r} holds malformed numbers") from None
 

@@ -38,6 +38,10 @@ Reading the document (``src/gbm/gbtree_model.cc``, ``src/learner.cc``, ``src/com
   array must have every array typed with XGBoost's own element type. .ubj files are decoded
   with ``ubjson.decode(strict=True)`` (what XGBoost's UBJReader accepts). What XGBoost refuses
   is refused here, with InvalidModelError naming the field.
+- .json files are read by ``jsonarrays.loads``: json.loads, but the compact per-node arrays
+  (JSON_ARRAY_KEYS) are parsed by numpy after a check of their bytes against JSON's number
+  grammar, with each array's int / float kind kept for the checks above (anything else, or any
+  doubt, goes through json.loads unchanged).
 
 Margins (``src/predictor/cpu_predictor.cc``, ``src/gbm/gbtree.cc``):
 - Each row starts from the base margin and adds the trees' float32 leaf values in tree order,
@@ -101,7 +105,7 @@ import numpy as np
 
 from ..errors import InvalidModelError, NotFittedError, TreecompError, UnsupportedModelError
 from ..ir import Forest, Tree, checked_category_values, leaf_tree
-from . import ubjson
+from . import jsonarrays, ubjson
 
 _F32 = np.float32
 #: XGBoost's OutOfRangeCat(): category values >= 2^24 are invalid (they go left)
@@ -288,6 +292,9 @@ _TYPED = {"split_conditions": ("float32",), "loss_changes": ("float32",),
           "split_type": ("uint8",), "categories_segments": ("int64",),
           "categories_sizes": ("int64",), "categories_nodes": ("int32",),
           "categories": ("int32",)}
+#: the same as (kind, itemsize): dtype.name is slow, and a big-endian '>f4' is float32 too
+_TYPED_KINDS = {k: tuple((np.dtype(n).kind, np.dtype(n).itemsize) for n in v)
+                for k, v in _TYPED.items()}
 #: what an untyped (JSON) array's elements must be: Number (float), Integer, or Boolean / Integer
 _UNTYPED = {"split_conditions": (float,), "loss_changes": (float,), "sum_hessian": (float,),
             "base_weights": (float,), "leaf_weights": (float,), "default_left": (bool, int)}
@@ -303,11 +310,15 @@ def _tree_field(t: dict, key: str, where: str, typed: bool) -> Any:
     "Invalid cast"."""
     v = _get(t, key, where)
     if typed:
-        if not (isinstance(v, np.ndarray) and v.dtype.name in _TYPED[key]):
+        if not (isinstance(v, np.ndarray) and (v.dtype.kind, v.dtype.itemsize) in _TYPED_KINDS[key]):
             raise InvalidModelError(
                 f"XGBoost model: {where}.{key} must be a typed {'/'.join(_TYPED[key])} array in a "
                 f"typed tree (XGBoost: Invalid cast)")
         return v
+    if isinstance(v, jsonarrays.NumberArray):  # read by numpy: all ints, or all floats
+        if (float if v.is_float else int) in _UNTYPED.get(key, (int,)):
+            return v.values
+        v = v.tolist()  # refused below, element by element, in json.loads' words
     if not isinstance(v, list):
         raise InvalidModelError(f"XGBoost model: {where}.{key} must be a plain array in a tree "
                                 f"whose parents is one (XGBoost: Invalid cast)")
@@ -946,9 +957,15 @@ def _booster_document(booster: Any) -> dict:
     return ubjson.decode(bytes(raw), strict=True)
 
 
+#: the per-node arrays of a tree that jsonarrays.loads reads with numpy (the bulk of the file)
+JSON_ARRAY_KEYS = ("parents", "left_children", "right_children", "split_indices",
+                   "split_conditions", "default_left", "loss_changes", "sum_hessian",
+                   "base_weights", "split_type", "leaf_weights")
+
+
 def _loads_json(data: bytes, what: str) -> Any:
     try:
-        return json.loads(data)
+        return jsonarrays.loads(data, JSON_ARRAY_KEYS)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise InvalidModelError(f"{what} is not valid JSON: {exc}") from None
 

@@ -1,0 +1,240 @@
+"""JSON documents whose large number arrays are read in bulk with numpy.
+
+A model file of millions of nodes (XGBoost's save_model JSON) is almost all arrays of numbers
+under a few keys (``"left_children":[1,3,-1,...]``). ``json.loads`` makes a Python int or
+float of every element, and the frontend then checks each element's type and converts the list
+to numpy: about 10 million elements a second. :func:`loads` reads the same document with those
+arrays parsed by numpy instead, and hands each back as a :class:`NumberArray` in place of the list.
+
+It returns what ``json.loads`` returns, exactly, except for those arrays:
+
+- only arrays directly under one of the given keys, written without whitespace, of at least
+  ``MIN_BYTES`` bytes, whose elements are all JSON integers (no fraction, no exponent: ``int``
+  for json.loads), or all JSON numbers with a fraction or an exponent
+  (``float`` for json.loads), are read by numpy; any other array (mixed, NaN / Infinity,
+  whitespace, booleans) stays with json.loads;
+- every byte numpy reads is checked against JSON's number grammar first (RFC 8259: ``-?(0|[1-9]
+  [0-9]*)(\\.[0-9]+)?([eE][-+]?[0-9]+)?``); when any is not a JSON number, the whole document is
+  read by json.loads instead (so malformed JSON fails exactly as json.loads fails);
+- the floats are parsed with ``np.fromstring(sep=",")``, whose conversion is CPython's own
+  correctly rounded one (the same float64 as ``float(token)``); the integers as int64.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import re
+from typing import Any, Iterable
+
+import numpy as np
+
+#: arrays shorter than this (in bytes) are left to json.loads (numpy's per-call cost)
+MIN_BYTES = 64
+
+#: characters per chunk that the grammar check holds in memory at once
+_CHUNK = 1 << 18
+
+class NumberArray:
+    """A JSON array of numbers that :func:`loads` read with numpy: ``values`` is int64 when
+    every element is a JSON integer, float64 when every element has a fraction or an exponent
+    (``is_float``); json.loads would have given a list of Python ints / floats with these
+    values. ``np.asarray`` and ``len`` work on it; :meth:`tolist` gives json.loads' list."""
+
+    __slots__ = ("values", "is_float")
+
+    def __init__(self, values: np.ndarray, is_float: bool) -> None:
+        self.values = values
+        self.is_float = is_float
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def __array__(self, dtype: Any = None, copy: Any = None) -> np.ndarray:
+        return self.values if dtype is None else self.values.astype(dtype)
+
+    def tolist(self) -> list:
+        """The list json.loads would have returned (Python ints or floats)."""
+        return self.values.tolist()
+
+
+def parse_numbers(buf: bytes, floats: bool) -> np.ndarray | None:
+    """The comma-separated JSON numbers in `buf` as int64 (floats=False: each a JSON integer
+    of at most 18 characters) or float64 (floats=True: each with a fraction or an exponent,
+    converted as ``float(token)`` converts it); None when `buf` is not such a list."""
+    if not buf or buf[:1] == b"," or buf[-1:] == b",":
+        return None
+    parts = []
+    start = 0
+    while start < len(buf):
+        if len(buf) - start <= _CHUNK:
+            end = len(buf)
+        else:  # the last comma within _CHUNK bytes (or the first after, for a long number)
+            end = buf.rfind(b",", start, start + _CHUNK)
+            if end < start:
+                end = buf.find(b",", start + _CHUNK)
+                end = len(buf) if end < 0 else end
+        # the chunk between two commas (real ones, or virtual at the ends), commas included
+        chunk = buf[start - 1:end + 1] if start else b"," + buf[:end + 1]
+        if end == len(buf):
+            chunk += b","
+        got = _parse_chunk(chunk, floats)
+        if got is None:
+            return None
+        parts.append(got)
+        start = end + 1
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+
+#: powers of ten that are exact in float64 (10**22 is the largest)
+_POW10 = 10.0 ** np.arange(23)
+#: '.' deleted, exponent marks turned into commas: "5.25E-1" -> "525,-1"
+_SPLIT_EXP = bytes.maketrans(b"eE", b",,")
+
+
+def _parse_chunk(chunk: bytes, floats: bool) -> np.ndarray | None:
+    """`chunk` = "," number ("," number)* ","; its numbers, or None (not JSON numbers of the
+    asked kind)."""
+    u = np.frombuffer(chunk, np.uint8)
+    digit = (u - np.uint8(48)) < 10
+    comma, minus, plus, dot = u == 0x2C, u == 0x2D, u == 0x2B, u == 0x2E
+    exp = (u | np.uint8(0x20)) == 0x65
+    if (np.count_nonzero(digit) + np.count_nonzero(comma) + np.count_nonzero(minus)
+            + np.count_nonzero(plus) + np.count_nonzero(dot) + np.count_nonzero(exp)) != len(u):
+        return None  # a character that is in no JSON number
+    # what may follow what: after ',' a digit or '-'; after a sign or '.' a digit; after the
+    # exponent mark a digit or a sign; after a digit anything but a sign. (So a sign stands
+    # only at a number's start or after its mark, '.' and the mark only after a digit.)
+    d1 = digit[1:]
+    sign = minus | plus
+    if np.any((comma[:-1] & ~(d1 | minus[1:])) | ((sign | dot)[:-1] & ~d1)
+              | (exp[:-1] & ~(d1 | sign[1:])) | (digit[:-1] & sign[1:])):
+        return None
+    # a leading zero: '0' starting the integer part (after ',' or a sign after ',') + a digit
+    lead = comma[:-2] | (minus[:-2] & np.concatenate([[True], comma[:-3]]))
+    if np.any((u[1:-1] == 0x30) & digit[2:] & lead):
+        return None
+    sp = np.flatnonzero(comma | dot | exp)
+    sc = u[sp]
+    is_comma = sc == 0x2C
+    is_dot = sc == 0x2E
+    is_exp = ~(is_comma | is_dot)
+    commas = sp[is_comma]
+    n = len(commas) - 1
+    body = chunk[1:-1]
+    if not floats:
+        if len(sp) != len(commas) or np.any(np.diff(commas) > 19):
+            return None  # a fraction or an exponent, or more than 18 characters
+        return np.fromstring(body, dtype=np.int64, sep=",")
+    # between two commas: a dot, a mark, or a dot then a mark (none empty, none doubled)
+    if np.any((is_comma[:-1] & is_comma[1:]) | (is_dot[:-1] & is_dot[1:])
+              | (is_exp[:-1] & ~is_comma[1:])):
+        return None
+    if np.count_nonzero(is_exp) != n:  # some number has no exponent: the C library reads all
+        return np.fromstring(body, dtype=np.float64, sep=",")
+    # every number is [-]digits[.digits]E[sign]digits: read the mantissa without its dot and
+    # the exponent as two integers, and scale exactly where that is one correctly rounded
+    # operation (mantissa < 2**53, |power of ten| <= 22: both exact doubles); else float()
+    tok = np.cumsum(is_comma) - 1
+    e_pos = sp[is_exp]
+    dot_pos = np.full(n, -1, np.int64)
+    dot_pos[tok[is_dot]] = sp[is_dot]
+    start = commas[:-1] + 1
+    neg = u[start] == 0x2D
+    has_dot = dot_pos >= 0
+    frac = np.where(has_dot, e_pos - dot_pos - 1, 0)
+    digits = e_pos - start - neg - has_dot
+    pairs = np.fromstring(body.translate(_SPLIT_EXP, b"."), dtype=np.int64, sep=",")
+    if len(pairs) != 2 * n:
+        return None
+    mant = np.abs(pairs[0::2])
+    exp10 = pairs[1::2] - frac
+    ok = (digits <= 18) & (mant <= 1 << 53) & (exp10 >= -22) & (exp10 <= 22)
+    m = mant.astype(np.float64)
+    e = np.clip(exp10, -22, 22)
+    val = np.where(e >= 0, m * _POW10[np.maximum(e, 0)], m / _POW10[np.maximum(-e, 0)])
+    val = np.where(neg, -val, val)
+    for i in np.flatnonzero(~ok):  # long mantissas, big exponents: rare
+        val[i] = float(chunk[start[i]:commas[i + 1]])
+    return val
+
+
+@functools.lru_cache(maxsize=8)
+def _pattern(keys: tuple[str, ...]) -> re.Pattern:
+    names = b"|".join(re.escape(k.encode()) for k in keys)
+    # a key right after '{' or ',' (so its opening quote is no escaped one inside a string),
+    # then a compact array of number characters
+    return re.compile(rb'(?<=[{,])"(' + names + rb')":\[([-+.0-9eE,]{%d,})\]' % MIN_BYTES)
+
+
+def loads(data: bytes, keys: Iterable[str]) -> Any:
+    """``json.loads(data)``, with the large number arrays under `keys` (anywhere in the
+    document) parsed by numpy and returned as :class:`NumberArray` (module docstring). Raises
+    what json.loads raises on invalid JSON."""
+    pat = _pattern(tuple(sorted(keys)))
+    spans: list[tuple[int, int]] = []
+    ints: list[tuple[int, int, int]] = []  # (array, start, end) of each array's numbers
+    flts: list[tuple[int, int, int]] = []
+    for m in pat.finditer(data):
+        a, b = m.span(2)
+        is_float = data.find(b".", a, b) >= 0 or data.find(b"e", a, b) >= 0 \
+            or data.find(b"E", a, b) >= 0
+        (flts if is_float else ints).append((len(spans), a, b))
+        spans.append((a - 1, b + 1))
+    if not spans:
+        return json.loads(data)
+    arrays: list[NumberArray | None] = [None] * len(spans)
+    view = memoryview(data)  # (slices of it are joined without copies of their own)
+    for group, is_float in ((ints, False), (flts, True)):
+        if not group:
+            continue
+        values = parse_numbers(b",".join(view[a:b] for _, a, b in group), is_float)
+        if values is None:
+            return json.loads(data)  # not all JSON numbers: json.loads decides (and words it)
+        counts = np.array([data.count(b",", a, b) + 1 for _, a, b in group], np.int64)
+        if len(values) != counts.sum():  # cannot happen after the check above
+            return json.loads(data)
+        for (i, _, _), part in zip(group, np.split(values, np.cumsum(counts)[:-1])):
+            arrays[i] = NumberArray(part, is_float)
+    view.release()
+    # the document with each of those arrays replaced by a placeholder string
+    pieces = []
+    pos = 0
+    for i, (a, b) in enumerate(spans):
+        pieces.append(data[pos:a])
+        pieces.append(b'"\\u0000tc%d"' % i)
+        pos = b
+    pieces.append(data[pos:])
+    try:
+        doc = json.loads(b"".join(pieces))
+    except ValueError:  # json.loads of the file itself says what is wrong (in its words)
+        return json.loads(data)
+    if not _restore(doc, frozenset(keys), arrays):
+        return json.loads(data)  # a placeholder somewhere else: hostile or odd; read it plainly
+    return doc
+
+
+def _restore(doc: Any, keys: frozenset, arrays: list) -> bool:
+    """Put the arrays back in place of their placeholders (each found exactly once, as the
+    value of one of `keys`); False when that fails. No recursion (an explicit stack)."""
+    found = 0
+    stack = [doc]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if isinstance(v, str) and v[:3] == "\x00tc" and k in keys:
+                    try:
+                        i = int(v[3:])
+                    except ValueError:
+                        return False
+                    if not 0 <= i < len(arrays) or arrays[i] is None:
+                        return False
+                    node[k] = arrays[i]
+                    arrays[i] = None
+                    found += 1
+                elif isinstance(v, (dict, list)):
+                    stack.append(v)
+        elif isinstance(node, list):
+            stack.extend(v for v in node if isinstance(v, (dict, list)))
+    return found == len(arrays)
