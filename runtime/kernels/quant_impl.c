@@ -807,21 +807,22 @@ static inline __attribute__((always_inline)) TC_ATTR tc_zz tc_zz2(const uint8_t 
   memcpy(&w, c, 8);
   return tc_zzb(m0, tc_zz1(qg, gs, (uint32_t)w), tc_zz1(qg, gs, (uint32_t)(w >> 32)));
 }
-static inline __attribute__((always_inline)) TC_ATTR tc_zm tc_zmb(__m512i ka, __m512i kb, int b) {
-  tc_zm r = {_mm512_test_epi8_mask(ka, _mm512_set1_epi8((char)(1 << b))),
-             _mm512_test_epi8_mask(kb, _mm512_set1_epi8((char)(1 << b)))};
-  return r;
-}
 #define TC_ZX1(i) tc_zz1(qg, gs, (uint32_t)co[i])
 #define TC_ZX2(i) tc_zz2(qg, gs, co + (i), m0)
 #define TC_ZX4(i) tc_zzb(m1, TC_ZX2(i), TC_ZX2((i) + 2))
 #define TC_ZX8(i) tc_zzb(m2, TC_ZX4(i), TC_ZX4((i) + 4))
 #define TC_ZX16(i) tc_zzb(m3, TC_ZX8(i), TC_ZX8((i) + 8))
 #define TC_ZX32(i) tc_zzb(m4, TC_ZX16(i), TC_ZX16((i) + 16))
+/* d: the decisions of levels 0 .. l - 1 (their masks): bit b of a row's position k at level l
+ * is its decision at level l - 1 - b (k = 2k + decision a level), so the mux's selectors are
+ * those masks, not tests of k (vptestmb: 15 a depth-6 tree and group, on the port the
+ * compares and permutes use, and on the level's chain) */
 static inline __attribute__((always_inline)) TC_ATTR tc_zm tc_zlevel2(
-    const uint8_t *qg, int64_t gs, const int32_t *co, __m512i thr, const int l, __m512i ka, __m512i kb) {
-  const tc_zm m0 = tc_zmb(ka, kb, 0), m1 = tc_zmb(ka, kb, 1), m2 = tc_zmb(ka, kb, 2);
-  const tc_zm m3 = tc_zmb(ka, kb, 3), m4 = tc_zmb(ka, kb, 4);
+    const uint8_t *qg, int64_t gs, const int32_t *co, __m512i thr, const int l, __m512i ka, __m512i kb,
+    const tc_zm *d) {
+  const tc_zm z = {0, 0};
+  const tc_zm m0 = l > 0 ? d[l - 1] : z, m1 = l > 1 ? d[l - 2] : z, m2 = l > 2 ? d[l - 3] : z;
+  const tc_zm m3 = l > 3 ? d[l - 4] : z, m4 = l > 4 ? d[l - 5] : z;
   const __m512i ta = l ? _mm512_permutexvar_epi8(ka, thr) : thr;
   const __m512i tb = l ? _mm512_permutexvar_epi8(kb, thr) : thr;
   tc_zz x;
@@ -873,15 +874,12 @@ static inline __attribute__((always_inline)) TC_ATTR __m512i tc_zlut(const uint8
 #define TC_ZC64(i) _mm512_mask_blend_epi8(m5, TC_ZC32(i), TC_ZC32((i) + 32))
 static inline __attribute__((always_inline)) TC_ATTR __mmask64 tc_zleveld(
     const uint8_t *qg, const int32_t *co, const int8_t *tb, const uint8_t *cx, const int l,
-    __m512i k, const int C) {
+    __m512i k, const int C, const __mmask64 *d) {
   const __m512i t = l ? tc_zlut((const uint8_t *)tb, k, 1 << l) : _mm512_set1_epi8(tb[0]);
-  if ((1 << l) <= (C & ~1)) {
-    const __mmask64 m0 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(1));
-    const __mmask64 m1 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(2));
-    const __mmask64 m2 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(4));
-    const __mmask64 m3 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(8));
-    const __mmask64 m4 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(16));
-    const __mmask64 m5 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(32));
+  if ((1 << l) <= (C & ~1)) {  /* the node mux's selectors: the earlier levels' decisions d */
+    const __mmask64 m0 = l > 0 ? d[l - 1] : 0, m1 = l > 1 ? d[l - 2] : 0;
+    const __mmask64 m2 = l > 2 ? d[l - 3] : 0, m3 = l > 3 ? d[l - 4] : 0;
+    const __mmask64 m4 = l > 4 ? d[l - 5] : 0, m5 = l > 5 ? d[l - 6] : 0;
     __m512i x;
     switch (l) {
       case 0: x = TC_ZN1(0); break;
@@ -1188,9 +1186,11 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(zheap_d)(
   for (; r + 128 <= nb; r += 128) {
     const uint8_t *qg = qb + (r >> 6) * gs;
     __m512i ka = _mm512_setzero_si512(), kb = ka;
+    tc_zm dm[6];
 #pragma GCC unroll 6
     for (int l = 0; l < D; ++l) {
-      const tc_zm g = tc_zlevel2(qg, gs, co + (1 << l) - 1, thr[l], l, ka, kb);
+      const tc_zm g = tc_zlevel2(qg, gs, co + (1 << l) - 1, thr[l], l, ka, kb, dm);
+      dm[l] = g;
       ka = _mm512_add_epi8(ka, ka);
       ka = _mm512_mask_add_epi8(ka, g.a, ka, one);
       kb = _mm512_add_epi8(kb, kb);
@@ -1212,9 +1212,11 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(zheap_d)(
   for (; r < nb; r += 64) {
     const uint8_t *qg = qb + (r >> 6) * gs;
     __m512i k = _mm512_setzero_si512();
+    __mmask64 dm[6];
 #pragma GCC unroll 6
     for (int l = 0; l < D; ++l) {
-      const __mmask64 g = tc_zleveld(qg, co + (1 << l) - 1, tb + (1 << l) - 1, 0, l, k, 128);
+      const __mmask64 g = tc_zleveld(qg, co + (1 << l) - 1, tb + (1 << l) - 1, 0, l, k, 128, dm);
+      dm[l] = g;
       k = _mm512_add_epi8(k, k);
       k = _mm512_mask_add_epi8(k, g, k, one);
     }
@@ -1233,10 +1235,12 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(zheap_deep)(
   for (int64_t r = 0; r < nb; r += 64) {
     const uint8_t *qg = qb + (r >> 6) * gs;
     __m512i k = _mm512_setzero_si512();
+    __mmask64 dm[8];
 #pragma GCC unroll 8
     for (int l = 0; l < D; ++l) {
       const int o = (1 << l) - 1;
-      const __mmask64 g = tc_zleveld(qg, co + o, tb + o, cx + o, l, k, C);
+      const __mmask64 g = tc_zleveld(qg, co + o, tb + o, cx + o, l, k, C, dm);
+      dm[l] = g;
       k = _mm512_add_epi8(k, k);
       k = _mm512_mask_add_epi8(k, g, k, one);
     }
