@@ -775,8 +775,8 @@ static __attribute__((noinline)) TC_ATTR void tc_bvsweep(
  * The same walks as the AVX2 kernels above, on 64 rows (the AVX-512 unit's blocks hold 64-row
  * groups, TC_QR: one aligned 512-bit load per node; measured in one process against two 256-bit
  * halves of 32-row groups, XGBoost depth 6 0.86x the time). What changes besides the width:
- * a compare writes a mask register (no blend masks made by shifts: the mux's blends take their
- * selector from vptestmb of the row's position bits); a level's <= 64 threshold bytes and a
+ * a compare writes a mask register (no blend masks made by shifts: the mux's blends take as
+ * selectors the earlier levels' decision masks, see tc_zlevel2); a level's <= 64 threshold bytes and a
  * tree's <= 64 leaf planes are looked up by one vpermb each (no 16-entry vpshufb and blends);
  * going right is a masked add. Same bytes, same compares, same leaves, same adds in the same
  * order as the AVX2 and scalar walks. */
