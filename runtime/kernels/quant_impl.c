@@ -535,12 +535,15 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qx2(const uint8_
 }
 
 static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qlevel(
-    const uint8_t *qg, const int32_t *co, const int8_t *tb, const int l, __m256i k) {
-  /* m_b: bit b of every row's position k moved to bit 7 (what vpblendvb reads) */
-  const __m256i m0 = _mm256_slli_epi16(k, 7), m1 = _mm256_slli_epi16(k, 6);
-  const __m256i m2 = _mm256_slli_epi16(k, 5), m3 = _mm256_slli_epi16(k, 4);
-  const __m256i m4 = _mm256_slli_epi16(k, 3), m5 = _mm256_slli_epi16(k, 2);
-  const __m256i m6 = _mm256_slli_epi16(k, 1);
+    const uint8_t *qg, const int32_t *co, const int8_t *tb, const int l, __m256i k,
+    const __m256i *d) {
+  /* m_b: bit b of every row's position k in each byte's bit 7 (what vpblendvb reads): the
+   * decision of level l - 1 - b (d, 0 or -1 a byte; k = 2k + decision), not k shifted */
+  const __m256i z = _mm256_setzero_si256();
+  const __m256i m0 = l > 0 ? d[l - 1] : z, m1 = l > 1 ? d[l - 2] : z;
+  const __m256i m2 = l > 2 ? d[l - 3] : z, m3 = l > 3 ? d[l - 4] : z;
+  const __m256i m4 = l > 4 ? d[l - 5] : z, m5 = l > 5 ? d[l - 6] : z;
+  const __m256i m6 = l > 6 ? d[l - 7] : z;
   /* each row's node's threshold byte: the level's thresholds 16 a vpshufb, as leaf planes */
   const __m256i t = l ? tc_qplane((const uint8_t *)tb, _mm256_and_si256(k, _mm256_set1_epi8(15)), k, l)
                       : _mm256_set1_epi8(tb[0]);
@@ -666,10 +669,12 @@ static inline __attribute__((always_inline)) TC_ATTR void tc_qleaf64(const uint8
  * called by qheap_vec for trees deeper than it inlines) */
 #define TC_QKEYS_CASE(D)                                                                        \
   case D: {                                                                                     \
+    __m256i dv[8];                                                                              \
     _Pragma("GCC unroll 8")                                                                     \
     for (int l = 0; l < D; ++l) {                                                               \
       const int o = (1 << l) - 1;                                                               \
-      k = _mm256_sub_epi8(_mm256_add_epi8(k, k), tc_qlevel(qg, co + o, tb + o, l, k));         \
+      dv[l] = tc_qlevel(qg, co + o, tb + o, l, k, dv);                                          \
+      k = _mm256_sub_epi8(_mm256_add_epi8(k, k), dv[l]);                                        \
     }                                                                                           \
     return k;                                                                                   \
   }
@@ -687,12 +692,13 @@ static __attribute__((noinline)) TC_ATTR __m256i tc_qkeys(const uint8_t *qg, con
 /* the same, levels wider than C columns muxed by column (tc_qlevelc) */
 #define TC_QKEYSC_CASE(D, C)                                                                    \
   case D * 256 + C: {                                                                           \
+    __m256i dv[8];                                                                              \
     _Pragma("GCC unroll 8")                                                                     \
     for (int l = 0; l < D; ++l) {                                                               \
       const int o = (1 << l) - 1;                                                               \
-      const __m256i r = (1 << l) > (C & ~1) ? tc_qlevelc(qg, cx + o, tb + o, l, k, C)           \
-                                     : tc_qlevel(qg, co + o, tb + o, l, k);                     \
-      k = _mm256_sub_epi8(_mm256_add_epi8(k, k), r);                                            \
+      dv[l] = (1 << l) > (C & ~1) ? tc_qlevelc(qg, cx + o, tb + o, l, k, C)                     \
+                                  : tc_qlevel(qg, co + o, tb + o, l, k, dv);                    \
+      k = _mm256_sub_epi8(_mm256_add_epi8(k, k), dv[l]);                                        \
     }                                                                                           \
     return k;                                                                                   \
   }
@@ -1104,10 +1110,12 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(qheap_d)(
     } else if (inl) {
       const uint8_t *qg = qb + TC_QOFF(r);
       k = _mm256_setzero_si256();
+      __m256i dv[8];
 #pragma GCC unroll 8
       for (int l = 0; l < D; ++l) {
         const int o = (1 << l) - 1;
-        k = _mm256_sub_epi8(_mm256_add_epi8(k, k), tc_qlevel(qg, co + o, tb + o, l, k));
+        dv[l] = tc_qlevel(qg, co + o, tb + o, l, k, dv);
+        k = _mm256_sub_epi8(_mm256_add_epi8(k, k), dv[l]);
       }
     } else {
       k = cx ? tc_qkeysc(qb + TC_QOFF(r), co, tb, cx, D, C) : tc_qkeys(qb + TC_QOFF(r), co, tb, D);
