@@ -535,12 +535,15 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qx2(const uint8_
 }
 
 static inline __attribute__((always_inline)) TC_ATTR __m256i tc_qlevel(
-    const uint8_t *qg, const int32_t *co, const int8_t *tb, const int l, __m256i k) {
-  /* m_b: bit b of every row's position k moved to bit 7 (what vpblendvb reads) */
-  const __m256i m0 = _mm256_slli_epi16(k, 7), m1 = _mm256_slli_epi16(k, 6);
-  const __m256i m2 = _mm256_slli_epi16(k, 5), m3 = _mm256_slli_epi16(k, 4);
-  const __m256i m4 = _mm256_slli_epi16(k, 3), m5 = _mm256_slli_epi16(k, 2);
-  const __m256i m6 = _mm256_slli_epi16(k, 1);
+    const uint8_t *qg, const int32_t *co, const int8_t *tb, const int l, __m256i k,
+    const __m256i *d) {
+  /* m_b: bit b of every row's position k in each byte's bit 7 (what vpblendvb reads): the
+   * decision of level l - 1 - b (d, 0 or -1 a byte; k = 2k + decision), not k shifted */
+  const __m256i z = _mm256_setzero_si256();
+  const __m256i m0 = l > 0 ? d[l - 1] : z, m1 = l > 1 ? d[l - 2] : z;
+  const __m256i m2 = l > 2 ? d[l - 3] : z, m3 = l > 3 ? d[l - 4] : z;
+  const __m256i m4 = l > 4 ? d[l - 5] : z, m5 = l > 5 ? d[l - 6] : z;
+  const __m256i m6 = l > 6 ? d[l - 7] : z;
   /* each row's node's threshold byte: the level's thresholds 16 a vpshufb, as leaf planes */
   const __m256i t = l ? tc_qplane((const uint8_t *)tb, _mm256_and_si256(k, _mm256_set1_epi8(15)), k, l)
                       : _mm256_set1_epi8(tb[0]);
@@ -666,10 +669,12 @@ static inline __attribute__((always_inline)) TC_ATTR void tc_qleaf64(const uint8
  * called by qheap_vec for trees deeper than it inlines) */
 #define TC_QKEYS_CASE(D)                                                                        \
   case D: {                                                                                     \
+    __m256i dv[8];                                                                              \
     _Pragma("GCC unroll 8")                                                                     \
     for (int l = 0; l < D; ++l) {                                                               \
       const int o = (1 << l) - 1;                                                               \
-      k = _mm256_sub_epi8(_mm256_add_epi8(k, k), tc_qlevel(qg, co + o, tb + o, l, k));         \
+      dv[l] = tc_qlevel(qg, co + o, tb + o, l, k, dv);                                          \
+      k = _mm256_sub_epi8(_mm256_add_epi8(k, k), dv[l]);                                        \
     }                                                                                           \
     return k;                                                                                   \
   }
@@ -687,12 +692,13 @@ static __attribute__((noinline)) TC_ATTR __m256i tc_qkeys(const uint8_t *qg, con
 /* the same, levels wider than C columns muxed by column (tc_qlevelc) */
 #define TC_QKEYSC_CASE(D, C)                                                                    \
   case D * 256 + C: {                                                                           \
+    __m256i dv[8];                                                                              \
     _Pragma("GCC unroll 8")                                                                     \
     for (int l = 0; l < D; ++l) {                                                               \
       const int o = (1 << l) - 1;                                                               \
-      const __m256i r = (1 << l) > (C & ~1) ? tc_qlevelc(qg, cx + o, tb + o, l, k, C)           \
-                                     : tc_qlevel(qg, co + o, tb + o, l, k);                     \
-      k = _mm256_sub_epi8(_mm256_add_epi8(k, k), r);                                            \
+      dv[l] = (1 << l) > (C & ~1) ? tc_qlevelc(qg, cx + o, tb + o, l, k, C)                     \
+                                  : tc_qlevel(qg, co + o, tb + o, l, k, dv);                    \
+      k = _mm256_sub_epi8(_mm256_add_epi8(k, k), dv[l]);                                        \
     }                                                                                           \
     return k;                                                                                   \
   }
@@ -775,8 +781,8 @@ static __attribute__((noinline)) TC_ATTR void tc_bvsweep(
  * The same walks as the AVX2 kernels above, on 64 rows (the AVX-512 unit's blocks hold 64-row
  * groups, TC_QR: one aligned 512-bit load per node; measured in one process against two 256-bit
  * halves of 32-row groups, XGBoost depth 6 0.86x the time). What changes besides the width:
- * a compare writes a mask register (no blend masks made by shifts: the mux's blends take their
- * selector from vptestmb of the row's position bits); a level's <= 64 threshold bytes and a
+ * a compare writes a mask register (no blend masks made by shifts: the mux's blends take as
+ * selectors the earlier levels' decision masks, see tc_zlevel2); a level's <= 64 threshold bytes and a
  * tree's <= 64 leaf planes are looked up by one vpermb each (no 16-entry vpshufb and blends);
  * going right is a masked add. Same bytes, same compares, same leaves, same adds in the same
  * order as the AVX2 and scalar walks. */
@@ -807,21 +813,22 @@ static inline __attribute__((always_inline)) TC_ATTR tc_zz tc_zz2(const uint8_t 
   memcpy(&w, c, 8);
   return tc_zzb(m0, tc_zz1(qg, gs, (uint32_t)w), tc_zz1(qg, gs, (uint32_t)(w >> 32)));
 }
-static inline __attribute__((always_inline)) TC_ATTR tc_zm tc_zmb(__m512i ka, __m512i kb, int b) {
-  tc_zm r = {_mm512_test_epi8_mask(ka, _mm512_set1_epi8((char)(1 << b))),
-             _mm512_test_epi8_mask(kb, _mm512_set1_epi8((char)(1 << b)))};
-  return r;
-}
 #define TC_ZX1(i) tc_zz1(qg, gs, (uint32_t)co[i])
 #define TC_ZX2(i) tc_zz2(qg, gs, co + (i), m0)
 #define TC_ZX4(i) tc_zzb(m1, TC_ZX2(i), TC_ZX2((i) + 2))
 #define TC_ZX8(i) tc_zzb(m2, TC_ZX4(i), TC_ZX4((i) + 4))
 #define TC_ZX16(i) tc_zzb(m3, TC_ZX8(i), TC_ZX8((i) + 8))
 #define TC_ZX32(i) tc_zzb(m4, TC_ZX16(i), TC_ZX16((i) + 16))
+/* d: the decisions of levels 0 .. l - 1 (their masks): bit b of a row's position k at level l
+ * is its decision at level l - 1 - b (k = 2k + decision a level), so the mux's selectors are
+ * those masks, not tests of k (vptestmb: 15 a depth-6 tree and group, on the port the
+ * compares and permutes use, and on the level's chain) */
 static inline __attribute__((always_inline)) TC_ATTR tc_zm tc_zlevel2(
-    const uint8_t *qg, int64_t gs, const int32_t *co, __m512i thr, const int l, __m512i ka, __m512i kb) {
-  const tc_zm m0 = tc_zmb(ka, kb, 0), m1 = tc_zmb(ka, kb, 1), m2 = tc_zmb(ka, kb, 2);
-  const tc_zm m3 = tc_zmb(ka, kb, 3), m4 = tc_zmb(ka, kb, 4);
+    const uint8_t *qg, int64_t gs, const int32_t *co, __m512i thr, const int l, __m512i ka, __m512i kb,
+    const tc_zm *d) {
+  const tc_zm z = {0, 0};
+  const tc_zm m0 = l > 0 ? d[l - 1] : z, m1 = l > 1 ? d[l - 2] : z, m2 = l > 2 ? d[l - 3] : z;
+  const tc_zm m3 = l > 3 ? d[l - 4] : z, m4 = l > 4 ? d[l - 5] : z;
   const __m512i ta = l ? _mm512_permutexvar_epi8(ka, thr) : thr;
   const __m512i tb = l ? _mm512_permutexvar_epi8(kb, thr) : thr;
   tc_zz x;
@@ -873,15 +880,12 @@ static inline __attribute__((always_inline)) TC_ATTR __m512i tc_zlut(const uint8
 #define TC_ZC64(i) _mm512_mask_blend_epi8(m5, TC_ZC32(i), TC_ZC32((i) + 32))
 static inline __attribute__((always_inline)) TC_ATTR __mmask64 tc_zleveld(
     const uint8_t *qg, const int32_t *co, const int8_t *tb, const uint8_t *cx, const int l,
-    __m512i k, const int C) {
+    __m512i k, const int C, const __mmask64 *d) {
   const __m512i t = l ? tc_zlut((const uint8_t *)tb, k, 1 << l) : _mm512_set1_epi8(tb[0]);
-  if ((1 << l) <= (C & ~1)) {
-    const __mmask64 m0 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(1));
-    const __mmask64 m1 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(2));
-    const __mmask64 m2 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(4));
-    const __mmask64 m3 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(8));
-    const __mmask64 m4 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(16));
-    const __mmask64 m5 = _mm512_test_epi8_mask(k, _mm512_set1_epi8(32));
+  if ((1 << l) <= (C & ~1)) {  /* the node mux's selectors: the earlier levels' decisions d */
+    const __mmask64 m0 = l > 0 ? d[l - 1] : 0, m1 = l > 1 ? d[l - 2] : 0;
+    const __mmask64 m2 = l > 2 ? d[l - 3] : 0, m3 = l > 3 ? d[l - 4] : 0;
+    const __mmask64 m4 = l > 4 ? d[l - 5] : 0, m5 = l > 5 ? d[l - 6] : 0;
     __m512i x;
     switch (l) {
       case 0: x = TC_ZN1(0); break;
@@ -1106,10 +1110,12 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(qheap_d)(
     } else if (inl) {
       const uint8_t *qg = qb + TC_QOFF(r);
       k = _mm256_setzero_si256();
+      __m256i dv[8];
 #pragma GCC unroll 8
       for (int l = 0; l < D; ++l) {
         const int o = (1 << l) - 1;
-        k = _mm256_sub_epi8(_mm256_add_epi8(k, k), tc_qlevel(qg, co + o, tb + o, l, k));
+        dv[l] = tc_qlevel(qg, co + o, tb + o, l, k, dv);
+        k = _mm256_sub_epi8(_mm256_add_epi8(k, k), dv[l]);
       }
     } else {
       k = cx ? tc_qkeysc(qb + TC_QOFF(r), co, tb, cx, D, C) : tc_qkeys(qb + TC_QOFF(r), co, tb, D);
@@ -1188,9 +1194,11 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(zheap_d)(
   for (; r + 128 <= nb; r += 128) {
     const uint8_t *qg = qb + (r >> 6) * gs;
     __m512i ka = _mm512_setzero_si512(), kb = ka;
+    tc_zm dm[6];
 #pragma GCC unroll 6
     for (int l = 0; l < D; ++l) {
-      const tc_zm g = tc_zlevel2(qg, gs, co + (1 << l) - 1, thr[l], l, ka, kb);
+      const tc_zm g = tc_zlevel2(qg, gs, co + (1 << l) - 1, thr[l], l, ka, kb, dm);
+      dm[l] = g;
       ka = _mm512_add_epi8(ka, ka);
       ka = _mm512_mask_add_epi8(ka, g.a, ka, one);
       kb = _mm512_add_epi8(kb, kb);
@@ -1212,9 +1220,11 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(zheap_d)(
   for (; r < nb; r += 64) {
     const uint8_t *qg = qb + (r >> 6) * gs;
     __m512i k = _mm512_setzero_si512();
+    __mmask64 dm[6];
 #pragma GCC unroll 6
     for (int l = 0; l < D; ++l) {
-      const __mmask64 g = tc_zleveld(qg, co + (1 << l) - 1, tb + (1 << l) - 1, 0, l, k, 128);
+      const __mmask64 g = tc_zleveld(qg, co + (1 << l) - 1, tb + (1 << l) - 1, 0, l, k, 128, dm);
+      dm[l] = g;
       k = _mm512_add_epi8(k, k);
       k = _mm512_mask_add_epi8(k, g, k, one);
     }
@@ -1233,10 +1243,12 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(zheap_deep)(
   for (int64_t r = 0; r < nb; r += 64) {
     const uint8_t *qg = qb + (r >> 6) * gs;
     __m512i k = _mm512_setzero_si512();
+    __mmask64 dm[8];
 #pragma GCC unroll 8
     for (int l = 0; l < D; ++l) {
       const int o = (1 << l) - 1;
-      const __mmask64 g = tc_zleveld(qg, co + o, tb + o, cx + o, l, k, C);
+      const __mmask64 g = tc_zleveld(qg, co + o, tb + o, cx + o, l, k, C, dm);
+      dm[l] = g;
       k = _mm512_add_epi8(k, k);
       k = _mm512_mask_add_epi8(k, g, k, one);
     }
