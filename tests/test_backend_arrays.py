@@ -7,6 +7,7 @@ import pickle
 import subprocess
 import sys
 import textwrap
+import os
 from pathlib import Path
 
 import numpy as np
@@ -1249,7 +1250,8 @@ def test_all_categorical_forests_every_isa():
     assert not failures, "\n".join(failures)
 
 
-XGB_TOY_CAT = Path(__file__).resolve().parents[2] / "shared/realmodels/treelite/xgb_toy_categorical"
+XGB_TOY_CAT = Path(os.environ.get("TREECOMP_REALMODELS")
+                   or Path(__file__).resolve().parents[2] / "shared/realmodels") / "treelite/xgb_toy_categorical"
 
 
 @pytest.mark.skipif(not XGB_TOY_CAT.is_dir(), reason="shared/realmodels not present")

@@ -20,7 +20,8 @@ from treecomp.ir import Forest, Tree, leaf_tree
 from tests.randforest import chain_tree, random_rows, random_tree
 
 REPO = Path(__file__).resolve().parents[1]
-SPARSE = REPO.parent / "shared/realmodels/treelite/sparse_categorical/sparse_categorical_model.txt"
+SPARSE = Path(os.environ.get("TREECOMP_REALMODELS") or REPO.parent / "shared/realmodels") \
+    / "treelite/sparse_categorical/sparse_categorical_model.txt"
 needs_cc = pytest.mark.skipif(not toolchain.have_compiler(), reason="no C compiler")
 
 
