@@ -28,12 +28,13 @@ try:
 except Exception:  # a zoo module being written right now may be broken: skip, do not fail
     zoo, ZOO = None, []
 
-ALL_ISAS = ("scalar", "avx2", "avx512", "llvm-vec", "llvm", "numpy")
+#: this architecture's native paths (x86-64: scalar, avx2, avx512; aarch64: scalar, neon, sve)
+ALL_ISAS = (*arrays_native.arch_isas(), "llvm-vec", "llvm", "numpy")
 HAVE = arrays.supported_isas()
 ISAS = [pytest.param(i, marks=pytest.mark.skipif(i not in HAVE, reason=f"CPU/host lacks {i}"))
         for i in ALL_ISAS]
 LAYOUTS = ("auto", "heap", "compact", "naive")
-NATIVE = [i for i in ("scalar", "avx2", "avx512") if i in HAVE]
+NATIVE = [i for i in arrays_native.arch_isas() if i in HAVE]
 
 
 def _check(p, f, X):
@@ -622,7 +623,7 @@ def test_transform_flag_and_threads():
 def test_zoo_bit_exact():
     """Every zoo case on every C-kernel ISA this CPU has and on the llvmlite walker (one test:
     the zoo trains once per worker), and the numpy walker on a third of the cases."""
-    native = [i for i in ("scalar", "avx2", "avx512") if i in HAVE]
+    native = NATIVE
     failures = []
     for n, name in enumerate(ZOO):
         case = zoo.get(name)
@@ -965,7 +966,7 @@ def test_options_are_checked():
         treecomp.compile(f, backend="arrays", layout="zigzag")
     with pytest.raises(ValueError, match="heap_max_depth"):
         treecomp.compile(f, backend="arrays", heap_max_depth=40)
-    missing = [i for i in ("avx2", "avx512") if i not in HAVE]
+    missing = [i for i in arrays_native.arch_isas() if i not in HAVE]
     for isa in missing:
         with pytest.raises(CompileError, match=isa):
             treecomp.compile(f, backend="arrays", isa=isa)
@@ -1062,14 +1063,15 @@ def test_auto_starts_no_codegen_build_past_the_time_limit(monkeypatch):
 
 
 def test_auto_isa_self_test(monkeypatch):
-    native = [i for i in ("scalar", "avx2", "avx512") if i in HAVE]
+    native = NATIVE
     if not native:
         pytest.skip("no C compiler")
-    assert arrays.resolve_isa("auto") == native[-1]
+    # the best path, passing over those auto leaves to be forced (aarch64's "sve")
+    assert arrays.resolve_isa("auto") == [i for i in native if i not in arrays.native.AUTO_SKIP][-1]
     for isa in native[1:]:
         assert arrays.kernel.self_test(isa)
     # a vector path that failed its self-test is never picked by "auto"
-    monkeypatch.setattr(arrays.kernel, "SELF_TEST", {"avx2": False, "avx512": False})
+    monkeypatch.setattr(arrays.kernel, "SELF_TEST", {i: False for i in native[1:]})
     assert arrays.resolve_isa("auto") == "scalar"
 
 

@@ -18,6 +18,7 @@ cb = pytest.importorskip("catboost")
 
 import treecomp  # noqa: E402
 from treecomp import categories, interp, outputs  # noqa: E402
+from treecomp.backends.arrays.native import arch_isas  # noqa: E402
 from treecomp.errors import InvalidModelError, NotFittedError, UnsupportedModelError  # noqa: E402
 from treecomp.frontends.catboost import rapidjson_double  # noqa: E402
 from tests.edge import assert_backend_matches_interp, edge_rows  # noqa: E402
@@ -174,7 +175,7 @@ def test_backends(name, backend):
     assert_same(pred[:1], p.predict(T[:1].tolist()))  # a list of rows, one row
 
 
-@pytest.mark.parametrize("isa", ["scalar", "avx2", "avx512"])
+@pytest.mark.parametrize("isa", arch_isas())
 @pytest.mark.parametrize("name", ["logloss", "rmse_min", "multiclass", "depthwise"])
 def test_symmetric_walk_every_isa(name, isa):
     """The arrays backend flags CatBoost's symmetric trees (arrays_derived.oblivious_heaps: every

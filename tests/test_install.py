@@ -72,7 +72,7 @@ def test_fallback_build_reports_progress(monkeypatch, tmp_path):
     msgs = []
     f = random_forest(3, n_trees=4)
     p = treecomp.compile(f, backend="arrays", progress=msgs.append)
-    assert arrays.native.KERNEL_ORIGIN == "built" and p._kernel.isa in ("scalar", "avx2", "avx512")
+    assert arrays.native.KERNEL_ORIGIN == "built" and p._kernel.isa in arrays.native.NATIVE_ISAS
     text = "\n".join(msgs)
     assert "building the arrays kernel (once per machine" in text and "test: no prebuilt" in text
     assert "compiled 3/3 parts" in text and "built the arrays kernel in" in text
@@ -192,7 +192,7 @@ def test_wheel_runs_without_a_compiler(tmp_path):
     assert res["origin"] == "prebuilt", res
     assert res["path"].startswith(str(site)), res
     assert res["entry"] == "prebuilt", res
-    native = ("scalar", "avx2", "avx512")
+    native = arrays.native.NATIVE_ISAS
     assert res["xgb_isa"] in native and res["gb_isa"] in native, res  # not llvm / numpy
     built = [p for p in cache.rglob("*") if p.is_file()]
     assert not built, built  # nothing was built or cached

@@ -157,7 +157,7 @@ def test_real_file_single_rows_every_isa(rel):
     forest = treecomp.parse(ROOT / rel)
     X = threshold_rows(forest, seed=len(rel) + 1, n_max=40, float32=forest.input_dtype == "float32")
     want_raw, _ = library_outputs(rel, X)
-    for isa in [i for i in ("scalar", "avx2", "avx512") if i in arrays.supported_isas()]:
+    for isa in [i for i in arrays.native.arch_isas() if i in arrays.supported_isas()]:
         try:
             pred = treecomp.compile(forest, backend="arrays", isa=isa)
         except Exception:  # noqa: BLE001 - as above

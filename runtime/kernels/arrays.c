@@ -6,9 +6,12 @@
  * (input dtype, accumulation dtype) pair and, on x86-64, for three instruction sets through
  * function target attributes (so one translation unit built with the portable default flags
  * holds all of them): the x86-64 baseline, AVX2 and
- * AVX-512 (F, BW, VL and VBMI: tc_arrays_isa_mask requires all four). The path is chosen per call: TC_ISA_* forced by the caller, or the best one
- * __builtin_cpu_supports reports (tc_arrays_isa_mask). No FMA target is enabled and the build
- * uses -ffp-contract=off: the kernel only compares and adds, and every add must round alone.
+ * AVX-512 (F, BW, VL and VBMI: tc_arrays_isa_mask requires all four). On aarch64 the three are
+ * the baseline, NEON (Advanced SIMD, part of every ARMv8-A: quant_neon.c) and SVE (a function
+ * target, +sve: quant_sve.c). The path is chosen per call: TC_ISA_* forced by the caller, or the
+ * best one the CPU reports (tc_arrays_isa_mask: __builtin_cpu_supports, getauxval on Linux
+ * aarch64). No FMA target is enabled and the build uses -ffp-contract=off: the kernel only
+ * compares and adds, and every add must round alone (aarch64 would fuse them into fmadd).
  */
 #include <math.h>
 #include <stdint.h>
@@ -41,6 +44,9 @@
 #define TC_ISA_SCALAR 0
 #define TC_ISA_AVX2 1
 #define TC_ISA_AVX512 2
+#define TC_ISA_NEON 3     /* aarch64 (arrays/native.py NATIVE_ISAS: the index is the name's) */
+#define TC_ISA_SVE 4
+#define TC_ISA_LAST TC_ISA_SVE
 
 typedef struct {
   int32_t ff;
@@ -181,6 +187,19 @@ typedef struct {
 #else
 #define TC_X86 0
 #endif
+#if defined(__aarch64__)
+#define TC_ARM 1
+#include <arm_neon.h>
+#else
+#define TC_ARM 0
+#endif
+/* the SVE unit: Linux (the run-time check reads getauxval) and a compiler whose function target
+ * "+sve" takes arm_sve.h's intrinsics (GCC 10+: checked with aarch64-linux-gnu-gcc 12) */
+#if TC_ARM && defined(__linux__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 10
+#define TC_SVE_OK 1
+#else
+#define TC_SVE_OK 0
+#endif
 
 #define TC_NTHR32(p) ((p)->u.t)
 #define TC_NCAT32(p) ((p)->u.cat)
@@ -189,8 +208,9 @@ typedef struct {
 
 /* TC_PART selects what a translation unit holds; arrays_native.py compiles the three parts in parallel
  * (one object each) and links them: 0 = baseline instantiations + the exported entry points,
- * 1 = AVX2, 2 = AVX-512 (F, BW, VL, VBMI). Without TC_PART (a plain `cc -shared arrays.c`)
- * one unit holds the baseline and AVX2 paths (see TC_WITH512).
+ * 1 = AVX2 (aarch64: NEON), 2 = AVX-512 (F, BW, VL, VBMI; aarch64: SVE). Without TC_PART (a
+ * plain `cc -shared arrays.c`) one unit holds the baseline and AVX2 (NEON) paths (see
+ * TC_WITH512, TC_WITHSVE).
  * The float heap walk is vectorised for float input only; the quantised walk (quant_impl.c)
  * works on bytes, so its AVX2 kernel serves float64 input too. */
 #ifndef TC_PART
@@ -200,6 +220,7 @@ typedef struct {
  * groups), so its byte kernels cannot share a unit with the AVX2 ones (they are defined once
  * per unit): a single-unit build holds the baseline and AVX2 paths only. */
 #define TC_WITH512 (TC_X86 && TC_PART != -1)
+#define TC_WITHSVE (TC_SVE_OK && TC_PART != -1)
 #define TC_RUN_PROTO(sfx) \
   int32_t run_##sfx(const tc_tables *T, const void *X, int32_t x_bits, int64_t n, void *out);
 
@@ -230,6 +251,27 @@ typedef struct {
 #include "kernels/arrays_isa.c"
 #endif
 
+/* aarch64: TC_QARM 1 the NEON byte kernels (quant_neon.c), 2 also the SVE ones (quant_sve.c);
+ * the float walks keep the portable code there (no gathers in NEON) */
+#if TC_ARM && (TC_PART == -1 || TC_PART == 1)
+#define TC_ATTR
+#define TC_ISA neon
+#define TC_VEC_F32 0
+#define TC_QVEC 0
+#define TC_QARM 1
+#include "kernels/arrays_isa.c"
+#endif
+
+#if TC_WITHSVE && TC_PART == 2
+#include <arm_sve.h>
+#define TC_ATTR __attribute__((target("+sve")))
+#define TC_ISA sve
+#define TC_VEC_F32 0
+#define TC_QVEC 0
+#define TC_QARM 2
+#include "kernels/arrays_isa.c"
+#endif
+
 #if TC_PART == -1 || TC_PART == 0
 #if TC_X86
 TC_RUN_PROTO(f32_f32_avx2)
@@ -243,11 +285,23 @@ TC_RUN_PROTO(f32_f64_avx512)
 TC_RUN_PROTO(f64_f32_avx512)
 TC_RUN_PROTO(f64_f64_avx512)
 #endif
+#if TC_ARM
+TC_RUN_PROTO(f32_f32_neon)
+TC_RUN_PROTO(f32_f64_neon)
+TC_RUN_PROTO(f64_f32_neon)
+TC_RUN_PROTO(f64_f64_neon)
+#endif
+#if TC_WITHSVE
+TC_RUN_PROTO(f32_f32_sve)
+TC_RUN_PROTO(f32_f64_sve)
+TC_RUN_PROTO(f64_f32_sve)
+TC_RUN_PROTO(f64_f64_sve)
+#endif
 
 typedef int32_t (*tc_run_fn)(const tc_tables *, const void *, int32_t, int64_t, void *);
 
 /* [isa][x is f64][acc is f64] */
-static const tc_run_fn tc_table[3][2][2] = {
+static const tc_run_fn tc_table[TC_ISA_LAST + 1][2][2] = {
   {{run_f32_f32_scalar, run_f32_f64_scalar}, {run_f64_f32_scalar, run_f64_f64_scalar}},
 #if TC_X86
   {{run_f32_f32_avx2, run_f32_f64_avx2}, {run_f64_f32_avx2, run_f64_f64_avx2}},
@@ -259,9 +313,39 @@ static const tc_run_fn tc_table[3][2][2] = {
 #else
   {{0, 0}, {0, 0}},
 #endif
+#if TC_ARM
+  {{run_f32_f32_neon, run_f32_f64_neon}, {run_f64_f32_neon, run_f64_f64_neon}},
+#else
+  {{0, 0}, {0, 0}},
+#endif
+#if TC_WITHSVE
+  {{run_f32_f32_sve, run_f32_f64_sve}, {run_f64_f32_sve, run_f64_f64_sve}},
+#else
+  {{0, 0}, {0, 0}},
+#endif
 };
 
 TC_EXPORT int32_t tc_arrays_abi(void) { return TC_ARRAYS_ABI; }
+
+#if TC_ARM
+/* NEON and SVE as Linux reports them (AT_HWCAP: HWCAP_ASIMD, HWCAP_SVE; Advanced SIMD is part
+ * of every ARMv8-A profile Linux runs on, checked all the same); elsewhere (macOS: every Apple
+ * core has NEON and none SVE) NEON only. The SVE path also needs the build's SVE unit. */
+#if defined(__linux__)
+#include <sys/auxv.h>
+#endif
+static int32_t tc_arm_isa_bits(void) {
+#if defined(__linux__)
+  const unsigned long hw = getauxval(16 /* AT_HWCAP */);
+  int32_t m = 0;
+  if (hw & (1ul << 1)) m |= 1 << TC_ISA_NEON;                     /* HWCAP_ASIMD */
+  if (TC_WITHSVE && (hw & (1ul << 1)) && (hw & (1ul << 22))) m |= 1 << TC_ISA_SVE;  /* HWCAP_SVE */
+  return m;
+#else
+  return 1 << TC_ISA_NEON;
+#endif
+}
+#endif
 
 /* What the package build (setup.py) embeds: the sha256 of the kernel sources
  * (arrays_native.kernel_source_hash()) and the compiler flags, so that treecomp loads its
@@ -291,6 +375,9 @@ TC_EXPORT int32_t tc_arrays_isa_mask(void) {
       && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi")
       && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt"))
     m |= 1 << TC_ISA_AVX512;
+#endif
+#if TC_ARM
+  m |= tc_arm_isa_bits();
 #endif
   return m;
 }
@@ -389,7 +476,7 @@ TC_EXPORT int32_t tc_arrays_predict(const tc_tables *T, const void *X, int32_t x
   static int32_t isa_mask = 0;
   int32_t m = __atomic_load_n(&isa_mask, __ATOMIC_RELAXED);
   if (!m) __atomic_store_n(&isa_mask, m = tc_arrays_isa_mask(), __ATOMIC_RELAXED);
-  if (isa < 0 || isa > 2 || !((m >> isa) & 1)) return -1;
+  if (isa < 0 || isa > TC_ISA_LAST || !((m >> isa) & 1)) return -1;
   if ((T->x_bits != 32 && T->x_bits != 64) || (T->acc_bits != 32 && T->acc_bits != 64)) return -1;
   const tc_run_fn fn = tc_table[isa][T->x_bits == 64][T->acc_bits == 64];
   if (!fn) return -1;

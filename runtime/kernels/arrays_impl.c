@@ -10,6 +10,7 @@
  *   TC_VEC   0, 8 (AVX2) or 16 (AVX-512): explicit-intrinsics heap walk (float input only)
  *   TC_QVEC  0, 1: the AVX2 byte kernels of the quantised walks (any input dtype), 2: also
  *            the AVX-512 ones (64-row groups: quant_impl.c, TC_QR)
+ *   TC_QARM  0, 1: aarch64's NEON byte kernels (quant_neon.c), 2: also the SVE ones
  *
  * Floating point: go_right = (x > t) for "<=" and (x >= t) for "<" (both false on NaN), OR
  * (x is NaN AND the node sends NaN right): exactly the interpreter's rule. Margins start at
@@ -752,7 +753,7 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
   const size_t n_xt = sizeof(TC_XT) == 4 && T->d_topd && !T->naive ? (size_t)(B * nf) : 0;
   const size_t n_buf = x_bits != (int32_t)(8 * sizeof(TC_XT)) ? (size_t)(B * nf) : 0;
   /* the byte walks: quantised heaps (any path), the interval walk (vector paths only) */
-  const int use_bv = T->bitvec && TC_QVEC;
+  const int use_bv = T->bitvec && (TC_QVEC || TC_QARM);
   /* a multiple of 32 (aligned_alloc's rule); plus 64 columns: the column mux (tc_qlevelc)
    * loads all of a power of two of columns, past the last group's own */
   const size_t qn = (T->quant || use_bv) && !T->naive
@@ -761,7 +762,7 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
   /* bins 32 rows at once (quant_impl.c, tc_qlanes) read the block transposed: as float32 at
    * xq and, for float64 rows, exact at xd; xu: per 4 features, does a numeric column read one
    * (only those are moved) */
-  const int use_xq = TC_QVEC && qn && T->q_lvl && B >= 32 && nf > 0;
+  const int use_xq = (TC_QVEC || TC_QARM) && qn && T->q_lvl && B >= 32 && nf > 0;
   /* several outputs, every leaf a scalar (XGBoost / LightGBM multiclass: a tree per class and
    * round): the byte walks add into class-major margins (a column of the block's rows per
    * output), so each tree's leaves go into contiguous values, 8 rows a vector add, as for one
@@ -822,7 +823,7 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
         for (int64_t k = 0; k < no; ++k)
           for (int64_t r = 0; r < nb; ++r) cm[k * cs + r] = base[k];
       if (T->quant) FN(qblock)(T, qb, gs, nb, acc, lidx, cs);
-#if TC_QVEC
+#if TC_QVEC || TC_QARM
       else FN(bvblock)(T, qb, gs, nb, acc, lidx, cs);
 #endif
       if (cs)

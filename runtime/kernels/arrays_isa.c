@@ -3,8 +3,12 @@
  * instantiated for the four (input dtype, accumulation dtype) pairs as run_<x>_<acc>_<TC_ISA>.
  * Parameters: TC_ATTR (function attributes), TC_ISA (name suffix), TC_VEC_F32 (the float heap
  * walk's vector width for float input: 0, 8 or 16; float64 input always walks scalar floats),
- * TC_QVEC (the byte walks' AVX2 kernels; 2: and the AVX-512 ones). Undefines them all at the end.
+ * TC_QVEC (the byte walks' AVX2 kernels; 2: and the AVX-512 ones), TC_QARM (aarch64's: 1 NEON,
+ * 2 NEON and SVE; 0 where not defined). Undefines them all at the end.
  */
+#ifndef TC_QARM
+#define TC_QARM 0
+#endif
 #define TC_CAT3_(a, b, c) a##_##b##_##c
 #define TC_CAT3(a, b, c) TC_CAT3_(a, b, c)
 
@@ -30,3 +34,4 @@
 #undef TC_ISA
 #undef TC_VEC_F32
 #undef TC_QVEC
+#undef TC_QARM

@@ -49,6 +49,9 @@
 #define TC_QCS (TC_QR / 32)
 #define TC_QOFF(r) (((r) >> TC_QSH) * gs + ((r) & (TC_QR - 1)))
 #endif
+#if TC_QARM  /* aarch64: the NEON (and SVE) byte kernels, same layout as AVX2's */
+#include "kernels/quant_neon.c"
+#endif
 #if TC_QVEC
 /* how many of the 16 values in lo, hi send x right (u <= x for "<", u < x for "<="; NaN u:
  * none): the bits of an ordered compare, counted. float32 only (see quantise). */
@@ -288,6 +291,12 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
     else tc_xpose64((const double *)xb, nf, nb, xq, xd, xu);
   }
 #endif
+#if TC_QARM
+  if (xq && nb >= 32) {
+    if (sizeof(TC_XT) == 4) tc_nxpose((const float *)xb, nf, nb, xq, xu);
+    else tc_nxpose64((const double *)xb, nf, nb, xq, xd, xu);
+  }
+#endif
   const TC_XT *thr = (const TC_XT *)T->q_thr;
   for (int32_t c = 0; c < T->q_ncols; ++c) {
     const TC_XT *u = thr + T->q_off[c];
@@ -320,12 +329,21 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
         tc_qsame(xq + 32 * T->q_feat[c], 32 * nf, r, p, q, gs, nan_code);
       }
 #endif
+#if TC_QARM
+      if (xq && nb >= 32) {
+        r = nb & ~(int64_t)31;
+        tc_nqsame(xq + 32 * T->q_feat[c], 32 * nf, r, p, q, gs, nan_code);
+      }
+#endif
       for (; r < nb; ++r) {
         const TC_XT v = x[r * nf];
         TC_QAT(r) = v != v ? nan_code : p[TC_QOFF(r)];
       }
       continue;
     }
+#if TC_QARM
+    r = FN(nquant_col)(T, c, x, nf, nb, q, gs, xq, xd, nan_code, strict);
+#endif
 #if TC_QVEC
     if (xq && nb >= 32 &&
         tc_qlanes_col(sizeof(TC_XT) == 4 ? (const float *)u : T->q_thr32 + T->q_off[c],
@@ -1728,7 +1746,7 @@ static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs
     const int8_t *tb = (const int8_t *)T->h_qthr + T->tree_node[t];
     const int fuse = no == 1 && w == 1;
     int64_t r = 0;
-#if TC_QVEC
+#if TC_QVEC || TC_QARM
     /* a vector evaluates 32 rows whatever nb is: below TC_QVEC_MIN rows the scalar walk wins */
     if (nb >= TC_QVEC_MIN) {
       AFN(qheap_vec)(co, tb, D, qb, gs, nb, lidx, lv, fuse ? a : 0,

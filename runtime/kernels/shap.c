@@ -363,6 +363,9 @@ int32_t tc_shap_rows_avx2(const tc_shap_model *M, const double *X, int64_t n_row
 #if TC_WITH512
 int32_t tc_shap_rows_avx512(const tc_shap_model *M, const double *X, int64_t n_rows, double *out);
 #endif
+#if TC_ARM
+int32_t tc_shap_rows_neon(const tc_shap_model *M, const double *X, int64_t n_rows, double *out);
+#endif
 
 /* contributions of n_rows rows of X (float64, already rounded to the model's input dtype)
  * added into out (n_rows, n_outputs, n_features + 1), the bias column left to the caller;
@@ -371,7 +374,10 @@ int32_t tc_shap_rows_avx512(const tc_shap_model *M, const double *X, int64_t n_r
  * Returns 0, -1 (an isa this build or CPU lacks), -2 (out of memory). */
 TC_EXPORT int32_t tc_shap_rows(const tc_shap_model *M, const double *X, int64_t n_rows, double *out,
                                int32_t isa) {
-  if (isa < 0 || isa > 2 || !(tc_arrays_isa_mask() >> isa & 1)) return -1;
+  if (isa < 0 || isa > TC_ISA_LAST || !(tc_arrays_isa_mask() >> isa & 1)) return -1;
+#if TC_ARM  /* 2 rows per group; the SVE path takes the NEON kernel (its lanes are 128 bits) */
+  if (isa == TC_ISA_NEON || isa == TC_ISA_SVE) return tc_shap_rows_neon(M, X, n_rows, out);
+#endif
 #if TC_X86
   if (isa == TC_ISA_AVX2) return tc_shap_rows_avx2(M, X, n_rows, out);
 #endif
@@ -393,5 +399,11 @@ TC_EXPORT int32_t tc_shap_rows(const tc_shap_model *M, const double *X, int64_t 
 #define TC_ATTR __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx2,popcnt")))
 #define TC_ISA avx512
 #define TC_SHAP_L 8
+#include "kernels/shap_rows.c"
+#endif
+#if TC_ARM && (TC_PART == -1 || TC_PART == 1)
+#define TC_ATTR
+#define TC_ISA neon
+#define TC_SHAP_L 2
 #include "kernels/shap_rows.c"
 #endif

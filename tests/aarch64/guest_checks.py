@@ -51,6 +51,10 @@ HWCAP_ASIMD, HWCAP_SVE, HWCAP2_SVE2 = 1 << 1, 1 << 22, 1 << 1
 #: what each CPU model the lane uses must report
 EXPECTED_HWCAPS = {"max": {"neon": True, "sve": True, "sve2": True},
                    "cortex-a72": {"neon": True, "sve": False, "sve2": False}}
+#: the arrays kernel's native paths each CPU model must offer (tc_arrays_isa_mask: getauxval's
+#: HWCAP_ASIMD and HWCAP_SVE), and the one isa="auto" must pick there
+EXPECTED_PATHS = {"max": (["scalar", "neon", "sve"], "neon"),
+                  "cortex-a72": (["scalar", "neon"], "neon")}
 
 
 def hwcaps() -> dict[str, bool]:
@@ -80,7 +84,10 @@ def test_emulated_host():
     treecomp.compile(f, backend="arrays").predict(random_rows(f, 1))  # loads the entry
     assert native.ENTRY_ORIGIN == "prebuilt", (native.ENTRY_PREBUILT_ERROR, native.ENTRY_ERROR)
     assert NATIVE and NATIVE[0] == "scalar" and "llvm" in HAVE
-    assert arrays.resolve_isa("auto") == NATIVE[-1]  # the best path (each passes its self-test)
+    # the ARM vector paths the CPU has, and auto's pick among them (each passes its self-test)
+    paths, best = EXPECTED_PATHS[CPU]
+    assert NATIVE == paths, (NATIVE, paths)
+    assert arrays.resolve_isa("auto") == best
 
 
 # -- the zoo --------------------------------------------------------------------------------------
@@ -165,6 +172,12 @@ ZOO = {"sklearn-rf": (_sklearn, "rf", True), "sklearn-gb": (_sklearn, "gb", True
 LLVM_ZOO = ("sklearn-gb", "xgboost-binary", "xgboost-multiclass", "lightgbm-binary")
 #: (backend, options): the arrays backend on each path treecomp offers here and on auto, c, llvm
 BACKENDS = [("arrays", {"isa": i}) for i in HAVE] + [("arrays", {}), ("c", {}), ("llvm", {})]
+#: auto (host check: the best path, forced above on every model) on the llvm backend's models
+AUTO_ZOO = LLVM_ZOO
+#: the float node walk (layout "compact") is the portable C in every unit: on the portable path
+#: and on SVE (a unit built with target("+sve"), which the compiler may vectorise differently);
+#: the NEON unit's is built with the portable unit's flags
+COMPACT_ISAS = ("scalar", "sve")
 
 
 @functools.cache
@@ -187,13 +200,15 @@ def _bid(b) -> str:
 
 
 @pytest.mark.parametrize("name,backend", [(n, b) for n in ZOO for b in BACKENDS
-                                          if b[0] != "llvm" or n in LLVM_ZOO],
+                                          if (b[0] != "llvm" or n in LLVM_ZOO)
+                                          and (b != ("arrays", {}) or n in AUTO_ZOO)],
                          ids=lambda v: _bid(v) if isinstance(v, tuple) else v)
 def test_zoo_bit_exact(name, backend):
-    """On a native path both the layout `auto` picks (a byte walk or interval sweep, mostly)
-    and the float node walk (layout "compact")."""
+    """On a native path the layout `auto` picks (a byte walk or interval sweep, mostly), and
+    on COMPACT_ISAS the float node walk (layout "compact") too."""
     model, batches, want = _case(name)
-    layouts = ["auto", "compact"] if backend[1].get("isa") in NATIVE else ["auto"]
+    layouts = ["auto", "compact"] if backend[1].get("isa") in NATIVE and \
+        (backend[1]["isa"] in COMPACT_ISAS or NATIVE == ["scalar"]) else ["auto"]
     failures = []
     for layout in layouts:
         opts = {**backend[1], "layout": layout} if backend[0] == "arrays" else {}
@@ -262,8 +277,12 @@ def test_compile_so_in_a_subprocess(name, backend, tmp_path):
     res = subprocess.run([sys.executable, "-m", "treecomp.cli", "compile", str(src), "-o", str(out),
                           "--backend", backend], capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, res.stderr + res.stdout
-    head = out.read_bytes()[:20]
+    data = out.read_bytes()
+    head = data[:20]
     assert head[:4] == b"\x7fELF" and int.from_bytes(head[18:20], "little") == EM_AARCH64
+    if backend == "arrays":  # the kernel archive linked in carries the ARM vector paths
+        for isa in ("neon", "sve"):
+            assert f"run_f32_f32_{isa}".encode() in data, f"no {isa} path in the .so"
     lib = ctypes.CDLL(str(out))
     lib.treecomp_predict.restype = ctypes.c_int32
     lib.treecomp_predict.argtypes = [ctypes.c_void_p, ctypes.c_int32, ctypes.c_int64,

@@ -2,8 +2,9 @@
 the files suite.FAMILY_FILES it keeps only the kernel-path families, the tests parametrised by
 ``isa`` named in $TREECOMP_AARCH64_FAMILIES (comma-separated; "all": every one), and of those
 only the native paths this host offers (arrays.supported_isas() less the compiler-free walkers
-"llvm" and "numpy", which the lane's zoo covers): scalar today, and each ARM path as it is
-added, with no change here."""
+"llvm" and "numpy", which the lane's zoo covers), and of those the vector paths (neon, sve)
+where there are any: the portable path's families run on the x86 lanes (the same C), and the
+zoo and the real files run it here (guest_checks.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,10 @@ from tests.aarch64.suite import FAMILY_FILES
 def pytest_collection_modifyitems(config, items):
     from treecomp.backends import arrays
     native = {i for i in arrays.supported_isas() if i not in ("llvm", "numpy")}
+    if native - {"scalar"}:
+        # the vector paths' families only: the portable path's are the x86 lanes' (the same C),
+        # and guest_checks runs it here on the zoo and the real files (the lane's time budget)
+        native.discard("scalar")
     names = os.environ.get("TREECOMP_AARCH64_FAMILIES", "all")
     wanted = None if names == "all" else set(names.split(","))
     keep, drop = [], []

@@ -20,8 +20,8 @@ values rounded to it once), then divide by n_trees when averaging: the interpret
 
 Instruction set (option ``isa``): "auto" picks the best path the CPU has at load time
 (``__builtin_cpu_supports``) whose once-per-process self-test (bit-exact agreement with the
-baseline path on a fixed forest, ~30 ms) passes; "scalar", "avx2", "avx512" force one (an error
-if the CPU lacks it). The vector paths cover float32 input (sklearn trees, XGBoost); float64
+baseline path on a fixed forest, ~30 ms) passes; "scalar", "avx2", "avx512" (x86-64), "neon",
+"sve" (aarch64) force one (an error if the CPU lacks it). The vector paths cover float32 input (sklearn trees, XGBoost); float64
 input (LightGBM, HistGradientBoosting) runs the baseline code on every path. Without the C
 kernel (no prebuilt one that matches the sources, and no C compiler to build it), "auto" runs
 the byte walks as LLVM vector code JIT-compiled by llvmlite (isa "llvm-vec", vec.py; after a
@@ -66,13 +66,13 @@ KIND = "arrays"
 DEFAULTS: dict[str, Any] = {
     "layout": "auto",        # "auto" | "quant" | "bitvec" | "heap" | "compact" | "naive"
     "heap_max_depth": 8,     # deepest tree the heap layout takes (padding grows as 2^depth)
-    "isa": "auto",           # "auto" | "scalar" | "avx2" | "avx512" | "llvm-vec" | "llvm" | "numpy"
+    "isa": "auto",           # "auto" | "scalar" | "avx2" | "avx512" | "neon" | "sve" | "llvm-vec" | "llvm" | "numpy"
     "block_rows": 0,         # rows per tree-major block; 0 = auto (see auto_block_rows)
     "ir": False,             # saved .tc / .so and pickles carry the model's IR (apply and
                              # contributions once loaded; ir.Forest.to_bytes: ~90 B a node,
                              # and a pickle 300 ms slower for 200 trees: off unless asked)
 }
-ISAS = ("auto", "scalar", "avx2", "avx512", "llvm-vec", "llvm", "numpy")
+ISAS = ("auto", *NATIVE_ISAS, "llvm-vec", "llvm", "numpy")
 #: the compiler-free paths (no C kernel needed): the byte walks as LLVM vector code, the
 #: llvmlite walker, the numpy walker
 FREE_ISAS = ("llvm-vec", "llvm", "numpy")
@@ -244,7 +244,7 @@ def resolve_isa(isa: str, strict: bool = True) -> str:
             if vec.available():
                 return "llvm-vec"
             return "llvm" if native.have_llvm() else "numpy"
-        for cand in reversed(paths[1:]):
+        for cand in reversed([p for p in paths[1:] if p not in native.AUTO_SKIP]):
             if self_test(cand):
                 return cand
         return "scalar"

@@ -19,8 +19,10 @@ Where the kernel comes from (KERNEL_ORIGIN):
 Either way the kernel is one library for any x86-64 (baseline, AVX2 and AVX-512 paths in three
 translation units, TC_PART 0/1/2) chosen per call at run time (tc_arrays_isa_mask; "avx512"
 needs AVX-512 F, BW, VL and VBMI, else the CPU gets the AVX2 path), each vector
-path self-tested against the baseline before backend="auto" uses it; on other architectures
-(aarch64) parts 1 and 2 compile to nothing and the baseline path runs.
+path self-tested against the baseline before backend="auto" uses it. On aarch64 the same three
+units hold the baseline, NEON ("neon": every ARMv8-A core) and SVE ("sve": Linux reports
+HWCAP_SVE; Neoverse V1 / Graviton 3, V2, N2 ...) paths; elsewhere parts 1 and 2 compile to
+nothing and the baseline path runs.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ import ctypes
 import hashlib
 import importlib.machinery
 import os
+import platform
 import threading
 import time
 from pathlib import Path
@@ -42,16 +45,32 @@ from ...errors import CompileError
 KERNEL_DIR = toolchain.RUNTIME_DIR / "kernels"
 #: every file the kernel is built from (setup.py reads this tuple: keep it a literal)
 KERNEL_FILES = ("arrays.c", "arrays_isa.c", "arrays_acc.c", "arrays_impl.c", "quant_impl.c",
-                "shap.c", "shap_rows.c", "linear.c")
+                "quant_neon.c", "quant_sve.c", "shap.c", "shap_rows.c", "linear.c")
 KERNEL_CFLAGS = tuple(toolchain.DEFAULT_CFLAGS)  # -O2: -O3 doubled the build for no measured gain
-#: the kernel's translation units: TC_PART 0 (baseline + entry points), 1 (AVX2), 2 (AVX-512:
-#: F, BW, VL, VBMI)
+#: the kernel's translation units: TC_PART 0 (baseline + entry points), 1 (AVX2; aarch64: NEON),
+#: 2 (AVX-512: F, BW, VL, VBMI; aarch64: SVE)
 KERNEL_PARTS = 3
 #: the prebuilt kernel's module name in the package (setup.py's extension)
 PREBUILT_NAME = "_arrays_kernel"
 ABI = 4
 
-NATIVE_ISAS = ("scalar", "avx2", "avx512")   # index = TC_ISA_* in arrays.c
+#: the C kernel's paths, index = TC_ISA_* in arrays.c: x86-64's, then aarch64's
+NATIVE_ISAS = ("scalar", "avx2", "avx512", "neon", "sve")
+#: the paths each architecture's kernel holds (arrays.c: x86-64's parts 1 and 2, aarch64's)
+ARCH_ISAS = {"x86_64": ("scalar", "avx2", "avx512"), "aarch64": ("scalar", "neon", "sve")}
+#: paths isa="auto" (and an arrays .so's own choice) passes over: run only when forced. "sve"
+#: runs the NEON byte kernels compiled for SVE (quant_sve.c has no kernels of its own yet): no
+#: cheaper than "neon" by bench/arm_cost.py's count (docs/benchmarks.md, "ARM")
+AUTO_SKIP = ("sve",)
+
+
+def arch_isas() -> tuple[str, ...]:
+    """The C kernel's paths on this machine's architecture, whether or not this CPU runs them
+    (the tests force each one it runs and skip the others by name); ("scalar",) elsewhere."""
+    m = platform.machine().lower()
+    return ARCH_ISAS.get({"amd64": "x86_64", "arm64": "aarch64"}.get(m, m), ("scalar",))
+
+
 NODE32 = np.dtype([("ff", "<i4"), ("u", "<i4"), ("l", "<i4"), ("r", "<i4")])
 NODE64 = np.dtype([("ff", "<i4"), ("cat", "<i4"), ("l", "<i4"), ("r", "<i4"), ("t", "<f8")])
 
@@ -104,8 +123,8 @@ class CTables(ctypes.Structure):
                           ("h_zq8", ctypes.c_void_p)]
 
 def kernel_parts() -> dict[str, str]:
-    """The kernel's translation units (baseline + entry points, AVX2, AVX-512), each arrays.c
-    compiled with its TC_PART: built in parallel."""
+    """The kernel's translation units (baseline + entry points, AVX2 or NEON, AVX-512 or SVE),
+    each arrays.c compiled with its TC_PART: built in parallel."""
     return {f"tc_arrays_{i}.c": f'#define TC_PART {i}\n#include "kernels/arrays.c"\n'
             for i in range(KERNEL_PARTS)}
 

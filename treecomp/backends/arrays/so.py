@@ -25,11 +25,11 @@ package's kernel. A .so must stand alone, honouring runtime/treecomp.h, so it ho
   transform code (c.transform_code), exactly what a c-backend .so computes.
 
 Instruction set: chosen once, on the first call, as the in-process path does: the best vector
-path tc_arrays_isa_mask reports whose results agree bit for bit with the baseline path on a
+path tc_arrays_isa_mask reports (native.AUTO_SKIP's paths, aarch64's "sve", only when forced) whose results agree bit for bit with the baseline path on a
 built-in sample of rows (SELF_TEST_ROWS rows drawn at compile time around this model's own
 thresholds, with NaN and +/-inf), else the baseline. This runs the model's own layout on both
 paths (~2 x 100 rows, well under a millisecond for 500 trees) and guards the .so on any CPU it is
-copied to. An isa forced at compile time (isa="scalar" / "avx2" / "avx512") is used as is when
+copied to. An isa forced at compile time (isa="scalar" / "avx2" / "avx512" / "neon" / "sve") is used as is when
 the CPU has it (like the in-process path), else the automatic choice.
 
 Linking: the generated unit, the archive and libm, through toolchain.link_shared_library with a
@@ -55,7 +55,7 @@ from ...errors import CompileError
 from ...native import BASE_SYMBOL
 from . import native
 from .tables import FF_CAT, FF_FEAT
-from .native import KERNEL_CFLAGS, NATIVE_ISAS, CTables
+from .native import AUTO_SKIP, KERNEL_CFLAGS, NATIVE_ISAS, CTables
 from ..c import blob_code, c_string
 from ...platform import incbin
 
@@ -148,6 +148,7 @@ def emit(kernel: Any) -> tuple[str, bytes]:
     tkind = outputs.native_transform(head)
     ccode = "" if tkind else cbackend.transform_code(head)
     want = NATIVE_ISAS.index(kernel.requested_isa) if kernel.requested_isa in NATIVE_ISAS else -1
+    skip = sum(1 << NATIVE_ISAS.index(i) for i in AUTO_SKIP)
     init = [f"  .{k} = {int(scalars[k])}," for k in SCALAR_FIELDS if k in scalars]
     init += [f"  .{k} = TC_P({offs[k]})," for k in POINTER_FIELDS if k in offs]
     base_decl = ""
@@ -183,6 +184,7 @@ typedef {acc_t} tc_acc;
 #define TC_NO {head.n_outputs}
 #define TC_TKIND {tkind}
 #define TC_WANT_ISA {want}
+#define TC_AUTO_SKIP {skip}
 #define TC_TEST_ROWS {len(X)}
 
 {base_decl}{"" if ir is None else cbackend.ir_code(len(ir), f"TC_P({offs['tc_ir']})")}
@@ -214,8 +216,8 @@ static int32_t tc_pick_isa(void) {{
   if (TC_WANT_ISA >= 0 && ((mask >> TC_WANT_ISA) & 1)) {{
     isa = TC_WANT_ISA;
   }} else {{
-    for (int32_t i = TC_ISA_AVX512; i > TC_ISA_SCALAR; --i)
-      if (((mask >> i) & 1) && tc_agrees(i)) {{ isa = i; break; }}
+    for (int32_t i = TC_ISA_LAST; i > TC_ISA_SCALAR; --i)  /* TC_AUTO_SKIP: native.AUTO_SKIP */
+      if (((mask >> i) & 1) && !((TC_AUTO_SKIP >> i) & 1) && tc_agrees(i)) {{ isa = i; break; }}
   }}
   __atomic_store_n(&tc_isa, isa, __ATOMIC_RELEASE);
   return isa;
