@@ -223,19 +223,21 @@ ARRAYS_PATHS = ("quant", "bitvec", "heap", "compact", "records")
 
 def arrays_path(forest: Any) -> str:
     """The path the arrays backend's layout="auto" runs `forest` on (its tables.flatten rule):
-    "quant" (numeric heaps of depth <= 8), else "bitvec" (trees of <= 128 leaves), else "heap"
-    (every tree a float heap), else "compact" (some tree compact: float32 input without
-    categorical splits takes the deep walk, derived.deep_tables), else "records" (the compact
-    records walked as they are: float64 input or categorical splits)."""
+    the byte walk tables.byte_walk picks, "quant" (numeric heaps of depth <= 8) or "bitvec"
+    (trees of <= 128 leaves), the faster by its measured rule where both can run (the cost
+    model's own "quant" and "bitvec" estimates are fitted against generated code, not against
+    each other: on the 72 synthetic forests of bench/layout_ab-grid-2026-11-28.json where both
+    walks ran they picked one over 10% slower 19 times, worst 3.1x; that rule: once, 1.12x),
+    else "heap" (every tree a float heap), else "compact" (some tree compact: float32 input
+    without categorical splits takes the deep walk, derived.deep_tables), else "records" (the
+    compact records walked as they are: float64 input or categorical splits)."""
     from .arrays import tables
+    walk = tables.forest_byte_walk(forest)
+    if walk is not None:
+        return walk
     trees = forest.trees
     depth = [t.max_depth for t in trees]
     leaves = [t.n_leaves for t in trees]
-    if (any(n > 1 for n in leaves) and not any(t.has_categorical for t in trees)
-            and tables.quant_heaps(depth, leaves)):
-        return "quant"
-    if any(n > 1 for n in leaves) and max(leaves) <= tables.BITVEC_MAX_LEAVES:
-        return "bitvec"
     if all(not t.has_categorical and d <= 8 and 2 ** d <= max(64, 4 * n)
            for t, d, n in zip(trees, depth, leaves)):
         return "heap"
