@@ -119,13 +119,18 @@ def test_the_sparse_depth8_xgboost_model_takes_the_quantised_walk():
 def test_sparse_depth8_heaps_take_the_faster_byte_walk():
     """Where both byte walks can run, tables.quant_pays picks the measured faster one
     (bench/layout_ab-grid-2026-11-28.json): 100 trees of depth 8 and 64 leaves over 13
-    features: quant 143 vs bitvec 162 ns/row; over 200 features quant 746 vs bitvec 499."""
-    from bench import layout_ab
+    features: quant 143 vs bitvec 162 ns/row; over 200 features quant 746 vs bitvec 499.
+    Rows over QUANT_VS_BITVEC_MAX_FEATURES features take quant: 61 random-forest-like trees
+    of depth 8 over 4,055 features (1,277 used): quant 3,460 vs bitvec 7,014."""
+    from bench import calibrate_auto, layout_ab
     narrow = layout_ab.sparse_forest(100, 8, 13, 0.25, seed=1)
     wide = layout_ab.sparse_forest(100, 8, 200, 0.25, seed=1)
     assert cost.arrays_path(narrow) == _flatten_path(narrow) == "quant"
     assert cost.arrays_path(wide) == _flatten_path(wide) == "bitvec"
     assert arrays_tables.quant_eligible(narrow) and arrays_tables.quant_eligible(wide)
+    widest = calibrate_auto.synthetic_forest("rf", 61, 8, 4055, 1032, 0.32)
+    assert max(t.n_leaves for t in widest.trees) <= arrays_tables.BITVEC_MAX_LEAVES
+    assert cost.arrays_path(widest) == _flatten_path(widest) == "quant"
 
 
 def test_quant_vs_bitvec_constants_are_the_fit_of_the_committed_timings():

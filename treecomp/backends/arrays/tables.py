@@ -138,7 +138,7 @@ def forest_byte_walk(forest: Forest, heap_max_depth: int = 8) -> str | None:
     trees = forest.trees
     return byte_walk([t.max_depth for t in trees], [t.n_leaves for t in trees],
                      used_features([t.feature[t.left >= 0] for t in trees], forest.n_features),
-                     any(t.has_categorical for t in trees), heap_max_depth)
+                     any(t.has_categorical for t in trees), forest.n_features, heap_max_depth)
 
 
 def used_features(split_features: Any, n_features: int) -> int:
@@ -160,6 +160,13 @@ def used_features(split_features: Any, n_features: int) -> int:
 #: the interval walk pays about 1 ns a tree-row more for its setup (sort keys, leaf maxima).
 QUANT_VS_BITVEC = {"slot": 4.64e-3, "slot_feat": 3.65e-5, "tree": 1.13, "inner": 5.55e-3,
                    "inner_feat": 1.24e-5}
+#: the widest rows (features) on which byte_walk weighs the interval walk against the quantised
+#: heap walk (quant_pays, fitted on rows of 13-1,000 features); wider rows take the quantised
+#: walk. Measured 2026-11-28 on the 8 forests of bench/calibrate_auto-grid-2026-11-28.json over
+#: 1,581-4,055 features (166-2,520 used) that quant_pays would send to the interval walk: the
+#: quantised walk was faster on 7 (1.26-2.1x), the interval walk on 1 (1.04x); on synthetic
+#: rows of 1,200-1,600 features, all used, the interval walk was 1.04-1.24x faster.
+QUANT_VS_BITVEC_MAX_FEATURES = 1000
 
 
 def quant_pays(depth: Any, n_leaves: Any, n_used: int) -> bool:
@@ -173,12 +180,13 @@ def quant_pays(depth: Any, n_leaves: Any, n_used: int) -> bool:
             <= k["tree"] * len(d) + inner * (k["inner"] + k["inner_feat"] * n_used))
 
 
-def byte_walk(depth: Any, n_leaves: Any, n_used: int, has_categorical: bool,
+def byte_walk(depth: Any, n_leaves: Any, n_used: int, has_categorical: bool, n_features: int,
               heap_max_depth: int = 8) -> str | None:
     """layout="auto"'s byte walk for trees of these depths and leaf counts whose splits test
-    `n_used` distinct features: "quant" (the quantised heap walk: every tree numeric and at
-    most min(heap_max_depth, QUANT_AUTO_DEPTH) deep), "bitvec" (the interval walk: every tree
-    of <= BITVEC_MAX_LEAVES leaves), the faster by quant_pays where both can run, or None
+    `n_used` distinct features of rows of `n_features`: "quant" (the quantised heap walk:
+    every tree numeric and at most min(heap_max_depth, QUANT_AUTO_DEPTH) deep), "bitvec" (the
+    interval walk: every tree of <= BITVEC_MAX_LEAVES leaves), where both can run the faster by
+    quant_pays (rows of up to QUANT_VS_BITVEC_MAX_FEATURES features; wider: quant), or None
     (neither; no split at all).
 
     No bound on the heaps' padding: measured (bench/layout_ab.py, 2026-11-28, the shared
@@ -204,7 +212,8 @@ def byte_walk(depth: Any, n_leaves: Any, n_used: int, has_categorical: bool,
     quant = not has_categorical and int(d.max()) <= min(heap_max_depth, QUANT_AUTO_DEPTH)
     bitvec = int(n.max()) <= BITVEC_MAX_LEAVES
     if quant and bitvec:
-        return "quant" if quant_pays(d, n, n_used) else "bitvec"
+        wide = n_features > QUANT_VS_BITVEC_MAX_FEATURES
+        return "quant" if wide or quant_pays(d, n, n_used) else "bitvec"
     return "quant" if quant else "bitvec" if bitvec else None
 
 
@@ -284,7 +293,7 @@ def flatten(forest: Forest, layout: str = "auto", heap_max_depth: int = 8) -> Ta
         heap = ~has_cat & (tdepth <= heap_max_depth)
         if layout == "auto":
             walk = byte_walk(tdepth, n_leaf_real, used_features([feature[internal]], forest.n_features),
-                             bool(has_cat.any()), heap_max_depth)
+                             bool(has_cat.any()), forest.n_features, heap_max_depth)
             quant, bitvec = walk == "quant", walk == "bitvec"
             if bitvec:
                 heap = np.zeros(T, bool)
