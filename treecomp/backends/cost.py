@@ -34,7 +34,9 @@ Every path treecomp can run a forest on costs, per row, a sum of a few terms of 
 
 A path's estimate is the dot product of its constants with these terms, in ns per row on the
 machine the constants were fitted on; :func:`estimates` gives every path the forest can take,
-:func:`arrays_path` the layout the arrays backend picks by itself. Only ratios between paths
+:func:`arrays_path` the layout the arrays backend picks by itself (between its two byte walks
+by a rule of its own, measured layout against layout: tables.byte_walk, bench/layout_ab.py,
+docs/internals/performance-notes.md). Only ratios between paths
 matter to `choose`, so the host's clock cancels. The "records" path (compact records walked as
 they are: float64 input or categorical splits beyond the byte walks) has no constants: the
 grid holds no such forests, and generated code keeps them, as before.
