@@ -205,7 +205,8 @@ def byte_walk(depth: Any, n_leaves: Any, n_used: int, has_categorical: bool, n_f
     Memory: a tree of depth d <= 8 has 2^d leaf slots and 2^d - 1 node slots against at least
     d + 1 leaves, so the padding is at most 256 / 9 (28x) a tree's leaves, 256 slots a tree
     (the 4x bound allowed 4x): a slot costs a feature word and a threshold (8-12 bytes) and a
-    leaf value, and when loading a byte and a column index."""
+    leaf value, and when loading a byte and a column index (5,000 sparse depth-8 trees, 480k
+    nodes in 1.28M slots: compile peak 282 bytes a node against 190 for the deep walk)."""
     d = np.asarray(depth, np.int64)
     n = np.asarray(n_leaves, np.int64)
     if not len(d) or int(n.max()) <= 1:
