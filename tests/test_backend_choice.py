@@ -93,6 +93,66 @@ def test_auto_picks_the_byte_walk_for_the_wide_depth8_model():
     assert backends.choose(f) == "arrays" and backends.choose(f, "so") == "arrays"
 
 
+def test_the_sparse_depth8_xgboost_model_takes_the_quantised_walk():
+    """Issue 33: 100 XGBoost trees of depth 8 over 13 features (4,000 training rows, ~57
+    leaves a tree, some over 128) padded to 25,600 heap slots, over the 4x bound's 23,000: the
+    arrays backend ran the deep walk, 481-748 ns/row, against 131-149 for the quantised walk
+    (bench/layout_ab.py). It takes the quantised walk now, and stays exact."""
+    xgb = pytest.importorskip("xgboost")
+    from treecomp.benchmark.cases import make_data
+    import treecomp
+    X, y = make_data(4000, 13, 1, "binary", 2)
+    m = xgb.XGBClassifier(n_estimators=100, max_depth=8, tree_method="hist", n_jobs=1,
+                          random_state=0).fit(X, y)
+    f = treecomp.frontends.parse(m)
+    depth = np.array([t.max_depth for t in f.trees])
+    leaves = np.array([t.n_leaves for t in f.trees])
+    assert depth.max() == 8 and leaves.max() > arrays_tables.BITVEC_MAX_LEAVES
+    assert (2 ** depth).sum() > np.maximum(64, 4 * leaves).sum()  # the old bound said no
+    assert cost.arrays_path(f) == "quant" and _flatten_path(f) == "quant"
+    p = treecomp.compile(m, backend="arrays")
+    assert p._kernel.tables.meta["quant"]
+    Xt, _ = make_data(3000, 13, 2, "binary", 2)
+    assert np.array_equal(p.predict_proba(Xt), m.predict_proba(Xt))
+
+
+def test_sparse_depth8_heaps_take_the_faster_byte_walk():
+    """Where both byte walks can run, tables.quant_pays picks the measured faster one
+    (bench/layout_ab-grid-2026-11-28.json): 100 trees of depth 8 and 64 leaves over 13
+    features: quant 143 vs bitvec 162 ns/row; over 200 features quant 746 vs bitvec 499.
+    Rows over QUANT_VS_BITVEC_MAX_FEATURES features take quant: 61 random-forest-like trees
+    of depth 8 over 4,055 features (1,277 used): quant 3,460 vs bitvec 7,014."""
+    from bench import calibrate_auto, layout_ab
+    narrow = layout_ab.sparse_forest(100, 8, 13, 0.25, seed=1)
+    wide = layout_ab.sparse_forest(100, 8, 200, 0.25, seed=1)
+    assert cost.arrays_path(narrow) == _flatten_path(narrow) == "quant"
+    assert cost.arrays_path(wide) == _flatten_path(wide) == "bitvec"
+    assert arrays_tables.quant_eligible(narrow) and arrays_tables.quant_eligible(wide)
+    widest = calibrate_auto.synthetic_forest("rf", 61, 8, 4055, 1032, 0.32)
+    assert max(t.n_leaves for t in widest.trees) <= arrays_tables.BITVEC_MAX_LEAVES
+    assert cost.arrays_path(widest) == _flatten_path(widest) == "quant"
+
+
+def test_quant_vs_bitvec_constants_are_the_fit_of_the_committed_timings():
+    """tables.QUANT_VS_BITVEC is what bench/layout_ab.py fits on the timings committed beside
+    it, and scores as tables.byte_walk's docstring says on the held-out forests."""
+    import json
+    from pathlib import Path
+    from bench import layout_ab
+    bench = Path(__file__).resolve().parent.parent / "bench"
+    grid = json.loads((bench / "layout_ab-grid-2026-11-28.json").read_text())
+    held = json.loads((bench / "layout_ab-heldout-2026-11-28.json").read_text())
+    k = layout_ab.fit_rule(grid)
+    assert {n: float(f"{v:.3g}") for n, v in k.items()} == arrays_tables.QUANT_VS_BITVEC
+    for rows, least in ((grid, 0.95), (held, 0.95)):
+        A, q, b, _ = layout_ab.design(rows)
+        kv = np.array([k[n] for n in ("slot", "slot_feat", "tree", "inner", "inner_feat")])
+        picked = np.where(A @ kv <= 0, q, b) / np.minimum(q, b)
+        assert np.mean(picked <= 1.10) >= least and picked.max() < 1.2
+        always_quant = q / np.minimum(q, b)
+        assert np.mean(always_quant <= 1.10) < least  # the rule is needed
+
+
 #: (forest, the backend auto picks): timed 2026-11-28 on the 2-core AMD EPYC dev box, 1
 #: thread, 20k rows (bench/calibrate_auto.time_paths), arrays vs c in ns/row
 SHAPES = [

@@ -34,7 +34,9 @@ Every path treecomp can run a forest on costs, per row, a sum of a few terms of 
 
 A path's estimate is the dot product of its constants with these terms, in ns per row on the
 machine the constants were fitted on; :func:`estimates` gives every path the forest can take,
-:func:`arrays_path` the layout the arrays backend picks by itself. Only ratios between paths
+:func:`arrays_path` the layout the arrays backend picks by itself (between its two byte walks
+by a rule of its own, measured layout against layout: tables.byte_walk, bench/layout_ab.py,
+docs/internals/performance-notes.md). Only ratios between paths
 matter to `choose`, so the host's clock cancels. The "records" path (compact records walked as
 they are: float64 input or categorical splits beyond the byte walks) has no constants: the
 grid holds no such forests, and generated code keeps them, as before.
@@ -223,19 +225,21 @@ ARRAYS_PATHS = ("quant", "bitvec", "heap", "compact", "records")
 
 def arrays_path(forest: Any) -> str:
     """The path the arrays backend's layout="auto" runs `forest` on (its tables.flatten rule):
-    "quant" (numeric heaps of depth <= 8), else "bitvec" (trees of <= 128 leaves), else "heap"
-    (every tree a float heap), else "compact" (some tree compact: float32 input without
-    categorical splits takes the deep walk, derived.deep_tables), else "records" (the compact
-    records walked as they are: float64 input or categorical splits)."""
+    the byte walk tables.byte_walk picks, "quant" (numeric heaps of depth <= 8) or "bitvec"
+    (trees of <= 128 leaves), the faster by its measured rule where both can run (the cost
+    model's own "quant" and "bitvec" estimates are fitted against generated code, not against
+    each other: on the 72 synthetic forests of bench/layout_ab-grid-2026-11-28.json where both
+    walks ran they picked one over 10% slower 19 times, worst 3.1x; that rule: once, 1.12x),
+    else "heap" (every tree a float heap), else "compact" (some tree compact: float32 input
+    without categorical splits takes the deep walk, derived.deep_tables), else "records" (the
+    compact records walked as they are: float64 input or categorical splits)."""
     from .arrays import tables
+    walk = tables.forest_byte_walk(forest)
+    if walk is not None:
+        return walk
     trees = forest.trees
     depth = [t.max_depth for t in trees]
     leaves = [t.n_leaves for t in trees]
-    if (any(n > 1 for n in leaves) and not any(t.has_categorical for t in trees)
-            and tables.quant_heaps(depth, leaves)):
-        return "quant"
-    if any(n > 1 for n in leaves) and max(leaves) <= tables.BITVEC_MAX_LEAVES:
-        return "bitvec"
     if all(not t.has_categorical and d <= 8 and 2 ** d <= max(64, 4 * n)
            for t, d, n in zip(trees, depth, leaves)):
         return "heap"

@@ -13,11 +13,12 @@ Layouts, chosen per tree (option ``layout``; see runtime/kernels/arrays.c for th
   exactly D branch-free steps ``i = 2*i + 1 + go_right``. Padding nodes have threshold NaN and
   send NaN left, so every row goes left (``x > NaN`` is false); a leaf above depth D is copied
   into every leaf slot below it. Used (layout="auto") for trees without categorical splits of
-  depth <= heap_max_depth whose padding costs at most 4x their leaves (or 64 slots).
+  depth <= heap_max_depth whose padding costs at most 4x their leaves (or 64 slots), where
+  no byte walk runs.
   The float32-input heap walk has explicit AVX2 (8 rows/vector) and AVX-512F (16 rows/vector)
   paths, four vectors interleaved to hide gather latency.
-- ``quant`` (the default for numeric forests whose trees are all heaps of depth <= 8, their
-  padding at most 4x the forest's leaves: quant_heaps): the heap
+- ``quant`` (the default for numeric forests whose trees are all at most 8 deep, padded into
+  heaps, unless the interval walk is measured faster: byte_walk, quant_pays): the heap
   tables plus, derived when loading, per-feature sorted threshold tables (derived). Each
   block of rows is first quantised to one byte per (feature, NaN direction) column: a row's bin
   counts the thresholds it goes right of, found exactly in the comparison precision; a node then
@@ -27,7 +28,8 @@ Layouts, chosen per tree (option ``layout``; see runtime/kernels/arrays.c for th
   Measured on the 500-tree depth-6 XGBoost bench model: ~0.8 us/row vs ~2.5 for the float walk.
   Symmetric heaps (CatBoost's: one split a level) are flagged at load and walked one column a
   level on AVX-512 (derived.oblivious_heaps; docs/backends.md).
-- ``bitvec`` (the default for other forests of trees with <= 128 leaves, e.g. LightGBM's and
+- ``bitvec`` (the default for other forests of trees with <= 128 leaves, and for sparse
+  depth-8 heaps over wide rows where it is faster: byte_walk; e.g. LightGBM's and
   HistGradientBoosting's, categorical splits included): compact tables plus, derived when
   loading, the same byte columns (category codes for categorical features, each categorical node
   a 256-bit set over the codes: see derived.cat_byte_sets) and each node's left-subtree
@@ -124,31 +126,97 @@ class Tables:
 
 
 def quant_eligible(forest: Forest, heap_max_depth: int = 8) -> bool:
-    """Would layout="auto" use a byte walk for `forest` (flatten's rule)? At least one split, and
-    either every tree has <= BITVEC_MAX_LEAVES leaves (the interval walk, if not the heap one;
-    categorical splits too) or every tree is a numeric heap for the quantised heap walk: depth <=
-    min(heap_max_depth, QUANT_AUTO_DEPTH), padding at most 4x its leaves or 64 slots."""
+    """Would layout="auto" use a byte walk for `forest` (flatten's rule, byte_walk)? At least
+    one split, and either every tree has <= BITVEC_MAX_LEAVES leaves (the interval walk, if
+    not the heap one; categorical splits too) or every tree is numeric and at most
+    min(heap_max_depth, QUANT_AUTO_DEPTH) deep (the quantised heap walk)."""
+    return forest_byte_walk(forest, heap_max_depth) is not None
+
+
+def forest_byte_walk(forest: Forest, heap_max_depth: int = 8) -> str | None:
+    """byte_walk for `forest`: "quant", "bitvec" or None (see byte_walk)."""
     trees = forest.trees
-    if all(t.n_leaves == 1 for t in trees):
-        return False
-    if all(t.n_leaves <= BITVEC_MAX_LEAVES for t in trees):
-        return True
-    if any(t.has_categorical for t in trees):
-        return False
-    return quant_heaps([t.max_depth for t in trees], [t.n_leaves for t in trees], heap_max_depth)
+    return byte_walk([t.max_depth for t in trees], [t.n_leaves for t in trees],
+                     used_features([t.feature[t.left >= 0] for t in trees], forest.n_features),
+                     any(t.has_categorical for t in trees), forest.n_features, heap_max_depth)
 
 
-def quant_heaps(depth: Any, n_leaves: Any, heap_max_depth: int = 8) -> bool:
-    """layout="auto"'s rule for the quantised heap walk over numeric trees of these depths and
-    leaf counts: every tree of depth <= min(heap_max_depth, QUANT_AUTO_DEPTH), and the heaps'
-    slots in all at most the sum over the trees of max(64, 4 x its leaves). Summed, not per
-    tree: a few sparse trees among full ones are padded too (a byte and a column index a slot)
-    rather than sending the whole forest to the float walk (an XGBoost depth-8 model with one
-    61-leaf tree did, for every batch size)."""
+def used_features(split_features: Any, n_features: int) -> int:
+    """How many distinct features the splits test (`split_features`: arrays of the internal
+    nodes' features, e.g. one per tree); byte_walk's measure of the quantised row's width."""
+    f = np.concatenate([np.asarray(a, np.int64).ravel() for a in split_features] or [np.zeros(0, np.int64)])
+    if not len(f):
+        return 0
+    return int(np.count_nonzero(np.bincount(f, minlength=max(int(n_features), int(f.max()) + 1))))
+
+
+#: quant_pays's constants, ns per row (one thread), fitted by bench/layout_ab.py: the quantised
+#: heap walk's cost minus the interval walk's is about
+#:     SLOT * slots + SLOT_FEAT * slots * used - TREE * trees - INNER * inner - INNER_FEAT * inner * used
+#: (slots: 2^depth summed over the trees; inner: internal nodes summed; used: used_features).
+#: The byte walk compares every node of a level, padding included, the interval walk only the
+#: tree's nodes; both load a quantised column per node, which costs more per node as the
+#: quantised block of rows outgrows the first-level cache (used features times 512 rows);
+#: the interval walk pays about 1 ns a tree-row more for its setup (sort keys, leaf maxima).
+QUANT_VS_BITVEC = {"slot": 4.64e-3, "slot_feat": 3.65e-5, "tree": 1.13, "inner": 5.55e-3,
+                   "inner_feat": 1.24e-5}
+#: the widest rows (features) on which byte_walk weighs the interval walk against the quantised
+#: heap walk (quant_pays, fitted on rows of 13-1,000 features); wider rows take the quantised
+#: walk. Measured 2026-11-28 on the 8 forests of bench/calibrate_auto-grid-2026-11-28.json over
+#: 1,581-4,055 features (166-2,520 used) that quant_pays would send to the interval walk: the
+#: quantised walk was faster on 7 (1.26-2.1x), the interval walk on 1 (1.04x); on synthetic
+#: rows of 1,200-1,600 features, all used, the interval walk was 1.04-1.24x faster.
+QUANT_VS_BITVEC_MAX_FEATURES = 1000
+
+
+def quant_pays(depth: Any, n_leaves: Any, n_used: int) -> bool:
+    """Is the quantised heap walk estimated no slower than the interval walk on numeric trees
+    of these depths and leaf counts whose splits test `n_used` features (QUANT_VS_BITVEC)?"""
     d = np.asarray(depth, np.int64)
-    if not len(d) or int(d.max()) > min(heap_max_depth, QUANT_AUTO_DEPTH):
-        return False
-    return int((np.int64(1) << d).sum()) <= int(np.maximum(64, 4 * np.asarray(n_leaves, np.int64)).sum())
+    slots = float((np.int64(1) << np.minimum(d, 62)).sum())
+    inner = float((np.asarray(n_leaves, np.int64) - 1).sum())
+    k = QUANT_VS_BITVEC
+    return (slots * (k["slot"] + k["slot_feat"] * n_used)
+            <= k["tree"] * len(d) + inner * (k["inner"] + k["inner_feat"] * n_used))
+
+
+def byte_walk(depth: Any, n_leaves: Any, n_used: int, has_categorical: bool, n_features: int,
+              heap_max_depth: int = 8) -> str | None:
+    """layout="auto"'s byte walk for trees of these depths and leaf counts whose splits test
+    `n_used` distinct features of rows of `n_features`: "quant" (the quantised heap walk:
+    every tree numeric and at most min(heap_max_depth, QUANT_AUTO_DEPTH) deep), "bitvec" (the
+    interval walk: every tree of <= BITVEC_MAX_LEAVES leaves), where both can run the faster by
+    quant_pays (rows of up to QUANT_VS_BITVEC_MAX_FEATURES features; wider: quant), or None
+    (neither; no split at all).
+
+    No bound on the heaps' padding: measured (bench/layout_ab.py, 2026-11-28, the shared
+    2-core AMD EPYC (Zen 4) KVM guest at load 2-3, 1 thread, thread CPU time, medians of 5
+    rounds with the layouts alternating in one process; 82 grid forests of depth 6-8, 1/16 to
+    all of the 2^depth leaves and chains, 13-500 features, plus 40 held-out ones, 10-400 trees,
+    trained XGBoost models among both), the quantised walk beat the deep walk over compact
+    records on every forest, 1.03-7.9x; the 4x padding bound this replaces sent a trained
+    XGBoost model of 100 trees of depth 8 over 13 features (~57 leaves a tree, some over 128)
+    there: 748 vs 149 ns/row. Against the interval walk it depends on the padding and the
+    row's width (quant_pays): quant wins on narrow rows (1.1-2.7x), loses sparse depth-8
+    forests over 100+ features (up to 1.5x). The layout auto picks is within 10% of the
+    fastest of the three on 81 of 82 grid forests (the 4x bound: 70, worst 5.0x) and on 40 of
+    40 held-out ones (the 4x bound: 33, worst 1.55x); worst 1.12x. LightGBM-like float64
+    forests of depth 8 (not in the fit): the faster walk on 3 of 4, the other 5% slower.
+    Memory: a tree of depth d <= 8 has 2^d leaf slots and 2^d - 1 node slots against at least
+    d + 1 leaves, so the padding is at most 256 / 9 (28x) a tree's leaves, 256 slots a tree
+    (the 4x bound allowed 4x): a slot costs a feature word and a threshold (8-12 bytes) and a
+    leaf value, and when loading a byte and a column index (5,000 sparse depth-8 trees, 480k
+    nodes in 1.28M slots: compile peak 282 bytes a node against 190 for the deep walk)."""
+    d = np.asarray(depth, np.int64)
+    n = np.asarray(n_leaves, np.int64)
+    if not len(d) or int(n.max()) <= 1:
+        return None
+    quant = not has_categorical and int(d.max()) <= min(heap_max_depth, QUANT_AUTO_DEPTH)
+    bitvec = int(n.max()) <= BITVEC_MAX_LEAVES
+    if quant and bitvec:
+        wide = n_features > QUANT_VS_BITVEC_MAX_FEATURES
+        return "quant" if wide or quant_pays(d, n, n_used) else "bitvec"
+    return "quant" if quant else "bitvec" if bitvec else None
 
 
 def excl_cumsum(a: np.ndarray) -> np.ndarray:
@@ -226,15 +294,13 @@ def flatten(forest: Forest, layout: str = "auto", heap_max_depth: int = 8) -> Ta
     else:
         heap = ~has_cat & (tdepth <= heap_max_depth)
         if layout == "auto":
-            # every tree a numeric heap of depth <= QUANT_AUTO_DEPTH, padding bounded over the
-            # forest: the quantised walk (measured in bench/: faster than the float walk there)
-            quant = bool(heap.all() and internal.any()) and quant_heaps(tdepth, n_leaf_real,
-                                                                        heap_max_depth)
-            if not quant:  # float heaps: padding at most 4x the tree's leaves (or 64 slots)
-                heap &= (np.int64(1) << np.minimum(tdepth, 62)) <= np.maximum(64, 4 * n_leaf_real)
-            if not quant and small:  # deeper trees of <= 128 leaves (LightGBM's, HGB's kind)
+            walk = byte_walk(tdepth, n_leaf_real, used_features([feature[internal]], forest.n_features),
+                             bool(has_cat.any()), forest.n_features, heap_max_depth)
+            quant, bitvec = walk == "quant", walk == "bitvec"
+            if bitvec:
                 heap = np.zeros(T, bool)
-                bitvec = True
+            elif not quant:  # float heaps: padding at most 4x the tree's leaves (or 64 slots)
+                heap &= (np.int64(1) << np.minimum(tdepth, 62)) <= np.maximum(64, 4 * n_leaf_real)
     hd = np.where(heap, tdepth, 0)
     tree_nint = np.where(heap, (np.int64(1) << hd) - 1, n_int_real)
     tree_nleaf = np.where(heap, np.int64(1) << hd, n_leaf_real)
