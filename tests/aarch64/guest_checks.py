@@ -40,7 +40,7 @@ from tests.randforest import random_forest, random_rows
 
 CPU = os.environ.get("QEMU_CPU", "")
 HAVE = arrays.supported_isas()
-NATIVE = [i for i in HAVE if i not in ("llvm", "numpy")]
+NATIVE = [i for i in HAVE if i not in arrays.kernel.FREE_ISAS]
 ROWS = (1, 7, 2000)
 #: what the lane writes for the host's report (suite.py reads it)
 REPORT = os.environ.get("TREECOMP_AARCH64_REPORT")
@@ -167,8 +167,9 @@ ZOO = {"sklearn-rf": (_sklearn, "rf", True), "sklearn-gb": (_sklearn, "gb", True
        "lightgbm-binary": (_lightgbm, "binary", False),
        "lightgbm-multiclass": (_lightgbm, "multiclass", False),
        "lightgbm-regression": (_lightgbm, "regression", False)}
-#: the llvm backend on one model of each library and kind (its compile is emulated LLVM: ~1-8 s
-#: a model here); every other backend and path on every model
+#: the llvm backend and the arrays backend's LLVM vector code (isa "llvm-vec") on one model of
+#: each library and kind (their compile is emulated LLVM: ~1-8 s a model here); every other
+#: backend and path on every model
 LLVM_ZOO = ("sklearn-gb", "xgboost-binary", "xgboost-multiclass", "lightgbm-binary")
 #: (backend, options): the arrays backend on each path treecomp offers here and on auto, c, llvm
 BACKENDS = [("arrays", {"isa": i}) for i in HAVE] + [("arrays", {}), ("c", {}), ("llvm", {})]
@@ -200,7 +201,8 @@ def _bid(b) -> str:
 
 
 @pytest.mark.parametrize("name,backend", [(n, b) for n in ZOO for b in BACKENDS
-                                          if (b[0] != "llvm" or n in LLVM_ZOO)
+                                          if (b[0] != "llvm" and b[1].get("isa") != "llvm-vec"
+                                              or n in LLVM_ZOO)
                                           and (b != ("arrays", {}) or n in AUTO_ZOO)],
                          ids=lambda v: _bid(v) if isinstance(v, tuple) else v)
 def test_zoo_bit_exact(name, backend):

@@ -1,8 +1,8 @@
 """A pytest plugin for the emulated arm64 Python (``-p tests.aarch64.plugin``, suite.py): in
 the files suite.FAMILY_FILES it keeps only the kernel-path families, the tests parametrised by
 ``isa`` named in $TREECOMP_AARCH64_FAMILIES (comma-separated; "all": every one), and of those
-only the native paths this host offers (arrays.supported_isas() less the compiler-free walkers
-"llvm" and "numpy", which the lane's zoo covers), and of those the vector paths (neon, sve)
+only the native paths this host offers (arrays.supported_isas() less the compiler-free paths
+kernel.FREE_ISAS: "llvm-vec", "llvm" and "numpy", which the lane's zoo covers), and of those the vector paths (neon, sve)
 where there are any: the portable path's families run on the x86 lanes (the same C), and the
 zoo and the real files run it here (guest_checks.py)."""
 
@@ -15,7 +15,7 @@ from tests.aarch64.suite import FAMILY_FILES
 
 def pytest_collection_modifyitems(config, items):
     from treecomp.backends import arrays
-    native = {i for i in arrays.supported_isas() if i not in ("llvm", "numpy")}
+    native = {i for i in arrays.supported_isas() if i not in arrays.kernel.FREE_ISAS}
     if native - {"scalar"}:
         # the vector paths' families only: the portable path's are the x86 lanes' (the same C),
         # and guest_checks runs it here on the zoo and the real files (the lane's time budget)
