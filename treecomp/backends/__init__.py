@@ -148,13 +148,13 @@ def choose(forest, artifact: str | None = None) -> str:
         if gen == "arrays" or n_nodes > limit:
             return "arrays"
         return "arrays" if cost.arrays_pays(forest, gen) else gen
+    from .. import platform
+    if not ("llvm" in names() and n_nodes <= LLVM_MAX_NODES and codegen_fits("llvm", n_nodes)
+            and platform.native_ok()):
+        return "arrays"  # nothing else runs it (and no cost to weigh on a huge forest)
     if _vec_byte_walk(forest):
         return "arrays"  # its kernel runs the byte walks as LLVM vector code (isa "llvm-vec")
-    from .. import platform
-    if "llvm" in names() and n_nodes <= LLVM_MAX_NODES and codegen_fits("llvm", n_nodes) \
-            and platform.native_ok():
-        return "llvm"
-    return "arrays"
+    return "llvm"
 
 
 def _vec_byte_walk(forest) -> bool:
