@@ -1,6 +1,7 @@
 """A pytest plugin for the emulated arm64 Python (``-p tests.aarch64.plugin``, suite.py): in
 the files suite.FAMILY_FILES it keeps only the kernel-path families, the tests parametrised by
-``isa`` named in $TREECOMP_AARCH64_FAMILIES (comma-separated; "all": every one), and of those
+``isa`` named in $TREECOMP_AARCH64_FAMILIES (comma-separated; "all": every one; on sve only
+those of them in suite.SVE_FAMILIES), and of those
 only the native paths this host offers (arrays.supported_isas() less the compiler-free paths
 kernel.FREE_ISAS: "llvm-vec", "llvm" and "numpy", which the lane's zoo covers), and of those the vector paths (neon, sve)
 where there are any: the portable path's families run on the x86 lanes (the same C), and the
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 import os
 
-from tests.aarch64.suite import FAMILY_FILES
+from tests.aarch64.suite import FAMILY_FILES, SVE_FAMILIES
 
 
 def pytest_collection_modifyitems(config, items):
@@ -27,7 +28,8 @@ def pytest_collection_modifyitems(config, items):
         params = getattr(getattr(item, "callspec", None), "params", {})
         if item.nodeid.split("::")[0] in FAMILY_FILES:
             name = getattr(item, "originalname", item.name)
-            ok = params.get("isa") in native and (wanted is None or name in wanted)
+            ok = params.get("isa") in native and (wanted is None or name in wanted
+                                                  and (params["isa"] != "sve" or name in SVE_FAMILIES))
         else:
             ok = True
         (keep if ok else drop).append(item)
