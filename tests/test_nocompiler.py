@@ -157,6 +157,7 @@ def test_slow_path_warning_once_per_cause(no_kernel):
     assert len(slow) == 1, [str(w.message) for w in slow]
     text = str(slow[0].message)
     assert "no working C compiler" in text and "install gcc or clang" in text
+    assert slow[0].filename == __file__  # it points at the caller's line, not into treecomp
     # a forced compiler-free path is what the user asked for: no warning
     errors.reset_slow_path_warnings()
     with warnings.catch_warnings():

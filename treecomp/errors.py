@@ -65,14 +65,22 @@ class SlowPathWarning(TreecompWarning):
 _SLOW_WARNED: set[str] = set()
 
 
-def warn_slow_path(cause: str, message: str, stacklevel: int = 3) -> bool:
+def warn_slow_path(cause: str, message: str) -> bool:
     """Issue one SlowPathWarning per process for `cause` (a short key naming why: "no-kernel",
-    "isa-avx512", ...); later calls with the same cause are silent. Returns whether it warned."""
+    "isa-avx512", ...); later calls with the same cause are silent. Returns whether it warned.
+    The warning points at the first caller outside treecomp (the user's line), so warning
+    filters by module and the printed location name the user's code."""
     if cause in _SLOW_WARNED:
         return False
     _SLOW_WARNED.add(cause)
+    import os
+    import sys
     import warnings
-    warnings.warn(message, SlowPathWarning, stacklevel=stacklevel)
+    here = os.path.dirname(os.path.abspath(__file__)) + os.sep
+    frame, level = sys._getframe(1), 2  # level 2: warn_slow_path's caller
+    while frame is not None and os.path.abspath(frame.f_code.co_filename).startswith(here):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, SlowPathWarning, stacklevel=level if frame is not None else 2)
     return True
 
 

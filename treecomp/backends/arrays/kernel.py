@@ -279,14 +279,13 @@ def warn_no_kernel(path: str) -> None:
         warn_slow_path("unverified-platform",
                        f"treecomp: native code is not verified on this platform "
                        f"({platform.system()} {platform.machine()}); running the numpy tree walker "
-                       "(exact, much slower than the native kernels). See treecomp.platform.",
-                       stacklevel=4)
+                       "(exact, much slower than the native kernels). See treecomp.platform.")
         return
     warn_slow_path(f"no-kernel:{path}",
                    f"treecomp: no native arrays kernel here ({native.PREBUILT_ERROR or 'none loads'}) "
                    f"and no working C compiler to build one; running {what}. For full speed "
                    "install gcc or clang (treecomp then builds its kernel once per machine, ~30 s) "
-                   "or a treecomp wheel for this platform.", stacklevel=4)
+                   "or a treecomp wheel for this platform.")
 
 
 class LinearSection(NamedTuple):
