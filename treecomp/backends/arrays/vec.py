@@ -115,6 +115,56 @@ def _vt(ty: str) -> str:
 
 
 # -- the quantiser -------------------------------------------------------------------------------
+def _col_head(f: _Fn, xin: str, QL: int, G: int, back: str = "%sub",
+              grp_extra: tuple[str, ...] = ()) -> str:
+    """The column functions' shared loop head: over row groups g (q + g * gs) and QL-row
+    vectors s of each, the rows' values gathered from x (rows nf values apart, lanes past nb
+    masked to 0). `back`: the block that closes the s loop (its phi's back edge); grp_extra:
+    lines for the group's block. Returns the gathered <QL x xin> value."""
+    xs = 4 if xin == "float" else 8
+    f("br label %grp")
+    f.label("grp")
+    f("%g = phi i64 [0, %entry], [%g1, %subend]")
+    f("%qg0 = mul i64 %g, %gs")
+    f("%qg = getelementptr i8, ptr %q, i64 %qg0")
+    for line in grp_extra:
+        f(line)
+    f("br label %sub")
+    f.label("sub")
+    f(f"%s = phi i32 [0, %grp], [%s1, {back}]")
+    f("%s64 = zext i32 %s to i64")
+    f(f"%row0a = mul i64 %g, {G}")
+    f(f"%row0b = mul i64 %s64, {QL}")
+    f("%row0 = add i64 %row0a, %row0b")
+    rows = f.emit(f"add <{QL} x i64> {_splat(f, 'i64', QL, '%row0')}, {_iota(QL)}")
+    mask = f.emit(f"icmp slt <{QL} x i64> {rows}, {_splat(f, 'i64', QL, '%nb')}")
+    idx = f.emit(f"mul <{QL} x i64> {rows}, {_splat(f, 'i64', QL, '%nf')}")
+    ptrs = f.emit(f"getelementptr {xin}, ptr %x, <{QL} x i64> {idx}")
+    return f.emit(f"call <{QL} x {xin}> @{_gather(xin, QL)}(<{QL} x ptr> {ptrs}, i32 {xs}, "
+                  f"<{QL} x i1> {mask}, <{QL} x {xin}> zeroinitializer)")
+
+
+def _col_store(f: _Fn, QL: int, G: int, code: str) -> None:
+    """The column functions' shared loop tail: the QL codes `code` stored at %sp (the vector's
+    place: _col_addr), then both loops closed."""
+    f(f"store <{QL} x i8> {code}, ptr %sp, align 1")
+    f("%s1 = add i32 %s, 1")
+    f(f"%sm = icmp ult i32 %s1, {G // QL}")
+    f("br i1 %sm, label %sub, label %subend")
+    f.label("subend")
+    f("%g1 = add i64 %g, 1")
+    f("%gm = icmp ult i64 %g1, %ng")
+    f("br i1 %gm, label %grp, label %exit")
+    f.label("exit")
+    f("ret void")
+
+
+def _col_addr(f: _Fn, QL: int) -> None:
+    """%so, %sp: the offset and address of vector s's codes in group g's column."""
+    f(f"%so = mul i64 %s64, {QL}")
+    f("%sp = getelementptr i8, ptr %qg, i64 %so")
+
+
 def _quant_col(xin: str, xt: str, strict: bool, QL: int, G: int) -> str:
     """define @qcol_<xin>_<strict>(x, nf, nb, u, P, nanc, q, gs, ng): one numeric column's bins
     for rows 0..nb (x: the first row's feature, rows nf values apart), into q + g * gs, QL rows a
@@ -122,7 +172,6 @@ def _quant_col(xin: str, xt: str, strict: bool, QL: int, G: int) -> str:
     f = _Fn()
     name = f"qcol_{xin}_{int(strict)}"
     cmp = "oge" if strict else "ogt"
-    xs = 4 if xin == "float" else 8
     ts = 4 if xt == "float" else 8
     f.label("entry")
     h0 = f.emit("lshr i32 %P, 1")
@@ -144,26 +193,7 @@ def _quant_col(xin: str, xt: str, strict: bool, QL: int, G: int) -> str:
     stv = _splat(f, "i32", QL, stp)
     h32 = f.emit("lshr i32 %P, 5")
     hs = f.emit(f"select i1 {big}, i32 {h32}, i32 {h0}")
-    lanes = _iota(QL)
-    nsub = G // QL
-    f("br label %grp")
-    f.label("grp")
-    f("%g = phi i64 [0, %entry], [%g1, %subend]")
-    f("%qg0 = mul i64 %g, %gs")
-    f("%qg = getelementptr i8, ptr %q, i64 %qg0")
-    f("br label %sub")
-    f.label("sub")
-    f("%s = phi i32 [0, %grp], [%s1, %store]")
-    f("%s64 = zext i32 %s to i64")
-    f(f"%row0a = mul i64 %g, {G}")
-    f(f"%row0b = mul i64 %s64, {QL}")
-    f("%row0 = add i64 %row0a, %row0b")
-    rows = f.emit(f"add <{QL} x i64> {_splat(f, 'i64', QL, '%row0')}, {lanes}")
-    mask = f.emit(f"icmp slt <{QL} x i64> {rows}, {_splat(f, 'i64', QL, '%nb')}")
-    idx = f.emit(f"mul <{QL} x i64> {rows}, {_splat(f, 'i64', QL, '%nf')}")
-    ptrs = f.emit(f"getelementptr {xin}, ptr %x, <{QL} x i64> {idx}")
-    vin = f.emit(f"call <{QL} x {xin}> @{_gather(xin, QL)}(<{QL} x ptr> {ptrs}, i32 {xs}, "
-                 f"<{QL} x i1> {mask}, <{QL} x {xin}> zeroinitializer)")
+    vin = _col_head(f, xin, QL, G, back="%store")
     if xin == xt:
         v = vin
     elif xin == "double":
@@ -204,18 +234,8 @@ def _quant_col(xin: str, xt: str, strict: bool, QL: int, G: int) -> str:
                   f"<{QL} x i8> {bx}")
     f("br label %store")
     f.label("store")
-    f(f"%so = mul i64 %s64, {QL}")
-    f("%sp = getelementptr i8, ptr %qg, i64 %so")
-    f(f"store <{QL} x i8> {code}, ptr %sp, align 1")
-    f("%s1 = add i32 %s, 1")
-    f(f"%sm = icmp ult i32 %s1, {nsub}")
-    f("br i1 %sm, label %sub, label %subend")
-    f.label("subend")
-    f("%g1 = add i64 %g, 1")
-    f("%gm = icmp ult i64 %g1, %ng")
-    f("br i1 %gm, label %grp, label %exit")
-    f.label("exit")
-    f("ret void")
+    _col_addr(f, QL)
+    _col_store(f, QL, G, code)
     return (f"define internal void @{name}(ptr noalias %x, i64 %nf, i64 %nb, ptr noalias %u, "
             f"i32 %P, i8 %nanc, ptr noalias %q, i64 %gs, i64 %ng) {{\n" + "\n".join(f.lines) + "\n}\n")
 
@@ -227,25 +247,7 @@ def _cat_col(xin: str, QL: int, G: int) -> str:
     v == (int)v. Computed in the input's own dtype, as the C kernel does (its TC_XT)."""
     f = _Fn()
     f.label("entry")
-    f("br label %grp")
-    f.label("grp")
-    f("%g = phi i64 [0, %entry], [%g1, %subend]")
-    f("%qg0 = mul i64 %g, %gs")
-    f("%qg = getelementptr i8, ptr %q, i64 %qg0")
-    f("br label %sub")
-    f.label("sub")
-    f("%s = phi i32 [0, %grp], [%s1, %sub]")
-    f("%s64 = zext i32 %s to i64")
-    f(f"%row0a = mul i64 %g, {G}")
-    f(f"%row0b = mul i64 %s64, {QL}")
-    f("%row0 = add i64 %row0a, %row0b")
-    rows = f.emit(f"add <{QL} x i64> {_splat(f, 'i64', QL, '%row0')}, {_iota(QL)}")
-    mask = f.emit(f"icmp slt <{QL} x i64> {rows}, {_splat(f, 'i64', QL, '%nb')}")
-    idx = f.emit(f"mul <{QL} x i64> {rows}, {_splat(f, 'i64', QL, '%nf')}")
-    ptrs = f.emit(f"getelementptr {xin}, ptr %x, <{QL} x i64> {idx}")
-    xs = 4 if xin == "float" else 8
-    v = f.emit(f"call <{QL} x {xin}> @{_gather(xin, QL)}(<{QL} x ptr> {ptrs}, i32 {xs}, "
-               f"<{QL} x i1> {mask}, <{QL} x {xin}> zeroinitializer)")
+    v = _col_head(f, xin, QL, G)
     V = f"<{QL} x {xin}>"
     gtm1 = f.emit(f"fcmp ogt {V} {v}, {_const_vec(QL, xin, '-1.0')}")
     ge0 = f.emit(f"fcmp oge {V} {v}, zeroinitializer")
@@ -265,18 +267,8 @@ def _cat_col(xin: str, QL: int, G: int) -> str:
     code = f.emit(f"select <{QL} x i1> {valid}, <{QL} x i8> {c8}, <{QL} x i8> {_const_vec(QL, 'i8', -2)}")
     nan = f.emit(f"fcmp uno {V} {v}, {v}")
     code2 = f.emit(f"select <{QL} x i1> {nan}, <{QL} x i8> {_const_vec(QL, 'i8', -1)}, <{QL} x i8> {code}")
-    f(f"%so = mul i64 %s64, {QL}")
-    f("%sp = getelementptr i8, ptr %qg, i64 %so")
-    f(f"store <{QL} x i8> {code2}, ptr %sp, align 1")
-    f("%s1 = add i32 %s, 1")
-    f(f"%sm = icmp ult i32 %s1, {G // QL}")
-    f("br i1 %sm, label %sub, label %subend")
-    f.label("subend")
-    f("%g1 = add i64 %g, 1")
-    f("%gm = icmp ult i64 %g1, %ng")
-    f("br i1 %gm, label %grp, label %exit")
-    f.label("exit")
-    f("ret void")
+    _col_addr(f, QL)
+    _col_store(f, QL, G, code2)
     return (f"define internal void @ccol_{xin}(ptr noalias %x, i64 %nf, i64 %nb, i32 %rule, "
             f"ptr noalias %q, i64 %gs, i64 %ng) {{\n" + "\n".join(f.lines) + "\n}\n")
 
@@ -286,42 +278,13 @@ def _copy_col(xin: str, QL: int, G: int) -> str:
     earlier one (src) but NaN's code nanc (quant_impl.c's q_src)."""
     f = _Fn()
     f.label("entry")
-    f("br label %grp")
-    f.label("grp")
-    f("%g = phi i64 [0, %entry], [%g1, %subend]")
-    f("%qg0 = mul i64 %g, %gs")
-    f("%qg = getelementptr i8, ptr %q, i64 %qg0")
-    f("%sg = getelementptr i8, ptr %src, i64 %qg0")
-    f("br label %sub")
-    f.label("sub")
-    f("%s = phi i32 [0, %grp], [%s1, %sub]")
-    f("%s64 = zext i32 %s to i64")
-    f(f"%row0a = mul i64 %g, {G}")
-    f(f"%row0b = mul i64 %s64, {QL}")
-    f("%row0 = add i64 %row0a, %row0b")
-    rows = f.emit(f"add <{QL} x i64> {_splat(f, 'i64', QL, '%row0')}, {_iota(QL)}")
-    mask = f.emit(f"icmp slt <{QL} x i64> {rows}, {_splat(f, 'i64', QL, '%nb')}")
-    idx = f.emit(f"mul <{QL} x i64> {rows}, {_splat(f, 'i64', QL, '%nf')}")
-    ptrs = f.emit(f"getelementptr {xin}, ptr %x, <{QL} x i64> {idx}")
-    xs = 4 if xin == "float" else 8
-    v = f.emit(f"call <{QL} x {xin}> @{_gather(xin, QL)}(<{QL} x ptr> {ptrs}, i32 {xs}, "
-               f"<{QL} x i1> {mask}, <{QL} x {xin}> zeroinitializer)")
-    f(f"%so = mul i64 %s64, {QL}")
-    f("%sp = getelementptr i8, ptr %qg, i64 %so")
+    v = _col_head(f, xin, QL, G, grp_extra=("%sg = getelementptr i8, ptr %src, i64 %qg0",))
+    _col_addr(f, QL)
     f("%pp = getelementptr i8, ptr %sg, i64 %so")
     p = f.emit(f"load <{QL} x i8>, ptr %pp, align 1")
     nan = f.emit(f"fcmp uno <{QL} x {xin}> {v}, {v}")
     code = f.emit(f"select <{QL} x i1> {nan}, <{QL} x i8> {_splat(f, 'i8', QL, '%nanc')}, <{QL} x i8> {p}")
-    f(f"store <{QL} x i8> {code}, ptr %sp, align 1")
-    f("%s1 = add i32 %s, 1")
-    f(f"%sm = icmp ult i32 %s1, {G // QL}")
-    f("br i1 %sm, label %sub, label %subend")
-    f.label("subend")
-    f("%g1 = add i64 %g, 1")
-    f("%gm = icmp ult i64 %g1, %ng")
-    f("br i1 %gm, label %grp, label %exit")
-    f.label("exit")
-    f("ret void")
+    _col_store(f, QL, G, code)
     return (f"define internal void @scol_{xin}(ptr noalias %x, i64 %nf, i64 %nb, ptr %src, "
             f"i8 %nanc, ptr %q, i64 %gs, i64 %ng) {{\n" + "\n".join(f.lines) + "\n}\n")
 
@@ -603,7 +566,6 @@ DEFAULT_BLOCK = 512
 def _driver(xt: str, at: str, G: int, NG: int) -> str:
     """tcv_scratch(T, n): the bytes of scratch tcv_run needs for n rows; tcv_run(T, X, x_bits, n,
     out, scratch): the kernel (0, or -1 for bad arguments), out: n rows of n_outputs margins."""
-    sz = 4 if at == "float" else 8
     CH = G * NG
     blk = f"""
 define internal i64 @blockrows(ptr %T, i64 %n) {{
