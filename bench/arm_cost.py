@@ -1,6 +1,6 @@
 """The arrays kernel's ARM paths, cost per row, estimated without ARM hardware and without
 QEMU's clock: `python bench/arm_cost.py [--rows N] [--isas scalar,neon,sve] [--dir STAGE]`
-(issue 31, item 3; docs/benchmarks.md "ARM" gives the method and the figures).
+(docs/benchmarks.md "ARM" gives the method and the figures).
 
 Model: the 500-tree depth-6 XGBoost binary bench model (treecomp.benchmark.cases "xgb-binary",
 full size, trained on the host and cached there; saved as XGBoost JSON), N of its test rows

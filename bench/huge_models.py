@@ -1,5 +1,5 @@
 """Huge models: where compile time and memory go for boosting with thousands of rounds and deep
-random forests (issue 33, item 4).
+random forests.
 
     python bench/huge_models.py make  [--shapes a,b] [--dir D]     # write the model files once
     python bench/huge_models.py run   [--shapes a,b] [--reps 3] [--phases ...] [--json out]

@@ -409,7 +409,8 @@ SPECS: dict[str, CaseSpec] = {
         train=_cb_binary),
 
     # public-benchmark-shaped XGBoost models (100 trees of depth 8, binary unless named) from
-    # narrow to wide rows, and a deep ExtraTrees forest (issue 33: where the lead was smallest);
+    # narrow to wide rows, and a deep ExtraTrees forest (where treecomp led the other engines
+    # least, 2026-11-27);
     # the wide ones keep fewer test rows (2,000 float32 features: 8 kB a row)
     "xgb-d8-13": CaseSpec(
         "XGBoost binary: {n_trees} trees, depth {depth}, {n_features} features", "xgboost",
