@@ -322,6 +322,13 @@ def _checked_labels(d: Any) -> np.ndarray:
     return c
 
 
+#: the IR file's optional header fields and their JSON types (checked where present)
+_OPTIONAL_META: dict[str, type] = {
+    "exp_lib": str, "reject_inf": list, "transform_params": list, "base_link": str,
+    "category_hashes": list, "output_divisor": int, "leaf_layout": str, "input_rule": str,
+    "category_values": list}
+
+
 def _typed(meta: dict, types: dict[str, type]) -> None:
     """JSON fields of exactly these types (bool("false") is True, int(2.7) is 2: a corrupt
     file must not be coerced into another model)."""
@@ -767,24 +774,7 @@ class Forest(_Outputs):
                           "accumulate_dtype": str, "transform": str, "decision": str,
                           "category_rule": str, "pandas_categories": str, "provenance": str,
                           "classes": list})
-            if "exp_lib" in meta:
-                _typed(meta, {"exp_lib": str})
-            if "reject_inf" in meta:
-                _typed(meta, {"reject_inf": list})
-            if "transform_params" in meta:
-                _typed(meta, {"transform_params": list})
-            if "base_link" in meta:
-                _typed(meta, {"base_link": str})
-            if "category_hashes" in meta:
-                _typed(meta, {"category_hashes": list})
-            if "output_divisor" in meta:
-                _typed(meta, {"output_divisor": int})
-            if "leaf_layout" in meta:
-                _typed(meta, {"leaf_layout": str})
-            if "input_rule" in meta:
-                _typed(meta, {"input_rule": str})
-            if "category_values" in meta:
-                _typed(meta, {"category_values": list})
+            _typed(meta, {k: t for k, t in _OPTIONAL_META.items() if k in meta})
             names = meta["feature_names"]
             if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
                 raise TypeError("feature_names must be a list of strings")
