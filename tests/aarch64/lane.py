@@ -392,19 +392,29 @@ STAGE = ("setup.py", "pyproject.toml", "README.md", "MANIFEST.in", "runtime", "t
 _NOT_STAGED = shutil.ignore_patterns("*.so", "*.a", "*.o", "__pycache__", "*.pyc", "*.egg-info")
 
 
+def copy_sources(dest: Path, root: Path = ROOT) -> None:
+    """Copy STAGE from `root` into `dest`, replacing what an earlier stage left there (its built
+    parts included: the stage builds them again). Symlinks are kept (treecomp/runtime is a link
+    to runtime/, as in the checkout); copying over an existing stage must not trip on them."""
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in STAGE:
+        src, target = root / name, dest / name
+        if target.is_symlink() or target.is_file():
+            target.unlink()
+        elif target.is_dir():
+            shutil.rmtree(target)
+        if src.is_dir():
+            shutil.copytree(src, target, symlinks=True, ignore=_NOT_STAGED)
+        elif src.is_file():
+            shutil.copy2(src, target)
+
+
 def stage(lane: Lane, dest: Path, cpu: str = "max", log=None) -> dict:
     """Copy this checkout into `dest` and build treecomp's native parts there on the emulated
     host (the guest Python runs setup.py; CC / AR are the cross tools): what an aarch64 user's
     install does. Returns the build's timing; SetupError if it fails."""
     log = log or (lambda msg: print(f"[aarch64 lane] {msg}", file=sys.stderr, flush=True))
-    dest.mkdir(parents=True, exist_ok=True)
-    for name in STAGE:
-        src = ROOT / name
-        if src.is_dir():
-            # symlinks kept: treecomp/runtime is a link to runtime/, as in the checkout
-            shutil.copytree(src, dest / name, symlinks=True, ignore=_NOT_STAGED, dirs_exist_ok=True)
-        elif src.is_file():
-            shutil.copy2(src, dest / name)
+    copy_sources(dest)
     t0, c0 = time.perf_counter(), _cpu_seconds()
     try:
         out = lane.guest(["setup.py", "-q", "build_ext", "--inplace"], cpu=cpu, cwd=dest, timeout=1200)

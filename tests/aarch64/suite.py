@@ -86,7 +86,16 @@ class Result:
         if self.ok:
             return head
         return "\n".join([head, f"guest pytest exit status {self.returncode}", *self.failures,
-                          "--- guest output (tail) ---", self.output[-6000:]])
+                          "--- guest output (tail) ---", output_tail(self.output)])
+
+
+def output_tail(output: str, limit: int = 6000) -> str:
+    """The last `limit` characters of a guest's output, with faulthandler's list of extension
+    modules (one line of thousands of characters that a crashing Python prints after its
+    traceback) cut short, so that the tail shows the traceback rather than that list."""
+    lines = [line if not line.startswith("Extension modules:") or len(line) <= 200
+             else line[:160] + " ... (cut)" for line in output.splitlines()]
+    return "\n".join(lines)[-limit:]
 
 
 def _read_junit(path: Path) -> tuple[dict[str, int], list[str]]:
