@@ -732,3 +732,31 @@ def test_issue_shapes_are_cases_left_out_of_quick():
     assert not set(shapes) & set(quick) and "et-deep-multiclass" not in quick
     assert set(shapes) < set(every) and "xgb-binary" in quick
 
+
+
+def test_doc_tables_quote_the_run():
+    """bench/doc_tables.py writes the README's and docs' tables from a results.json: treecomp as
+    `auto` builds it, the fastest of the library and the other engines, `*` for engines that
+    were not bit-exact, n/a for those that could not run, and the ratio to an earlier run only
+    where the case's parameters are the same."""
+    from bench import doc_tables
+
+    def strat(name, ns, one=None, exact=True, status="ok"):
+        return {"name": name, "status": status, "ns_per_row_1t": ns, "bit_exact": exact,
+                "latency_us": {"1": one} if one else {}, "native_us_1row": one and one / 2}
+
+    def case(params, auto_ns):
+        return {"name": "xgb-binary", "title": "t", "params": params, "n_trees": 500,
+                "auto_backend": "arrays", "strategies": [
+                    strat("arrays", auto_ns, 2.0), strat("c", 3000, 8.0), strat("library", 5000, 300.0),
+                    strat("daal4py", 2500, 20.0, exact=False), strat("lleaves", None, status="skipped")]}
+    res = {"machine": {"date": "new"}, "cases": [case({"n": 1}, 250.0)]}
+    readme = doc_tables.readme_table(res)
+    assert "| XGBoost binary, depth 6 | 500 | 5,000 | **250 (20.0x)** | oneDAL 2,500 (10.0x) |" in readme
+    batch = doc_tables.batch_table(res)
+    assert "2,500 (2.0x)*" in batch and "n/a" in batch   # oneDAL not exact; lleaves did not run
+    assert "oneDAL 10.0x" in doc_tables.single_row_table(res)  # 20 us against 2 us
+    prev = {"machine": {"date": "old"}, "cases": [case({"n": 1}, 500.0)]}
+    assert "| 500 | 250 | 2.0x |" in doc_tables.against_previous(res, prev)
+    prev["cases"][0]["params"] = {"n": 2}
+    assert "parameters differ" in doc_tables.against_previous(res, prev)
