@@ -517,6 +517,144 @@ class Tree:
             raise InvalidModelError("non-finite leaf_const or linear_coeff")
 
 
+class TreeBuildError(InvalidModelError):
+    """What :func:`build_trees` raises: tree ``index``'s own error, the message Tree() gives."""
+
+    def __init__(self, message: str, index: int) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+#: shared by the trees build_trees makes (read-only): no category sets
+_NO_CAT_BITS = np.zeros((0, 1), np.uint32)
+_NO_CAT_BITS.flags.writeable = False
+_NO_CAT_OTHER = np.zeros(0, np.bool_)
+_NO_CAT_OTHER.flags.writeable = False
+
+
+def build_trees(sizes: Any, left: Any, right: Any, feature: Any, threshold: Any,
+                default_left: Any, value: Any, node_ids: Any = None,
+                cover: Any = None) -> tuple[Tree, ...]:
+    """Numeric trees (no categorical splits, no linear leaves) from forest-wide arrays: tree i
+    is the slice ``[off[i], off[i] + sizes[i])`` of each array (child indices local to the tree,
+    as in Tree), every tree's `value` of the same width. The same trees as
+    ``Tree(left=left[a:b], ...)`` one by one, with the same checks, but validated in one pass
+    over all nodes: each tree's arrays are read-only views into one copy per array, and each
+    tree's max_depth is computed here, for all trees at once. Where a check fails, the trees are
+    built one by one up to the first that fails, so the error is exactly Tree()'s, raised as
+    :class:`TreeBuildError` with that tree's index."""
+    sizes = np.asarray(sizes, np.int64)
+    try:
+        arrays = _bulk_arrays(sizes, left, right, feature, threshold, default_left, value,
+                              node_ids, cover)
+    except InvalidModelError:
+        arrays = None
+    if arrays is None:  # the error (if any) of the first tree that fails, as Tree() words it
+        return _trees_one_by_one(sizes, left, right, feature, threshold, default_left, value,
+                                 node_ids, cover)
+    offs, depth = arrays.pop("offs"), arrays.pop("depth")
+    cat_index = arrays.pop("cat_index")
+    names = [k for k in ("left", "right", "feature", "threshold", "default_left", "value",
+                         "node_ids", "cover") if arrays.get(k) is not None]
+    cols = [arrays[k] for k in names]
+    new = object.__new__
+    setattr_ = object.__setattr__
+    out = []
+    for a, b, d in zip(offs[:-1].tolist(), offs[1:].tolist(), depth.tolist()):
+        t = new(Tree)
+        for k, col in zip(names, cols):
+            setattr_(t, k, col[a:b])
+        setattr_(t, "cat_index", cat_index[a:b])
+        setattr_(t, "cat_bits", _NO_CAT_BITS)
+        setattr_(t, "cat_other_left", _NO_CAT_OTHER)
+        for k in ("node_ids", "cover", "leaf_const", "linear_ptr", "linear_feature", "linear_coeff"):
+            if k not in arrays or arrays[k] is None:
+                setattr_(t, k, None)
+        t.__dict__["max_depth"] = d  # functools.cached_property's slot
+        out.append(t)
+    return tuple(out)
+
+
+def _trees_one_by_one(sizes: np.ndarray, *cols: Any) -> tuple[Tree, ...]:
+    names = ("left", "right", "feature", "threshold", "default_left", "value", "node_ids", "cover")
+    offs = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+    out = []
+    for i in range(len(sizes)):
+        a, b = offs[i], offs[i + 1]
+        try:
+            out.append(Tree(**{k: None if c is None else np.asarray(c)[a:b]
+                               for k, c in zip(names, cols)}))
+        except InvalidModelError as exc:
+            raise TreeBuildError(str(exc), i) from None
+    return tuple(out)
+
+
+def _bulk_arrays(sizes: np.ndarray, left: Any, right: Any, feature: Any, threshold: Any,
+                 default_left: Any, value: Any, node_ids: Any, cover: Any) -> dict | None:
+    """build_trees' arrays converted and checked as Tree._validate checks each tree, over all
+    nodes at once; None where some tree fails a check (or the arrays disagree in length)."""
+    if sizes.ndim != 1 or not len(sizes) or np.any(sizes < 1):
+        return None
+    total = int(sizes.sum())
+    value = np.asarray(value, dtype=np.float64)
+    if value.ndim == 1:
+        value = value[:, None]
+    a = {"left": _frozen(left, np.int32, 1, "left"), "right": _frozen(right, np.int32, 1, "right"),
+         "feature": _frozen(feature, np.int32, 1, "feature"),
+         "threshold": _frozen(threshold, np.float64, 1, "threshold"),
+         "default_left": _frozen(default_left, np.bool_, 1, "default_left"),
+         "value": _frozen(value, np.float64, 2, "value"),
+         "node_ids": None if node_ids is None else _frozen(node_ids, np.int32, 1, "node_ids"),
+         "cover": None if cover is None else _frozen(cover, np.float64, 1, "cover")}
+    if any(v is not None and len(v) != total for v in a.values()) or a["value"].shape[1] < 1:
+        return None
+    offs = np.zeros(len(sizes) + 1, np.int64)
+    np.cumsum(sizes, out=offs[1:])
+    left, right, feature = a["left"], a["right"], a["feature"]
+    leaf = left < 0
+    internal = ~leaf
+    if (left < -1).any() or ((right < 0) != leaf).any() or (right < -1).any():
+        return None
+    tree_of = np.repeat(np.arange(len(sizes)), sizes)
+    base = offs[:-1][tree_of]
+    node = np.flatnonzero(internal)
+    local = node - base[internal]
+    n_of = sizes[tree_of[internal]]
+    l, r = left[internal].astype(np.int64), right[internal].astype(np.int64)
+    if (l >= n_of).any() or (r >= n_of).any() or (l <= local).any() or (r <= local).any():
+        return None
+    gl, gr = l + base[internal], r + base[internal]  # forest-wide child indices
+    counts = np.bincount(np.concatenate([gl, gr]), minlength=total)
+    is_root = np.zeros(total, bool)
+    is_root[offs[:-1]] = True
+    if np.any(counts != ~is_root):  # a root has no parent, every other node exactly one
+        return None
+    if (feature[internal] < 0).any() or (feature[leaf] != -1).any():
+        return None
+    if np.isnan(a["threshold"][internal]).any() or not np.isfinite(a["value"][leaf]).all():
+        return None
+    cover = a["cover"]
+    if cover is not None and (not np.isfinite(cover).all() or (cover < 0).any()):
+        return None
+    # every node's depth, level by level over all trees at once (as Tree.depths, per tree)
+    depth = np.zeros(total, np.int64)
+    child_l = np.full(total, -1, np.int64)
+    child_r = np.full(total, -1, np.int64)
+    child_l[node], child_r[node] = gl, gr
+    level, d = offs[:-1], 0
+    while level.size:
+        depth[level] = d
+        level = level[child_l[level] >= 0]
+        level = np.concatenate([child_l[level], child_r[level]])
+        d += 1
+    a["depth"] = np.maximum.reduceat(depth, offs[:-1])
+    a["offs"] = offs
+    cat_index = np.full(total, -1, np.int32)
+    cat_index.flags.writeable = False
+    a["cat_index"] = cat_index
+    return a
+
+
 class _Outputs:
     """What Forest and Head share: how raw margins become the library's outputs."""
 
@@ -722,9 +860,15 @@ class Forest(_Outputs):
             meta = self.meta()
             del meta["provenance"]
             h.update(json.dumps(meta, sort_keys=True).encode())
+            heads: dict = {}  # (dtype, shape) -> ":<dtype>:<shape>" (trees repeat a few)
             for name, arr in self._arrays():
-                h.update(f"{name}:{arr.dtype.str}:{arr.shape}".encode())
-                h.update(np.ascontiguousarray(arr).tobytes())
+                key = (arr.dtype, arr.shape)
+                head = heads.get(key)
+                if head is None:
+                    head = heads[key] = f":{arr.dtype.str}:{arr.shape}"
+                h.update((name + head).encode())
+                # the array's bytes in C order (hashlib reads a contiguous array's own buffer)
+                h.update(arr if arr.flags.c_contiguous else np.ascontiguousarray(arr))
             cached = h.hexdigest()
             object.__setattr__(self, "_digest", cached)
         return cached
