@@ -73,7 +73,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidModelError, NotFittedError, UnsupportedModelError
-from ..ir import Forest, Tree, checked_category_values, leaf_tree
+from ..ir import Forest, Tree, TreeBuildError, build_trees, checked_category_values, leaf_tree
 
 #: LightGBM's kZeroThreshold: `const double kZeroThreshold = 1e-35f;` (a float literal).
 K_ZERO = float(np.float32(1e-35))
@@ -533,6 +533,49 @@ def _cat_sets(kv: dict[str, str], name: str, is_cat: np.ndarray, thr: np.ndarray
     return bits, row
 
 
+def _plain_trees(plain: np.ndarray, n_int: np.ndarray, n_leaves: np.ndarray, tid: np.ndarray,
+                 loc: np.ndarray, lu: np.ndarray, ru: np.ndarray, feat: np.ndarray,
+                 thr: np.ndarray, default_left: np.ndarray, leaf_all: np.ndarray,
+                 leaf_off: np.ndarray, icount: np.ndarray | None, lcount: np.ndarray | None,
+                 split: np.ndarray) -> tuple[Tree, ...]:
+    """The trees `plain` marks, as _convert_trees' loop builds each one whose node ids need no
+    renumbering (internal node j at j, leaf j at n_int + j), all at once: forest-wide arrays
+    (per internal node: tid, loc, lu, ru, feat, thr, default_left, icount; per leaf:
+    leaf_all by leaf_off, lcount for the `split` trees) scattered into the trees' node slots."""
+    P = np.flatnonzero(plain)
+    k = n_int[P]
+    sizes = 2 * k + 1
+    offs = np.zeros(len(P) + 1, np.int64)
+    np.cumsum(sizes, out=offs[1:])
+    total = int(offs[-1])
+    pos = np.cumsum(plain) - 1  # tree -> its index among the plain trees
+    m = plain[tid]
+    gi = offs[pos[tid[m]]] + loc[m]  # the internal nodes' slots
+    leaf_tree_of = np.repeat(np.arange(len(n_leaves)), n_leaves)
+    lm = plain[leaf_tree_of]
+    lt = leaf_tree_of[lm]
+    gl = offs[pos[lt]] + n_int[lt] + (np.flatnonzero(lm) - leaf_off[lt])  # the leaves' slots
+    left = np.full(total, -1, np.int64)
+    right = np.full(total, -1, np.int64)
+    feature = np.full(total, -1, np.int64)
+    threshold = np.zeros(total)
+    dleft = np.zeros(total, bool)
+    value = np.zeros(total)
+    node_ids = np.empty(total, np.int64)
+    left[gi], right[gi], feature[gi] = lu[m], ru[m], feat[m]
+    threshold[gi], dleft[gi] = thr[m], default_left[m]
+    value[gl] = leaf_all[lm]
+    node_ids[gi] = loc[m]
+    node_ids[gl] = gl - offs[pos[lt]] - n_int[lt]
+    cover = None
+    if icount is not None:
+        cover = np.zeros(total)
+        cover[gi] = icount[m]
+        cover[gl] = lcount[plain[np.repeat(split, n_leaves[split])]]
+    return build_trees(sizes, left, right, feature, threshold, dleft, value, node_ids=node_ids,
+                       cover=cover)
+
+
 def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree]:
     """All trees at once: the per-node arithmetic runs vectorised over the whole model."""
     T = len(tree_kvs)
@@ -626,12 +669,38 @@ def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree
     expanding = per_tree(expand)
     has_cat = per_tree(is_cat)
 
-    trees: list[Tree] = []
+    # the common trees (numeric splits in LightGBM's own order, no linear leaves) are built in
+    # one pass over all their nodes (ir.build_trees), single leaves in another; the rest one
+    # by one below (a tree with an odd is_linear line too: _linear words its error)
+    linear = np.array([bool(kv.get("is_linear", "").strip()) and _atoi(kv["is_linear"]) != 0
+                       for kv in tree_kvs], bool)
+    plain = ~renumber & ~expanding & ~has_cat & ~linear & (n_int > 0)
+    single = (n_int == 0) & ~linear
+    trees: list = [None] * T
+    try:
+        if plain.any():
+            for i, tree in zip(np.flatnonzero(plain).tolist(), _plain_trees(
+                    plain, n_int, n_leaves, tid, loc, lu, ru, feat, t, default_left, leaf_all,
+                    leaf_off, icount if counted else None, lcount if counted else None, sp)):
+                trees[i] = tree
+        if single.any():
+            S = np.flatnonzero(single)
+            ones = np.ones(len(S), np.int64)
+            for i, tree in zip(S.tolist(), build_trees(
+                    ones, -ones, -ones, -ones, np.zeros(len(S)), np.zeros(len(S), bool),
+                    leaf_all[leaf_off[S]], node_ids=np.zeros(len(S), np.int64))):
+                trees[i] = tree
+    except TreeBuildError:  # some tree is invalid: one by one, in order, says which first
+        plain[:] = single[:] = False
+        trees = [None] * T
+
     for i in range(T):
+        if plain[i] or single[i]:
+            continue
         lv = leaf_all[leaf_off[i]:leaf_off[i + 1]]
         k = int(n_int[i])
         if k == 0:
-            trees.append(_linear(dataclasses.replace(leaf_tree(lv[0]), node_ids=[0]), tree_kvs[i], names[i]))
+            trees[i] = _linear(dataclasses.replace(leaf_tree(lv[0]), node_ids=[0]), tree_kvs[i], names[i])
             continue
         a, b = int_off[i], int_off[i + 1]
         if has_cat[i]:
@@ -668,9 +737,9 @@ def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree
                 arrays["cover"][inner] = icount[a:b]
                 arrays["cover"][new_of[k:]] = lcount[lc_off[i]:lc_off[i + 1]]
         try:
-            trees.append(_linear(Tree(**arrays, cat_bits=cat_bits,
-                                      cat_other_left=np.zeros(cat_bits.shape[0], bool)),
-                                 tree_kvs[i], names[i]))
+            trees[i] = _linear(Tree(**arrays, cat_bits=cat_bits,
+                                    cat_other_left=np.zeros(cat_bits.shape[0], bool)),
+                               tree_kvs[i], names[i])
         except InvalidModelError as exc:
             raise InvalidModelError(f"LightGBM tree {names[i]}: {exc}") from None
     return trees
