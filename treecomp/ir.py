@@ -534,7 +534,7 @@ _NO_CAT_OTHER.flags.writeable = False
 
 def build_trees(sizes: Any, left: Any, right: Any, feature: Any, threshold: Any,
                 default_left: Any, value: Any, node_ids: Any = None,
-                cover: Any = None) -> tuple[Tree, ...]:
+                cover: Any = None, copy: bool = True) -> tuple[Tree, ...]:
     """Numeric trees (no categorical splits, no linear leaves) from forest-wide arrays: tree i
     is the slice ``[off[i], off[i] + sizes[i])`` of each array (child indices local to the tree,
     as in Tree), every tree's `value` of the same width. The same trees as
@@ -542,11 +542,15 @@ def build_trees(sizes: Any, left: Any, right: Any, feature: Any, threshold: Any,
     over all nodes: each tree's arrays are read-only views into one copy per array, and each
     tree's max_depth is computed here, for all trees at once. Where a check fails, the trees are
     built one by one up to the first that fails, so the error is exactly Tree()'s, raised as
-    :class:`TreeBuildError` with that tree's index."""
+    :class:`TreeBuildError` with that tree's index.
+
+    With ``copy=False`` an array that is a numpy array of the IR's dtype, C-contiguous and the
+    owner of its data is kept (made read-only) instead of copied: for arrays the caller made
+    for this call and holds no other use for (peak memory of huge models)."""
     sizes = np.asarray(sizes, np.int64)
     try:
         arrays = _bulk_arrays(sizes, left, right, feature, threshold, default_left, value,
-                              node_ids, cover)
+                              node_ids, cover, copy)
     except InvalidModelError:
         arrays = None
     if arrays is None:  # the error (if any) of the first tree that fails, as Tree() words it
@@ -589,65 +593,87 @@ def _trees_one_by_one(sizes: np.ndarray, *cols: Any) -> tuple[Tree, ...]:
     return tuple(out)
 
 
+def _kept(a: Any, dtype: Any, ndim: int, name: str, copy: bool) -> np.ndarray:
+    """_frozen(a), or with copy=False `a` itself (read-only) where it already is such an
+    array and owns its data (build_trees)."""
+    if not copy and isinstance(a, np.ndarray) and a.dtype == dtype and a.ndim == ndim \
+            and a.flags.c_contiguous and a.flags.owndata:
+        a.flags.writeable = False
+        return a
+    return _frozen(a, dtype, ndim, name)
+
+
 def _bulk_arrays(sizes: np.ndarray, left: Any, right: Any, feature: Any, threshold: Any,
-                 default_left: Any, value: Any, node_ids: Any, cover: Any) -> dict | None:
+                 default_left: Any, value: Any, node_ids: Any, cover: Any,
+                 copy: bool = True) -> dict | None:
     """build_trees' arrays converted and checked as Tree._validate checks each tree, over all
     nodes at once; None where some tree fails a check (or the arrays disagree in length)."""
     if sizes.ndim != 1 or not len(sizes) or np.any(sizes < 1):
         return None
     total = int(sizes.sum())
-    value = np.asarray(value, dtype=np.float64)
-    if value.ndim == 1:
-        value = value[:, None]
-    a = {"left": _frozen(left, np.int32, 1, "left"), "right": _frozen(right, np.int32, 1, "right"),
-         "feature": _frozen(feature, np.int32, 1, "feature"),
-         "threshold": _frozen(threshold, np.float64, 1, "threshold"),
-         "default_left": _frozen(default_left, np.bool_, 1, "default_left"),
-         "value": _frozen(value, np.float64, 2, "value"),
-         "node_ids": None if node_ids is None else _frozen(node_ids, np.int32, 1, "node_ids"),
-         "cover": None if cover is None else _frozen(cover, np.float64, 1, "cover")}
+    if isinstance(value, np.ndarray) and value.dtype == np.float64 and value.ndim == 1:
+        value = _kept(value, np.float64, 1, "value", copy)[:, None]  # (a view: read-only too)
+    else:
+        value = np.asarray(value, dtype=np.float64)
+        if value.ndim == 1:
+            value = value[:, None]
+        value = _frozen(value, np.float64, 2, "value")
+    a = {"left": _kept(left, np.int32, 1, "left", copy),
+         "right": _kept(right, np.int32, 1, "right", copy),
+         "feature": _kept(feature, np.int32, 1, "feature", copy),
+         "threshold": _kept(threshold, np.float64, 1, "threshold", copy),
+         "default_left": _kept(default_left, np.bool_, 1, "default_left", copy),
+         "value": value,
+         "node_ids": None if node_ids is None else _kept(node_ids, np.int32, 1, "node_ids", copy),
+         "cover": None if cover is None else _kept(cover, np.float64, 1, "cover", copy)}
     if any(v is not None and len(v) != total for v in a.values()) or a["value"].shape[1] < 1:
         return None
     offs = np.zeros(len(sizes) + 1, np.int64)
     np.cumsum(sizes, out=offs[1:])
     left, right, feature = a["left"], a["right"], a["feature"]
     leaf = left < 0
-    internal = ~leaf
     if (left < -1).any() or ((right < 0) != leaf).any() or (right < -1).any():
         return None
-    tree_of = np.repeat(np.arange(len(sizes)), sizes)
-    base = offs[:-1][tree_of]
-    node = np.flatnonzero(internal)
-    local = node - base[internal]
-    n_of = sizes[tree_of[internal]]
-    l, r = left[internal].astype(np.int64), right[internal].astype(np.int64)
+    if (feature[leaf] != -1).any() or not np.isfinite(a["value"][leaf]).all():
+        return None
+    node = np.flatnonzero(~leaf)  # the internal nodes
+    del leaf
+    if (feature[node] < 0).any() or np.isnan(a["threshold"][node]).any():
+        return None
+    # (temporaries of 4 or 8 bytes a node, freed as soon as they are used: peak memory)
+    tree_of = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)
+    first = offs[tree_of[node]]  # each internal node's tree's first node
+    n_of = sizes[tree_of[node]]
+    local = node - first
+    l, r = left[node].astype(np.int64), right[node].astype(np.int64)
     if (l >= n_of).any() or (r >= n_of).any() or (l <= local).any() or (r <= local).any():
         return None
-    gl, gr = l + base[internal], r + base[internal]  # forest-wide child indices
-    counts = np.bincount(np.concatenate([gl, gr]), minlength=total)
-    is_root = np.zeros(total, bool)
-    is_root[offs[:-1]] = True
-    if np.any(counts != ~is_root):  # a root has no parent, every other node exactly one
+    del n_of, local, node
+    l += first  # forest-wide child indices
+    r += first
+    del first
+    # every node but the roots has exactly one parent: (children come after their parent, so
+    # no root is a child) the 2 * internal children are distinct and as many as those nodes
+    seen = np.zeros(total, bool)
+    seen[l] = True
+    seen[r] = True
+    if 2 * len(l) != total - len(sizes) or np.count_nonzero(seen) != 2 * len(l):
         return None
-    if (feature[internal] < 0).any() or (feature[leaf] != -1).any():
-        return None
-    if np.isnan(a["threshold"][internal]).any() or not np.isfinite(a["value"][leaf]).all():
-        return None
+    del seen, l, r
     cover = a["cover"]
     if cover is not None and (not np.isfinite(cover).all() or (cover < 0).any()):
         return None
-    # every node's depth, level by level over all trees at once (as Tree.depths, per tree)
-    depth = np.zeros(total, np.int64)
-    child_l = np.full(total, -1, np.int64)
-    child_r = np.full(total, -1, np.int64)
-    child_l[node], child_r[node] = gl, gr
+    # each tree's depth, level by level over all trees at once (as Tree.depths, per tree)
+    depth = np.zeros(len(sizes), np.int64)
     level, d = offs[:-1], 0
     while level.size:
-        depth[level] = d
-        level = level[child_l[level] >= 0]
-        level = np.concatenate([child_l[level], child_r[level]])
+        depth[tree_of[level]] = d  # (the deepest level a tree reaches is written last)
+        level = level[left[level] >= 0]
+        base = offs[tree_of[level]]
+        level = np.concatenate([left[level] + base, right[level] + base])
         d += 1
-    a["depth"] = np.maximum.reduceat(depth, offs[:-1])
+    del tree_of
+    a["depth"] = depth
     a["offs"] = offs
     cat_index = np.full(total, -1, np.int32)
     cat_index.flags.writeable = False
