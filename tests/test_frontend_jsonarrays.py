@@ -221,7 +221,7 @@ def _parse_both(tmp_path, data: bytes, monkeypatch):
     for fast in (True, False):
         with monkeypatch.context() as m:
             if not fast:
-                m.setattr(jsonarrays, "loads", lambda d, keys: json.loads(d))
+                m.setattr(jsonarrays, "loads", lambda d, keys, **kw: json.loads(d))
             try:
                 out.append(xgb_frontend.parse_xgboost_file(p).digest())
             except InvalidModelError as exc:
@@ -299,7 +299,7 @@ def _parse_ways(tmp_path, data: bytes, monkeypatch, suffix: str = ".json") -> li
     for way in ("bulk", "plain-json", "tree-by-tree"):
         with monkeypatch.context() as m:
             if way != "bulk" and suffix == ".json":
-                m.setattr(jsonarrays, "loads", lambda d, keys: json.loads(d))
+                m.setattr(jsonarrays, "loads", lambda d, keys, **kw: json.loads(d))
             if way == "tree-by-tree":
                 _one_by_one(m)
             try:
@@ -420,3 +420,35 @@ def test_typed_ubjson_same_forest_and_errors(tmp_path, monkeypatch):
     _tree(doc, 2)["left_children"] = _tree(doc, 2)["left_children"].astype(np.int64)  # wrong type
     ways = _parse_ways(tmp_path, ubj_encode(doc), monkeypatch, ".ubj")
     assert ways[0] == ways[2] and "left_children" in ways[0], ways
+
+
+def test_loads_narrow_values_and_per_key_slices(monkeypatch):
+    """float32_keys / int32: the same numbers, rounded to float32 as astype rounds json.loads'
+    floats, ints as int32 unless some value of the key does not fit; each key's arrays are
+    consecutive slices of one array (in document order), batch boundaries included."""
+    monkeypatch.setattr(jsonarrays, "_CHUNK", 300)  # many batches per key
+    rng = np.random.default_rng(4)
+    trees = [{"a": rng.integers(-5, 10 ** 6, 40).tolist(),
+              "f": (rng.normal(size=30) * 10.0 ** rng.integers(-40, 40, 30)).tolist(),
+              "g": rng.normal(size=30).tolist(),
+              "b": rng.integers(0, 9, 35).tolist()} for _ in range(12)]
+    trees[7]["b"][3] = 2 ** 40  # key "b" does not fit int32: all of it stays int64
+    data = json.dumps({"t": trees}, separators=(",", ":")).encode()
+    want = json.loads(data)
+    got = jsonarrays.loads(data, ["a", "f", "g", "b"], float32_keys=["f"], int32=True)
+    for key, dtype in (("a", np.int32), ("b", np.int64), ("f", np.float32), ("g", np.float64)):
+        arrays = [t[key] for t in got["t"]]
+        assert all(isinstance(a, jsonarrays.NumberArray) for a in arrays), key
+        base = arrays[0].base
+        assert base.dtype == dtype, key
+        pos = 0
+        for a, w in zip(arrays, (t[key] for t in want["t"])):
+            assert a.base is base and a.start == pos and a.values.dtype == dtype, key
+            with np.errstate(over="ignore"):
+                np.testing.assert_array_equal(a.values, np.array(w, np.float64).astype(dtype))
+            pos += len(a)
+        assert pos == len(base)
+    # without them: json.loads' values exactly, int64 / float64
+    plain = jsonarrays.loads(data, ["a", "f", "g", "b"])
+    assert _same_doc(_plain(plain), want)
+    assert plain["t"][0]["a"].values.dtype == np.int64 and plain["t"][0]["f"].values.dtype == np.float64

@@ -39,13 +39,19 @@ class NumberArray:
     """A JSON array of numbers that :func:`loads` read with numpy: ``values`` is int64 when
     every element is a JSON integer, float64 when every element has a fraction or an exponent
     (``is_float``); json.loads would have given a list of Python ints / floats with these
-    values. ``np.asarray`` and ``len`` work on it; :meth:`tolist` gives json.loads' list."""
+    values. ``np.asarray`` and ``len`` work on it; :meth:`tolist` gives json.loads' list.
+    (Where loads was asked for narrower values, int32 / float32: see loads.)"""
 
-    __slots__ = ("values", "is_float")
+    __slots__ = ("values", "is_float", "base", "start")
 
-    def __init__(self, values: np.ndarray, is_float: bool) -> None:
+    def __init__(self, values: np.ndarray, is_float: bool, base: np.ndarray | None = None,
+                 start: int = 0) -> None:
         self.values = values
         self.is_float = is_float
+        #: the array `values` is the slice ``base[start:start + len(values)]`` of (loads: one
+        #: per key and kind, the arrays in document order), or None
+        self.base = base
+        self.start = start
 
     def __len__(self) -> int:
         return len(self.values)
@@ -173,8 +179,8 @@ def _pattern(keys: tuple[str, ...]) -> re.Pattern:
 _NUMBER_CHARS = b"-+.0123456789eE,"
 
 
-def _arrays(data: bytes, keys: tuple[str, ...]) -> list[tuple[int, int]]:
-    """(start, end) of the body of every array directly under one of `keys` whose key
+def _arrays(data: bytes, keys: tuple[str, ...]) -> list[tuple[int, int, bytes]]:
+    """(start, end, key) of the body of every array directly under one of `keys` whose key
     follows '{' or ',' (so its opening quote is no escaped one inside a string) and whose body,
     up to its first ']', is at least MIN_BYTES characters of _NUMBER_CHARS."""
     out = []
@@ -186,7 +192,7 @@ def _arrays(data: bytes, keys: tuple[str, ...]) -> list[tuple[int, int]]:
         a = m.end()
         b = find(b"]", a)
         if b - a >= MIN_BYTES:
-            out.append((a, b))
+            out.append((a, b, m.group(1)))
     # the bodies' characters checked a batch of arrays at a time (a few numpy passes over
     # their joined bytes, about _CHUNK of them), and the arrays holding any other character
     # dropped
@@ -198,10 +204,11 @@ def _arrays(data: bytes, keys: tuple[str, ...]) -> list[tuple[int, int]]:
         while j < len(out) and (size < _CHUNK or j == i):
             size += out[j][1] - out[j][0]
             j += 1
-        joined = np.frombuffer(b"".join(view[a:b] for a, b in out[i:j]), np.uint8)
+        joined = np.frombuffer(b"".join([view[a:b] for a, b, _ in out[i:j]]), np.uint8)
         bad = np.flatnonzero(~_in_set(joined))
+        del joined
         if bad.size:
-            ends = np.cumsum([b - a for a, b in out[i:j]])
+            ends = np.cumsum([b - a for a, b, _ in out[i:j]])
             drop.update((i + np.searchsorted(ends, bad, side="right")).tolist())
         i = j
     view.release()
@@ -213,34 +220,40 @@ def _in_set(u: np.ndarray) -> np.ndarray:
     return ((u - np.uint8(43)) < 4) | ((u - np.uint8(48)) < 10) | ((u | np.uint8(0x20)) == 0x65)
 
 
-def loads(data: bytes, keys: Iterable[str]) -> Any:
+def loads(data: bytes, keys: Iterable[str], float32_keys: Iterable[str] = (),
+          int32: bool = False) -> Any:
     """``json.loads(data)``, with the large number arrays under `keys` (anywhere in the
     document) parsed by numpy and returned as :class:`NumberArray` (module docstring). Raises
-    what json.loads raises on invalid JSON."""
+    what json.loads raises on invalid JSON.
+
+    The arrays of one key and kind (int / float) are parsed a batch at a time into one array,
+    in document order; each NumberArray is a slice of it (``base``, ``start``), so a consumer
+    can take consecutive arrays of one key as one slice, without copying them. To save memory
+    a consumer may ask for narrower values: the float arrays under `float32_keys` as float32
+    (each value float64 first, then rounded to the nearest float32, as ``astype`` rounds), and
+    with `int32` the integer arrays of every key whose values all fit int32 as int32."""
     spans: list[tuple[int, int]] = []
-    ints: list[tuple[int, int, int]] = []  # (array, start, end) of each array's numbers
-    flts: list[tuple[int, int, int]] = []
-    for a, b in _arrays(data, tuple(sorted(keys))):
-        is_float = data.find(b".", a, b) >= 0 or data.find(b"e", a, b) >= 0 \
-            or data.find(b"E", a, b) >= 0
-        (flts if is_float else ints).append((len(spans), a, b))
+    #: (key, is_float) -> (array, start, end) of each array's numbers, in document order
+    groups: dict[tuple[bytes, bool], list[tuple[int, int, int]]] = {}
+    find = data.find
+    for a, b, key in _arrays(data, tuple(sorted(keys))):
+        is_float = find(b".", a, b) >= 0 or find(b"e", a, b) >= 0 or find(b"E", a, b) >= 0
+        groups.setdefault((key, is_float), []).append((len(spans), a, b))
         spans.append((a - 1, b + 1))
     if not spans:
         return json.loads(data)
     arrays: list[NumberArray | None] = [None] * len(spans)
-    view = memoryview(data)  # (slices of it are joined without copies of their own)
-    for group, is_float in ((ints, False), (flts, True)):
-        if not group:
-            continue
-        values = parse_numbers(b",".join(view[a:b] for _, a, b in group), is_float)
-        if values is None:
+    narrow = {k.encode() for k in float32_keys}
+    for (key, is_float), group in groups.items():
+        got = _group_values(data, group, is_float, key in narrow if is_float else int32)
+        if got is None:
             return json.loads(data)  # not all JSON numbers: json.loads decides (and words it)
-        counts = np.array([data.count(b",", a, b) + 1 for _, a, b in group], np.int64)
-        if len(values) != counts.sum():  # cannot happen after the check above
-            return json.loads(data)
-        for (i, _, _), part in zip(group, np.split(values, np.cumsum(counts)[:-1])):
-            arrays[i] = NumberArray(part, is_float)
-    view.release()
+        values, ends = got
+        start = 0
+        for (i, _, _), end in zip(group, ends.tolist()):
+            arrays[i] = NumberArray(values[start:end], is_float, values, start)
+            start = end
+    del groups
     # the document with each of those arrays replaced by a placeholder string
     pieces = []
     pos = 0
@@ -256,6 +269,38 @@ def loads(data: bytes, keys: Iterable[str]) -> Any:
     if not _restore(doc, frozenset(keys), arrays):
         return json.loads(data)  # a placeholder somewhere else: hostile or odd; read it plainly
     return doc
+
+
+def _group_values(data: bytes, group: list[tuple[int, int, int]], is_float: bool,
+                  narrow: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    """The numbers of the arrays data[a:b] in `group`, parsed about _CHUNK bytes of arrays at
+    a time into one array (int64 or float64; with `narrow` float32, or int32 while the values
+    fit), and where each array ends in it; None when some array is not a list of JSON numbers
+    of that kind."""
+    counts = np.fromiter((data.count(b",", a, b) + 1 for _, a, b in group), np.int64, len(group))
+    ends = np.cumsum(counts)
+    out = np.empty(int(ends[-1]), (np.float32 if narrow else np.float64) if is_float
+                   else (np.int32 if narrow else np.int64))
+    view = memoryview(data)  # (slices of it are joined without copies of their own)
+    try:
+        i = pos = 0
+        while i < len(group):
+            j, size = i, 0
+            while j < len(group) and (size < _CHUNK or j == i):
+                size += group[j][2] - group[j][1]
+                j += 1
+            vals = parse_numbers(b",".join([view[a:b] for _, a, b in group[i:j]]), is_float)
+            if vals is None or pos + len(vals) != ends[j - 1]:
+                return None
+            if out.dtype == np.int32 and (vals.min() < -2 ** 31 or vals.max() >= 2 ** 31):
+                out = out.astype(np.int64)  # not every value fits int32: this key keeps int64
+            with np.errstate(over="ignore"):  # (beyond float32: inf, as astype rounds it)
+                out[pos:pos + len(vals)] = vals
+            pos += len(vals)
+            i = j
+    finally:
+        view.release()
+    return out, ends
 
 
 def _restore(doc: Any, keys: frozenset, arrays: list) -> bool:

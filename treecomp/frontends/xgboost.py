@@ -559,15 +559,15 @@ _CAT_KEYS = ("categories_segments", "categories_sizes", "categories_nodes", "cat
 _FLOAT_KEYS = frozenset(("split_conditions", "sum_hessian", "loss_changes", "base_weights"))
 
 
-def _fast_field(v: Any, key: str, typed: bool) -> np.ndarray | None:
-    """t[key] as a numpy array where _tree_field accepts it, or None (then the per-tree path
-    decides, and words any error)."""
+def _fast_field(v: Any, key: str, typed: bool) -> Any:
+    """t[key] as a numpy array (or the NumberArray jsonarrays read) where _tree_field accepts
+    it, or None (then the per-tree path decides, and words any error)."""
     if typed:
         if isinstance(v, np.ndarray) and (v.dtype.kind, v.dtype.itemsize) in _TYPED_KINDS[key]:
             return v
         return None
     if type(v) is jsonarrays.NumberArray:
-        return v.values if v.is_float == (key in _FLOAT_KEYS) else None
+        return v if v.is_float == (key in _FLOAT_KEYS) else None
     if type(v) is not list:
         return None
     kinds = set(map(type, v))
@@ -578,6 +578,21 @@ def _fast_field(v: Any, key: str, typed: bool) -> np.ndarray | None:
         return np.array(v, dtype=np.float64 if key in _FLOAT_KEYS else np.int64)
     except (OverflowError, ValueError, TypeError):
         return None
+
+
+def _joined(parts: list) -> np.ndarray:
+    """The arrays (or NumberArrays) concatenated: a view, without a copy, where they are
+    consecutive slices of one of jsonarrays' per-key arrays (a JSON file's trees in order)."""
+    p0 = parts[0]
+    if type(p0) is jsonarrays.NumberArray and p0.base is not None:
+        base, pos = p0.base, p0.start
+        for p in parts:
+            if type(p) is not jsonarrays.NumberArray or p.base is not base or p.start != pos:
+                break
+            pos += len(p.values)
+        else:
+            return base[p0.start:pos]
+    return np.concatenate([p.values if type(p) is jsonarrays.NumberArray else p for p in parts])
 
 
 def _fast_tree_arrays(trees: list) -> tuple[np.ndarray, tuple[np.ndarray, ...]] | None:
@@ -629,7 +644,7 @@ def _fast_tree_arrays(trees: list) -> tuple[np.ndarray, tuple[np.ndarray, ...]] 
                 return None
             cols["split_type"][i] = a
         nums[i] = got[2], has_type, typed
-    left = np.concatenate(cols["left_children"]).astype(np.int64, copy=False)
+    left = _joined(cols["left_children"])
     sizes = np.fromiter(map(len, cols["left_children"]), np.int64, T)
     if np.any(sizes < 1) or np.any(nums[:, 0] != sizes):
         return None
@@ -638,7 +653,7 @@ def _fast_tree_arrays(trees: list) -> tuple[np.ndarray, tuple[np.ndarray, ...]] 
             return None
     out = {}
     for k in ("right_children", "split_indices", "parents"):
-        out[k] = np.concatenate(cols[k]).astype(np.int64, copy=False)
+        out[k] = _joined(cols[k])
     for k in ("left_children", "right_children", "split_indices"):
         a = left if k == "left_children" else out[k]
         if a.min() < -2 ** 31 or a.max() >= 2 ** 31:
@@ -657,12 +672,12 @@ def _fast_tree_arrays(trees: list) -> tuple[np.ndarray, tuple[np.ndarray, ...]] 
         if not np.array_equal(np.fromiter(map(len, with_type), np.int64, len(with_type)),
                               sizes[nums[:, 1] == 1]):
             return None
-        if np.concatenate(with_type).any():  # a categorical split (or an unknown type)
+        if _joined(with_type).any():  # a categorical split (or an unknown type)
             return None
-    stype = np.zeros(offs[-1], np.int64)
-    cond = np.concatenate(cols["split_conditions"]).astype(np.float64, copy=False)
-    dleft = np.concatenate(cols["default_left"]) == 1
-    hess = np.concatenate(cols["sum_hessian"]).astype(np.float64, copy=False)
+    stype = np.zeros(offs[-1], np.int8)
+    cond = _joined(cols["split_conditions"])  # (float32 from JSON: as XGBoost reads it)
+    dleft = _joined(cols["default_left"]) == 1
+    hess = _joined(cols["sum_hessian"])
     return sizes, (left, out["right_children"], out["split_indices"], cond, dleft, stype, hess)
 
 
@@ -681,7 +696,7 @@ def _convert_trees(trees: list, n_features: int, leaf_map=None) -> list[Tree]:
         sizes, (left, right, feat, cond, dleft, stype, hess) = fast
         vecs = [None] * len(trees)
     offs = np.concatenate([[0], np.cumsum(sizes)])
-    tree_of = np.repeat(np.arange(len(trees)), sizes)
+    tree_of = np.repeat(np.arange(len(trees), dtype=np.int32), sizes)
     local = np.arange(offs[-1]) - offs[tree_of]
     internal = left >= 0
 
@@ -696,7 +711,7 @@ def _convert_trees(trees: list, n_features: int, leaf_map=None) -> list[Tree]:
          f"split feature index out of range (num_feature={n_features})")
     fail((stype != 0) & (stype != 1), "unknown split_type")
     with np.errstate(all="ignore"):
-        cond32 = cond.astype(_F32)  # JSON holds float32 values as shortest decimals
+        cond32 = cond.astype(_F32, copy=False)  # JSON holds float32 values as shortest decimals
     fail(~internal & ~np.isfinite(cond32), "non-finite leaf value")
     is_cat = internal & (stype == 1)
     fail(internal & ~is_cat & np.isnan(cond32), "NaN split condition")
@@ -728,9 +743,12 @@ def _convert_trees(trees: list, n_features: int, leaf_map=None) -> list[Tree]:
     if plain.any():
         nodes = slice(None) if plain.all() else plain[tree_of]
         try:
+            # (copy=False: the arrays made here are kept as the trees' own; left and right,
+            # views of the document's arrays when every tree is plain, are copied)
             built = build_trees(sizes[plain], left[nodes], right[nodes], feature[nodes],
                                 threshold[nodes], default_left[nodes], value[nodes],
-                                node_ids=local[nodes], cover=hess32[nodes])
+                                node_ids=local[nodes].astype(np.int32), cover=hess32[nodes],
+                                copy=False)
         except TreeBuildError:  # some tree is invalid: one by one, in order, says which first
             plain[:] = False
         else:
@@ -1115,9 +1133,15 @@ JSON_ARRAY_KEYS = ("parents", "left_children", "right_children", "split_indices"
                    "base_weights", "split_type", "leaf_weights")
 
 
+#: the keys whose arrays XGBoost reads as floats (float32; _UNTYPED)
+JSON_FLOAT_KEYS = tuple(k for k, v in _UNTYPED.items() if v == (float,))
+
+
 def _loads_json(data: bytes, what: str) -> Any:
     try:
-        return jsonarrays.loads(data, JSON_ARRAY_KEYS)
+        # XGBoost's JSON numbers are float32 (json.h: Number holds a float), and every float
+        # array is read as float32 below: kept so, and integers as int32 where they fit
+        return jsonarrays.loads(data, JSON_ARRAY_KEYS, float32_keys=JSON_FLOAT_KEYS, int32=True)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise InvalidModelError(f"{what} is not valid JSON: {exc}") from None
 
