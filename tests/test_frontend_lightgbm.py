@@ -903,3 +903,25 @@ def test_bulk_trees_errors_are_tree_by_tree_errors(where, monkeypatch):
     trees[where] = bad
     a, b = _parse_ways(lib_model_text(trees), monkeypatch)
     assert a == b and a.startswith("InvalidModelError") and f"tree {where}" in a, (a, b)
+
+
+@pytest.mark.parametrize("counts", ["5 3 2", "5 -0 2", "5 3.5 2", "5 3e0 2", "5 +3 2",
+                                    "5 1234567890123456789012 2", "5 x 2"])
+def test_count_lines_read_as_before(counts, monkeypatch):
+    """leaf_count / internal_count (the cover) are read as integers where that gives the same
+    float64 values as reading them as floats (-0 and non-integers take the float path); a line
+    neither reads means no cover, as before."""
+    from treecomp.frontends import lightgbm as lgb_frontend
+    t = tree_text([0, 0], [0.5, 1.5], [10, 10], [1, -2], [-1, -3], [1.0, 2.0, 3.0])
+    t = t.replace("leaf_count=1 1 1", f"leaf_count={counts}")
+    text = lib_model_text([t, t])
+    got = parse_lightgbm_string(text)
+    with monkeypatch.context() as m:  # every count line through the float parse
+        m.setattr(lgb_frontend, "_bulk_counts", lambda kvs, names, key, counts:
+                  lgb_frontend._bulk(kvs, names, key, counts, np.float64))
+        want = parse_lightgbm_string(text)
+    assert got.digest() == want.digest()
+    for a, b in zip(got.trees, want.trees):
+        assert (a.cover is None) == (b.cover is None)
+        if a.cover is not None:
+            assert a.cover.tobytes() == b.cover.tobytes()  # -0.0 kept
