@@ -741,13 +741,16 @@ def _convert_trees(trees: list, n_features: int, leaf_map=None) -> list[Tree]:
         & np.array([v is None for v in vecs], bool)
     out: list = [None] * len(trees)
     if plain.any():
-        nodes = slice(None) if plain.all() else plain[tree_of]
+        nodes = None if plain.all() else plain[tree_of]
+
+        def pick(a: np.ndarray) -> np.ndarray:
+            return a if nodes is None else a[nodes]
         try:
             # (copy=False: the arrays made here are kept as the trees' own; left and right,
             # views of the document's arrays when every tree is plain, are copied)
-            built = build_trees(sizes[plain], left[nodes], right[nodes], feature[nodes],
-                                threshold[nodes], default_left[nodes], value[nodes],
-                                node_ids=local[nodes].astype(np.int32), cover=hess32[nodes],
+            built = build_trees(sizes[plain], pick(left), pick(right), pick(feature),
+                                pick(threshold), pick(default_left), pick(value),
+                                node_ids=pick(local).astype(np.int32), cover=pick(hess32),
                                 copy=False)
         except TreeBuildError:  # some tree is invalid: one by one, in order, says which first
             plain[:] = False
