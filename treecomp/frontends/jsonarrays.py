@@ -127,30 +127,26 @@ def _parse_chunk(chunk: bytes, floats: bool) -> np.ndarray | None:
     is_comma = sc == 0x2C
     is_dot = sc == 0x2E
     is_exp = ~(is_comma | is_dot)
-    commas = sp[is_comma]
-    n = len(commas) - 1
+    n = int(np.count_nonzero(is_comma)) - 1
     body = chunk[1:-1]
-    if not floats:
-        if len(sp) != len(commas) or np.any(np.diff(commas) > 19):
-            return None  # a fraction or an exponent, or more than 18 characters
-        return np.fromstring(body, dtype=np.int64, sep=",")
     # between two commas: a dot, a mark, or a dot then a mark (none empty, none doubled)
     if np.any((is_comma[:-1] & is_comma[1:]) | (is_dot[:-1] & is_dot[1:])
               | (is_exp[:-1] & ~is_comma[1:])):
         return None
-    if np.count_nonzero(is_exp) != n:  # some number has no exponent: the C library reads all
+    xi = np.flatnonzero(is_exp)  # (indices into sp)
+    if len(xi) != n:  # some number has no exponent: the C library reads all
         return np.fromstring(body, dtype=np.float64, sep=",")
     # every number is [-]digits[.digits]E[sign]digits: read the mantissa without its dot and
     # the exponent as two integers, and scale exactly where that is one correctly rounded
-    # operation (mantissa < 2**53, |power of ten| <= 22: both exact doubles); else float()
-    tok = np.cumsum(is_comma) - 1
-    e_pos = sp[is_exp]
-    dot_pos = np.full(n, -1, np.int64)
-    dot_pos[tok[is_dot]] = sp[is_dot]
-    start = commas[:-1] + 1
+    # operation (mantissa < 2**53, |power of ten| <= 22: both exact doubles); else float().
+    # Each number's separators are (its dot,) its mark, the ',' after it (the checks above):
+    # so before a mark comes the number's dot, or the ',' before the number
+    e_pos = sp[xi]
+    has_dot = is_dot[xi - 1]
+    prev = sp[xi - 1]
+    start = np.where(has_dot, sp[np.maximum(xi - 2, 0)], prev) + 1
     neg = u[start] == 0x2D
-    has_dot = dot_pos >= 0
-    frac = np.where(has_dot, e_pos - dot_pos - 1, 0)
+    frac = np.where(has_dot, e_pos - prev - 1, 0)
     digits = e_pos - start - neg - has_dot
     pairs = np.fromstring(body.translate(_SPLIT_EXP, b"."), dtype=np.int64, sep=",")
     if len(pairs) != 2 * n:
@@ -160,10 +156,14 @@ def _parse_chunk(chunk: bytes, floats: bool) -> np.ndarray | None:
     ok = (digits <= 18) & (mant <= 1 << 53) & (exp10 >= -22) & (exp10 <= 22)
     m = mant.astype(np.float64)
     e = np.clip(exp10, -22, 22)
-    val = np.where(e >= 0, m * _POW10[np.maximum(e, 0)], m / _POW10[np.maximum(-e, 0)])
-    val = np.where(neg, -val, val)
+    p10 = _POW10[np.abs(e)]
+    val = m / p10  # (e == 0: m / 1.0 is m, exactly as m * 1.0)
+    up = e > 0
+    if up.any():
+        val[up] = m[up] * p10[up]
+    np.negative(val, out=val, where=neg)
     for i in np.flatnonzero(~ok):  # long mantissas, big exponents: rare
-        val[i] = float(chunk[start[i]:commas[i + 1]])
+        val[i] = float(chunk[start[i]:sp[xi[i] + 1]])  # (up to the ',' after its mark)
     return val
 
 
