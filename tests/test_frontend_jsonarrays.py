@@ -160,6 +160,8 @@ def test_loads_equals_json_loads_and_reads_the_big_arrays():
     '"q":{"left_children":"\\u0000tc1"}',     # ... nested, pointing at another array
     '"left_children":"\\u0000tcx"',
     '"k\\",\\"left_children\\":[1]":1',       # the key text inside a string
+    '"l":["\\u0000tc0"]',                    # ... inside a list
+    '"u":{"parents":[' + ",".join(["7"] * 40) + '],"parents":[' + ",".join(["8"] * 40) + ']}',
 ])
 def test_loads_placeholders_in_the_document_are_harmless(extra):
     arr = ",".join(str(i) for i in range(80))

@@ -289,11 +289,12 @@ def loads(data: bytes, keys: Iterable[str], float32_keys: Iterable[str] = (),
         pieces.append(b'"\\u0000tc%d"' % i)
         pos = b
     pieces.append(data[pos:])
+    restore = _Restore(frozenset(keys), arrays)
     try:
-        doc = json.loads(b"".join(pieces))
+        doc = json.loads(b"".join(pieces), object_hook=restore)
     except ValueError:  # json.loads of the file itself says what is wrong (in its words)
         return json.loads(data)
-    if not _restore(doc, frozenset(keys), arrays):
+    if not restore.done():
         return json.loads(data)  # a placeholder somewhere else: hostile or odd; read it plainly
     return doc
 
@@ -330,27 +331,33 @@ def _group_values(data: bytes, group: list[tuple[int, int, int]], is_float: bool
     return out, ends
 
 
-def _restore(doc: Any, keys: frozenset, arrays: list) -> bool:
-    """Put the arrays back in place of their placeholders (each found exactly once, as the
-    value of one of `keys`); False when that fails. No recursion (an explicit stack)."""
-    found = 0
-    stack = [doc]
-    while stack:
-        node = stack.pop()
-        if isinstance(node, dict):
-            for k, v in node.items():
-                if isinstance(v, str) and v[:3] == "\x00tc" and k in keys:
-                    try:
-                        i = int(v[3:])
-                    except ValueError:
-                        return False
-                    if not 0 <= i < len(arrays) or arrays[i] is None:
-                        return False
-                    node[k] = arrays[i]
-                    arrays[i] = None
-                    found += 1
-                elif isinstance(v, (dict, list)):
-                    stack.append(v)
-        elif isinstance(node, list):
-            stack.extend(v for v in node if isinstance(v, (dict, list)))
-    return found == len(arrays)
+class _Restore:
+    """json.loads' object_hook that puts the arrays back in place of their placeholders: in
+    each object, the values of `keys` that are placeholder strings (each array's exactly once;
+    done() says whether that held), without a walk over every value of the finished document
+    in Python."""
+
+    __slots__ = ("keys", "arrays", "found", "bad")
+
+    def __init__(self, keys: frozenset, arrays: list) -> None:
+        self.keys, self.arrays, self.found, self.bad = keys, arrays, 0, False
+
+    def __call__(self, d: dict) -> dict:
+        for k in self.keys.intersection(d):
+            v = d[k]
+            if isinstance(v, str) and v[:3] == "\x00tc":
+                try:
+                    i = int(v[3:])
+                except ValueError:
+                    self.bad = True
+                    continue
+                if not 0 <= i < len(self.arrays) or self.arrays[i] is None:
+                    self.bad = True
+                    continue
+                d[k] = self.arrays[i]
+                self.arrays[i] = None
+                self.found += 1
+        return d
+
+    def done(self) -> bool:
+        return not self.bad and self.found == len(self.arrays)
