@@ -301,33 +301,41 @@ def loads(data: bytes, keys: Iterable[str], float32_keys: Iterable[str] = (),
 
 def _group_values(data: bytes, group: list[tuple[int, int, int]], is_float: bool,
                   narrow: bool) -> tuple[np.ndarray, np.ndarray] | None:
-    """The numbers of the arrays data[a:b] in `group`, parsed about _CHUNK bytes of arrays at
-    a time into one array (int64 or float64; with `narrow` float32, or int32 while the values
-    fit), and where each array ends in it; None when some array is not a list of JSON numbers
-    of that kind."""
+    """The numbers of the arrays data[a:b] in `group`, parsed up to about _CHUNK bytes of
+    arrays at a time, as one array (int64 or float64; with `narrow` float32, or int32 where
+    every value fits), and where each array ends in it; None when some array is not a list of
+    JSON numbers of that kind.
+
+    (Each batch's values are kept until the end and concatenated once: writing them into a
+    preallocated array instead freed every batch's memory at the top of the heap, which the C
+    library gave back to the system and took again for the next batch: 6x the page faults
+    and 20% more time on a 148 MB file.)"""
     counts = np.fromiter((data.count(b",", a, b) + 1 for _, a, b in group), np.int64, len(group))
     ends = np.cumsum(counts)
-    out = np.empty(int(ends[-1]), (np.float32 if narrow else np.float64) if is_float
-                   else (np.int32 if narrow else np.int64))
+    parts = []
+    fits32 = narrow and not is_float
     view = memoryview(data)  # (slices of it are joined without copies of their own)
     try:
         i = pos = 0
         while i < len(group):
-            j, size = i, 0
-            while j < len(group) and (size < _CHUNK or j == i):
-                size += group[j][2] - group[j][1]
+            j, size = i, group[i][2] - group[i][1]
+            while j + 1 < len(group) and size + 1 + group[j + 1][2] - group[j + 1][1] <= _CHUNK:
                 j += 1
+                size += 1 + group[j][2] - group[j][1]  # (its ',' and its numbers)
+            j += 1  # (arrays i .. j-1: within one parse chunk, or a single longer array)
             vals = parse_numbers(b",".join([view[a:b] for _, a, b in group[i:j]]), is_float)
             if vals is None or pos + len(vals) != ends[j - 1]:
                 return None
-            if out.dtype == np.int32 and (vals.min() < -2 ** 31 or vals.max() >= 2 ** 31):
-                out = out.astype(np.int64)  # not every value fits int32: this key keeps int64
-            with np.errstate(over="ignore"):  # (beyond float32: inf, as astype rounds it)
-                out[pos:pos + len(vals)] = vals
+            if fits32 and len(vals) and (vals.min() < -2 ** 31 or vals.max() >= 2 ** 31):
+                fits32 = False  # not every value fits int32: this key keeps int64
+            parts.append(vals)
             pos += len(vals)
             i = j
     finally:
         view.release()
+    dtype = (np.float32 if narrow else np.float64) if is_float else (np.int32 if fits32 else np.int64)
+    with np.errstate(over="ignore"):  # (beyond float32: inf, as astype rounds it)
+        out = np.concatenate(parts, dtype=dtype, casting="same_kind")
     return out, ends
 
 
