@@ -925,3 +925,4 @@ def test_count_lines_read_as_before(counts, monkeypatch):
         assert (a.cover is None) == (b.cover is None)
         if a.cover is not None:
             assert a.cover.tobytes() == b.cover.tobytes()  # -0.0 kept
+

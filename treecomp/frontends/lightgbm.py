@@ -99,6 +99,8 @@ _KNOWN_VERSIONS = ("v2", "v3", "v4")
 # -- text format ------------------------------------------------------------------------------
 #: LightGBM's Tree(const char*) reads at most this many key=value lines per tree
 _MAX_TREE_LINES = 22
+#: tree lines no prediction reads (training statistics): _tree_block keeps them empty
+_UNREAD = frozenset(("split_gain", "leaf_weight", "internal_value", "internal_weight"))
 
 # Numbers as LightGBM 4.x reads them (include/LightGBM/utils/common.h): integers with Atoi
 # (spaces, sign, ASCII digits; it stops at anything else), doubles with AtofPrecise
@@ -164,7 +166,7 @@ def _tree_block(data: bytes, pos: int, limit: int, where: str) -> tuple[dict[str
         key, sep, val = line.partition("=")
         if not sep:
             raise InvalidModelError(f"malformed line in LightGBM {where}: {line[:80]!r}")
-        kv[key] = val
+        kv[key] = "" if key in _UNREAD else val  # (a third of a tree's text: not kept)
         pos = _skip_newline(data, end)
     return kv, pos
 
@@ -577,14 +579,15 @@ def _plain_trees(plain: np.ndarray, n_int: np.ndarray, n_leaves: np.ndarray, tid
     lm = plain[leaf_tree_of]
     lt = leaf_tree_of[lm]
     gl = offs[pos[lt]] + n_int[lt] + (np.flatnonzero(lm) - leaf_off[lt])  # the leaves' slots
-    left = np.full(total, -1, np.int64)
-    right = np.full(total, -1, np.int64)
-    feature = np.full(total, -1, np.int64)
+    # (the trees' arrays in the IR's dtypes, handed to build_trees to keep: copy=False)
+    left = np.full(total, -1, np.int32)
+    right = np.full(total, -1, np.int32)
+    feature = np.full(total, -1, np.int32)
     threshold = np.zeros(total)
     dleft = np.zeros(total, bool)
     value = np.zeros(total)
-    node_ids = np.empty(total, np.int64)
-    left[gi], right[gi], feature[gi] = lu[m], ru[m], feat[m]
+    node_ids = np.empty(total, np.int32)
+    left[gi], right[gi], feature[gi] = lu[m], ru[m], feat[m]  # (checked: in range)
     threshold[gi], dleft[gi] = thr[m], default_left[m]
     value[gl] = leaf_all[lm]
     node_ids[gi] = loc[m]
@@ -594,8 +597,9 @@ def _plain_trees(plain: np.ndarray, n_int: np.ndarray, n_leaves: np.ndarray, tid
         cover = np.zeros(total)
         cover[gi] = icount[m]
         cover[gl] = lcount[plain[np.repeat(split, n_leaves[split])]]
+    del gi, gl, m, lm, lt, leaf_tree_of
     return build_trees(sizes, left, right, feature, threshold, dleft, value, node_ids=node_ids,
-                       cover=cover)
+                       cover=cover, copy=False)
 
 
 def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree]:
@@ -839,6 +843,7 @@ def parse_lightgbm_string(text: str, *, num_iteration: int | None = None,
     (Forest.input_rule "lightgbm_sklearn").
     """
     header, tree_kvs, tail = _split_model_text(text)
+    del text  # (peak memory: the trees' lines are all that is read from here on)
     _check_parameters(tail)
     version = header.get("version", "")
     if version not in _KNOWN_VERSIONS:
@@ -965,10 +970,11 @@ def parse_lightgbm_file(path: str | os.PathLike) -> Forest:
     try:
         # bytes as they are: LightGBM reads the file raw, and tree_sizes are byte offsets into
         # it (read_text() would turn CRLF into LF and make stale offsets land)
-        text = p.read_bytes().decode("utf-8")
+        texts = [p.read_bytes().decode("utf-8")]
     except UnicodeDecodeError:
         raise InvalidModelError(f"{p.name} is not a LightGBM text model (not UTF-8 text)") from None
-    return parse_lightgbm_string(text, provenance=f"file {p.name}")
+    # (the text handed over, not kept here: parse_lightgbm_string frees it once it is split)
+    return parse_lightgbm_string(texts.pop(), provenance=f"file {p.name}")
 
 
 def _booster_iterations(booster: Any) -> int:
