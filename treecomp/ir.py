@@ -887,14 +887,19 @@ class Forest(_Outputs):
             del meta["provenance"]
             h.update(json.dumps(meta, sort_keys=True).encode())
             heads: dict = {}  # (dtype, shape) -> ":<dtype>:<shape>" (trees repeat a few)
+            parts: list = []  # hashed a few hundred at a time: one update, not two an array
             for name, arr in self._arrays():
                 key = (arr.dtype, arr.shape)
                 head = heads.get(key)
                 if head is None:
                     head = heads[key] = f":{arr.dtype.str}:{arr.shape}"
-                h.update((name + head).encode())
-                # the array's bytes in C order (hashlib reads a contiguous array's own buffer)
-                h.update(arr if arr.flags.c_contiguous else np.ascontiguousarray(arr))
+                parts.append((name + head).encode())
+                # the array's bytes in C order (join reads a contiguous array's own buffer)
+                parts.append(arr if arr.flags.c_contiguous else np.ascontiguousarray(arr))
+                if len(parts) >= 512:
+                    h.update(b"".join(parts))
+                    parts.clear()
+            h.update(b"".join(parts))
             cached = h.hexdigest()
             object.__setattr__(self, "_digest", cached)
         return cached

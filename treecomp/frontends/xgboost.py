@@ -725,12 +725,21 @@ def _convert_trees(trees: list, n_features: int, leaf_map=None) -> list[Tree]:
     default_left = dleft & internal
 
     # XGBoost numbers nodes parent-before-child unless pruning left orphans (or ids were
-    # reused): those trees are renumbered from the root; the others keep their ids
-    kids = np.concatenate([left[internal], right[internal]]) + np.tile(offs[tree_of[internal]], 2)
-    parents = np.bincount(kids, minlength=offs[-1])
-    bad = (internal & ((left <= local) | (right <= local))) | (parents != (local > 0))
-    reorder = np.bincount(tree_of[bad], minlength=len(trees)) > 0
-    del kids, parents, bad, leaf_vals, cond32, cond, dleft, feat  # (peak memory)
+    # reused): those trees are renumbered from the root; the others keep their ids. A tree
+    # keeps them when every child comes after its parent (so the root is no child) and every
+    # other node is a child exactly once: its 2 * internal children are distinct, and as many
+    # as its nodes but the root
+    del leaf_vals, cond32, cond, dleft, feat  # (peak memory)
+    n_int = np.bincount(tree_of, internal, minlength=len(trees)).astype(np.int64)
+    seen = np.zeros(offs[-1], bool)
+    base = offs[tree_of[internal]]
+    seen[left[internal] + base] = True
+    seen[right[internal] + base] = True
+    del base
+    reorder = (np.bincount(tree_of, internal & ((left <= local) | (right <= local)),
+                           minlength=len(trees)) > 0) \
+        | (2 * n_int != sizes - 1) | (np.bincount(tree_of, seen, minlength=len(trees)) != sizes - 1)
+    del seen, n_int
 
     # the common trees (numeric splits, scalar leaves, ids in order, a usable cover) are built
     # in one pass over all their nodes; the others one by one below

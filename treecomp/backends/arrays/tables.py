@@ -62,7 +62,7 @@ import numpy as np
 from ...errors import ArtifactError, UnsupportedModelError
 from ...ir import Forest
 from ...outputs import base_margins
-from ...passes import comparison_thresholds
+from ...passes import lowered_thresholds
 
 LAYOUTS = ("auto", "quant", "bitvec", "heap", "compact", "naive")
 #: most leaves per tree of the interval ("bitvec") walk: leaf positions are signed bytes
@@ -244,7 +244,7 @@ def flatten(forest: Forest, layout: str = "auto", heap_max_depth: int = 8) -> Ta
     feature = np.concatenate([t.feature for t in trees])
     nan_right = ~np.concatenate([t.default_left for t in trees])
     cidx = np.concatenate([t.cat_index for t in trees])
-    thr = np.concatenate([comparison_thresholds(t, forest) for t in trees]).astype(xdt, copy=False)
+    thr = lowered_thresholds(np.concatenate([t.threshold for t in trees]), forest).astype(xdt, copy=False)
     first = start[tree_of]
     left = np.concatenate([t.left for t in trees])
     internal = left >= 0
@@ -349,10 +349,20 @@ def flatten(forest: Forest, layout: str = "auto", heap_max_depth: int = 8) -> Ta
     lheap = heap[lt]
     k = np.where(lheap, hd[lt] - depth[lnode], 0)
     slot_start = np.where(lheap, ((pos[lnode] + 1) << k) - (np.int64(1) << hd[lt]), leaf_rank[lnode])
-    count = np.int64(1) << k
     item_off = excl_cumsum(tree_nleaf)
-    order = np.argsort(item_off[lt] + slot_start, kind="stable")
-    src = np.repeat(lnode[order], count[order])       # source node of every leaf slot
+    # the source node of every leaf slot: each leaf covers the 2^k slots from its first one,
+    # and the leaves' ranges tile the slots; so each slot's leaf is the one whose first slot
+    # is the last first slot at or before it (a running maximum, not a sort of the leaves)
+    first = item_off[lt] + slot_start
+    del k, slot_start
+    n_slots = int(item_off[-1])
+    src = np.zeros(n_slots, np.int64)
+    src[first] = first
+    np.maximum.accumulate(src, out=src)
+    owner = np.zeros(n_slots, np.int64)
+    owner[first] = lnode
+    src = owner[src]
+    del owner, first
     st = tree_of[src]
     vflat = np.concatenate([t.value.ravel() for t in trees])
     vstart = excl_cumsum(nn * width)
