@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 
 import numpy as np
 import pytest
@@ -159,6 +160,8 @@ def test_loads_equals_json_loads_and_reads_the_big_arrays():
     '"q":{"left_children":"\\u0000tc1"}',     # ... nested, pointing at another array
     '"left_children":"\\u0000tcx"',
     '"k\\",\\"left_children\\":[1]":1',       # the key text inside a string
+    '"l":["\\u0000tc0"]',                    # ... inside a list
+    '"u":{"parents":[' + ",".join(["7"] * 40) + '],"parents":[' + ",".join(["8"] * 40) + ']}',
 ])
 def test_loads_placeholders_in_the_document_are_harmless(extra):
     arr = ",".join(str(i) for i in range(80))
@@ -220,7 +223,7 @@ def _parse_both(tmp_path, data: bytes, monkeypatch):
     for fast in (True, False):
         with monkeypatch.context() as m:
             if not fast:
-                m.setattr(jsonarrays, "loads", lambda d, keys: json.loads(d))
+                m.setattr(jsonarrays, "loads", lambda d, keys, **kw: json.loads(d))
             try:
                 out.append(xgb_frontend.parse_xgboost_file(p).digest())
             except InvalidModelError as exc:
@@ -244,3 +247,242 @@ def test_xgboost_file_same_forest_and_errors_either_way(tmp_path, monkeypatch):
                                  monkeypatch)
         assert fast == slow, key
         assert fast.startswith("InvalidModelError"), (key, fast)
+
+
+# -- the bulk paths: all trees' arrays at once (_fast_tree_arrays, ir.build_trees) -----------------
+def _deep_doc(depth: int = 5, n_trees: int = 4) -> dict:
+    """_model_doc's layout with n_trees complete trees of the given depth (arrays long enough
+    for jsonarrays to read most of them with numpy)."""
+    doc = _model_doc()
+    model = doc["learner"]["gradient_booster"]["model"]
+    n_int = (1 << depth) - 1
+    n = 2 * n_int + 1
+    idx = np.arange(n)
+    internal = idx < n_int
+    trees = []
+    for i in range(n_trees):
+        rng = np.random.default_rng(100 + i)
+        trees.append({
+            "base_weights": (rng.normal(size=n) * 0.1).astype(np.float32).tolist(),
+            "categories": [], "categories_nodes": [], "categories_segments": [],
+            "categories_sizes": [], "default_left": (internal & (rng.random(n) < 0.5)).astype(int).tolist(),
+            "id": i, "left_children": np.where(internal, 2 * idx + 1, -1).tolist(),
+            "loss_changes": np.where(internal, rng.exponential(size=n), 0.0).tolist(),
+            "parents": [2147483647] + ((idx[1:] - 1) // 2).tolist(),
+            "right_children": np.where(internal, 2 * idx + 2, -1).tolist(),
+            "split_conditions": rng.normal(size=n).astype(np.float32).tolist(),
+            "split_indices": np.where(internal, rng.integers(0, 4, n), 0).tolist(),
+            "split_type": [0] * n, "sum_hessian": (n + 1.0 - idx).tolist(),
+            "tree_param": {"num_deleted": "0", "num_feature": "4", "num_nodes": str(n),
+                           "size_leaf_vector": "1"}})
+    model["trees"] = trees
+    model["tree_info"] = [0] * n_trees
+    model["iteration_indptr"] = list(range(n_trees + 1))
+    model["gbtree_model_param"]["num_trees"] = str(n_trees)
+    return doc
+
+
+def _one_by_one(m) -> None:
+    """Force the per-tree paths: each tree's arrays by _tree_arrays, each Tree() on its own."""
+    from treecomp.ir import TreeBuildError
+
+    def refuse(*a, **k):
+        raise TreeBuildError("forced", 0)
+    m.setattr(xgb_frontend, "_fast_tree_arrays", lambda trees: None)
+    m.setattr(xgb_frontend, "build_trees", refuse)
+
+
+def _parse_ways(tmp_path, data: bytes, monkeypatch, suffix: str = ".json") -> list:
+    """The Forest's digest (or the error) by every path: the bulk paths on the numpy arrays, on
+    json.loads' lists, and tree by tree on json.loads' lists."""
+    p = tmp_path / f"m{suffix}"
+    p.write_bytes(data)
+    out = []
+    for way in ("bulk", "plain-json", "tree-by-tree"):
+        with monkeypatch.context() as m:
+            if way != "bulk" and suffix == ".json":
+                m.setattr(jsonarrays, "loads", lambda d, keys, **kw: json.loads(d))
+            if way == "tree-by-tree":
+                _one_by_one(m)
+            try:
+                out.append(xgb_frontend.parse_xgboost_file(p).digest())
+            except (InvalidModelError, xgb_frontend.UnsupportedModelError) as exc:
+                out.append(f"{type(exc).__name__}: {exc}")
+    return out
+
+
+def _dump(doc) -> bytes:
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+def _tree(doc, i):
+    return doc["learner"]["gradient_booster"]["model"]["trees"][i]
+
+
+#: changes to tree 2 of _deep_doc: each a case the bulk path must hand to the per-tree path
+#: (or reject exactly as it would); None marks a valid model
+_CHANGES = {
+    "valid": (lambda t: None, None),
+    "right_children one short": (lambda t: t["right_children"].pop(), "right_children"),
+    "base_weights one long": (lambda t: t["base_weights"].append(0.5), "base_weights"),
+    "parents out of range": (lambda t: t["parents"].__setitem__(5, 10 ** 6), "parents"),
+    "parents -1": (lambda t: t["parents"].__setitem__(3, -1), "parents"),
+    "num_nodes disagrees": (lambda t: t["tree_param"].__setitem__("num_nodes", "7"), "num_nodes"),
+    "num_nodes not a number": (lambda t: t["tree_param"].__setitem__("num_nodes", "x"), "num_nodes"),
+    "num_nodes a number": (lambda t: t["tree_param"].__setitem__("num_nodes", 63), "num_nodes"),
+    "no tree_param": (lambda t: t.pop("tree_param"), "tree_param"),
+    "no loss_changes": (lambda t: t.pop("loss_changes"), "loss_changes"),
+    "vector leaves": (lambda t: t["tree_param"].__setitem__("size_leaf_vector", "2"), "leaf_weights"),
+    "split_type 1 without categories": (lambda t: t["split_type"].__setitem__(0, 1), "categor"),
+    "split_type 2": (lambda t: t["split_type"].__setitem__(0, 2), "split_type"),
+    "split_type one short": (lambda t: t["split_type"].pop(), "split_type"),
+    "feature beyond num_feature": (lambda t: t["split_indices"].__setitem__(0, 9), "feature"),
+    "feature beyond int32": (lambda t: t["split_indices"].__setitem__(0, 2 ** 33), "int32"),
+    "child is its parent": (lambda t: t["left_children"].__setitem__(1, 1), "reachable|cycle"),
+    "default_left 2": (lambda t: t["default_left"].__setitem__(0, 2), None),
+    "default_left a float": (lambda t: t["default_left"].__setitem__(0, 1.0), "default_left"),
+    "a float among ints": (lambda t: t["left_children"].__setitem__(0, 1.0), "left_children"),
+    "an int among floats": (lambda t: t["split_conditions"].__setitem__(0, 1), "split_conditions"),
+    "a string among numbers": (lambda t: t["sum_hessian"].__setitem__(4, "x"), "sum_hessian"),
+    "negative hessian (no cover)": (lambda t: t["sum_hessian"].__setitem__(4, -1.0), None),
+    "NaN split": (lambda t: t["split_conditions"].__setitem__(0, float("nan")), "NaN"),
+    "pruned: an orphan": (lambda t: (t["left_children"].__setitem__(1, -1),
+                                     t["right_children"].__setitem__(1, -1)), None),
+    "categorical split": (lambda t: (t["split_type"].__setitem__(0, 1),
+                                     t["categories_nodes"].append(0),
+                                     t["categories_segments"].append(0),
+                                     t["categories_sizes"].append(2),
+                                     t["categories"].extend([1, 3])), None),
+    "categories of no node": (lambda t: t["categories"].extend([1, 3]), None),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_CHANGES))
+def test_bulk_paths_same_forest_and_errors(case, tmp_path, monkeypatch):
+    change, words = _CHANGES[case]
+    doc = _deep_doc()
+    change(_tree(doc, 2))
+    ways = _parse_ways(tmp_path, _dump(doc), monkeypatch)
+    assert ways[0] == ways[1] == ways[2], ways
+    if words is None:
+        assert not ways[0].startswith(("Invalid", "Unsupported")), ways[0]
+    else:
+        assert "tree 2" in ways[0] or "tree_param" in ways[0], ways[0]
+        assert re.search(words, ways[0]), ways[0]
+
+
+#: _deep_doc(5) and _deep_doc(1)'s digests from the per-tree code (main 7b43413, 2026-11-28)
+_DIGEST_D5 = "83bbc2c51bc9ae650c8343882314e2f7250ca8dec5dc5a89e0b34340bd02149f"
+_DIGEST_D1 = "ccad9da10e930303a7afef0c448430dded85fb3da8ce1313fd1f7d2f60d0a0bc"
+
+
+def test_bulk_paths_digest_is_unchanged():
+    """The bulk paths build the same IR as before them: the digests of these documents, from
+    the per-tree code that came first (2026-11-28), must not change."""
+    for depth, want in ((5, _DIGEST_D5), (1, _DIGEST_D1)):
+        f = xgb_frontend.forest_from_document(json.loads(_dump(_deep_doc(depth))))
+        assert f.digest() == want, depth
+        g = xgb_frontend.forest_from_document(
+            jsonarrays.loads(_dump(_deep_doc(depth)), xgb_frontend.JSON_ARRAY_KEYS))
+        assert g.digest() == want, depth
+
+
+def test_truncated_and_odd_documents_fail_as_json_loads(tmp_path, monkeypatch):
+    data = _dump(_deep_doc())
+    a = data.index(b'"split_conditions":[', len(data) // 2) + 30
+    for cut in (data[:a], data[:a] + b"]", data[:a] + b"]}]}}}", data.replace(b"[", b"[ ", 1)):
+        ways = _parse_ways(tmp_path, cut, monkeypatch)
+        assert ways[0] == ways[1] == ways[2], ways
+
+
+def test_typed_ubjson_same_forest_and_errors(tmp_path, monkeypatch):
+    from tests.test_fuzz_frontends import ubj_encode
+    types = {"base_weights": np.float32, "loss_changes": np.float32, "sum_hessian": np.float32,
+             "split_conditions": np.float32, "left_children": np.int32, "right_children": np.int32,
+             "parents": np.int32, "split_indices": np.int32, "default_left": np.uint8,
+             "split_type": np.uint8, "categories": np.int32, "categories_nodes": np.int32,
+             "categories_segments": np.int64, "categories_sizes": np.int64}
+
+    def typed(doc, untyped=()):
+        for i, t in enumerate(doc["learner"]["gradient_booster"]["model"]["trees"]):
+            if i not in untyped:
+                for k, dt in types.items():
+                    t[k] = np.array(t[k], dt)
+        return ubj_encode(doc)
+    for case in ("valid", "right_children one short", "parents out of range", "split_type 2",
+                 "categorical split", "vector leaves", "num_nodes disagrees"):
+        doc = _deep_doc()
+        _CHANGES[case][0](_tree(doc, 2))
+        for untyped in ((), (1,)):  # every tree typed; tree 1 plain arrays
+            ways = _parse_ways(tmp_path, typed(json.loads(_dump(doc)), untyped), monkeypatch, ".ubj")
+            assert ways[0] == ways[2], (case, ways)
+            assert ways[0].startswith(("Invalid", "Unsupported")) == (case not in ("valid", "categorical split")), (case, ways)
+    doc = _deep_doc()
+    typed(doc)
+    _tree(doc, 2)["left_children"] = _tree(doc, 2)["left_children"].astype(np.int64)  # wrong type
+    ways = _parse_ways(tmp_path, ubj_encode(doc), monkeypatch, ".ubj")
+    assert ways[0] == ways[2] and "left_children" in ways[0], ways
+
+
+def test_loads_narrow_values_and_per_key_slices(monkeypatch):
+    """float32_keys / int32: the same numbers, rounded to float32 as astype rounds json.loads'
+    floats, ints as int32 unless some value of the key does not fit; each key's arrays are
+    consecutive slices of one array (in document order), batch boundaries included."""
+    monkeypatch.setattr(jsonarrays, "_CHUNK", 300)  # many batches per key
+    rng = np.random.default_rng(4)
+    trees = [{"a": rng.integers(-5, 10 ** 6, 40).tolist(),
+              "f": (rng.normal(size=30) * 10.0 ** rng.integers(-40, 40, 30)).tolist(),
+              "g": rng.normal(size=30).tolist(),
+              "b": rng.integers(0, 9, 35).tolist()} for _ in range(12)]
+    trees[7]["b"][3] = 2 ** 40  # key "b" does not fit int32: all of it stays int64
+    data = json.dumps({"t": trees}, separators=(",", ":")).encode()
+    want = json.loads(data)
+    got = jsonarrays.loads(data, ["a", "f", "g", "b"], float32_keys=["f"], int32=True)
+    for key, dtype in (("a", np.int32), ("b", np.int64), ("f", np.float32), ("g", np.float64)):
+        arrays = [t[key] for t in got["t"]]
+        assert all(isinstance(a, jsonarrays.NumberArray) for a in arrays), key
+        base = arrays[0].base
+        assert base.dtype == dtype, key
+        pos = 0
+        for a, w in zip(arrays, (t[key] for t in want["t"])):
+            assert a.base is base and a.start == pos and a.values.dtype == dtype, key
+            with np.errstate(over="ignore"):
+                np.testing.assert_array_equal(a.values, np.array(w, np.float64).astype(dtype))
+            pos += len(a)
+        assert pos == len(base)
+    # without them: json.loads' values exactly, int64 / float64
+    plain = jsonarrays.loads(data, ["a", "f", "g", "b"])
+    assert _same_doc(_plain(plain), want)
+    assert plain["t"][0]["a"].values.dtype == np.int64 and plain["t"][0]["f"].values.dtype == np.float64
+
+
+def _big_json(n_trees: int, depth: int = 8) -> bytes:
+    """An XGBoost JSON document of n_trees complete trees (8 distinct ones, cycled), written
+    from a few json.dumps calls."""
+    doc = _deep_doc(depth, 8)
+    model = doc["learner"]["gradient_booster"]["model"]
+    texts = [_dump({**t, "id": -12345}) for t in model["trees"]]
+    model["trees"] = ["@T@"]
+    model["tree_info"] = [0] * n_trees
+    model["iteration_indptr"] = list(range(n_trees + 1))
+    model["gbtree_model_param"]["num_trees"] = str(n_trees)
+    trees = b",".join(texts[i % 8].replace(b'"id":-12345', b'"id":%d' % i) for i in range(n_trees))
+    return _dump(doc).replace(b'"@T@"', trees)
+
+
+def test_parse_peak_memory_per_node(tmp_path):
+    """The whole parse of a 150k-node XGBoost JSON file (the file's bytes included, 59 a
+    node): 318 bytes a node at its peak (tracemalloc) before the bulk paths (2026-11-28),
+    about 180 after."""
+    import tracemalloc
+    p = tmp_path / "big.json"
+    p.write_bytes(_big_json(300))
+    tracemalloc.start()
+    try:
+        f = xgb_frontend.parse_xgboost_file(p)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    n = sum(t.n_nodes for t in f.trees)
+    assert n == 300 * 511
+    assert peak / n < 230, peak / n

@@ -7,6 +7,7 @@ directly against `lgb.Booster(model_str=...)`.
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -848,3 +849,80 @@ def test_bulk_numbers_fast_path_equals_float(monkeypatch):
     big = text.replace("split_feature=", "split_feature=1234567890123456789012345 ", 1)
     with pytest.raises(InvalidModelError):
         parse_lightgbm_string(big)
+
+
+# -- the bulk path (ir.build_trees over all plain trees at once) ----------------------------------
+def _parse_ways(text: str, monkeypatch) -> list:
+    """The Forest's digest (or the error): as parsed, and with every tree built on its own."""
+    from treecomp.frontends import lightgbm as lgb_frontend
+    from treecomp.ir import TreeBuildError
+
+    def refuse(*a, **k):
+        raise TreeBuildError("forced", 0)
+    out = []
+    for forced in (False, True):
+        with monkeypatch.context() as m:
+            if forced:
+                m.setattr(lgb_frontend, "build_trees", refuse)
+                m.setattr(lgb_frontend, "_plain_trees", refuse)
+            try:
+                out.append(parse_lightgbm_string(text).digest())
+            except InvalidModelError as exc:
+                out.append(f"{type(exc).__name__}: {exc}")
+    return out
+
+
+def test_bulk_trees_same_forest_as_tree_by_tree(monkeypatch):
+    rng = np.random.default_rng(21)
+    trees = []
+    for i in range(40):
+        if i % 7 == 3:
+            trees.append(tree_text([], [], [], [], [], [float(rng.normal())]))  # a single leaf
+        elif i % 5 == 0:  # numeric splits only, NaN as missing: the common, plain tree
+            t = _random_tree(rng, int(rng.integers(2, 12)), shuffle=False)
+            trees.append(re.sub(r"decision_type=.*", lambda m: "decision_type=" + " ".join(
+                ["10"] * len(m.group(0).split("=")[1].split())), t).replace(
+                "split_feature=2", "split_feature=1"))
+        else:
+            trees.append(_random_tree(rng, int(rng.integers(2, 12)), shuffle=i % 2 == 1))
+    text = lib_model_text(trees, n_features=3)
+    a, b = _parse_ways(text, monkeypatch)
+    assert a == b and not a.startswith("Invalid"), (a, b)
+    # the IR is the same data, and predicts what LightGBM predicts
+    f = parse_lightgbm_string(text)
+    X = special_rows(np.random.default_rng(0).normal(size=(300, 3)), 1)
+    assert_same(lgb.Booster(model_str=text).predict(X), interp.predict(f, X))
+
+
+@pytest.mark.parametrize("where", [0, 2])
+def test_bulk_trees_errors_are_tree_by_tree_errors(where, monkeypatch):
+    good = tree_text([0, 0], [0.5, 1.5], [10, 10], [1, -2], [-1, -3], [1.0, 2.0, 3.0])
+    # internal node 1's children are both leaf 1 (leaf 2 is an orphan): Tree() refuses it
+    bad = tree_text([0, 0], [0.5, 1.5], [10, 10], [1, -2], [-1, -2], [1.0, 2.0, 3.0])
+    trees = [good] * 4
+    trees[where] = bad
+    a, b = _parse_ways(lib_model_text(trees), monkeypatch)
+    assert a == b and a.startswith("InvalidModelError") and f"tree {where}" in a, (a, b)
+
+
+@pytest.mark.parametrize("counts", ["5 3 2", "5 -0 2", "5 3.5 2", "5 3e0 2", "5 +3 2",
+                                    "5 1234567890123456789012 2", "5 x 2"])
+def test_count_lines_read_as_before(counts, monkeypatch):
+    """leaf_count / internal_count (the cover) are read as integers where that gives the same
+    float64 values as reading them as floats (-0 and non-integers take the float path); a line
+    neither reads means no cover, as before."""
+    from treecomp.frontends import lightgbm as lgb_frontend
+    t = tree_text([0, 0], [0.5, 1.5], [10, 10], [1, -2], [-1, -3], [1.0, 2.0, 3.0])
+    t = t.replace("leaf_count=1 1 1", f"leaf_count={counts}")
+    text = lib_model_text([t, t])
+    got = parse_lightgbm_string(text)
+    with monkeypatch.context() as m:  # every count line through the float parse
+        m.setattr(lgb_frontend, "_bulk_counts", lambda kvs, names, key, counts:
+                  lgb_frontend._bulk(kvs, names, key, counts, np.float64))
+        want = parse_lightgbm_string(text)
+    assert got.digest() == want.digest()
+    for a, b in zip(got.trees, want.trees):
+        assert (a.cover is None) == (b.cover is None)
+        if a.cover is not None:
+            assert a.cover.tobytes() == b.cover.tobytes()  # -0.0 kept
+

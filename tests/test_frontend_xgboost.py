@@ -17,6 +17,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import json
+import pickle
 import platform
 import struct
 import subprocess
@@ -512,6 +513,49 @@ def test_ubjson_truncated_and_mutated_model_files_fail_cleanly():
             outcomes["unsupported"] += 1
     assert outcomes["invalid"] > 0 and outcomes["ok"] > 0
     assert time.thread_time() - t0 < 20
+
+
+def _decode_or_error(data: bytes, strict: bool):
+    try:
+        v = ubjson.decode(data, strict=strict)
+    except InvalidModelError as exc:
+        return f"error: {exc}"
+    return pickle.dumps(v)  # numpy arrays by value, dtype and shape
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_ubjson_fast_paths_decode_as_the_general_path(strict, monkeypatch):
+    """The decoder's fast paths (typed numeric arrays with an 'L' count, strings with an 'L'
+    length) give what the general path gives, value or error message, on every prefix of a
+    model file and on seeded mutations of it (counts, lengths, markers, UTF-8)."""
+    data = bytes(zoo.get("xgboost:file_ubj_categorical_dart").model.save_raw("ubj"))
+    rng = np.random.default_rng(7)
+    cases = [data[:k] for k in range(0, len(data), max(1, len(data) // 150))]
+    heads = [i for i in range(len(data) - 12) if data[i:i + 2] in (b"[$", b"SL") or
+             data[i:i + 1] == b"L"]
+    for _ in range(300):
+        buf = bytearray(data)
+        at = int(rng.choice(heads)) + int(rng.integers(0, 12))  # around an array or a length
+        for pos in (at, *rng.integers(0, len(buf), int(rng.integers(0, 2)))):
+            buf[min(pos, len(buf) - 1)] = int(rng.choice([0, 1, 0x7F, 0x80, 0xFF, 0x4C, 0x23,
+                                                          int(rng.integers(0, 256))]))
+        cases.append(bytes(buf))
+    fast = [_decode_or_error(c, strict) for c in cases]
+    with monkeypatch.context() as m:
+        m.setattr(ubjson, "_TYPED_DTYPES", {})           # no typed-array fast path
+        m.setattr(ubjson, "_INT64", _NoFastLength())      # no string fast path
+        slow = [_decode_or_error(c, strict) for c in cases]
+    assert fast == slow
+    errors = sum(isinstance(f, str) for f in fast)
+    assert errors > 100 and len(fast) - errors > 5
+
+
+class _NoFastLength:
+    """Stands in for ubjson._INT64 in the string fast path: every length it reads is -1 (so
+    the general path reads it). The typed-array fast path is off by then too."""
+
+    def unpack_from(self, data, pos):
+        return (-1,)
 
 
 def test_ubjson_needs_bytes():

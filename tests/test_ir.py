@@ -7,7 +7,7 @@ from hypothesis import given, strategies as st
 from treecomp import interp, passes
 from treecomp.errors import InvalidModelError
 from treecomp.ir import Forest, Tree, leaf_tree
-from tests.randforest import FOREST_VARIANTS, chain_tree, random_forest, random_rows
+from tests.randforest import FOREST_VARIANTS, chain_tree, random_forest, random_rows, random_tree
 
 STUMP = dict(left=[1, -1, -1], right=[2, -1, -1], feature=[0, -1, -1], threshold=[0.5, 0, 0],
              default_left=[True, False, False], value=[0.0, 1.0, 2.0])
@@ -348,3 +348,108 @@ def test_base_link_is_validated_round_trips_and_is_evaluated():
             Head.from_json(json.dumps({**head, **change}))
     plain = json.loads(head_of(forest_of(t)).to_json())
     assert "base_link" not in plain and "base_score" not in plain
+
+
+# -- build_trees: forest-wide arrays -> trees, validated in one pass ------------------------------
+def _flat(trees, ids=True, cover=True):
+    """build_trees' arguments for these trees (their arrays concatenated)."""
+    cat = lambda name: np.concatenate([getattr(t, name) for t in trees])  # noqa: E731
+    return dict(sizes=[t.n_nodes for t in trees], left=cat("left"), right=cat("right"),
+                feature=cat("feature"), threshold=cat("threshold"),
+                default_left=cat("default_left"), value=cat("value"),
+                node_ids=np.concatenate([np.arange(t.n_nodes) + 7 for t in trees]) if ids else None,
+                cover=np.concatenate([np.abs(t.threshold) + t.n_nodes for t in trees]) if cover else None)
+
+
+def _one_by_one(sizes, **cols):
+    offs = np.concatenate([[0], np.cumsum(sizes)])
+    return [Tree(**{k: None if v is None else np.asarray(v)[a:b] for k, v in cols.items()})
+            for a, b in zip(offs[:-1], offs[1:])]
+
+
+def _same_tree(a: Tree, b: Tree) -> None:
+    for name in ("left", "right", "feature", "threshold", "default_left", "value", "cat_index",
+                 "cat_bits", "cat_other_left", "node_ids", "cover", "leaf_const", "linear_ptr",
+                 "linear_feature", "linear_coeff"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert (x is None) == (y is None), name
+        if x is not None:
+            assert x.dtype == y.dtype and x.shape == y.shape and np.array_equal(x, y), name
+            assert not x.flags.writeable, name
+    assert a.max_depth == b.max_depth and a.n_leaves == b.n_leaves
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_build_trees_equals_tree_by_tree(seed):
+    from treecomp.ir import build_trees
+    rng = np.random.default_rng(seed)
+    width = 1 if seed < 4 else 3
+    trees = [random_tree(rng, 5, width=width, max_depth=int(rng.integers(0, 9)))
+             for _ in range(int(rng.integers(1, 40)))]
+    kw = _flat(trees, ids=seed % 2 == 0, cover=seed % 3 != 0)
+    got, want = build_trees(**kw), _one_by_one(**kw)
+    assert len(got) == len(want)
+    for a, b in zip(got, want):
+        _same_tree(a, b)
+    # the same forest, the same digest (the IR is the same data)
+    f = lambda ts: Forest(trees=ts, n_features=5, n_outputs=width,  # noqa: E731
+                          tree_output=[0] * len(ts), base_score=[0.0] * width)
+    assert f(tuple(got)).digest() == f(tuple(want)).digest()
+    g = Forest.from_bytes(f(tuple(got)).to_bytes())
+    assert g.digest() == f(tuple(want)).digest()
+
+
+def _bad_cases():
+    """(tree index to break, how): each a rule of Tree._validate (or of the conversions)."""
+    def at(name, i, v):
+        return lambda kw, a: kw[name].__setitem__(a + i, v)
+    return {
+        "child out of range": at("left", 0, 40),
+        "child before parent": at("left", 0, 0),
+        "shared child": lambda kw, a: kw["right"].__setitem__(a, kw["left"][a]),
+        "left -2": at("left", 1, -2),
+        "one child": at("right", 0, -1),
+        "internal without feature": at("feature", 0, -1),
+        "leaf with a feature": lambda kw, a: kw["feature"].__setitem__(a + int(np.flatnonzero(kw["left"][a:] < 0)[0]), 3),
+        "NaN threshold": at("threshold", 0, np.nan),
+        "inf leaf": lambda kw, a: kw["value"].__setitem__(a + int(np.flatnonzero(kw["left"][a:] < 0)[0]), np.inf),
+        "negative cover": at("cover", 0, -1.0),
+        "NaN cover": at("cover", 1, np.nan),
+        "node id beyond int32": at("node_ids", 0, 2 ** 40),
+        "fractional child": lambda kw, a: kw.__setitem__("left", kw["left"].astype(float)) or kw["left"].__setitem__(a, 1.5),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_bad_cases()))
+@pytest.mark.parametrize("where", [0, 5, 11])
+def test_build_trees_errors_are_tree_by_tree_errors(case, where):
+    from treecomp.ir import TreeBuildError, build_trees
+    rng = np.random.default_rng(3)
+    trees = [random_tree(rng, 5, max_depth=3, p_leaf=0.0) for _ in range(12)]
+    kw = _flat(trees)
+    kw = {k: (np.array(v) if k != "sizes" else v) for k, v in kw.items()}
+    kw["node_ids"] = kw["node_ids"].astype(np.int64)
+    a = int(np.sum(kw["sizes"][:where]))
+    _bad_cases()[case](kw, a)
+    with pytest.raises(InvalidModelError) as want:
+        _one_by_one(**kw)
+    with pytest.raises(TreeBuildError) as got:
+        build_trees(**kw)
+    assert str(got.value) == str(want.value)
+    assert got.value.index == where
+
+
+def test_build_trees_lengths_that_disagree():
+    from treecomp.ir import TreeBuildError, build_trees
+    rng = np.random.default_rng(5)
+    trees = [random_tree(rng, 5, max_depth=3, p_leaf=0.0) for _ in range(4)]
+    for name in ("right", "threshold", "value", "node_ids", "cover"):
+        kw = _flat(trees)
+        kw[name] = kw[name][:-1]  # the last tree's array one short
+        with pytest.raises(TreeBuildError, match="length|shape|cover") as got:
+            build_trees(**kw)
+        assert got.value.index == 3
+    kw = _flat(trees)
+    kw["sizes"] = [0] + kw["sizes"][1:]
+    with pytest.raises(TreeBuildError, match="at least one node"):
+        build_trees(**kw)

@@ -517,6 +517,170 @@ class Tree:
             raise InvalidModelError("non-finite leaf_const or linear_coeff")
 
 
+class TreeBuildError(InvalidModelError):
+    """What :func:`build_trees` raises: tree ``index``'s own error, the message Tree() gives."""
+
+    def __init__(self, message: str, index: int) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+#: shared by the trees build_trees makes (read-only): no category sets
+_NO_CAT_BITS = np.zeros((0, 1), np.uint32)
+_NO_CAT_BITS.flags.writeable = False
+_NO_CAT_OTHER = np.zeros(0, np.bool_)
+_NO_CAT_OTHER.flags.writeable = False
+
+
+def build_trees(sizes: Any, left: Any, right: Any, feature: Any, threshold: Any,
+                default_left: Any, value: Any, node_ids: Any = None,
+                cover: Any = None, copy: bool = True) -> tuple[Tree, ...]:
+    """Numeric trees (no categorical splits, no linear leaves) from forest-wide arrays: tree i
+    is the slice ``[off[i], off[i] + sizes[i])`` of each array (child indices local to the tree,
+    as in Tree), every tree's `value` of the same width. The same trees as
+    ``Tree(left=left[a:b], ...)`` one by one, with the same checks, but validated in one pass
+    over all nodes: each tree's arrays are read-only views into one copy per array, and each
+    tree's max_depth is computed here, for all trees at once. Where a check fails, the trees are
+    built one by one up to the first that fails, so the error is exactly Tree()'s, raised as
+    :class:`TreeBuildError` with that tree's index.
+
+    With ``copy=False`` an array that is a numpy array of the IR's dtype, C-contiguous and the
+    owner of its data is kept (made read-only) instead of copied: for arrays the caller made
+    for this call and holds no other use for (peak memory of huge models)."""
+    sizes = np.asarray(sizes, np.int64)
+    try:
+        arrays = _bulk_arrays(sizes, left, right, feature, threshold, default_left, value,
+                              node_ids, cover, copy)
+    except InvalidModelError:
+        arrays = None
+    if arrays is None:  # the error (if any) of the first tree that fails, as Tree() words it
+        return _trees_one_by_one(sizes, left, right, feature, threshold, default_left, value,
+                                 node_ids, cover)
+    offs, depth = arrays.pop("offs"), arrays.pop("depth")
+    cat_index = arrays.pop("cat_index")
+    names = [k for k in ("left", "right", "feature", "threshold", "default_left", "value",
+                         "node_ids", "cover") if arrays.get(k) is not None]
+    cols = [arrays[k] for k in names]
+    new = object.__new__
+    setattr_ = object.__setattr__
+    out = []
+    for a, b, d in zip(offs[:-1].tolist(), offs[1:].tolist(), depth.tolist()):
+        t = new(Tree)
+        for k, col in zip(names, cols):
+            setattr_(t, k, col[a:b])
+        setattr_(t, "cat_index", cat_index[a:b])
+        setattr_(t, "cat_bits", _NO_CAT_BITS)
+        setattr_(t, "cat_other_left", _NO_CAT_OTHER)
+        for k in ("node_ids", "cover", "leaf_const", "linear_ptr", "linear_feature", "linear_coeff"):
+            if k not in arrays or arrays[k] is None:
+                setattr_(t, k, None)
+        t.__dict__["max_depth"] = d  # functools.cached_property's slot
+        out.append(t)
+    return tuple(out)
+
+
+def _trees_one_by_one(sizes: np.ndarray, *cols: Any) -> tuple[Tree, ...]:
+    names = ("left", "right", "feature", "threshold", "default_left", "value", "node_ids", "cover")
+    offs = np.concatenate([[0], np.cumsum(sizes)]).tolist()
+    out = []
+    for i in range(len(sizes)):
+        a, b = offs[i], offs[i + 1]
+        try:
+            out.append(Tree(**{k: None if c is None else np.asarray(c)[a:b]
+                               for k, c in zip(names, cols)}))
+        except InvalidModelError as exc:
+            raise TreeBuildError(str(exc), i) from None
+    return tuple(out)
+
+
+def _kept(a: Any, dtype: Any, ndim: int, name: str, copy: bool) -> np.ndarray:
+    """_frozen(a), or with copy=False `a` itself (read-only) where it already is such an
+    array and owns its data (build_trees)."""
+    if not copy and isinstance(a, np.ndarray) and a.dtype == dtype and a.ndim == ndim \
+            and a.flags.c_contiguous and a.flags.owndata:
+        a.flags.writeable = False
+        return a
+    return _frozen(a, dtype, ndim, name)
+
+
+def _bulk_arrays(sizes: np.ndarray, left: Any, right: Any, feature: Any, threshold: Any,
+                 default_left: Any, value: Any, node_ids: Any, cover: Any,
+                 copy: bool = True) -> dict | None:
+    """build_trees' arrays converted and checked as Tree._validate checks each tree, over all
+    nodes at once; None where some tree fails a check (or the arrays disagree in length)."""
+    if sizes.ndim != 1 or not len(sizes) or np.any(sizes < 1):
+        return None
+    total = int(sizes.sum())
+    if isinstance(value, np.ndarray) and value.dtype == np.float64 and value.ndim == 1:
+        value = _kept(value, np.float64, 1, "value", copy)[:, None]  # (a view: read-only too)
+    else:
+        value = np.asarray(value, dtype=np.float64)
+        if value.ndim == 1:
+            value = value[:, None]
+        value = _frozen(value, np.float64, 2, "value")
+    a = {"left": _kept(left, np.int32, 1, "left", copy),
+         "right": _kept(right, np.int32, 1, "right", copy),
+         "feature": _kept(feature, np.int32, 1, "feature", copy),
+         "threshold": _kept(threshold, np.float64, 1, "threshold", copy),
+         "default_left": _kept(default_left, np.bool_, 1, "default_left", copy),
+         "value": value,
+         "node_ids": None if node_ids is None else _kept(node_ids, np.int32, 1, "node_ids", copy),
+         "cover": None if cover is None else _kept(cover, np.float64, 1, "cover", copy)}
+    if any(v is not None and len(v) != total for v in a.values()) or a["value"].shape[1] < 1:
+        return None
+    offs = np.zeros(len(sizes) + 1, np.int64)
+    np.cumsum(sizes, out=offs[1:])
+    left, right, feature = a["left"], a["right"], a["feature"]
+    leaf = left < 0
+    if (left < -1).any() or ((right < 0) != leaf).any() or (right < -1).any():
+        return None
+    if (feature[leaf] != -1).any() or not np.isfinite(a["value"][leaf]).all():
+        return None
+    node = np.flatnonzero(~leaf)  # the internal nodes
+    del leaf
+    if (feature[node] < 0).any() or np.isnan(a["threshold"][node]).any():
+        return None
+    # (temporaries of 4 or 8 bytes a node, freed as soon as they are used: peak memory)
+    tree_of = np.repeat(np.arange(len(sizes), dtype=np.int32), sizes)
+    first = offs[tree_of[node]]  # each internal node's tree's first node
+    n_of = sizes[tree_of[node]]
+    local = node - first
+    l, r = left[node].astype(np.int64), right[node].astype(np.int64)
+    if (l >= n_of).any() or (r >= n_of).any() or (l <= local).any() or (r <= local).any():
+        return None
+    del n_of, local, node
+    l += first  # forest-wide child indices
+    r += first
+    del first
+    # every node but the roots has exactly one parent: (children come after their parent, so
+    # no root is a child) the 2 * internal children are distinct and as many as those nodes
+    seen = np.zeros(total, bool)
+    seen[l] = True
+    seen[r] = True
+    if 2 * len(l) != total - len(sizes) or np.count_nonzero(seen) != 2 * len(l):
+        return None
+    del seen, l, r
+    cover = a["cover"]
+    if cover is not None and (not np.isfinite(cover).all() or (cover < 0).any()):
+        return None
+    # each tree's depth, level by level over all trees at once (as Tree.depths, per tree)
+    depth = np.zeros(len(sizes), np.int64)
+    level, d = offs[:-1], 0
+    while level.size:
+        depth[tree_of[level]] = d  # (the deepest level a tree reaches is written last)
+        level = level[left[level] >= 0]
+        base = offs[tree_of[level]]
+        level = np.concatenate([left[level] + base, right[level] + base])
+        d += 1
+    del tree_of
+    a["depth"] = depth
+    a["offs"] = offs
+    cat_index = np.full(total, -1, np.int32)
+    cat_index.flags.writeable = False
+    a["cat_index"] = cat_index
+    return a
+
+
 class _Outputs:
     """What Forest and Head share: how raw margins become the library's outputs."""
 
@@ -722,9 +886,20 @@ class Forest(_Outputs):
             meta = self.meta()
             del meta["provenance"]
             h.update(json.dumps(meta, sort_keys=True).encode())
+            heads: dict = {}  # (dtype, shape) -> ":<dtype>:<shape>" (trees repeat a few)
+            parts: list = []  # hashed a few hundred at a time: one update, not two an array
             for name, arr in self._arrays():
-                h.update(f"{name}:{arr.dtype.str}:{arr.shape}".encode())
-                h.update(np.ascontiguousarray(arr).tobytes())
+                key = (arr.dtype, arr.shape)
+                head = heads.get(key)
+                if head is None:
+                    head = heads[key] = f":{arr.dtype.str}:{arr.shape}"
+                parts.append((name + head).encode())
+                # the array's bytes in C order (join reads a contiguous array's own buffer)
+                parts.append(arr if arr.flags.c_contiguous else np.ascontiguousarray(arr))
+                if len(parts) >= 512:
+                    h.update(b"".join(parts))
+                    parts.clear()
+            h.update(b"".join(parts))
             cached = h.hexdigest()
             object.__setattr__(self, "_digest", cached)
         return cached

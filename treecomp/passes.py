@@ -15,7 +15,12 @@ from .ir import Forest, Tree
 
 def comparison_thresholds(tree: Tree, forest: Forest) -> np.ndarray:
     """Thresholds in forest.input_dtype such that `x OP t_low` == `float64(x) OP t` for every x."""
-    t64 = tree.threshold
+    return lowered_thresholds(tree.threshold, forest)
+
+
+def lowered_thresholds(t64: np.ndarray, forest: Forest) -> np.ndarray:
+    """comparison_thresholds of any float64 thresholds of `forest` (element by element: the
+    thresholds of many trees at once, e.g. concatenated)."""
     if forest.input_dtype == "float64":
         return t64.copy()
     with np.errstate(over="ignore", invalid="ignore"):

@@ -73,7 +73,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidModelError, NotFittedError, UnsupportedModelError
-from ..ir import Forest, Tree, checked_category_values, leaf_tree
+from ..ir import Forest, Tree, TreeBuildError, build_trees, checked_category_values, leaf_tree
 
 #: LightGBM's kZeroThreshold: `const double kZeroThreshold = 1e-35f;` (a float literal).
 K_ZERO = float(np.float32(1e-35))
@@ -99,7 +99,8 @@ _KNOWN_VERSIONS = ("v2", "v3", "v4")
 # -- text format ------------------------------------------------------------------------------
 #: LightGBM's Tree(const char*) reads at most this many key=value lines per tree
 _MAX_TREE_LINES = 22
-_EOL = re.compile(rb"[\r\n]")
+#: tree lines no prediction reads (training statistics): _tree_block keeps them empty
+_UNREAD = frozenset(("split_gain", "leaf_weight", "internal_value", "internal_weight"))
 
 # Numbers as LightGBM 4.x reads them (include/LightGBM/utils/common.h): integers with Atoi
 # (spaces, sign, ASCII digits; it stops at anything else), doubles with AtofPrecise
@@ -130,8 +131,13 @@ def _atoi(v: str) -> int | None:
 
 
 def _line_end(data: bytes, pos: int) -> int:
-    m = _EOL.search(data, pos)
-    return len(data) if m is None else m.start()
+    """Where the line from `pos` ends: the first '\r' or '\n' (two C searches: a regex search
+    costs several times more a line, and a model has 20 lines a tree)."""
+    n = data.find(b"\n", pos)
+    if n < 0:
+        n = len(data)
+    r = data.find(b"\r", pos, n)
+    return n if r < 0 else r
 
 
 def _skip_newline(data: bytes, pos: int) -> int:
@@ -160,7 +166,7 @@ def _tree_block(data: bytes, pos: int, limit: int, where: str) -> tuple[dict[str
         key, sep, val = line.partition("=")
         if not sep:
             raise InvalidModelError(f"malformed line in LightGBM {where}: {line[:80]!r}")
-        kv[key] = val
+        kv[key] = "" if key in _UNREAD else val  # (a third of a tree's text: not kept)
         pos = _skip_newline(data, end)
     return kv, pos
 
@@ -494,6 +500,24 @@ def _bulk(kvs: list[dict[str, str]], names: list[str], key: str, counts: np.ndar
         raise InvalidModelError(f"LightGBM trees: {key!r} holds malformed numbers") from None
 
 
+def _bulk_counts(kvs: list[dict[str, str]], names: list[str], key: str,
+                 counts: np.ndarray) -> np.ndarray:
+    """_bulk(..., np.float64) of a count line (LightGBM writes integers there): read as int64
+    where every token is an integer of at most 18 digits (numpy's integer parse is several
+    times faster than its float parse), then converted; both are correctly rounded
+    conversions of the same integer, so the float64 values are the same (lines with a '-'
+    take the float parse: "-0" is -0.0 there)."""
+    ints = None
+    if not any("-" in kv.get(key, "") for kv in kvs):
+        try:
+            ints = _bulk(kvs, names, key, counts, np.int64)
+        except InvalidModelError:
+            pass
+    if ints is None or (ints.size and np.abs(ints).max() >= 10 ** 18):
+        return _bulk(kvs, names, key, counts, np.float64)
+    return ints.astype(np.float64)
+
+
 def _int_field(kv: dict[str, str], key: str, name: str, default: int | None = None) -> int:
     if key not in kv:
         if default is not None:
@@ -531,6 +555,51 @@ def _cat_sets(kv: dict[str, str], name: str, is_cat: np.ndarray, thr: np.ndarray
     row = np.full(is_cat.size, -1, np.int64)
     row[is_cat] = cidx.astype(np.int64)
     return bits, row
+
+
+def _plain_trees(plain: np.ndarray, n_int: np.ndarray, n_leaves: np.ndarray, tid: np.ndarray,
+                 loc: np.ndarray, lu: np.ndarray, ru: np.ndarray, feat: np.ndarray,
+                 thr: np.ndarray, default_left: np.ndarray, leaf_all: np.ndarray,
+                 leaf_off: np.ndarray, icount: np.ndarray | None, lcount: np.ndarray | None,
+                 split: np.ndarray) -> tuple[Tree, ...]:
+    """The trees `plain` marks, as _convert_trees' loop builds each one whose node ids need no
+    renumbering (internal node j at j, leaf j at n_int + j), all at once: forest-wide arrays
+    (per internal node: tid, loc, lu, ru, feat, thr, default_left, icount; per leaf:
+    leaf_all by leaf_off, lcount for the `split` trees) scattered into the trees' node slots."""
+    P = np.flatnonzero(plain)
+    k = n_int[P]
+    sizes = 2 * k + 1
+    offs = np.zeros(len(P) + 1, np.int64)
+    np.cumsum(sizes, out=offs[1:])
+    total = int(offs[-1])
+    pos = np.cumsum(plain) - 1  # tree -> its index among the plain trees
+    m = plain[tid]
+    gi = offs[pos[tid[m]]] + loc[m]  # the internal nodes' slots
+    leaf_tree_of = np.repeat(np.arange(len(n_leaves)), n_leaves)
+    lm = plain[leaf_tree_of]
+    lt = leaf_tree_of[lm]
+    gl = offs[pos[lt]] + n_int[lt] + (np.flatnonzero(lm) - leaf_off[lt])  # the leaves' slots
+    # (the trees' arrays in the IR's dtypes, handed to build_trees to keep: copy=False)
+    left = np.full(total, -1, np.int32)
+    right = np.full(total, -1, np.int32)
+    feature = np.full(total, -1, np.int32)
+    threshold = np.zeros(total)
+    dleft = np.zeros(total, bool)
+    value = np.zeros(total)
+    node_ids = np.empty(total, np.int32)
+    left[gi], right[gi], feature[gi] = lu[m], ru[m], feat[m]  # (checked: in range)
+    threshold[gi], dleft[gi] = thr[m], default_left[m]
+    value[gl] = leaf_all[lm]
+    node_ids[gi] = loc[m]
+    node_ids[gl] = gl - offs[pos[lt]] - n_int[lt]
+    cover = None
+    if icount is not None:
+        cover = np.zeros(total)
+        cover[gi] = icount[m]
+        cover[gl] = lcount[plain[np.repeat(split, n_leaves[split])]]
+    del gi, gl, m, lm, lt, leaf_tree_of
+    return build_trees(sizes, left, right, feature, threshold, dleft, value, node_ids=node_ids,
+                       cover=cover, copy=False)
 
 
 def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree]:
@@ -572,8 +641,8 @@ def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree
     icount = lcount = None
     if counted:
         try:
-            icount = _bulk(kvs_s, names_s, "internal_count", ni_s, np.float64)
-            lcount = _bulk(kvs_s, names_s, "leaf_count", n_leaves[sp], np.float64)
+            icount = _bulk_counts(kvs_s, names_s, "internal_count", ni_s)
+            lcount = _bulk_counts(kvs_s, names_s, "leaf_count", n_leaves[sp])
         except InvalidModelError:
             counted = False
 
@@ -626,12 +695,38 @@ def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree
     expanding = per_tree(expand)
     has_cat = per_tree(is_cat)
 
-    trees: list[Tree] = []
+    # the common trees (numeric splits in LightGBM's own order, no linear leaves) are built in
+    # one pass over all their nodes (ir.build_trees), single leaves in another; the rest one
+    # by one below (a tree with an odd is_linear line too: _linear words its error)
+    linear = np.array([bool(kv.get("is_linear", "").strip()) and _atoi(kv["is_linear"]) != 0
+                       for kv in tree_kvs], bool)
+    plain = ~renumber & ~expanding & ~has_cat & ~linear & (n_int > 0)
+    single = (n_int == 0) & ~linear
+    trees: list = [None] * T
+    try:
+        if plain.any():
+            for i, tree in zip(np.flatnonzero(plain).tolist(), _plain_trees(
+                    plain, n_int, n_leaves, tid, loc, lu, ru, feat, t, default_left, leaf_all,
+                    leaf_off, icount if counted else None, lcount if counted else None, sp)):
+                trees[i] = tree
+        if single.any():
+            S = np.flatnonzero(single)
+            ones = np.ones(len(S), np.int64)
+            for i, tree in zip(S.tolist(), build_trees(
+                    ones, -ones, -ones, -ones, np.zeros(len(S)), np.zeros(len(S), bool),
+                    leaf_all[leaf_off[S]], node_ids=np.zeros(len(S), np.int64))):
+                trees[i] = tree
+    except TreeBuildError:  # some tree is invalid: one by one, in order, says which first
+        plain[:] = single[:] = False
+        trees = [None] * T
+
     for i in range(T):
+        if plain[i] or single[i]:
+            continue
         lv = leaf_all[leaf_off[i]:leaf_off[i + 1]]
         k = int(n_int[i])
         if k == 0:
-            trees.append(_linear(dataclasses.replace(leaf_tree(lv[0]), node_ids=[0]), tree_kvs[i], names[i]))
+            trees[i] = _linear(dataclasses.replace(leaf_tree(lv[0]), node_ids=[0]), tree_kvs[i], names[i])
             continue
         a, b = int_off[i], int_off[i + 1]
         if has_cat[i]:
@@ -668,9 +763,9 @@ def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree
                 arrays["cover"][inner] = icount[a:b]
                 arrays["cover"][new_of[k:]] = lcount[lc_off[i]:lc_off[i + 1]]
         try:
-            trees.append(_linear(Tree(**arrays, cat_bits=cat_bits,
-                                      cat_other_left=np.zeros(cat_bits.shape[0], bool)),
-                                 tree_kvs[i], names[i]))
+            trees[i] = _linear(Tree(**arrays, cat_bits=cat_bits,
+                                    cat_other_left=np.zeros(cat_bits.shape[0], bool)),
+                               tree_kvs[i], names[i])
         except InvalidModelError as exc:
             raise InvalidModelError(f"LightGBM tree {names[i]}: {exc}") from None
     return trees
@@ -748,6 +843,7 @@ def parse_lightgbm_string(text: str, *, num_iteration: int | None = None,
     (Forest.input_rule "lightgbm_sklearn").
     """
     header, tree_kvs, tail = _split_model_text(text)
+    del text  # (peak memory: the trees' lines are all that is read from here on)
     _check_parameters(tail)
     version = header.get("version", "")
     if version not in _KNOWN_VERSIONS:
@@ -874,10 +970,11 @@ def parse_lightgbm_file(path: str | os.PathLike) -> Forest:
     try:
         # bytes as they are: LightGBM reads the file raw, and tree_sizes are byte offsets into
         # it (read_text() would turn CRLF into LF and make stale offsets land)
-        text = p.read_bytes().decode("utf-8")
+        texts = [p.read_bytes().decode("utf-8")]
     except UnicodeDecodeError:
         raise InvalidModelError(f"{p.name} is not a LightGBM text model (not UTF-8 text)") from None
-    return parse_lightgbm_string(text, provenance=f"file {p.name}")
+    # (the text handed over, not kept here: parse_lightgbm_string frees it once it is split)
+    return parse_lightgbm_string(texts.pop(), provenance=f"file {p.name}")
 
 
 def _booster_iterations(booster: Any) -> int:

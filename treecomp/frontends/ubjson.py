@@ -48,6 +48,8 @@ _NUMERIC = {
 _INT_MARKERS = (b"i", b"U", b"I", b"l", b"L")
 _NO_PAYLOAD = {b"Z": None, b"T": True, b"F": False}
 _STRUCTS = {m: struct.Struct(fmt) for m, (fmt, _) in _NUMERIC.items()}
+_INT64 = _STRUCTS[b"L"]
+_TYPED_DTYPES = {m: dt for m, (_, dt) in _NUMERIC.items()}
 
 
 class _Container:
@@ -116,6 +118,18 @@ class _Reader:
         return k
 
     def string(self) -> str:
+        # the common case first: an int64 ('L') length, in range, and UTF-8 (XGBoost's keys)
+        d, p = self.data, self.pos
+        if d[p:p + 1] == b"L" and p + 9 <= self.n:
+            k = _INT64.unpack_from(d, p + 1)[0]
+            if 0 <= k <= self.n - p - 9:
+                try:
+                    v = d[p + 9:p + 9 + k].decode("utf-8")
+                except UnicodeDecodeError:
+                    pass  # (the general path below words the error)
+                else:
+                    self.pos = p + 9 + k
+                    return v
         k = self.length("string length")
         try:
             return self.take(k).decode("utf-8")
@@ -166,6 +180,19 @@ def _at_end(r: _Reader, top: _Container) -> bool:
 
 def _open(r: _Reader, is_object: bool) -> _Container | np.ndarray:
     """Read a container header (after '[' or '{'): a typed numeric array comes back whole."""
+    d, p = r.data, r.pos
+    if not is_object and d[p:p + 1] == b"$" and d[p + 2:p + 4] == b"#L" and p + 12 <= r.n:
+        # the common case first: a typed numeric array with an int64 count, all its bytes there
+        # (anything else, or any doubt, goes the general way below, which words the errors)
+        elem_type = d[p + 1:p + 2]
+        dt = _TYPED_DTYPES.get(elem_type)
+        if dt is not None:
+            count = _INT64.unpack_from(d, p + 4)[0]
+            if 0 <= count and count * dt.itemsize <= r.n - p - 12:
+                arr = np.frombuffer(d, dtype=dt, count=count, offset=p + 12).astype(dt.newbyteorder("="))
+                r.pos = p + 12 + count * dt.itemsize
+                arr.flags.writeable = False
+                return arr
     elem_type = count = None
     if r.strict and is_object and r.data[r.pos:r.pos + 1] in (b"$", b"#"):
         # XGBoost's UBJReader::ParseObject reads keys straight away: no counted / typed objects

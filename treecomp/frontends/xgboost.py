@@ -104,7 +104,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InvalidModelError, NotFittedError, TreecompError, UnsupportedModelError
-from ..ir import Forest, Tree, checked_category_values, leaf_tree
+from ..ir import Forest, Tree, TreeBuildError, build_trees, checked_category_values, leaf_tree
 from . import jsonarrays, ubjson
 
 _F32 = np.float32
@@ -542,16 +542,161 @@ def _default_left(v: Any, where: str) -> np.ndarray:
     return a == 1
 
 
+@functools.lru_cache(maxsize=1024)
+def _stoi_text(v: str) -> int | None:
+    """_stoi's value of the string `v`, or None where _stoi refuses it (cached: a model's
+    trees repeat a handful of tree_param strings)."""
+    m = re.match(rf"[{_C_SPACE}]*([+-]?[0-9]+)", v)
+    if m is None or len(m.group(1)) > 20 or abs(int(m.group(1))) >= 2 ** 31:
+        return None
+    return int(m.group(1))
+
+
+#: the per-node arrays _tree_arrays reads from every tree with scalar leaves, in this order
+_NODE_KEYS = ("left_children", "right_children", "split_indices", "split_conditions",
+              "default_left", "sum_hessian", "parents", "loss_changes", "base_weights")
+_CAT_KEYS = ("categories_segments", "categories_sizes", "categories_nodes", "categories")
+_FLOAT_KEYS = frozenset(("split_conditions", "sum_hessian", "loss_changes", "base_weights"))
+
+
+def _fast_field(v: Any, key: str, typed: bool) -> Any:
+    """t[key] as a numpy array (or the NumberArray jsonarrays read) where _tree_field accepts
+    it, or None (then the per-tree path decides, and words any error)."""
+    if typed:
+        if isinstance(v, np.ndarray) and (v.dtype.kind, v.dtype.itemsize) in _TYPED_KINDS[key]:
+            return v
+        return None
+    if type(v) is jsonarrays.NumberArray:
+        return v if v.is_float == (key in _FLOAT_KEYS) else None
+    if type(v) is not list:
+        return None
+    kinds = set(map(type, v))
+    allowed = _UNTYPED.get(key, (int,))
+    if not kinds <= set(allowed):
+        return None
+    try:
+        return np.array(v, dtype=np.float64 if key in _FLOAT_KEYS else np.int64)
+    except (OverflowError, ValueError, TypeError):
+        return None
+
+
+def _joined(parts: list) -> np.ndarray:
+    """The arrays (or NumberArrays) concatenated: a view, without a copy, where they are
+    consecutive slices of one of jsonarrays' per-key arrays (a JSON file's trees in order)."""
+    p0 = parts[0]
+    if type(p0) is jsonarrays.NumberArray and p0.base is not None:
+        base, pos = p0.base, p0.start
+        for p in parts:
+            if type(p) is not jsonarrays.NumberArray or p.base is not base or p.start != pos:
+                break
+            pos += len(p.values)
+        else:
+            return base[p0.start:pos]
+    return np.concatenate([p.values if type(p) is jsonarrays.NumberArray else p for p in parts])
+
+
+def _fast_tree_arrays(trees: list) -> tuple[np.ndarray, tuple[np.ndarray, ...]] | None:
+    """What _tree_arrays gives for every tree, concatenated, with the trees' node counts:
+    (sizes, (left, right, split_indices, split_conditions, default_left, split_type,
+    sum_hessian)), for the common model (scalar leaves, no categorical splits) with the per-tree
+    Python work reduced to a few type checks a field and every check over all nodes at once.
+    None where some tree is not such a tree or would fail a check of _tree_arrays: then
+    _tree_arrays reads every tree (and raises its error)."""
+    T = len(trees)
+    cols: dict[str, list] = {k: [None] * T for k in _NODE_KEYS + ("split_type",)}
+    nums = np.empty((T, 3), np.int64)  # num_nodes, whether split_type is present, typed
+    for i, t in enumerate(trees):
+        if type(t) is not dict:
+            return None
+        tp = t.get("tree_param")
+        if type(tp) is not dict:
+            return None
+        got = []
+        for k in ("num_feature", "size_leaf_vector", "num_nodes") + (
+                ("num_deleted",) if "num_deleted" in tp else ()):
+            v = tp.get(k)
+            if type(v) is not str:
+                return None
+            x = _stoi_text(v)
+            if x is None:
+                return None
+            got.append(x)
+        if got[1] > 1:  # vector leaves
+            return None
+        typed = isinstance(t.get("parents"), np.ndarray)
+        for k in _NODE_KEYS:
+            if k not in t:
+                return None
+            a = _fast_field(t[k], k, typed)
+            if a is None:
+                return None
+            cols[k][i] = a
+        has_type = "split_type" in t
+        if has_type:
+            for k in _CAT_KEYS:
+                if k not in t:
+                    return None
+                a = _fast_field(t[k], k, typed)
+                if a is None or len(a):  # categories: the per-tree path reads them
+                    return None
+            a = _fast_field(t["split_type"], "split_type", typed)
+            if a is None:
+                return None
+            cols["split_type"][i] = a
+        nums[i] = got[2], has_type, typed
+    left = _joined(cols["left_children"])
+    sizes = np.fromiter(map(len, cols["left_children"]), np.int64, T)
+    if np.any(sizes < 1) or np.any(nums[:, 0] != sizes):
+        return None
+    for k in _NODE_KEYS[1:]:
+        if not np.array_equal(np.fromiter(map(len, cols[k]), np.int64, T), sizes):
+            return None
+    out = {}
+    for k in ("right_children", "split_indices", "parents"):
+        out[k] = _joined(cols[k])
+    for k in ("left_children", "right_children", "split_indices"):
+        a = left if k == "left_children" else out[k]
+        if a.min() < -2 ** 31 or a.max() >= 2 ** 31:
+            return None
+    offs = np.zeros(T + 1, np.int64)
+    np.cumsum(sizes, out=offs[1:])
+    par = out.pop("parents")
+    n_of = np.repeat(sizes, sizes)
+    not_root = np.ones(len(par), bool)
+    not_root[offs[:-1]] = False
+    if np.any(not_root & ((par < 0) | (par >= n_of))):
+        return None
+    del par, n_of, not_root
+    with_type = [cols["split_type"][i] for i in np.flatnonzero(nums[:, 1]).tolist()]
+    if with_type:
+        if not np.array_equal(np.fromiter(map(len, with_type), np.int64, len(with_type)),
+                              sizes[nums[:, 1] == 1]):
+            return None
+        if _joined(with_type).any():  # a categorical split (or an unknown type)
+            return None
+    stype = np.zeros(offs[-1], np.int8)
+    cond = _joined(cols["split_conditions"])  # (float32 from JSON: as XGBoost reads it)
+    dleft = _joined(cols["default_left"]) == 1
+    hess = _joined(cols["sum_hessian"])
+    return sizes, (left, out["right_children"], out["split_indices"], cond, dleft, stype, hess)
+
+
 def _convert_trees(trees: list, n_features: int, leaf_map=None) -> list[Tree]:
     """The model's trees -> IR Trees, validated in bulk over all nodes of all trees at once
     (per-tree numpy calls dominate otherwise). `leaf_map(values, tree_ids)` maps float32 leaf
     values (DART scaling)."""
-    cols = list(zip(*(_tree_arrays(t, i) for i, t in enumerate(trees))))
-    vecs = cols.pop()  # per tree: (n, width) leaf vectors of a vector-leaf tree, else None
-    sizes = np.array([len(a) for a in cols[0]], np.int64)
+    fast = _fast_tree_arrays(trees)
+    if fast is None:
+        cols = list(zip(*(_tree_arrays(t, i) for i, t in enumerate(trees))))
+        vecs = cols.pop()  # per tree: (n, width) leaf vectors of a vector-leaf tree, else None
+        sizes = np.array([len(a) for a in cols[0]], np.int64)
+        left, right, feat, cond, dleft, stype, hess = (np.concatenate(c) for c in cols)
+        del cols
+    else:
+        sizes, (left, right, feat, cond, dleft, stype, hess) = fast
+        vecs = [None] * len(trees)
     offs = np.concatenate([[0], np.cumsum(sizes)])
-    left, right, feat, cond, dleft, stype, hess = (np.concatenate(c) for c in cols)
-    tree_of = np.repeat(np.arange(len(trees)), sizes)
+    tree_of = np.repeat(np.arange(len(trees), dtype=np.int32), sizes)
     local = np.arange(offs[-1]) - offs[tree_of]
     internal = left >= 0
 
@@ -566,7 +711,7 @@ def _convert_trees(trees: list, n_features: int, leaf_map=None) -> list[Tree]:
          f"split feature index out of range (num_feature={n_features})")
     fail((stype != 0) & (stype != 1), "unknown split_type")
     with np.errstate(all="ignore"):
-        cond32 = cond.astype(_F32)  # JSON holds float32 values as shortest decimals
+        cond32 = cond.astype(_F32, copy=False)  # JSON holds float32 values as shortest decimals
     fail(~internal & ~np.isfinite(cond32), "non-finite leaf value")
     is_cat = internal & (stype == 1)
     fail(internal & ~is_cat & np.isnan(cond32), "NaN split condition")
@@ -580,14 +725,51 @@ def _convert_trees(trees: list, n_features: int, leaf_map=None) -> list[Tree]:
     default_left = dleft & internal
 
     # XGBoost numbers nodes parent-before-child unless pruning left orphans (or ids were
-    # reused): those trees are renumbered from the root; the others keep their ids
-    kids = np.concatenate([left[internal], right[internal]]) + np.tile(offs[tree_of[internal]], 2)
-    parents = np.bincount(kids, minlength=offs[-1])
-    bad = (internal & ((left <= local) | (right <= local))) | (parents != (local > 0))
-    reorder = np.bincount(tree_of[bad], minlength=len(trees)) > 0
+    # reused): those trees are renumbered from the root; the others keep their ids. A tree
+    # keeps them when every child comes after its parent (so the root is no child) and every
+    # other node is a child exactly once: its 2 * internal children are distinct, and as many
+    # as its nodes but the root
+    del leaf_vals, cond32, cond, dleft, feat  # (peak memory)
+    n_int = np.bincount(tree_of, internal, minlength=len(trees)).astype(np.int64)
+    seen = np.zeros(offs[-1], bool)
+    base = offs[tree_of[internal]]
+    seen[left[internal] + base] = True
+    seen[right[internal] + base] = True
+    del base
+    reorder = (np.bincount(tree_of, internal & ((left <= local) | (right <= local)),
+                           minlength=len(trees)) > 0) \
+        | (2 * n_int != sizes - 1) | (np.bincount(tree_of, seen, minlength=len(trees)) != sizes - 1)
+    del seen, n_int
 
-    out = []
+    # the common trees (numeric splits, scalar leaves, ids in order, a usable cover) are built
+    # in one pass over all their nodes; the others one by one below
+    hess32 = hess.astype(_F32).astype(np.float64)
+    cover_ok = np.bincount(tree_of, ~(np.isfinite(hess32) & (hess32 >= 0)),
+                           minlength=len(trees)) == 0
+    plain = ~reorder & (np.bincount(tree_of, is_cat, minlength=len(trees)) == 0) & cover_ok \
+        & np.array([v is None for v in vecs], bool)
+    out: list = [None] * len(trees)
+    if plain.any():
+        nodes = None if plain.all() else plain[tree_of]
+
+        def pick(a: np.ndarray) -> np.ndarray:
+            return a if nodes is None else a[nodes]
+        try:
+            # (copy=False: the arrays made here are kept as the trees' own; left and right,
+            # views of the document's arrays when every tree is plain, are copied)
+            built = build_trees(sizes[plain], pick(left), pick(right), pick(feature),
+                                pick(threshold), pick(default_left), pick(value),
+                                node_ids=pick(local).astype(np.int32), cover=pick(hess32),
+                                copy=False)
+        except TreeBuildError:  # some tree is invalid: one by one, in order, says which first
+            plain[:] = False
+        else:
+            for i, t in zip(np.flatnonzero(plain).tolist(), built):
+                out[i] = t
+        del nodes
     for i, t in enumerate(trees):
+        if plain[i]:
+            continue
         a, b = int(offs[i]), int(offs[i + 1])
         l, r = left[a:b], right[a:b]
         perm = None  # new id -> old id, for renumbered trees
@@ -600,12 +782,12 @@ def _convert_trees(trees: list, n_features: int, leaf_map=None) -> list[Tree]:
         idx = slice(a, b) if perm is None else perm + a
         cats = _cat_arrays(t, is_cat[a:b], perm, i) if is_cat[a:b].any() else {}
         val = value[idx] if vecs[i] is None else vecs[i] if perm is None else vecs[i][perm]
-        out.append(Tree(left=l, right=r, feature=feature[idx], threshold=threshold[idx],
-                        default_left=default_left[idx], value=val, **cats,
-                        # XGBoost's node ids (what pred_leaf=True returns)
-                        node_ids=np.arange(b - a) if perm is None else perm,
-                        # no SHAP for vector leaves (XGBoost computes none either)
-                        cover=_cover(hess[idx]) if vecs[i] is None else None))
+        out[i] = Tree(left=l, right=r, feature=feature[idx], threshold=threshold[idx],
+                      default_left=default_left[idx], value=val, **cats,
+                      # XGBoost's node ids (what pred_leaf=True returns)
+                      node_ids=np.arange(b - a) if perm is None else perm,
+                      # no SHAP for vector leaves (XGBoost computes none either)
+                      cover=_cover(hess[idx]) if vecs[i] is None else None)
     return out
 
 
@@ -963,9 +1145,15 @@ JSON_ARRAY_KEYS = ("parents", "left_children", "right_children", "split_indices"
                    "base_weights", "split_type", "leaf_weights")
 
 
+#: the keys whose arrays XGBoost reads as floats (float32; _UNTYPED)
+JSON_FLOAT_KEYS = tuple(k for k, v in _UNTYPED.items() if v == (float,))
+
+
 def _loads_json(data: bytes, what: str) -> Any:
     try:
-        return jsonarrays.loads(data, JSON_ARRAY_KEYS)
+        # XGBoost's JSON numbers are float32 (json.h: Number holds a float), and every float
+        # array is read as float32 below: kept so, and integers as int32 where they fit
+        return jsonarrays.loads(data, JSON_ARRAY_KEYS, float32_keys=JSON_FLOAT_KEYS, int32=True)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise InvalidModelError(f"{what} is not valid JSON: {exc}") from None
 

@@ -62,7 +62,7 @@ import numpy as np
 from ...errors import ArtifactError, UnsupportedModelError
 from ...ir import Forest
 from ...outputs import base_margins
-from ...passes import comparison_thresholds
+from ...passes import lowered_thresholds
 
 LAYOUTS = ("auto", "quant", "bitvec", "heap", "compact", "naive")
 #: most leaves per tree of the interval ("bitvec") walk: leaf positions are signed bytes
@@ -238,20 +238,24 @@ def flatten(forest: Forest, layout: str = "auto", heap_max_depth: int = 8) -> Ta
     nn = np.fromiter((t.n_nodes for t in trees), np.int64, T)
     width = np.fromiter((t.width for t in trees), np.int64, T)
     start = excl_cumsum(nn)
-    tree_of = np.repeat(np.arange(T), nn)
-    left = np.concatenate([t.left for t in trees]).astype(np.int64)
-    right = np.concatenate([t.right for t in trees]).astype(np.int64)
-    feature = np.concatenate([t.feature for t in trees]).astype(np.int64)
+    # (node arrays in their IR dtypes, int32, and temporaries freed once used: the peak memory
+    # of a forest of millions of nodes is a few of these arrays at a time)
+    tree_of = np.repeat(np.arange(T, dtype=np.int32), nn)
+    feature = np.concatenate([t.feature for t in trees])
     nan_right = ~np.concatenate([t.default_left for t in trees])
-    cidx = np.concatenate([t.cat_index for t in trees]).astype(np.int64)
-    thr = np.concatenate([comparison_thresholds(t, forest) for t in trees]).astype(xdt, copy=False)
+    cidx = np.concatenate([t.cat_index for t in trees])
+    thr = lowered_thresholds(np.concatenate([t.threshold for t in trees]), forest).astype(xdt, copy=False)
+    first = start[tree_of]
+    left = np.concatenate([t.left for t in trees])
     internal = left >= 0
-    gl = np.where(internal, left + start[tree_of], -1)
-    gr = np.where(internal, right + start[tree_of], -1)
+    gl = np.where(internal, left + first, -1)
+    del left
+    gr = np.where(internal, np.concatenate([t.right for t in trees]) + first, -1)
+    del first
 
     # depth and heap position of every node: one vectorised step per level, all trees at once
-    depth = np.zeros(len(left), np.int64)
-    pos = np.zeros(len(left), np.int64)
+    depth = np.zeros(len(internal), np.int64)
+    pos = np.zeros(len(internal), np.int64)
     frontier = start[:-1]
     d = 0
     while True:
@@ -306,8 +310,10 @@ def flatten(forest: Forest, layout: str = "auto", heap_max_depth: int = 8) -> Ta
     tree_nleaf = np.where(heap, np.int64(1) << hd, n_leaf_real)
 
     nodeheap = heap[tree_of]
-    ff = (feature & FF_FEAT) | np.where(nan_right, FF_NANR, 0) | np.where(cidx >= 0, FF_CAT, 0)
+    ff = (feature.astype(np.int64) & FF_FEAT) | np.where(nan_right, FF_NANR, 0) \
+        | np.where(cidx >= 0, FF_CAT, 0)
     ff32 = ff.astype(np.uint32).view(np.int32)
+    del ff, nan_right
 
     # heap tables: padding = (feature 0, NaN goes left, threshold NaN) sends every row left
     hoff = excl_cumsum(np.where(heap, tree_nint, 0))
@@ -317,6 +323,7 @@ def flatten(forest: Forest, layout: str = "auto", heap_max_depth: int = 8) -> Ta
     slot = hoff[tree_of[sel]] + pos[sel]
     h_ff[slot] = ff32[sel]
     h_thr[slot] = thr[sel]
+    del sel, slot
 
     # compact tables: internal nodes and leaves numbered in IR order within their tree
     int_rank = np.cumsum(internal) - 1 - excl_cumsum(n_int_real)[tree_of]
@@ -334,6 +341,7 @@ def flatten(forest: Forest, layout: str = "auto", heap_max_depth: int = 8) -> Ta
                                     "in compact trees")
     c_left = code[gl[csel]].astype(np.int32)
     c_right = code[gr[csel]].astype(np.int32)
+    del code, gl, gr, csel, int_rank, ff32, thr, feature, cidx
 
     # leaves: heap leaves fill the slot range below them, compact leaves keep their rank
     lnode = np.flatnonzero(~internal)
@@ -341,10 +349,20 @@ def flatten(forest: Forest, layout: str = "auto", heap_max_depth: int = 8) -> Ta
     lheap = heap[lt]
     k = np.where(lheap, hd[lt] - depth[lnode], 0)
     slot_start = np.where(lheap, ((pos[lnode] + 1) << k) - (np.int64(1) << hd[lt]), leaf_rank[lnode])
-    count = np.int64(1) << k
     item_off = excl_cumsum(tree_nleaf)
-    order = np.argsort(item_off[lt] + slot_start, kind="stable")
-    src = np.repeat(lnode[order], count[order])       # source node of every leaf slot
+    # the source node of every leaf slot: each leaf covers the 2^k slots from its first one,
+    # and the leaves' ranges tile the slots; so each slot's leaf is the one whose first slot
+    # is the last first slot at or before it (a running maximum, not a sort of the leaves)
+    first = item_off[lt] + slot_start
+    del k, slot_start
+    n_slots = int(item_off[-1])
+    src = np.zeros(n_slots, np.int64)
+    src[first] = first
+    np.maximum.accumulate(src, out=src)
+    owner = np.zeros(n_slots, np.int64)
+    owner[first] = lnode
+    src = owner[src]
+    del owner, first
     st = tree_of[src]
     vflat = np.concatenate([t.value.ravel() for t in trees])
     vstart = excl_cumsum(nn * width)
