@@ -707,13 +707,14 @@ def test_few_rows_trees_in_lanes(isa, nf, both, no, acc, cmp):
     """Forests whose every tree is a heap of depth <= 6 (XGBoost's default depth): on AVX-512 a
     row walks 64 trees a vector (h_zt: the trees' slot bytes side by side, each level's decision
     selected by the earlier levels', shallower trees' missing slots always left), the last group
-    padded, leaves added in tree order. 1, 2, 7, 13, 64, 65 and 130 trees of depths 0-6; the
+    padded, leaves added in tree order; a last group of < 32 trees and forests of < 32 trees
+    eight trees at a time. 1, 2, 13, 31, 32, 64, 65, 100 and 130 trees of depths 0-6; the
     column mux with merged NaN twins (20, 30 features) or plain columns (80); several outputs;
     float32 and float64 margins. Single rows and 1..15-row batches bit for bit against the
     interpreter, rows on thresholds, +-1 ULP, NaN, -0.0, infinities."""
     rng = np.random.default_rng(37 + nf)
     mux = set()
-    for n_trees in (1, 2, 7, 13, 64, 65, 130):
+    for n_trees in (1, 2, 13, 31, 32, 64, 65, 100, 130):
         depths = rng.integers(0, 7, n_trees)
         depths[:min(n_trees, 2)] = 6
         trees = []
@@ -732,7 +733,10 @@ def test_few_rows_trees_in_lanes(isa, nf, both, no, acc, cmp):
         p = treecomp.compile(f, backend="arrays", layout="quant", isa=isa)
         k = p._kernel
         assert k.isa == isa and k.tables.meta["quant"]
-        assert "h_zt" in k._keep and len(k._keep["h_zt"]) == -(-n_trees // 64) * 63 * 128
+        if n_trees < arrays_derived.ZLANES_MIN_TREES:  # eight trees at a time
+            assert "h_zt" not in k._keep
+        else:
+            assert "h_zt" in k._keep and len(k._keep["h_zt"]) == -(-n_trees // 64) * 63 * 128
         mux.add(k._struct.q_cmux > 0)
         _few_row_checks(p, f, X)
     assert mux == ({True} if nf <= 64 else {True, False})  # the column mux, and plain columns

@@ -517,6 +517,11 @@ def zrow_slots(c7: np.ndarray, thr: np.ndarray, node: np.ndarray, depth: np.ndar
     return zq.reshape(-1)
 
 
+#: forests of fewer heaps walk one row eight trees at a time, not 64 in lanes (quant_impl.c,
+#: TC_ZLANES_TAIL: a last group of fewer than 32 trees does too); no table below this
+ZLANES_MIN_TREES = 32
+
+
 def zrow_lanes(c7: np.ndarray, thr: np.ndarray, node: np.ndarray, depth: np.ndarray) -> np.ndarray:
     """The one-row walk with 64 trees in a vector's lanes (quant_impl.c, zlanes), for forests
     whose every tree is a heap of depth <= 6: per group of 64 consecutive trees (the last one

@@ -53,7 +53,8 @@ from ...errors import ArtifactError, CompileError, warn_slow_path
 from ...ir import Forest, Head, Tree, head_of
 from ...native import PAIRS, kernel_error
 from . import native, so, vec, walkers
-from .derived import (DEEP_TOP_MAX, HEAP_PAD, QCIX_MAX_COLS, QUANT_ARRAYS, ZROW_MAX_COLS, bitvec_tables,
+from .derived import (DEEP_TOP_MAX, HEAP_PAD, QCIX_MAX_COLS, QUANT_ARRAYS, ZLANES_MIN_TREES,
+                      ZROW_MAX_COLS, bitvec_tables,
                       cat_byte_sets, deep_tables, interval_masks, leaf_planes, merge_nan_columns,
                       oblivious_heaps, quant_levels, quant_tables, zrow_lanes,
                       zrow_slots)
@@ -477,7 +478,7 @@ class ArraysKernel:
                     keep["h_zq8"] = zrow_slots(keep["h_qc7"], keep["h_qthr"], self._tree_node,
                                                A["tree_depth"], heap & (A["tree_depth"] > 6),
                                                (0, 63, 127, 191))
-                elif len(heap) and np.all(heap) and np.all(A["tree_width"] == 1):
+                elif len(heap) >= ZLANES_MIN_TREES and np.all(heap) and np.all(A["tree_width"] == 1):
                     # every tree of depth <= 6: one row walks 64 trees a vector (zlanes)
                     keep["h_zt"] = zrow_lanes(keep["h_qc7"], keep["h_qthr"], self._tree_node,
                                               A["tree_depth"])
