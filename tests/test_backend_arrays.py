@@ -694,8 +694,55 @@ def test_few_rows_deep_heaps(isa, nf, both, c7):
     assert ("h_qc7" in k._keep) == (c7 is not None)
     assert ("h_zq" in k._keep) == (c7 is not None)  # the depth <= 6 trees' aligned slot bytes
     assert ("h_zq8" in k._keep) == (c7 is not None)  # ... and the depth 7 / 8 trees' windows
+    assert "h_zt" not in k._keep  # trees in lanes: every tree of depth <= 6 only
     assert bool(k._struct.q_cnan) == (c7 == "mux") and (k._struct.q_cmux > 0) == (c7 == "mux")
     _few_row_checks(p, f, X)
+
+
+@pytest.mark.parametrize("isa", ISAS[:3])
+@pytest.mark.parametrize("nf,both,no,acc,cmp", [(20, True, 1, "float32", "<"),
+                                                (80, False, 1, "float64", "<="),
+                                                (30, True, 3, "float32", "<=")])
+def test_few_rows_trees_in_lanes(isa, nf, both, no, acc, cmp):
+    """Forests whose every tree is a heap of depth <= 6 (XGBoost's default depth): on AVX-512 a
+    row walks 64 trees a vector (h_zt: the trees' slot bytes side by side, each level's decision
+    selected by the earlier levels', shallower trees' missing slots always left), the last group
+    padded, leaves added in tree order; a last group of < 32 trees and forests of < 32 trees
+    eight trees at a time. 1, 2, 13, 31, 32, 64, 65, 100 and 130 trees of depths 0-6; the
+    column mux with merged NaN twins (20, 30 features) or plain columns (80); several outputs;
+    float32 and float64 margins. Single rows and 1..15-row batches bit for bit against the
+    interpreter, rows on thresholds, +-1 ULP, NaN, -0.0, infinities."""
+    rng = np.random.default_rng(37 + nf)
+    mux = set()
+    for n_trees in (1, 2, 13, 31, 32, 64, 65, 100, 130):
+        depths = rng.integers(0, 7, n_trees)
+        depths[:min(n_trees, 2)] = 6
+        trees = []
+        for d in depths:
+            t = leaf_tree(0.25) if d == 0 else _complete_tree(rng, int(d), nf, p_leaf=0.15 if d == 6 else 0.0)
+            # thresholds on a grid: few per feature (one column each, the row table's 128 bytes)
+            value = t.value.astype(np.float32).astype(np.float64) if acc == "float32" else t.value
+            trees.append(dataclasses.replace(
+                t, threshold=np.round(t.threshold * 8) / 8, value=value,
+                default_left=t.default_left if both else np.ones(t.n_nodes, bool)))
+        f = Forest(trees=tuple(trees), n_features=nf, n_outputs=no,
+                   tree_output=np.arange(n_trees) % no, base_score=np.full(no, 0.5),
+                   comparison=cmp, accumulate_dtype=acc)
+        X = random_rows(f, 60, seed=n_trees)
+        X = X[np.random.default_rng(n_trees).permutation(len(X))]
+        p = treecomp.compile(f, backend="arrays", layout="quant", isa=isa)
+        k = p._kernel
+        assert k.isa == isa and k.tables.meta["quant"]
+        if n_trees < arrays_derived.ZLANES_MIN_TREES:  # eight trees at a time
+            assert "h_zt" not in k._keep
+        else:
+            assert "h_zt" in k._keep and len(k._keep["h_zt"]) == -(-n_trees // 64) * 63 * 128
+        mux.add(k._struct.q_cmux > 0)
+        _few_row_checks(p, f, X)
+    assert mux == ({True} if nf <= 64 else {True, False})  # the column mux, and plain columns
+    # a tree of depth 7: no lanes (zrows_w1's groups of eight and windows)
+    g = f.replace(trees=f.trees + (_complete_tree(rng, 7, nf),), tree_output=np.arange(n_trees + 1) % no)
+    assert "h_zt" not in treecomp.compile(g, backend="arrays", layout="quant", isa=isa)._kernel._keep
 
 
 @pytest.mark.parametrize("isa", ISAS[:3])

@@ -332,7 +332,10 @@ class Predictor:
         """Output `kind` of a small batch through the compiled entry; None where it declines
         (not a plain float matrix of 1..SMALL_BATCH rows) or where numpy computes the output."""
         plan = self._plans.get(kind)
-        return None if plan is None else (_ENTRY or _entry())(X, *plan)
+        if plan is None:
+            return None
+        cfg, flags, mode, classes = plan  # (not X, *plan: a tuple per call, and the GC it feeds)
+        return (_ENTRY or _entry())(X, cfg, flags, mode, classes)
 
     def predict_raw(self, X: Any, n_threads: int | None = None) -> np.ndarray:
         """Raw margins, shape (n_rows, n_outputs), in the library's accumulation dtype."""
@@ -398,7 +401,8 @@ class Predictor:
             check_threads(n_threads)  # (a plain int >= 1 needs no call: a single row's time)
         plan = self._plans.get("predict")  # _via_entry inlined: a single row's Python time
         if plan is not None:
-            out = (_ENTRY or _entry())(X, *plan)
+            cfg, flags, mode, classes = plan
+            out = (_ENTRY or _entry())(X, cfg, flags, mode, classes)
             if out is not None:
                 return out
         if self._tf and outputs.needs_transform(self.head, "predict"):
@@ -412,7 +416,8 @@ class Predictor:
         if n_threads is not None and (type(n_threads) is not int or n_threads < 1):
             check_threads(n_threads)  # (a plain int >= 1 needs no call: a single row's time)
         if plan is not None:  # _via_entry inlined: a single row's Python time
-            out = (_ENTRY or _entry())(X, *plan)
+            cfg, flags, mode, classes = plan
+            out = (_ENTRY or _entry())(X, cfg, flags, mode, classes)
             if out is not None:
                 return out
         if self._pairs:

@@ -167,6 +167,11 @@ typedef struct {
    * (from slots 0 (63 of them), 63, 127, 191), each its h_qc7 then its h_qthr bytes, or NULL
    * (no such tree). Derived (arrays_derived.py, zrow_slots). */
   const uint8_t *h_zq8;
+  /* appended: where every tree is a heap of depth <= 6 (single-value leaves), the one-row walk
+   * with 64 trees in a vector's lanes (quant_impl.c, zlanes): per group of 64 trees, 63 slots of
+   * 128 bytes (the trees' h_qc7 bytes, then their h_qthr bytes; 127 past a tree's slots), or
+   * NULL. Derived (arrays_derived.py, zrow_lanes). */
+  const uint8_t *h_zt;
 } tc_tables;
 
 /* a deep-path record: 16 bytes, children as byte offsets into d_recs (no scaling in the walk);

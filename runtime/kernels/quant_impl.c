@@ -1562,6 +1562,149 @@ static inline __attribute__((always_inline)) TC_ATTR __mmask64 FN(zslots)(
   return _mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_loadu_si512((const void *)(z + 64)));
 }
 
+/* ---- trees in lanes (one row, every tree a heap of depth <= 6: h_zt) -------------------------
+ * Sixty-four trees a vector, a byte each: per heap slot s (63 of them) one vpermi2b picks, for
+ * each of the group's 64 trees, the row's byte of the column tree t reads at slot s (the
+ * row's 128-byte table q0:q1 as in zslots) and one saturating subtract from the slot's
+ * threshold bytes gives every tree's decision at s in the byte's sign bit (thr - x < 0 iff
+ * x > thr: right, the compare of zslots). A level's decision then comes from its 2^l slots by a
+ * binary tree of bitwise selects (vpternlog "d ? r : l") keyed on the earlier levels' decisions,
+ * the first level's at the bottom: only the last select waits for the previous level. The six
+ * decisions are the leaf's six bits; a tree of depth D < 6 has "always left" bytes (thr 127)
+ * below its slots, so its leaf is those bits >> (6 - D). Per 64 trees 63 x (load, permute,
+ * load, subtract) + 57 selects + 12 for the bits, against a permute, a compare and a mask moved
+ * into a vector per tree, six vector steps per eight trees and the extracts (zrows_w1's groups
+ * of eight). The leaf values are then added one by one in tree order (exactness), group g's
+ * while group g + 1's decisions are computed. The table (arrays_derived.py, zrow_lanes): per
+ * group of 64 trees (the last one padded) 63 slots of 128 bytes, the 64 trees' row-table
+ * indices (h_qc7) then their biased thresholds (h_qthr; 127 where a tree has no such slot). */
+#define TC_ZT_GROUP (63 * 128)
+#define TC_ZLANES_TAIL 32
+#ifndef TC_ZLANES_ONCE
+#define TC_ZLANES_ONCE
+/* the 64 trees' decisions at the slot whose 128 bytes are at s: sign bit set = right */
+static inline __attribute__((always_inline)) TC_ATTR __m512i tc_zdec(const uint8_t *s, __m512i q0,
+                                                                     __m512i q1) {
+  return _mm512_subs_epi8(_mm512_loadu_si512((const void *)(s + 64)),
+                          _mm512_permutex2var_epi8(q0, _mm512_loadu_si512((const void *)s), q1));
+}
+/* bitwise d ? r : l (the sign bits are what counts) */
+static inline __attribute__((always_inline)) TC_ATTR __m512i tc_zsel(__m512i d, __m512i l, __m512i r) {
+  return _mm512_ternarylogic_epi32(l, r, d, 0xD8);  /* l is often dead: no copy */
+}
+/* the six levels' decisions (sign bits) as the leaf's six bits, level l's at bit 5 - l (a 16-bit
+ * shift keeps each byte's bit 7 in its byte; the mask drops what came from the other byte) */
+static inline __attribute__((always_inline)) TC_ATTR __m512i tc_zbits(const __m512i *d) {
+  __m512i L = _mm512_and_si512(_mm512_srli_epi16(d[0], 2), _mm512_set1_epi8(0x20));
+  L = _mm512_ternarylogic_epi32(L, _mm512_srli_epi16(d[1], 3), _mm512_set1_epi8(0x10), 0xF8);
+  L = _mm512_ternarylogic_epi32(L, _mm512_srli_epi16(d[2], 4), _mm512_set1_epi8(0x08), 0xF8);
+  L = _mm512_ternarylogic_epi32(L, _mm512_srli_epi16(d[3], 5), _mm512_set1_epi8(0x04), 0xF8);
+  L = _mm512_ternarylogic_epi32(L, _mm512_srli_epi16(d[4], 6), _mm512_set1_epi8(0x02), 0xF8);
+  return _mm512_ternarylogic_epi32(L, _mm512_srli_epi16(d[5], 7), _mm512_set1_epi8(0x01), 0xF8);
+}
+#endif
+/* level l's decisions (slots 2^l - 1 .. 2^(l + 1) - 2) from d[0 .. l - 1], the levels above:
+ * node 2^l - 1 + k, k's bits (most significant first) those levels' decisions; selected by
+ * d[0] first, so that only the last select waits for d[l - 1] */
+#ifndef TC_ZLEVEL
+#define TC_ZLEVEL(l)                                                                            \
+  do {                                                                                          \
+    const int base_ = (1 << (l)) - 1, half_ = 1 << ((l) - 1);                                   \
+    _Pragma("GCC unroll 16") for (int k_ = 0; k_ < half_; ++k_)                                 \
+      v[k_] = tc_zsel(d[0], tc_zdec(zt + 128 * (base_ + k_), q0, q1),                           \
+                      tc_zdec(zt + 128 * (base_ + k_ + half_), q0, q1));                        \
+    _Pragma("GCC unroll 4") for (int j_ = 1; j_ < (l); ++j_) {                                  \
+      const int h_ = half_ >> j_;                                                               \
+      _Pragma("GCC unroll 8") for (int k_ = 0; k_ < h_; ++k_) v[k_] = tc_zsel(d[j_], v[k_], v[k_ + h_]); \
+    }                                                                                           \
+    d[l] = v[0];                                                                                \
+  } while (0)
+#endif
+
+/* trees t0 .. t0 + n - 1 (n <= 64)'s leaf value indices into li from their six leaf bits L:
+ * tree_leaf[t] + (bits >> (6 - depth)), 16 trees at a time (masked loads past n; all 64
+ * stored, without a branch: one would let the compiler sink the group's arithmetic below it
+ * and keep its 126 loaded vectors on the stack) */
+#define TC_ZIDX(q)                                                                              \
+  do {                                                                                          \
+    const int64_t m_ = n - 16 * (q);                                                            \
+    const __mmask16 k_ = m_ >= 16 ? (__mmask16)0xFFFF : m_ <= 0 ? (__mmask16)0                  \
+                                                      : (__mmask16)((1u << m_) - 1u);          \
+    const __m512i sh_ = _mm512_sub_epi32(_mm512_set1_epi32(6),                                  \
+                                         _mm512_maskz_loadu_epi32(k_, T->tree_depth + t0 + 16 * (q))); \
+    const __m512i ix_ = _mm512_srlv_epi32(_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(L, q)), sh_); \
+    _mm512_store_si512((void *)(li + 16 * (q)),                                                 \
+                       _mm512_add_epi64(_mm512_cvtepu32_epi64(_mm512_castsi512_si256(ix_)),     \
+                                        _mm512_maskz_loadu_epi64((__mmask8)k_, T->tree_leaf + t0 + 16 * (q)))); \
+    _mm512_store_si512((void *)(li + 16 * (q) + 8),                                             \
+                       _mm512_add_epi64(_mm512_cvtepu32_epi64(_mm512_extracti64x4_epi64(ix_, 1)), \
+                                        _mm512_maskz_loadu_epi64((__mmask8)(k_ >> 8), T->tree_leaf + t0 + 16 * (q) + 8))); \
+  } while (0)
+static inline __attribute__((always_inline)) TC_ATTR void FN(zlanes_idx)(
+    const tc_tables *T, const __m512i L, int64_t t0, int64_t n, int64_t *li) {
+  TC_ZIDX(0);
+  TC_ZIDX(1);
+  TC_ZIDX(2);
+  TC_ZIDX(3);
+}
+#undef TC_ZIDX
+
+/* group g's leaf value indices (trees 64 g ..) into li, from the row's table q0:q1; between
+ * the levels, TC_ZADD(k) adds the previous group's leaves up to its k-th (the adds' chain is
+ * the walk's bound: the next group's permutes and selects fill the cycles between its adds) */
+#define TC_ZGROUP(g, li)                                                                        \
+  do {                                                                                          \
+    const uint8_t *zt = T->h_zt + TC_ZT_GROUP * (g);                                            \
+    __asm__("" : "+r"(zt)); /* its loads stay here (not hoisted out of the row loop, spilled) */ \
+    __m512i d[6], v[16];                                                                        \
+    d[0] = tc_zdec(zt, q0, q1);                                                                 \
+    TC_ZLEVEL(1);                                                                               \
+    TC_ZADD(4);                                                                                 \
+    TC_ZLEVEL(2);                                                                               \
+    TC_ZADD(8);                                                                                 \
+    TC_ZLEVEL(3);                                                                               \
+    TC_ZADD(16);                                                                                \
+    TC_ZLEVEL(4);                                                                               \
+    TC_ZADD(32);                                                                                \
+    TC_ZLEVEL(5);                                                                               \
+    TC_ZADD(48);                                                                                \
+    FN(zlanes_idx)(T, tc_zbits(d), 64 * (g), nt - 64 * (g) < 64 ? nt - 64 * (g) : 64, li);   \
+  } while (0)
+
+/* one row (its table q0:q1) through trees 0 .. nt - 1, 64 trees in a vector's lanes; margins at a */
+static inline __attribute__((always_inline)) TC_ATTR void FN(zlanes)(const tc_tables *T, __m512i q0,
+                                                                    __m512i q1, TC_AT *a, const int64_t nt) {
+  const int64_t no = T->n_outputs, ng = (nt + 63) >> 6;
+  const TC_AT *lv = (const TC_AT *)T->leaf_values;
+  _Alignas(64) int64_t li[2][64];
+  TC_AT one = a[0];
+  if (nt <= 0) return;
+  const int64_t *ix = li[1];
+  int64_t j = 0, n = 0, t0 = 0;
+  /* the adds of the previous group (ix, its n trees from t0) up to its k-th, in tree order */
+#define TC_ZADD(k)                                                                              \
+  do {                                                                                          \
+    const int64_t e_ = n < (k) ? n : (k);                                                       \
+    if (no == 1)                                                                                \
+      for (; j < e_; ++j) one += lv[ix[j]];                                                     \
+    else                                                                                        \
+      for (; j < e_; ++j) a[T->tree_out[t0 + j]] += lv[ix[j]];                                  \
+  } while (0)
+  for (int64_t g = 0; g <= ng; ++g) {
+    if (g < ng) TC_ZGROUP(g, li[g & 1]);
+    const int64_t e_ = n;
+    if (no == 1)
+      for (; j < e_; ++j) one += lv[ix[j]];
+    else
+      for (; j < e_; ++j) a[T->tree_out[t0 + j]] += lv[ix[j]];
+    /* this group's leaves are added next, while the next group's are found */
+    ix = li[g & 1], j = 0, t0 = 64 * g, n = nt - t0 < 64 ? nt - t0 : 64;
+  }
+  if (no == 1) a[0] = one;
+}
+#undef TC_ZADD
+#undef TC_ZGROUP
+
 /* few rows, AVX-512: a row's bytes in a 128-byte table (two vectors): with the column mux
  * (q_cmux <= 64, see tc_qlevelc) the mux columns, then the same with NaN's code 255 made 0 (a
  * merged column's NaN-left slots index this half: h_qc7 bit 6), else the row's <= 128 columns.
@@ -1608,10 +1751,19 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zrows_w1)(
     const __m512i q1 = C ? _mm512_mask_blend_epi8(_mm512_cmpeq_epi8_mask(q0, nan), q0, left)
                          : _mm512_loadu_si512((const void *)(row + 64));
     TC_AT *a = ab + r * no;
+    /* every tree a heap of depth <= 6: 64 trees a vector (zlanes), but a last group of fewer
+     * than TC_ZLANES_TAIL trees below, eight at a time and one by one (a group costs its 63
+     * slots however few trees it holds: one tree of the 500-tree model alone, kernel, 0.21 us
+     * that way against 0.28 in lanes) */
+    int64_t t = 0;
+    if (T->h_zt) {
+      t = nt - ((nt & 63) < TC_ZLANES_TAIL ? (nt & 63) : 0);
+      FN(zlanes)(T, q0, q1, a, t);
+      if (t == nt) continue;
+    }
     /* one output: the margin in a register (through memory, each add would wait for the
      * previous one's store to forward) */
     TC_AT one = a[0];
-    int64_t t = 0;
     /* eight trees of depth <= 6 at a time: their decision masks as the qwords of a vector, the
      * six steps and the leaf offsets for all eight at once, one gather of their leaf values;
      * the values then added one by one in tree order */

@@ -515,3 +515,31 @@ def zrow_slots(c7: np.ndarray, thr: np.ndarray, node: np.ndarray, depth: np.ndar
         zq[:, w, 0] = np.where(live, c7[idx], 0)
         zq[:, w, 1] = np.where(live, thr.view(np.uint8)[idx], 0)
     return zq.reshape(-1)
+
+
+#: forests of fewer heaps walk one row eight trees at a time, not 64 in lanes (quant_impl.c,
+#: TC_ZLANES_TAIL: a last group of fewer than 32 trees does too); no table below this
+ZLANES_MIN_TREES = 32
+
+
+def zrow_lanes(c7: np.ndarray, thr: np.ndarray, node: np.ndarray, depth: np.ndarray) -> np.ndarray:
+    """The one-row walk with 64 trees in a vector's lanes (quant_impl.c, zlanes), for forests
+    whose every tree is a heap of depth <= 6: per group of 64 consecutive trees (the last one
+    padded), 63 slots of 128 bytes, 64-byte aligned: slot s's row-table index (h_qc7) for each
+    of the group's 64 trees, then their biased thresholds (h_qthr). A slot past a tree's
+    2^depth - 1 (and every slot of a padding lane) holds index 0 and threshold 127, which no
+    byte exceeds: the row goes left there, so a tree of depth D < 6 ends at its leaf << (6 - D)."""
+    n = len(node)
+    groups = (n + 63) // 64
+    buf = np.zeros(groups * 63 * 128 + 64, np.uint8)
+    a = (-buf.ctypes.data) % 64
+    zt = buf[a:a + groups * 63 * 128].reshape(groups, 63, 2, 64)
+    zt[:, :, 1, :] = 0x7F
+    s = np.arange(63)
+    live = (node[:, None] >= 0) & (s[None, :] < ((np.int64(1) << depth.astype(np.int64)) - 1)[:, None])
+    idx = np.where(live, node.astype(np.int64)[:, None] + s[None, :], 0)
+    t = np.arange(n)
+    g, lane = (t // 64)[:, None], (t % 64)[:, None]
+    zt[g, s[None, :], 0, lane] = np.where(live, c7[idx], 0)
+    zt[g, s[None, :], 1, lane] = np.where(live, thr.view(np.uint8)[idx], 0x7F)
+    return zt.reshape(-1)

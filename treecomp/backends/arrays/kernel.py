@@ -53,9 +53,11 @@ from ...errors import ArtifactError, CompileError, warn_slow_path
 from ...ir import Forest, Head, Tree, head_of
 from ...native import PAIRS, kernel_error
 from . import native, so, vec, walkers
-from .derived import (DEEP_TOP_MAX, HEAP_PAD, QCIX_MAX_COLS, QUANT_ARRAYS, ZROW_MAX_COLS, bitvec_tables,
+from .derived import (DEEP_TOP_MAX, HEAP_PAD, QCIX_MAX_COLS, QUANT_ARRAYS, ZLANES_MIN_TREES,
+                      ZROW_MAX_COLS, bitvec_tables,
                       cat_byte_sets, deep_tables, interval_masks, leaf_planes, merge_nan_columns,
-                      oblivious_heaps, quant_levels, quant_tables, zrow_slots)
+                      oblivious_heaps, quant_levels, quant_tables, zrow_lanes,
+                      zrow_slots)
 from .format import BACKEND, MAGIC, tables_from_bytes, tables_to_bytes, written_by  # noqa: F401 (MAGIC: the interface)
 from .native import NATIVE_ISAS, NODE32, NODE64, CTables, native_library
 from .tables import (CATEGORY_RULES, FF_CAT, LAYOUTS, MAX_HEAP_DEPTH, Tables, bad_table, excl_cumsum,
@@ -476,6 +478,10 @@ class ArraysKernel:
                     keep["h_zq8"] = zrow_slots(keep["h_qc7"], keep["h_qthr"], self._tree_node,
                                                A["tree_depth"], heap & (A["tree_depth"] > 6),
                                                (0, 63, 127, 191))
+                elif len(heap) >= ZLANES_MIN_TREES and np.all(heap) and np.all(A["tree_width"] == 1):
+                    # every tree of depth <= 6: one row walks 64 trees a vector (zlanes)
+                    keep["h_zt"] = zrow_lanes(keep["h_qc7"], keep["h_qthr"], self._tree_node,
+                                              A["tree_depth"])
             if self._bitvec and len(q["q_feat"]) <= ZROW_MAX_COLS \
                     and int(A["tree_nleaf"].max()) <= 64 and not np.any(q["q_kind"]):
                 # the AVX-512 few-row interval walk (quant_impl.c, zbvrows_w1): each node's
