@@ -22,6 +22,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import json
+import mmap
 import os
 import threading
 import weakref
@@ -32,7 +33,7 @@ from typing import Any, Callable
 import numpy as np
 
 from . import native, outputs
-from .backends import kernel_loader, kind_of_artifact, library_checker
+from .backends import kernel_loader, kind_of_artifact, library_checker, loads_mapped
 from .errors import ArtifactError, CompileError, InvalidModelError, UnsupportedModelError, WriteError
 from .inputs import as_matrix
 from .ir import Forest, Head
@@ -562,11 +563,26 @@ def load(path: str | os.PathLike, n_threads: int | None = None) -> Predictor:
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"artifact not found: {p}")
-    data = p.read_bytes()
-    if data[:4] == ELF_MAGIC:
-        return Predictor(kernel_from_bytes("so", data), n_threads)
-    kind = kind_of_artifact(data)
+    with open(p, "rb") as f:
+        start = f.read(64)
+    if start[:4] == ELF_MAGIC:
+        return Predictor(kernel_from_bytes("so", p.read_bytes()), n_threads)
+    kind = kind_of_artifact(start)
     if kind is None:
         raise ArtifactError(f"{p.name} is not a treecomp artifact (neither a shared library nor "
                             "a known table file)")
+    data = map_file(p) if loads_mapped(kind) else p.read_bytes()
     return Predictor(kernel_from_bytes(kind, data), n_threads)
+
+
+def map_file(path: Path) -> Any:
+    """The file's bytes as a read-only mapping (mmap.mmap; b"" for an empty file): a table
+    file's arrays become views of it, read from disk as they are touched, never copied; the
+    mapping lives as long as something uses them. The file must not be changed in place while
+    it is loaded (treecomp writes artifacts by replacing the file, toolchain.publish, which a
+    mapping of the old one survives); a file truncated under a mapping faults on access."""
+    with open(path, "rb") as f:
+        try:
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:  # an empty file cannot be mapped
+            return b""
