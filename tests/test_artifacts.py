@@ -179,7 +179,7 @@ def mutate_tc(rng, data):
         return "head value", _tc_join({**hdr, "head": json.dumps(head)}, body, version)
     # a number inside an array (the most likely mutations to pass validation): r = 6 a special
     # value, r = 7 another entry of the same array (a plausible index: shared children...)
-    descr = [d for d in hdr["arrays"] + hdr.get("linear", {}).get("arrays", []) + hdr.get("derived", [])
+    descr = [d for d in hdr["arrays"] + hdr.get("linear", {}).get("arrays", []) + hdr.get("sorts", [])
              if d["length"] > 0]
     d = descr[rng.integers(len(descr))]
     dt = np.dtype(d["dtype"])
@@ -319,12 +319,12 @@ def _run_case(kind: str, data: bytes, isa: str) -> str:
     linear = isinstance(k, LinearKernel) if kind == "tc" else False
 
     def at(isa):  # the loaded kernel with its (leaf) tables walked by instruction set `isa`
-        # (with the file's stored sort orders, as load_bytes used them)
+        # (with the file's stored sorts, as load_bytes used them)
         if not linear:
             return arrays.ArraysKernel(k.tables, k.head, isa=isa, block_rows=k.requested_block_rows,
-                                       orders=k.sort_orders)
+                                       sorts=k.sorts)
         lv = arrays.ArraysKernel(k.leaves.tables, k.leaves.head, isa=isa,
-                                 block_rows=k.leaves.requested_block_rows, orders=k.leaves.sort_orders)
+                                 block_rows=k.leaves.requested_block_rows, sorts=k.leaves.sorts)
         return LinearKernel.loaded(lv, k.head, k.tables.arrays, k.tables.average, data, None)
     try:
         if kind == "tc":

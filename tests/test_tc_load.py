@@ -1,5 +1,5 @@
-"""Loading .tc table files (format 3): the digest, the stored sort orders of the derived
-tables (checked to be exactly the sorts'), the file mapped rather than copied, and the older
+"""Loading .tc table files (format 3): the digest, the stored results of the derived tables'
+sorts (checked to be exactly the sorts'), the file mapped rather than copied, and the older
 formats 1 and 2, which still load (their derived tables sorted as before)."""
 
 from __future__ import annotations
@@ -77,10 +77,10 @@ def _join(hdr, body, version=arrays_format.FORMAT_VERSION, seal=True) -> bytes:
 
 
 def _as_old_format(data: bytes) -> bytes:
-    """The file as treecomp wrote it before format 3: no sort orders, no trailer, version 1
-    (2 with a linear section); every other byte where it was (the orders came last)."""
+    """The file as treecomp wrote it before format 3: no stored sorts, no trailer, version 1
+    (2 with a linear section); every other byte where it was (the sorts came last)."""
     hdr, body, _ = _parts(data)
-    cut = min([d["offset"] for d in hdr.pop("derived", [])] + [len(body) - arrays_format.TRAILER])
+    cut = min([d["offset"] for d in hdr.pop("sorts", [])] + [len(body) - arrays_format.TRAILER])
     hdr["version"] = 2 if "linear" in hdr else 1
     return _join(hdr, body[:cut], hdr["version"])
 
@@ -91,7 +91,7 @@ def _kernel_bytes(k) -> dict[str, bytes]:
             **{n: np.ascontiguousarray(a).tobytes() for n, a in arrs.items()}}
 
 
-# -- stored sort orders ---------------------------------------------------------------------------
+# -- stored sorts ----------------------------------------------------------------------------------
 def test_sort_order_is_exactly_lexsort():
     """A given order is taken only where it is np.lexsort's own permutation (stable: ties in
     index order); the keys come back along it."""
@@ -120,21 +120,55 @@ def test_sort_order_is_exactly_lexsort():
                 derived.sort_order(b, (t, f), "x")
 
 
+Q_SORTS = {"q_uid", "q_ufeat", "q_uthr"}
+
+
 @pytest.mark.parametrize("case", sorted(CASES))
-def test_stored_orders_give_the_derived_tables(case):
-    """The file stores the derived tables' sort orders; loaded, the kernel's tables (every
-    array tc_tables points at, every scalar) are byte for byte those derived without them."""
+def test_stored_sorts_give_the_derived_tables(case):
+    """The file stores the results of the derived tables' sorts; loaded, the kernel's tables
+    (every array tc_tables points at, every scalar) are byte for byte those derived without."""
     f, data = _file(case)
     hdr, _, version = _parts(data)
     assert version == arrays_format.FORMAT_VERSION
     k = arrays.load_bytes(data)
-    want = {"quant": {"q_order"}, "quant-f64": {"q_order"}, "bitvec": {"q_order", "bv_order"},
-            "bitvec-categorical": {"q_order", "bv_order"}, "compact": set()}[case]
-    assert {d["name"] for d in hdr.get("derived", [])} == want == set(k.sort_orders)
+    want = {"quant": Q_SORTS, "quant-f64": Q_SORTS, "bitvec": Q_SORTS | {"bv_order"},
+            "bitvec-categorical": Q_SORTS | {"bv_order"}, "compact": set()}[case]
+    assert {d["name"] for d in hdr.get("sorts", [])} == want == set(k.sorts)
     fresh = arrays.ArraysKernel(k.tables, k.head, isa="numpy")
     assert _kernel_bytes(k) == _kernel_bytes(fresh)
     for name in want:
-        assert np.array_equal(k.sort_orders[name], fresh.sort_orders[name])
+        assert np.array_equal(k.sorts[name], fresh.sorts[name])
+        assert not k.sorts[name].flags.owndata  # the file's own arrays, not copies
+
+
+def test_distinct_thresholds_stored_or_sorted():
+    rng = np.random.default_rng(1)
+    for n in (0, 1, 9, 400):
+        f = rng.integers(0, 5, n).astype(np.uint32)
+        t = rng.choice(np.array([-2.0, -0.0, 0.0, 0.5, 1.0, 7.0], np.float32), n)
+        uf, ut, uid = derived.distinct_thresholds(f, t)
+        pairs = sorted({(int(a), float(b) + 0.0) for a, b in zip(f, t)})
+        assert [(int(a), float(b) + 0.0) for a, b in zip(uf, ut)] == pairs
+        assert np.array_equal(uf[uid].view(np.uint32), f) and np.array_equal(ut[uid], t)
+        stored = {"q_ufeat": uf, "q_uthr": ut, "q_uid": uid}
+        again = derived.distinct_thresholds(f, t, stored)
+        assert all(np.array_equal(a, b) for a, b in zip(again, (uf, ut, uid)))
+        if not n:
+            continue
+        U = len(uf)
+        bad = [dict(stored, q_uid=np.where(np.arange(n) == 0, (uid + 1) % max(U, 2), uid).astype(uid.dtype)),
+               dict(stored, q_uid=np.r_[uid[:-1], U].astype(uid.dtype)),
+               dict(stored, q_uid=np.r_[uid[:-1], -1].astype(uid.dtype)),
+               dict(stored, q_uid=uid[:-1]),
+               dict(stored, q_uthr=np.nextafter(ut, np.float32(np.inf))),
+               dict(stored, q_uthr=np.where(np.arange(U) == U - 1, np.float32(np.nan), ut)),
+               dict(stored, q_uthr=ut.astype(np.float64)),
+               dict(stored, q_ufeat=uf[::-1].copy()) if U > 1 else dict(stored, q_ufeat=uf + 1),
+               dict(stored, q_ufeat=np.r_[uf, uf[-1]].astype(np.int32), q_uthr=np.r_[ut, ut[-1] + 1]),
+               {k: v for k, v in stored.items() if k != "q_uthr"}]
+        for b in bad:
+            with pytest.raises(ArtifactError, match="distinct thresholds"):
+                derived.distinct_thresholds(f, t, b)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -152,56 +186,85 @@ def test_round_trip_bit_for_bit_on_every_isa(case, tmp_path):
         np.testing.assert_array_equal(q.predict_raw(X), want, err_msg=isa)
 
 
+def _with(body, d, values) -> bytearray:
+    """`body` with the stored array `d` (a descriptor) replaced by `values`."""
+    b = bytearray(body)
+    a = np.ascontiguousarray(values, np.dtype(d["dtype"]))
+    assert len(a) == d["length"]
+    b[d["offset"]:d["offset"] + a.nbytes] = a.tobytes()
+    return b
+
+
 @pytest.mark.parametrize("case", ["quant", "bitvec-categorical"])
-def test_hostile_orders_are_refused(case):
-    """A file whose digest matches (written on purpose) but whose stored order is not the
-    sort's: refused; never derived tables that disagree with the thresholds."""
+def test_hostile_sorts_are_refused(case):
+    """A file whose digest matches (written on purpose) but whose stored sorts are not what
+    the sorts give: refused; never derived tables that disagree with the thresholds."""
     f, data = _file(case)
     hdr, body, _ = _parts(data)
-    for d in hdr["derived"]:
-        a = np.frombuffer(body, d["dtype"], d["length"], d["offset"])
+    X = random_rows(f, 60)
+    for d in hdr["sorts"]:
+        a = np.frombuffer(body, d["dtype"], d["length"], d["offset"]).copy()
         n = len(a)
-        for what, b in (("swap", np.r_[a[1:2], a[:1], a[2:]]), ("reverse", a[::-1]),
-                        ("duplicate", np.r_[a[:1], a[:-1]]), ("out of range", np.r_[a[:-1], n]),
-                        ("negative", np.r_[a[:-1], -1])):
-            body2 = bytearray(body)
-            body2[d["offset"]:d["offset"] + a.nbytes] = np.ascontiguousarray(b, a.dtype).tobytes()
-            with pytest.raises(ArtifactError, match="order"):
-                arrays.load_bytes(_join(hdr, body2))
-        for edit in (lambda e: e.update(length=e["length"] - 1), lambda e: e.update(dtype="<f4"),
+        i = np.arange(n)
+        if d["name"] in ("q_uid", "q_ufeat"):  # an index or feature changed, out of range
+            edits = [np.where(i == n // 2, a + 1, a), np.where(i == 0, -1, a),
+                     np.where(i == n - 1, 10 ** 6, a), a[::-1]]
+        elif d["name"] == "q_uthr":
+            edits = [np.where(i == n // 2, np.nextafter(a, np.inf), a), np.where(i == 0, np.nan, a),
+                     a[::-1]]
+        else:  # bv_order
+            edits = [np.r_[a[1:2], a[:1], a[2:]], a[::-1], np.r_[a[:1], a[:-1]],
+                     np.r_[a[:-1], n], np.r_[a[:-1], -1]]
+        for values in edits:
+            if np.array_equal(values, a):
+                continue
+            with pytest.raises(ArtifactError, match="order|distinct thresholds"):
+                arrays.load_bytes(_join(hdr, _with(body, d, values)))
+        for edit in (lambda e: e.update(length=e["length"] - 1), lambda e: e.update(dtype="<u2"),
                      lambda e: e.update(name="q_bogus"), lambda e: e.update(offset=10 ** 9)):
             h2 = json.loads(json.dumps(hdr))
-            edit(next(e for e in h2["derived"] if e["name"] == d["name"]))
+            edit(next(e for e in h2["sorts"] if e["name"] == d["name"]))
             with pytest.raises(ArtifactError):
                 arrays.load_bytes(_join(h2, body))
+    # a zero threshold's sign is the one thing a stored sort may choose: no comparison sees it
+    d = next(e for e in hdr["sorts"] if e["name"] == "q_uthr")
+    ut = np.frombuffer(body, d["dtype"], d["length"], d["offset"])
+    if np.any(ut == 0):
+        k = arrays.load_bytes(_join(hdr, _with(body, d, np.where(ut == 0, -ut, ut))))
+        assert np.array_equal(np.signbit(k.sorts["q_uthr"]), np.signbit(np.where(ut == 0, -ut, ut)))
+        for isa in HAVE:
+            p = treecomp.Predictor(arrays.ArraysKernel(k.tables, k.head, isa=isa, sorts=k.sorts))
+            np.testing.assert_array_equal(p.predict_raw(X), interp.predict_raw(f, X), err_msg=isa)
 
 
 @pytest.mark.parametrize("case", ["quant", "quant-f64", "bitvec-categorical"])
-def test_mutated_orders_never_give_a_wrong_answer(case):
-    """Seeded, bounded fuzz of the stored orders (resealed: a deliberate file): each load is
-    refused, or predicts exactly what the model does."""
+def test_mutated_sorts_never_give_a_wrong_answer(case):
+    """Seeded, bounded fuzz of the stored sorts (resealed: a deliberate file): each load is
+    refused, or predicts exactly what the model does on every instruction set."""
     f, data = _file(case)
     X = random_rows(f, 60)
     want = interp.predict_raw(f, X)
     hdr, body, _ = _parts(data)
-    descr = hdr["derived"]
+    descr = hdr["sorts"]
     rng = np.random.default_rng(7)
     outcomes = {"refused": 0, "ok": 0}
     for _ in range(40):
         d = descr[rng.integers(len(descr))]
-        b = bytearray(body)
-        a = np.frombuffer(b, d["dtype"], d["length"], d["offset"])
+        a = np.frombuffer(body, d["dtype"], d["length"], d["offset"]).copy()
         i, j = rng.integers(len(a), size=2)
-        v = [a[j], int(rng.integers(-3, len(a) + 3)), a[i] ^ (1 << int(rng.integers(31)))][rng.integers(3)]
-        b[d["offset"] + i * a.itemsize:d["offset"] + (i + 1) * a.itemsize] = np.array([v], a.dtype).tobytes()
+        r = rng.integers(3)
+        if a.dtype.kind == "f":
+            a[i] = [a[j], np.nextafter(a[i], -np.inf), -a[i]][r]
+        else:
+            a[i] = [a[j], int(rng.integers(-3, len(a) + 3)), a[i] ^ (1 << int(rng.integers(31)))][r]
         try:
-            k = arrays.load_bytes(_join(hdr, b))
+            k = arrays.load_bytes(_join(hdr, _with(body, d, a)))
         except ArtifactError:
             outcomes["refused"] += 1
             continue
         for isa in HAVE:
-            p = treecomp.Predictor(arrays.ArraysKernel(k.tables, k.head, isa=isa, orders=k.sort_orders))
-            np.testing.assert_array_equal(p.predict_raw(X), want)
+            p = treecomp.Predictor(arrays.ArraysKernel(k.tables, k.head, isa=isa, sorts=k.sorts))
+            np.testing.assert_array_equal(p.predict_raw(X), want, err_msg=isa)
         outcomes["ok"] += 1
     assert outcomes["refused"] > 0
 
@@ -232,7 +295,7 @@ def test_corrupt_files_are_refused_by_the_digest(case):
 # -- older formats ----------------------------------------------------------------------------------
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_old_format_files_still_load(case):
-    """Format 1 files (written before format 3: no digest, no stored orders) load, their
+    """Format 1 files (written before format 3: no digest, no stored sorts) load, their
     derived tables sorted as before: the same kernel tables, the same answers."""
     f, data = _file(case)
     old = _as_old_format(data)
@@ -241,17 +304,17 @@ def test_old_format_files_still_load(case):
     assert _kernel_bytes(k) == _kernel_bytes(new)
     X = random_rows(f, 80)
     np.testing.assert_array_equal(treecomp.Predictor(k).predict_raw(X), interp.predict_raw(f, X))
-    # its bytes are the file's; written anew, format 3 with the orders
+    # its bytes are the file's; written anew, format 3 with the sorts
     assert k.to_bytes() == old
     again = k.file_bytes(None)
     assert arrays_format._PREFIX.unpack_from(again, 0)[1] == arrays_format.FORMAT_VERSION
-    assert set(arrays.load_bytes(again).sort_orders) == set(new.sort_orders)
+    assert set(arrays.load_bytes(again).sorts) == set(new.sorts)
 
 
-def test_old_format_cannot_carry_orders():
+def test_old_format_cannot_carry_sorts():
     _, data = _file("quant")
     hdr, body, _ = _parts(data)
-    with pytest.raises(ArtifactError, match="sort orders"):
+    with pytest.raises(ArtifactError, match="no stored sorts"):
         arrays.load_bytes(_join(hdr, body[:-arrays_format.TRAILER], 1))
 
 

@@ -12,14 +12,16 @@ see runtime/kernels/quant_impl.c and arrays_impl.c for the walks that read them.
 
 What a file stores, and why: the derived tables themselves are not stored (the C kernels index
 with most of them, so a stored copy would need every index of every table checked against how
-each walk uses it, and it could disagree with the thresholds it encodes). Only their two sorts
-are: the order of the split thresholds (quant_tables, "q_order") and of the interval walk's
-nodes (bitvec_tables, "bv_order"), the only steps above linear time (on 5,000 depth-8 trees
-the threshold sort was most of a 0.6 s load). A stored order is used only if it is exactly the
-order the (stable) sort would give, which sort_order verifies in linear time (each index in
-range, keys nondecreasing, equal keys by rising index); everything is then derived from it as without it, so
-the derived tables are the same, byte for byte, and agree with the thresholds whatever the
-file says. A file without orders (formats 1 and 2, or a caller's tables) is sorted as before.
+each walk uses it, and it could disagree with the thresholds it encodes). Only the results of
+their two sorts are, the only steps above linear time (on 5,000 depth-8 trees the threshold
+sort was most of a 0.6 s load): the distinct (feature, threshold) pairs of the splits and each
+split's index among them (distinct_thresholds: "q_ufeat", "q_uthr", "q_uid"), and the interval
+walk's node order (bitvec_tables: "bv_order"). Each is used only where a linear-time check, no
+sort, proves it is exactly what the sort gives (distinct_thresholds, sort_order), else the
+file is refused; everything is then derived from it as without it, so the derived tables are
+the ones a sort gives (up to the sign of a zero threshold, which no comparison sees) and agree
+with the thresholds whatever the file says. A file without them (formats 1 and 2, or a
+caller's tables) is sorted as before.
 """
 
 from __future__ import annotations
@@ -72,15 +74,61 @@ def sort_order(order: np.ndarray | None, keys: tuple[np.ndarray, ...],
 
 
 # -- the quantised walk's tables (derived from the heap tables when loading) --------------------
+def distinct_thresholds(f: np.ndarray, t: np.ndarray,
+                        stored: dict[str, np.ndarray] | None = None
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct (feature, threshold) pairs of the real slots (features `f`, thresholds `t`,
+    no NaN), sorted by feature then threshold (-0.0 == 0.0: one threshold), and each slot's
+    index among them: (uf, ut, uid). The one sort of the byte walks' tables (on 5,000 depth-8
+    trees most of a load), or, from a file (`stored`: "q_ufeat", "q_uthr", "q_uid", what this
+    returned when it was written), checked in linear time without a sort to be exactly that
+    result: the pairs strictly rising, every slot's pair the one its index names, every pair
+    some slot's (ArtifactError otherwise). Only a zero's sign may differ from a sort's choice,
+    which no comparison sees. Gathers from the small table of distinct pairs, no random access
+    across the slots."""
+    n = len(f)
+    if stored is None:
+        order = np.lexsort((t, f))
+        fs, ts = f[order], t[order]
+        new = np.ones(n, bool)
+        np.not_equal(fs[1:], fs[:-1], out=new[1:])
+        new[1:] |= ts[1:] != ts[:-1]
+        uid = np.empty(n, np.int32 if n < 1 << 31 else np.int64)
+        uid[order] = np.cumsum(new, dtype=uid.dtype) - 1
+        return fs[new].astype(np.int32), ts[new], uid
+
+    def bad(why: str) -> Exception:
+        return bad_table(f"the stored distinct thresholds {why}")
+    try:
+        uf, ut, uid = stored["q_ufeat"], stored["q_uthr"], stored["q_uid"]
+    except KeyError:
+        raise bad("are incomplete") from None
+    U = len(uf)
+    if uid.ndim != 1 or len(uid) != n or uid.dtype.kind != "i" or uf.dtype != np.int32 \
+            or ut.dtype != t.dtype or len(ut) != U or (U == 0) != (n == 0):
+        raise bad("have the wrong shape or type")
+    if n and (int(uid.min()) < 0 or int(uid.max()) >= U):
+        raise bad("name a pair that is not there")
+    rise = uf[1:] > uf[:-1]
+    rise |= (uf[1:] == uf[:-1]) & (ut[1:] > ut[:-1])  # (NaN: never rising, never matched)
+    if not rise.all():
+        raise bad("are not strictly rising")
+    if not (np.array_equal(uf.view(np.uint32)[uid], f) and np.array_equal(ut[uid], t)):
+        raise bad("disagree with the thresholds")
+    if n and not np.all(np.bincount(uid, minlength=U)):
+        raise bad("hold a pair no split has")
+    return uf, ut, uid
+
+
+# -- the quantised walk's tables (derived from the heap tables when loading) --------------------
 def quant_tables(h_ff: np.ndarray, h_thr: np.ndarray,
                  cat_sets: np.ndarray | None = None,
-                 order: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                 stored: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """The column and node tables of the byte walks (runtime/kernels/quant_impl.c).
 
     Derived from the (validated) heap tables every time a kernel is loaded (vectorised, linear
-    time but for the sort of the split thresholds by (feature, threshold): `order`, that sort's
-    permutation of the real slots, may come from the file (sort_order verifies it); the
-    result's "order" is the permutation used, for the file).
+    time but for the sort of the split thresholds: distinct_thresholds, whose result a file
+    stores (`stored`, checked there) and the result's "sorted" holds, for the file).
     A column is (feature, chunk of consecutive distinct thresholds (quant_chunk_size), NaN
     direction); a node's byte is its threshold's index within its column; padding slots
     (threshold NaN) get 255, which no bin exceeds. NaN's bin (q_nanc) is the column's count
@@ -102,14 +150,9 @@ def quant_tables(h_ff: np.ndarray, h_thr: np.ndarray,
     H = len(h_ff)
     if not len(t) and not is_cat.any():
         return {}
-    order, (ts, fs) = sort_order(order, (t, f), "threshold")
-    n = len(fs)
-    new = np.ones(n, bool)
-    np.not_equal(fs[1:], fs[:-1], out=new[1:])
-    new[1:] |= ts[1:] != ts[:-1]                    # -0.0 == 0.0: one threshold
-    inv = np.empty(n, np.int32 if n < 1 << 31 else np.int64)
-    inv[order] = np.cumsum(new, dtype=inv.dtype) - 1
-    uf, ut = fs[new].astype(np.int64), ts[new]      # distinct (feature, threshold), sorted
+    uf32, ut, inv = distinct_thresholds(f, t, stored)
+    sorted_ = {"q_ufeat": uf32, "q_uthr": ut, "q_uid": inv}
+    uf = uf32.astype(np.int64)
     fnew = np.ones(len(uf), bool)
     fnew[1:] = uf[1:] != uf[:-1]
     ffirst = np.flatnonzero(fnew)                  # each feature's first (uf is sorted)
@@ -180,7 +223,7 @@ def quant_tables(h_ff: np.ndarray, h_thr: np.ndarray,
             "q_off": off[:-1].astype(np.int64), "q_len": P.astype(np.int32),
             "q_count": count.astype(np.int32), "q_kind": kind, "q_thr": q_thr,
             "h_qcol": h_qcol, "h_qthr": h_qthr, "h_qcat": h_qcat, "q_cat": q_cat.reshape(-1),
-            "order": order}
+            "sorted": sorted_}
 
 
 def merge_nan_columns(q: dict[str, np.ndarray], max_cols: int) -> tuple[dict[str, np.ndarray], int, bool]:

@@ -16,9 +16,9 @@ follow the IR file, laid out like the tables' arrays; validate_section checks th
 Format 3 (written since 2026-11-28) adds, after everything above, a 64-byte trailer: the
 sha256 of every byte before it, then 32 zero bytes; a file whose bytes do not match it (bit
 flips, truncation, anything appended) is refused before its header is parsed. It also stores
-the sort orders the derived tables need (header key "derived": descriptors of SORT_ORDERS'
-arrays, laid out like the tables'), so a load derives them in linear time (derived.py checks
-each is exactly the sort's result). Formats 1 (no linear section) and 2 (with one), written
+the results of the derived tables' sorts (header key "sorts": descriptors of SORTS' arrays,
+laid out like the tables'), so a load derives them in linear time (derived.py checks each is
+exactly the sort's result). Formats 1 (no linear section) and 2 (with one), written
 before, still load: no digest, their derived tables computed with the sorts, as then.
 
 Reading does not copy: given a read-only mapping of the file (mmap.mmap, loader.load), the
@@ -42,12 +42,14 @@ from .tables import TABLE_ARRAYS, Tables, bad_table, validate
 
 #: the backend that reads these files (arrays.NAME), written into the header
 BACKEND = "arrays"
-#: what tables_to_bytes writes: the digest trailer, the stored sort orders, linear optional
+#: what tables_to_bytes writes: the digest trailer, the stored sorts, linear optional
 FORMAT_VERSION = 3
-#: older formats this reader still takes (no digest, no stored sort orders)
+#: older formats this reader still takes (no digest, no stored sorts)
 OLD_FORMAT_VERSIONS = (1, 2)
-#: the stored sort orders (header key "derived"): name -> the dtypes a file may use
-SORT_ORDERS = {"q_order": ("<i4", "<i8"), "bv_order": ("<i4", "<i8")}
+#: the stored results of the derived tables' sorts (header key "sorts": derived.py,
+#: distinct_thresholds and bitvec_tables): name -> the dtypes a file may use
+SORTS = {"q_uid": ("<i4", "<i8"), "q_ufeat": ("<i4",), "q_uthr": ("<f4", "<f8"),
+         "bv_order": ("<i4", "<i8")}
 #: format 3's trailer: sha256 of the file before it, then zeros to 64 bytes
 TRAILER = 64
 #: the linear section's arrays and dtypes (little-endian), in the order tc_linear_margins takes
@@ -76,11 +78,11 @@ def _layout(arrays: dict[str, np.ndarray], names: Any, off: int) -> tuple[list[d
 def tables_to_bytes(tables: Tables, head: Head, runtime: dict[str, Any],
                     ir: bytes | None = None,
                     linear: tuple[Head, dict[str, np.ndarray], dict[str, Any]] | None = None,
-                    orders: dict[str, np.ndarray] | None = None) -> bytes:
+                    sorts: dict[str, np.ndarray] | None = None) -> bytes:
     """MAGIC, version, header length, JSON header, then each array at a 64-byte boundary, then
     (optional) the model's IR file (ir.Forest.to_bytes: for apply / contributions), then
     (optional) a linear section: (the model's Head, SECTION's arrays, {"average"}), then
-    (optional) the sort orders of SORT_ORDERS (ArraysKernel.sort_orders), then the trailer."""
+    (optional) the sorts' results of SORTS (ArraysKernel.sorts), then the trailer."""
     descr, off = _layout(tables.arrays, TABLE_ARRAYS, 0)
     extra: dict[str, Any] = {}
     if ir is not None:
@@ -93,11 +95,11 @@ def tables_to_bytes(tables: Tables, head: Head, runtime: dict[str, Any],
         extra["linear"] = {"head": lhead.to_json(backend=BACKEND), "arrays": ldescr,
                            "average": bool(lmeta["average"])}
         placed += [(d, lin_arrays[d["name"]]) for d in ldescr]
-    orders = {k: v for k, v in (orders or {}).items() if k in SORT_ORDERS}
-    if orders:
-        odescr, off = _layout(orders, list(orders), off)
-        extra["derived"] = odescr
-        placed += [(d, orders[d["name"]]) for d in odescr]
+    sorts = {k: v for k, v in (sorts or {}).items() if k in SORTS}
+    if sorts:
+        sdescr, off = _layout(sorts, list(sorts), off)
+        extra["sorts"] = sdescr
+        placed += [(d, sorts[d["name"]]) for d in sdescr]
     version = FORMAT_VERSION
     header = json.dumps({"format": "treecomp-arrays", "version": version,
                          "treecomp_version": __version__, "head": head.to_json(backend=BACKEND),
@@ -179,14 +181,14 @@ class TableFile(NamedTuple):
     """A read table file (tables_from_bytes): the tables, the head, the runtime options, the IR
     file's bytes (None in a file without them; read by ir.Forest.from_bytes only when asked
     for), the linear section (None, or the model's Head, SECTION's arrays and {"average"}:
-    checked by validate_section) and the stored sort orders (SORT_ORDERS: checked where
-    derived.py uses them; empty in formats 1 and 2)."""
+    checked by validate_section) and the stored sorts' results (SORTS: checked where derived.py
+    uses them; empty in formats 1 and 2)."""
     tables: Tables
     head: Head
     runtime: dict
     ir: Any
     linear: Any
-    orders: dict
+    sorts: dict
 
 
 def tables_from_bytes(data: Any) -> TableFile:
@@ -220,7 +222,7 @@ def tables_from_bytes(data: Any) -> TableFile:
         raise bad_table(f"unreadable header ({exc})") from None
     start = -(-(_PREFIX.size + hlen) // 64) * 64
     arrays: dict[str, np.ndarray] = {}
-    orders: dict[str, np.ndarray] = {}
+    sorts: dict[str, np.ndarray] = {}
     linear = None
     try:
         end = _read_arrays(data, start, descr, TABLE_ARRAYS, "array", arrays, size)
@@ -237,11 +239,11 @@ def tables_from_bytes(data: Any) -> TableFile:
                                         "linear section array", larrays, size))
             validate_section(larrays, lhead, head)
             linear = (lhead, larrays, {"average": lin["average"]})
-        if "derived" in hdr:
+        if "sorts" in hdr:
             if version != FORMAT_VERSION:
-                raise bad_table(f"format {version} has no stored sort orders")
-            end = max(end, _read_arrays(data, start, hdr["derived"], SORT_ORDERS, "sort order",
-                                        orders, size, SORT_ORDERS))
+                raise bad_table(f"format {version} has no stored sorts")
+            end = max(end, _read_arrays(data, start, hdr["sorts"], SORTS, "stored sort",
+                                        sorts, size, SORTS))
         ir = None
         if "ir" in hdr:  # after the arrays, padded to 64 bytes like them
             n, off = hdr["ir"]["length"], hdr["ir"]["offset"]
@@ -262,7 +264,7 @@ def tables_from_bytes(data: Any) -> TableFile:
     if (head.n_features, head.n_outputs, head.n_trees, head.input_dtype, head.accumulate_dtype) != \
             (meta["n_features"], meta["n_outputs"], meta["n_trees"], meta["x_dtype"], meta["acc_dtype"]):
         raise bad_table("header and tables disagree")
-    return TableFile(tables, head, runtime, ir, linear, orders)
+    return TableFile(tables, head, runtime, ir, linear, sorts)
 
 
 def validate_section(arrays: dict[str, np.ndarray], head: Head, leaf_head: Head) -> None:

@@ -309,7 +309,7 @@ class ArraysKernel:
 
     def __init__(self, tables: Tables, head: Head, isa: str = "auto", block_rows: int = 0,
                  data: Any = None, strict_isa: bool = True, ir: Any = None,
-                 written_by: str | None = __version__, orders: dict[str, np.ndarray] | None = None):
+                 written_by: str | None = __version__, sorts: dict[str, np.ndarray] | None = None):
         #: `data`: the file's bytes, or a read-only mapping of it (the tables are views of it)
         self.tables, self.head, self._data = tables, head, data
         #: the model's IR: a Forest (built from one) or its IR file's bytes (loaded), or None
@@ -338,26 +338,27 @@ class ArraysKernel:
         ctree_off = np.repeat(coff[:-1][~heap], nint[~heap])
         self._c_left_g = np.where(A["c_left"] >= 0, A["c_left"] + ctree_off, A["c_left"]).astype(np.int32)
         self._c_right_g = np.where(A["c_right"] >= 0, A["c_right"] + ctree_off, A["c_right"]).astype(np.int32)
-        # the quantised walk's tables, derived; their sorts' orders from the file where it has
-        # them (`orders`: checked to be exactly the sorts', derived.sort_order)
-        orders = orders or {}
-        #: the sort orders the derived tables used (format.SORT_ORDERS): a saved file stores them
-        self.sort_orders: dict[str, np.ndarray] = {}
-        self._quant = quant_tables(A["h_ff"], A["h_thr"], order=orders.get("q_order")) \
-            if m.get("quant") else {}
+        # the quantised walk's tables, derived; their sorts' results from the file where it has
+        # them (`sorts`: checked to be exactly the sorts', derived.py)
+        stored = sorts or {}
+        q_stored = {k: v for k, v in stored.items() if k.startswith("q_")} or None
+        #: the results of the derived tables' sorts (format.SORTS): a saved file stores them
+        self.sorts: dict[str, np.ndarray] = {}
+        self._quant = quant_tables(A["h_ff"], A["h_thr"], stored=q_stored) if m.get("quant") else {}
         self._bitvec = {}
         if m.get("bitvec"):  # the same column tables over the compact nodes, plus intervals
-            bv = bitvec_tables(A, orders.get("bv_order"))
+            bv = bitvec_tables(A, stored.get("bv_order"))
             order = bv.pop("order")
             sets = cat_byte_sets(A, order)
             if sets is not None:  # else: category sets beyond the codes: the float walk
                 self._quant = quant_tables(A["c_ff"][order], A["c_thr"][order], sets,
-                                           order=orders.get("q_order"))
+                                           stored=q_stored)
                 self._bitvec = bv if self._quant else {}
                 if self._bitvec:
-                    self.sort_orders["bv_order"] = order
+                    self.sorts["bv_order"] = order.astype(np.int32 if len(order) < 1 << 31 else np.int64,
+                                                           copy=False)
         if self._quant:
-            self.sort_orders["q_order"] = self._quant["order"]
+            self.sorts.update(self._quant["sorted"])
         self._struct, self._tkind = None, 0
         self._vec = None
         auto = isa == "auto" or not strict_isa
@@ -562,12 +563,10 @@ class ArraysKernel:
 
     def file_bytes(self, ir: bytes | None, linear: tuple | None = None) -> bytes:
         """The .tc file of these tables with the IR file `ir` and (treecomp.linear) a linear
-        section (the model's Head, its arrays, its meta), and the derived tables' sort orders."""
-        orders = {k: v.astype(np.int32 if len(v) < 1 << 31 else np.int64)
-                  for k, v in self.sort_orders.items()}
+        section (the model's Head, its arrays, its meta), and the derived tables' sorts."""
         return tables_to_bytes(getattr(self, "_file_tables", self.tables), self.head,
                                {"isa": self.requested_isa, "block_rows": self.requested_block_rows},
-                               ir, linear, orders)
+                               ir, linear, self.sorts)
 
     def save(self, path: str | os.PathLike) -> None:
         """A .tc table file, or with a shared-library suffix (.so, .dylib) a self-contained
@@ -624,7 +623,7 @@ def check_library(library: Any) -> None:
     if not p or not model or not 0 < n <= 1 << 40:
         raise bad(f"are not where the library says (treecomp_arrays_tc_size() = {n})")
     try:  # read in place (the library's bytes, which its seal covers), not copied
-        tables, thead, runtime, ir, linear, orders = tables_from_bytes(
+        tables, thead, runtime, ir, linear, sorts = tables_from_bytes(
             memoryview(np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(p))))
     except ArtifactError as exc:
         raise bad(f"file does not validate: {exc}") from None
@@ -636,7 +635,7 @@ def check_library(library: Any) -> None:
     if not isinstance(block, int) or not 0 <= block <= 1 << 16:
         raise bad("file's runtime options are corrupt")
     want_scalars, want = ArraysKernel(tables, thead, isa="numpy", block_rows=block,
-                                      orders=orders).pack_arrays()
+                                      sorts=sorts).pack_arrays()
     got = CTables.from_address(model)
     for field in so.SCALAR_FIELDS:
         if getattr(got, field) != want_scalars.get(field, 0):
@@ -675,7 +674,7 @@ def load_bytes(data: Any) -> Any:
     for a file with a linear section, one that finds the leaves, with the section in its
     `linear_section` (a LinearSection: treecomp.linear evaluates it). `data`: bytes or a
     read-only mmap.mmap of the file, whose tables the kernel then uses in place."""
-    tables, head, runtime, ir, linear, orders = tables_from_bytes(data)
+    tables, head, runtime, ir, linear, sorts = tables_from_bytes(data)
     version = written_by(data)
     isa = runtime.get("isa", "auto")
     block = runtime.get("block_rows", DEFAULTS["block_rows"])
@@ -683,11 +682,11 @@ def load_bytes(data: Any) -> Any:
         raise bad_table("runtime options")
     if linear is None:
         return ArraysKernel(tables, head, isa=isa, block_rows=block, data=data,
-                            strict_isa=False, ir=ir, written_by=version, orders=orders)
+                            strict_isa=False, ir=ir, written_by=version, sorts=sorts)
     # linear leaves: these tables find the leaves, the section evaluates them (the loader hands
     # a kernel with a linear_section to the "linear" feature: treecomp.linear)
     leaves = ArraysKernel(tables, head, isa=isa, block_rows=block, strict_isa=False,
-                          written_by=version, orders=orders)
+                          written_by=version, sorts=sorts)
     lhead, arrays, meta = linear
     leaves.linear_section = LinearSection(lhead, arrays, meta["average"], bytes(data), ir)
     return leaves
