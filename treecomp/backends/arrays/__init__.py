@@ -5,8 +5,8 @@ Its parts, bottom to top:
 - tables: flattening a Forest into the tables (the layouts heap / quant / bitvec / compact /
   naive) and validating every index before native code sees it;
 - derived: the tables derived at load time (the byte walks' columns, the interval walk's leaf
-  intervals, the deep path's records, the few-row walks' slot bytes); only their sort orders
-  are stored, checked to be exactly the sorts' (derived.sort_order);
+  intervals, the deep path's records, the few-row walks' slot bytes); only their sorts'
+  results are stored, checked to be exactly the sorts' (distinct_thresholds, sort_order);
 - format: the versioned ``.tc`` file (MAGIC + JSON header + raw arrays, a linear section);
 - native: the native kernel (runtime/kernels): where it comes from (the package's prebuilt
   copy or a first-use build), its ctypes mirror of tc_tables, the paths this CPU runs, the

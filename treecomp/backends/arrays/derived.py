@@ -51,7 +51,7 @@ def sort_order(order: np.ndarray | None, keys: tuple[np.ndarray, ...],
     time, no sort: every index in range and, along it, the keys nondecreasing and equal keys in
     rising index order; strictly rising (keys, index) pairs also make every index appear once),
     computed where `order` is None; ArtifactError for an order that is not the sort's (a file's:
-    format.SORT_ORDERS). Keys hold no NaN (their order would be the sort's choice)."""
+    format.SORTS). Keys hold no NaN (their order would be the sort's choice)."""
     n = len(keys[0])
     if order is None:
         order = np.lexsort(keys)
