@@ -34,10 +34,10 @@ import numpy as np
 
 from . import native, outputs
 from .backends import kernel_loader, kind_of_artifact, library_checker, loads_mapped
-from .errors import ArtifactError, CompileError, InvalidModelError, UnsupportedModelError, WriteError
+from .errors import ArtifactError, CompileError, InvalidModelError, UnsupportedModelError
 from .inputs import as_matrix
 from .ir import Forest, Head
-from .toolchain import cached, private_dir, publish
+from .toolchain import cached
 from .native import (ELF_MAGIC, LAB_ARGMAX, LAB_GE0, LAB_GT0, LAB_GT_HALF, OUT_1D, OUT_2D, PAIRS,
                      TREECOMP_RAW, TREECOMP_TRANSFORM, EntryCfg, SharedLibrary, kernel_error,
                      verify_artifact)
@@ -526,23 +526,37 @@ def check_library(library: SharedLibrary) -> None:
         check(library)
 
 
-def kernel_from_bytes(kind: str, data: bytes) -> Any:
-    """A kernel from artifact bytes, shared while in use (keyed by content: _LOADED)."""
-    key = hashlib.sha256(data).hexdigest()
+def _holds(path: Path, data: Any) -> bool:
+    """Does the file at `path` hold exactly `data` (bytes or a mapping)? Compared a block at a
+    time: no copy of the whole file."""
+    block = 1 << 20
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size != len(data):
+                return False
+            for pos in range(0, len(data), block):
+                if f.read(block) != data[pos:pos + block]:
+                    return False
+            return True
+    except OSError:
+        return False
+
+
+def kernel_from_bytes(kind: str, data: Any) -> Any:
+    """A kernel from artifact bytes, shared while in use (keyed by content: _LOADED). A shared
+    library is verified first (its seal's digest, once checked, is its key)."""
+    # before anything is written or loaded
+    key = "so-" + verify_artifact(data) if kind == "so" else hashlib.sha256(data).hexdigest()
     with _LOADED_LOCK:
         k = _LOADED.get(key)
         if k is None:
             if kind == "so":
-                verify_artifact(data)  # before anything is written or loaded
-                path = cached(f"artifact-{key[:40]}", ".so", lambda p: p.write_bytes(data))
-                if path.read_bytes() != data:
-                    # a cache hit is trusted by name only: a damaged or replaced copy must not
-                    # run instead of the bytes the caller gave
-                    try:
-                        publish(path, lambda p: p.write_bytes(data))
-                    except WriteError:  # a read-only cache
-                        path = publish(private_dir() / path.name, lambda p: p.write_bytes(data))
-                k = SharedLibrary(path, check=check_library)
+                # a cache hit is trusted by content only (compared with the bytes the caller
+                # gave): a damaged or replaced copy must not run instead of them
+                path = cached(f"artifact-{key[3:43]}", ".so", lambda p: p.write_bytes(data),
+                              intact=lambda p: _holds(p, data))
+                # (found holding these bytes, or written with them just now: not read again)
+                k = SharedLibrary(path, check=check_library, verified=True)
             else:
                 k = kernel_loader(kind)(data)
                 if getattr(k, "linear_section", None) is not None:  # a .tc of linear leaves
@@ -565,8 +579,8 @@ def load(path: str | os.PathLike, n_threads: int | None = None) -> Predictor:
         raise FileNotFoundError(f"artifact not found: {p}")
     with open(p, "rb") as f:
         start = f.read(64)
-    if start[:4] == ELF_MAGIC:
-        return Predictor(kernel_from_bytes("so", p.read_bytes()), n_threads)
+    if start[:4] == ELF_MAGIC:  # verified and copied into the cache from a mapping, not read
+        return Predictor(kernel_from_bytes("so", map_file(p)), n_threads)
     kind = kind_of_artifact(start)
     if kind is None:
         raise ArtifactError(f"{p.name} is not a treecomp artifact (neither a shared library nor "

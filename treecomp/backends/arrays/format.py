@@ -191,10 +191,11 @@ class TableFile(NamedTuple):
     sorts: dict
 
 
-def tables_from_bytes(data: Any) -> TableFile:
+def tables_from_bytes(data: Any, digest: bool = True) -> TableFile:
     """Parse and validate a table file (ArtifactError on anything malformed). `data`: bytes, a
     read-only mmap.mmap of the file or a memoryview of memory that outlives the tables (the
-    arrays are then views of it, not copies)."""
+    arrays are then views of it, not copies). digest=False: a format-3 file's digest is not
+    computed (for a file inside a library whose seal, already checked, covers it)."""
     if not isinstance(data, (bytes, mmap.mmap, memoryview)):
         data = bytes(data)
     if len(data) < _PREFIX.size or bytes(data[:len(MAGIC)]) != MAGIC:
@@ -206,7 +207,10 @@ def tables_from_bytes(data: Any) -> TableFile:
                             f"{FORMAT_VERSION}): recompile the model")
     size = len(data)
     if version == FORMAT_VERSION:  # before anything in it is read
-        check_digest(data)
+        if digest:
+            check_digest(data)
+        elif size < _PREFIX.size + TRAILER:
+            raise bad_table("truncated (no digest)")
         size -= TRAILER
     if _PREFIX.size + hlen > size:
         raise bad_table("truncated header")
