@@ -28,8 +28,9 @@ seeds), so a run needs no training library but sklearn for the forests:
 - peak: the process's peak RSS during parse + compile above its RSS just before (after the
   imports), per node of the model (VmHWM, reset through /proc/self/clear_refs);
 - save-tc / save-so: Predictor.save of the compiled model (.so: the link, cold cache);
-- load-tc / load-so: treecomp.load in a fresh process plus one predicted row, seconds and the
-  RSS it adds (a table file mapped, not copied, adds little).
+- load-tc / load-so: treecomp.load in a fresh process plus one predicted row, seconds, its
+  peak RSS and what it leaves added, split into private memory (anon) and mapped file pages
+  (file: the page cache's, shared; a table file is mapped, not copied), and the artifact's size.
 
 ``codegen`` times the c and llvm backends' builds (cold cache, fresh process) against node
 count, on the model shapes backend="auto" may send them (see treecomp.backends.choose).
@@ -384,12 +385,18 @@ def worker(name: str, phase: str, d: Path, out: Path) -> dict:
         art = out / f"{name}.{phase[5:]}"
         if not art.exists():
             return {**res, "skipped": f"no {art.name}"}
+        anon0, file0 = _status_kb("RssAnon"), _status_kb("RssFile")
         m = _Meter()
         p = treecomp.load(art)
         X = np.zeros((1, p.n_features), np.float32)
         p.predict(X)
         res[f"{phase}_s"], res[f"{phase}_rss"] = m.stop()
-        res["artifact_bytes"] = art.stat().st_size
+        res[f"{phase}_cpu"] = m.cpu
+        # after the load, what it added: private memory, and file pages mapped (the page
+        # cache's, shared: a mapped table file, a loaded .so)
+        res[f"{phase}_anon"] = (_status_kb("RssAnon") - anon0) * 1024
+        res[f"{phase}_file"] = (_status_kb("RssFile") - file0) * 1024
+        res[f"{phase}_bytes"] = art.stat().st_size
     return res
 
 
@@ -424,16 +431,18 @@ def _fmt_row(name: str, rs: list[dict]) -> str:
     for key in ("load-tc_s", "load-so_s", "save_so_s"):
         v = med(key)
         cells.append(f"{v:.2f}" if v is not None else "-")
-    rss = med("load-tc_rss")
-    cells.append(f"{rss / 1e6:.0f}" if rss is not None else "-")
+    for key in ("load-tc_rss", "load-tc_anon", "load-tc_file", "load-tc_bytes"):
+        v = med(key)
+        cells.append(f"{v / 1e6:.0f}" if v is not None else "-")
     be = next((r["backend"] for r in rs if "backend" in r), "-")
     cells.append(be)
     return "| " + " | ".join(cells) + " |"
 
 
 HEADER = ("| shape | nodes | file MB | parse s | parse MB/s | compile s | choose | flatten | validate "
-          "| derive | peak B/node | load .tc s | load .so s | save .so s | load .tc RSS MB | backend |\n"
-          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+          "| derive | peak B/node | load .tc s | load .so s | save .so s | load .tc peak RSS MB "
+          "| anon MB | file MB | .tc MB | backend |\n"
+          "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
 
 def main(argv: list[str]) -> int:

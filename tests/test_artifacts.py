@@ -153,7 +153,9 @@ def _tc_join(hdr, body, version):
     buf = bytearray(start)
     arrays_format._PREFIX.pack_into(buf, 0, arrays_format.MAGIC, version, 0, len(h))
     buf[arrays_format._PREFIX.size:arrays_format._PREFIX.size + len(h)] = h
-    return bytes(buf) + body
+    data = bytes(buf) + body
+    # sealed again (a file edited on purpose carries a matching digest): the checks behind it
+    return arrays_format.seal(data) if version == arrays_format.FORMAT_VERSION else data
 
 
 def mutate_tc(rng, data):
@@ -177,7 +179,8 @@ def mutate_tc(rng, data):
         return "head value", _tc_join({**hdr, "head": json.dumps(head)}, body, version)
     # a number inside an array (the most likely mutations to pass validation): r = 6 a special
     # value, r = 7 another entry of the same array (a plausible index: shared children...)
-    descr = [d for d in hdr["arrays"] + hdr.get("linear", {}).get("arrays", []) if d["length"] > 0]
+    descr = [d for d in hdr["arrays"] + hdr.get("linear", {}).get("arrays", []) + hdr.get("sorts", [])
+             if d["length"] > 0]
     d = descr[rng.integers(len(descr))]
     dt = np.dtype(d["dtype"])
     i = int(rng.integers(d["length"]))
@@ -316,10 +319,12 @@ def _run_case(kind: str, data: bytes, isa: str) -> str:
     linear = isinstance(k, LinearKernel) if kind == "tc" else False
 
     def at(isa):  # the loaded kernel with its (leaf) tables walked by instruction set `isa`
+        # (with the file's stored sorts, as load_bytes used them)
         if not linear:
-            return arrays.ArraysKernel(k.tables, k.head, isa=isa, block_rows=k.requested_block_rows)
+            return arrays.ArraysKernel(k.tables, k.head, isa=isa, block_rows=k.requested_block_rows,
+                                       sorts=k.sorts)
         lv = arrays.ArraysKernel(k.leaves.tables, k.leaves.head, isa=isa,
-                                 block_rows=k.leaves.requested_block_rows)
+                                 block_rows=k.leaves.requested_block_rows, sorts=k.leaves.sorts)
         return LinearKernel.loaded(lv, k.head, k.tables.arrays, k.tables.average, data, None)
     try:
         if kind == "tc":
@@ -476,8 +481,11 @@ def test_loaded_artifacts_carry_the_ir(tmp_path):
             with pytest.raises(UnsupportedModelError, match="carries no IR"):
                 q.apply(X)
     data = arrays_format.tables_to_bytes(k.tables, k.head, runtime, other)
-    with pytest.raises(ArtifactError, match="IR section"):  # it runs past the end of the file
-        arrays.load_bytes(data[:len(data) - (-len(other)) % 64 - 10])
+    cut = data[:len(data) - arrays_format.TRAILER - (-len(other)) % 64 - 10]
+    with pytest.raises(ArtifactError, match="digest"):  # truncated: the digest refuses it
+        arrays.load_bytes(cut)
+    with pytest.raises(ArtifactError, match="IR section"):  # sealed again: it runs past the end
+        arrays.load_bytes(arrays_format.seal(cut + bytes(arrays_format.TRAILER)))
 
 
 # == shared libraries and cache entries ===========================================================

@@ -262,13 +262,15 @@ def _parts(data: bytes):
     return hdr, bytearray(data[start:])
 
 
-def _join(hdr, body, version=arrays_format.LINEAR_FORMAT_VERSION) -> bytes:
+def _join(hdr, body, version=arrays_format.FORMAT_VERSION) -> bytes:
     h = json.dumps(hdr, sort_keys=True).encode()
     start = -(-(arrays_format._PREFIX.size + len(h)) // 64) * 64
     buf = bytearray(start)
     arrays_format._PREFIX.pack_into(buf, 0, arrays_format.MAGIC, version, 0, len(h))
     buf[arrays_format._PREFIX.size:arrays_format._PREFIX.size + len(h)] = h
-    return bytes(buf) + bytes(body)
+    data = bytes(buf) + bytes(body)
+    # format 3 sealed again (an edited file's digest matches): the section's own checks refuse it
+    return arrays_format.seal(data) if version == arrays_format.FORMAT_VERSION else data
 
 
 def _poke(name, index, value):
@@ -335,11 +337,12 @@ def test_truncated_and_mislabelled_linear_files_are_refused(models, linear_tc):
         with pytest.raises(ArtifactError):
             arrays.load_bytes(linear_tc[:cut])
     hdr, body = _parts(linear_tc)
+    # the older formats' rule (1 without a linear section, 2 with one) still holds for them
     with pytest.raises(ArtifactError, match="has no linear section"):  # read as leaf ids: refused
-        arrays.load_bytes(_join(hdr, body, arrays_format.FORMAT_VERSION))
+        arrays.load_bytes(_join(hdr, body, 1))
     del hdr["linear"]
     with pytest.raises(ArtifactError, match="needs linear section"):
-        arrays.load_bytes(_join(hdr, body))
+        arrays.load_bytes(_join(hdr, body, arrays_format.LINEAR_FORMAT_VERSION))
     # leaf tables that reach a node the section does not hold: refused when the walk finds it
     k = linear.loaded_kernel(arrays.load_bytes(linear_tc))
     walk = k.leaves.run

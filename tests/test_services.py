@@ -390,7 +390,6 @@ def test_full_disk_on_save_is_a_write_error(model, tmp_path, monkeypatch):
 def test_a_damaged_cache_copy_is_not_loaded(model, tmp_path, monkeypatch):
     """load() goes through a content-addressed copy in the cache; a copy found there with other
     bytes (damaged, or replaced by someone else) is rewritten, not run."""
-    import hashlib
     f, p = model
     p.save(tmp_path / "m.so")
     data = (tmp_path / "m.so").read_bytes()
@@ -398,7 +397,7 @@ def test_a_damaged_cache_copy_is_not_loaded(model, tmp_path, monkeypatch):
     cache.mkdir()
     monkeypatch.setenv("TREECOMP_CACHE_DIR", str(cache))
     monkeypatch.setattr(loader, "_LOADED", {})
-    copy = cache / f"artifact-{hashlib.sha256(data).hexdigest()[:40]}.so"
+    copy = cache / f"artifact-{toolchain.check_seal(data)[:40]}.so"  # named by its seal's digest
     copy.write_bytes(b"\x7fELF damaged")
     q = treecomp.load(tmp_path / "m.so")
     X = random_rows(f, 100)

@@ -22,6 +22,7 @@ from __future__ import annotations
 import ctypes
 import hashlib
 import json
+import mmap
 import os
 import threading
 import weakref
@@ -32,11 +33,11 @@ from typing import Any, Callable
 import numpy as np
 
 from . import native, outputs
-from .backends import kernel_loader, kind_of_artifact, library_checker
-from .errors import ArtifactError, CompileError, InvalidModelError, UnsupportedModelError, WriteError
+from .backends import kernel_loader, kind_of_artifact, library_checker, loads_mapped
+from .errors import ArtifactError, CompileError, InvalidModelError, UnsupportedModelError
 from .inputs import as_matrix
 from .ir import Forest, Head
-from .toolchain import cached, private_dir, publish
+from .toolchain import cached
 from .native import (ELF_MAGIC, LAB_ARGMAX, LAB_GE0, LAB_GT0, LAB_GT_HALF, OUT_1D, OUT_2D, PAIRS,
                      TREECOMP_RAW, TREECOMP_TRANSFORM, EntryCfg, SharedLibrary, kernel_error,
                      verify_artifact)
@@ -530,23 +531,37 @@ def check_library(library: SharedLibrary) -> None:
         check(library)
 
 
-def kernel_from_bytes(kind: str, data: bytes) -> Any:
-    """A kernel from artifact bytes, shared while in use (keyed by content: _LOADED)."""
-    key = hashlib.sha256(data).hexdigest()
+def _holds(path: Path, data: Any) -> bool:
+    """Does the file at `path` hold exactly `data` (bytes or a mapping)? Compared a block at a
+    time: no copy of the whole file."""
+    block = 1 << 20
+    try:
+        with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size != len(data):
+                return False
+            for pos in range(0, len(data), block):
+                if f.read(block) != data[pos:pos + block]:
+                    return False
+            return True
+    except OSError:
+        return False
+
+
+def kernel_from_bytes(kind: str, data: Any) -> Any:
+    """A kernel from artifact bytes, shared while in use (keyed by content: _LOADED). A shared
+    library is verified first (its seal's digest, once checked, is its key)."""
+    # before anything is written or loaded
+    key = "so-" + verify_artifact(data) if kind == "so" else hashlib.sha256(data).hexdigest()
     with _LOADED_LOCK:
         k = _LOADED.get(key)
         if k is None:
             if kind == "so":
-                verify_artifact(data)  # before anything is written or loaded
-                path = cached(f"artifact-{key[:40]}", ".so", lambda p: p.write_bytes(data))
-                if path.read_bytes() != data:
-                    # a cache hit is trusted by name only: a damaged or replaced copy must not
-                    # run instead of the bytes the caller gave
-                    try:
-                        publish(path, lambda p: p.write_bytes(data))
-                    except WriteError:  # a read-only cache
-                        path = publish(private_dir() / path.name, lambda p: p.write_bytes(data))
-                k = SharedLibrary(path, check=check_library)
+                # a cache hit is trusted by content only (compared with the bytes the caller
+                # gave): a damaged or replaced copy must not run instead of them
+                path = cached(f"artifact-{key[3:43]}", ".so", lambda p: p.write_bytes(data),
+                              intact=lambda p: _holds(p, data))
+                # (found holding these bytes, or written with them just now: not read again)
+                k = SharedLibrary(path, check=check_library, verified=True)
             else:
                 k = kernel_loader(kind)(data)
                 if getattr(k, "linear_section", None) is not None:  # a .tc of linear leaves
@@ -567,11 +582,26 @@ def load(path: str | os.PathLike, n_threads: int | None = None) -> Predictor:
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"artifact not found: {p}")
-    data = p.read_bytes()
-    if data[:4] == ELF_MAGIC:
-        return Predictor(kernel_from_bytes("so", data), n_threads)
-    kind = kind_of_artifact(data)
+    with open(p, "rb") as f:
+        start = f.read(64)
+    if start[:4] == ELF_MAGIC:  # verified and copied into the cache from a mapping, not read
+        return Predictor(kernel_from_bytes("so", map_file(p)), n_threads)
+    kind = kind_of_artifact(start)
     if kind is None:
         raise ArtifactError(f"{p.name} is not a treecomp artifact (neither a shared library nor "
                             "a known table file)")
+    data = map_file(p) if loads_mapped(kind) else p.read_bytes()
     return Predictor(kernel_from_bytes(kind, data), n_threads)
+
+
+def map_file(path: Path) -> Any:
+    """The file's bytes as a read-only mapping (mmap.mmap; b"" for an empty file): a table
+    file's arrays become views of it, read from disk as they are touched, never copied; the
+    mapping lives as long as something uses them. The file must not be changed in place while
+    it is loaded (treecomp writes artifacts by replacing the file, toolchain.publish, which a
+    mapping of the old one survives); a file truncated under a mapping faults on access."""
+    with open(path, "rb") as f:
+        try:
+            return mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except ValueError:  # an empty file cannot be mapped
+            return b""

@@ -189,16 +189,17 @@ def set_base(head: Head, address: int) -> None:
     ctypes.memmove(address, base.ctypes.data, base.nbytes)
 
 
-def verify_artifact(data: bytes, name: str = "the library") -> None:
+def verify_artifact(data: bytes, name: str = "the library") -> str:
     """ArtifactError unless `data`, a shared library's bytes, is exactly what treecomp built:
     its segments lie inside the file (check_elf_extents) and its seal matches
     (toolchain.check_seal). Run before every dlopen of an artifact: a damaged library can kill
-    the process inside the dynamic loader, or load and answer wrongly."""
+    the process inside the dynamic loader, or load and answer wrongly. Returns the seal's
+    digest (hex), the verified file's identity."""
     try:
         check_elf_extents(data)
     except ArtifactError as exc:
         raise ArtifactError(f"{name}: {exc}") from None
-    toolchain.check_seal(data, name)
+    return toolchain.check_seal(data, name)
 
 
 class SharedLibrary:
@@ -215,17 +216,20 @@ class SharedLibrary:
         return self._lib
 
     def __init__(self, path: str | os.PathLike,
-                 check: "Callable[[SharedLibrary], None] | None" = None):
+                 check: "Callable[[SharedLibrary], None] | None" = None,
+                 verified: bool = False):
         """Load the library at `path` (verified first); `check`, if given, runs on the loaded
         library before its first call (a backend's own checks of what it wrote into it, e.g.
-        the arrays backend's tables)."""
+        the arrays backend's tables). verified=True: the caller has just verified the file's
+        bytes (verify_artifact) and found the file at `path` to hold them; not read again."""
         self.path = Path(path)
-        try:
-            data = self.path.read_bytes()
-        except OSError as exc:
-            raise ArtifactError(f"cannot read {self.path.name}: {exc}") from None
         platform.check_platform("loading a shared library")
-        verify_artifact(data, self.path.name)
+        if not verified:
+            try:
+                data = self.path.read_bytes()
+            except OSError as exc:
+                raise ArtifactError(f"cannot read {self.path.name}: {exc}") from None
+            verify_artifact(data, self.path.name)
         try:
             lib = ctypes.CDLL(str(self.path))
         except OSError as exc:

@@ -200,21 +200,25 @@ def _remove_private(pid: int, d: Path) -> None:
         shutil.rmtree(d, ignore_errors=True)
 
 
-def cached(key: str, suffix: str, writer: Callable[[Path], None]) -> Path:
+def cached(key: str, suffix: str, writer: Callable[[Path], None],
+           intact: Callable[[Path], bool] | None = None) -> Path:
     """The cached file for `key`, created with `writer` on a miss (in this process's private
     directory when the cache cannot be written: see the module docstring). A file found under
-    the name is returned only when its bytes match the digest published with it; otherwise it
-    is rebuilt in place."""
+    the name is returned only when its bytes match the digest published with it (or, given
+    `intact`, when intact(path) says it holds what the caller wants: e.g. a comparison with the
+    bytes `writer` writes, which makes reading the digest too redundant); otherwise it is
+    rebuilt in place."""
     name = f"{key}{suffix}"
+    ok = intact or _intact
     try:
         path = cache_dir() / name
-        if _intact(path):
+        if ok(path):
             return path
         return publish(path, writer, digest_of=name)
     except OSError as exc:  # WriteError included
         shared = exc
     path = private_dir() / name
-    if _intact(path):
+    if ok(path):
         return path
     try:
         return publish(path, writer, digest_of=name)
@@ -266,18 +270,21 @@ def seal(path: Path) -> None:
         f.write(_sealed_digest(data, at))
 
 
-def check_seal(data: bytes, name: str = "the library") -> None:
+def check_seal(data: bytes, name: str = "the library") -> str:
     """ArtifactError unless `data` (a library's bytes) holds exactly one seal and the seal's
     digest is the sha256 of `data` with those 32 bytes zeroed: the file is byte for byte what
-    the build wrote. Nothing is loaded or run."""
+    the build wrote. Nothing is loaded or run. Returns the digest (hex): once checked, the
+    file's identity."""
     try:
         at = _seal_offset(data)
     except ValueError as exc:
         raise ArtifactError(f"{name} {exc}: not a treecomp artifact, an artifact written before "
                             "treecomp sealed them (recompile it), or a damaged one") from None
-    if data[at:at + 32] != _sealed_digest(data, at):
+    digest = _sealed_digest(data, at)
+    if data[at:at + 32] != digest:
         raise ArtifactError(f"{name} is damaged: its bytes do not match the digest sealed into "
                             "it when it was built (truncated, altered or replaced)")
+    return digest.hex()
 
 
 # -- the C compiler -----------------------------------------------------------------------------

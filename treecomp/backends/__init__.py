@@ -35,6 +35,16 @@ def kernel_loader(kind: str) -> Callable[[bytes], Any]:
     raise ValueError(f"no backend loads artifacts of kind {kind!r}")
 
 
+def loads_mapped(kind: str) -> bool:
+    """Does the load_bytes of artifacts of `kind` take a read-only mmap.mmap of the file (the
+    backend's LOADS_MAPPED), so that treecomp.load maps the file instead of reading it?"""
+    for name in _BACKENDS:
+        mod = get(name)
+        if getattr(mod, "KIND", None) == kind:
+            return bool(getattr(mod, "LOADS_MAPPED", False))
+    return False
+
+
 def library_checker(backend: str) -> Callable[[Any], None] | None:
     """`backend`'s check of a loaded shared library it wrote, beyond the seal every library
     carries (``check_library(library)``, a native.SharedLibrary: the arrays backend validates

@@ -4,8 +4,9 @@ Its parts, bottom to top:
 
 - tables: flattening a Forest into the tables (the layouts heap / quant / bitvec / compact /
   naive) and validating every index before native code sees it;
-- derived: the tables derived at load time, never stored (the byte walks' columns, the
-  interval walk's leaf intervals, the deep path's records, the few-row walks' slot bytes);
+- derived: the tables derived at load time (the byte walks' columns, the interval walk's leaf
+  intervals, the deep path's records, the few-row walks' slot bytes); only their sorts'
+  results are stored, checked to be exactly the sorts' (distinct_thresholds, sort_order);
 - format: the versioned ``.tc`` file (MAGIC + JSON header + raw arrays, a linear section);
 - native: the native kernel (runtime/kernels): where it comes from (the package's prebuilt
   copy or a first-use build), its ctypes mirror of tc_tables, the paths this CPU runs, the
@@ -17,8 +18,9 @@ Its parts, bottom to top:
 - kernel: ArraysKernel (the loaded tables, packed for the native kernel; run / save), the
   self-test that guards the vector paths and the choice of path (resolve_isa), and the
   backend interface every backend has: build(forest, **options) -> kernel, load_bytes(data)
-  -> kernel (a ``.tc``), check_library (an arrays ``.so``), NAME / KIND / MAGIC / DEFAULTS.
+  -> kernel (a ``.tc``, as bytes or a read-only mapping: LOADS_MAPPED), check_library (an
+  arrays ``.so``), NAME / KIND / MAGIC / DEFAULTS.
 """
 
-from .kernel import (DEFAULTS, ISAS, KIND, MAGIC, NAME, ArraysKernel, build, check_library,  # noqa: F401
-                     load_bytes, options, resolve_isa, supported_isas)
+from .kernel import (DEFAULTS, ISAS, KIND, LOADS_MAPPED, MAGIC, NAME, ArraysKernel, build,  # noqa: F401
+                     check_library, load_bytes, options, resolve_isa, supported_isas)

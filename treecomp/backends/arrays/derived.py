@@ -1,4 +1,4 @@
-"""Tables derived from the arrays backend's validated tables each time a kernel loads, never stored.
+"""Tables derived from the arrays backend's validated tables each time a kernel loads.
 
 Shape: the byte walks' columns (one per feature, chunk of <= 255 distinct thresholds and NaN
 direction: q_feat / q_off / q_len / q_thr ..., each heap slot's column and threshold byte
@@ -9,6 +9,19 @@ only sorted and compared (-0.0 == 0.0 is one threshold), float64 thresholds also
 float32 as the quantiser's first guess, float32 thresholds mapped to order-preserving int32 keys.
 Everything is vectorised numpy (no per-node Python loops) over tables that validate() checked;
 see runtime/kernels/quant_impl.c and arrays_impl.c for the walks that read them.
+
+What a file stores, and why: the derived tables themselves are not stored (the C kernels index
+with most of them, so a stored copy would need every index of every table checked against how
+each walk uses it, and it could disagree with the thresholds it encodes). Only the results of
+their two sorts are, the only steps above linear time (on 5,000 depth-8 trees the threshold
+sort was most of a 0.6 s load): the distinct (feature, threshold) pairs of the splits and each
+split's index among them (distinct_thresholds: "q_ufeat", "q_uthr", "q_uid"), and the interval
+walk's node order (bitvec_tables: "bv_order"). Each is used only where a linear-time check, no
+sort, proves it is exactly what the sort gives (distinct_thresholds, sort_order), else the
+file is refused; everything is then derived from it as without it, so the derived tables are
+the ones a sort gives (up to the sign of a zero threshold, which no comparison sees) and agree
+with the thresholds whatever the file says. A file without them (formats 1 and 2, or a
+caller's tables) is sorted as before.
 """
 
 from __future__ import annotations
@@ -31,13 +44,91 @@ def quant_chunk_size(n_thresholds: np.ndarray) -> np.ndarray:
 
 
 
+def sort_order(order: np.ndarray | None, keys: tuple[np.ndarray, ...],
+               what: str) -> tuple[np.ndarray, list[np.ndarray]]:
+    """np.lexsort(keys) (the last key primary; stable: equal keys by index) and the keys along
+    it. The permutation is taken from `order` where it is exactly the sort's (checked in linear
+    time, no sort: every index in range and, along it, the keys nondecreasing and equal keys in
+    rising index order; strictly rising (keys, index) pairs also make every index appear once),
+    computed where `order` is None; ArtifactError for an order that is not the sort's (a file's:
+    format.SORTS). Keys hold no NaN (their order would be the sort's choice)."""
+    n = len(keys[0])
+    if order is None:
+        order = np.lexsort(keys)
+        return order, [k[order] for k in keys]
+    if order.ndim != 1 or order.dtype.kind not in "iu" or len(order) != n:
+        raise bad_table(f"the stored {what} order has the wrong length or type")
+    if n and (int(order.min()) < 0 or int(order.max()) >= n):
+        raise bad_table(f"the stored {what} order is not a permutation (an index out of range)")
+    ok = order[1:] > order[:-1]                  # equal keys: in index order (stable)
+    along = []
+    for k in keys:                               # least significant first
+        ks = k[order]
+        along.append(ks)
+        a, b = ks[:-1], ks[1:]
+        ok &= b == a
+        ok |= b > a
+    if not ok.all():
+        raise bad_table(f"the stored {what} order is not the sort of the {what} keys")
+    return order, along
+
+
+# -- the quantised walk's tables (derived from the heap tables when loading) --------------------
+def distinct_thresholds(f: np.ndarray, t: np.ndarray,
+                        stored: dict[str, np.ndarray] | None = None
+                        ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The distinct (feature, threshold) pairs of the real slots (features `f`, thresholds `t`,
+    no NaN), sorted by feature then threshold (-0.0 == 0.0: one threshold), and each slot's
+    index among them: (uf, ut, uid). The one sort of the byte walks' tables (on 5,000 depth-8
+    trees most of a load), or, from a file (`stored`: "q_ufeat", "q_uthr", "q_uid", what this
+    returned when it was written), checked in linear time without a sort to be exactly that
+    result: the pairs strictly rising, every slot's pair the one its index names, every pair
+    some slot's (ArtifactError otherwise). Only a zero's sign may differ from a sort's choice,
+    which no comparison sees. Gathers from the small table of distinct pairs, no random access
+    across the slots."""
+    n = len(f)
+    if stored is None:
+        order = np.lexsort((t, f))
+        fs, ts = f[order], t[order]
+        new = np.ones(n, bool)
+        np.not_equal(fs[1:], fs[:-1], out=new[1:])
+        new[1:] |= ts[1:] != ts[:-1]
+        uid = np.empty(n, np.int32 if n < 1 << 31 else np.int64)
+        uid[order] = np.cumsum(new, dtype=uid.dtype) - 1
+        return fs[new].astype(np.int32), ts[new], uid
+
+    def bad(why: str) -> Exception:
+        return bad_table(f"the stored distinct thresholds {why}")
+    try:
+        uf, ut, uid = stored["q_ufeat"], stored["q_uthr"], stored["q_uid"]
+    except KeyError:
+        raise bad("are incomplete") from None
+    U = len(uf)
+    if uid.ndim != 1 or len(uid) != n or uid.dtype.kind != "i" or uf.dtype != np.int32 \
+            or ut.dtype != t.dtype or len(ut) != U or (U == 0) != (n == 0):
+        raise bad("have the wrong shape or type")
+    if n and (int(uid.min()) < 0 or int(uid.max()) >= U):
+        raise bad("name a pair that is not there")
+    rise = uf[1:] > uf[:-1]
+    rise |= (uf[1:] == uf[:-1]) & (ut[1:] > ut[:-1])  # (NaN: never rising, never matched)
+    if not rise.all():
+        raise bad("are not strictly rising")
+    if not (np.array_equal(uf.view(np.uint32)[uid], f) and np.array_equal(ut[uid], t)):
+        raise bad("disagree with the thresholds")
+    if n and not np.all(np.bincount(uid, minlength=U)):
+        raise bad("hold a pair no split has")
+    return uf, ut, uid
+
+
 # -- the quantised walk's tables (derived from the heap tables when loading) --------------------
 def quant_tables(h_ff: np.ndarray, h_thr: np.ndarray,
-                 cat_sets: np.ndarray | None = None) -> dict[str, np.ndarray]:
+                 cat_sets: np.ndarray | None = None,
+                 stored: dict[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
     """The column and node tables of the byte walks (runtime/kernels/quant_impl.c).
 
-    Derived from the (validated) heap tables every time a kernel is loaded (vectorised, a few ms
-    for 30k slots), never stored: they cannot disagree with the thresholds they encode.
+    Derived from the (validated) heap tables every time a kernel is loaded (vectorised, linear
+    time but for the sort of the split thresholds: distinct_thresholds, whose result a file
+    stores (`stored`, checked there) and the result's "sorted" holds, for the file).
     A column is (feature, chunk of consecutive distinct thresholds (quant_chunk_size), NaN
     direction); a node's byte is its threshold's index within its column; padding slots
     (threshold NaN) get 255, which no bin exceeds. NaN's bin (q_nanc) is the column's count
@@ -52,37 +143,42 @@ def quant_tables(h_ff: np.ndarray, h_thr: np.ndarray,
     ff = h_ff.view(np.uint32)
     is_cat = (ff & FF_CAT) != 0
     real = ~np.isnan(h_thr) & ~is_cat
-    f = (ff[real] & FF_FEAT).astype(np.int64)
-    t = h_thr[real]
-    nanr = ((ff[real] & FF_NANR) != 0).astype(np.int64)
+    every = bool(real.all())                        # (complete trees: no padding slot)
+    ffr = ff if every else ff[real]
+    t = h_thr if every else h_thr[real]
+    f = ffr & np.uint32(FF_FEAT)
     H = len(h_ff)
     if not len(t) and not is_cat.any():
         return {}
-    order = np.lexsort((t, f))
-    fs, ts = f[order], t[order]
-    new = np.ones(len(fs), bool)
-    new[1:] = (fs[1:] != fs[:-1]) | (ts[1:] != ts[:-1])  # -0.0 == 0.0: one threshold
-    uid = np.cumsum(new) - 1
-    inv = np.empty(len(fs), np.int64)
-    inv[order] = uid
-    uf, ut = fs[new], ts[new]                       # distinct (feature, threshold), sorted
-    _, ffirst = np.unique(uf, return_index=True)
+    uf32, ut, inv = distinct_thresholds(f, t, stored)
+    sorted_ = {"q_ufeat": uf32, "q_uthr": ut, "q_uid": inv}
+    uf = uf32.astype(np.int64)
+    fnew = np.ones(len(uf), bool)
+    fnew[1:] = uf[1:] != uf[:-1]
+    ffirst = np.flatnonzero(fnew)                  # each feature's first (uf is sorted)
     nthr = np.diff(np.append(ffirst, len(uf)))     # per feature
     rank = np.arange(len(uf)) - np.repeat(ffirst, nthr)
     size = np.repeat(quant_chunk_size(nthr), nthr)
     chunk, j = rank // size, rank % size
-    # columns: distinct (feature, chunk, nan direction) over the real slots
-    ckey = (uf[inv] * (1 << 24) + chunk[inv]) * 2 + nanr
-    cols, slot_col = np.unique(ckey, return_inverse=True)
-    if len(cols) >= 1 << 26:  # the kernel addresses columns as int32 byte offsets (col * 32)
-        return {}
-    c_f, c_chunk, c_nanr = cols >> 25, (cols >> 1) & ((1 << 24) - 1), cols & 1
-    # each column's thresholds: the distinct thresholds of its (feature, chunk)
+    # groups: distinct (feature, chunk), in sorted order (gkey rises along uf)
     gkey = uf * (1 << 24) + chunk
-    # (no numeric split at all, only categorical ones: no group, not one at index 0)
-    gstart = np.flatnonzero(np.r_[np.ones(min(1, len(gkey)), bool), gkey[1:] != gkey[:-1]])
+    gnew = np.ones(len(gkey), bool)
+    gnew[1:] = gkey[1:] != gkey[:-1]
+    gstart = np.flatnonzero(gnew)
     gcount = np.diff(np.append(gstart, len(gkey)))
-    g = np.searchsorted(gkey[gstart], c_f * (1 << 24) + c_chunk)
+    # columns: the (group, NaN direction) pairs some real slot has, in that order (no sort: a
+    # slot's pair as the number 2 group + direction, marked present). Per distinct threshold
+    # 2 group and its byte j (< 255) packed, so a slot gathers both at once
+    v = (((np.cumsum(gnew) - 1) * 2) << 8 | j)[inv]
+    skey = (v >> 8) + (ffr >> np.uint32(31))        # + NaN goes right
+    present = np.bincount(skey, minlength=2 * len(gstart)) > 0
+    ckeys = np.flatnonzero(present)
+    if len(ckeys) >= 1 << 26:  # the kernel addresses columns as int32 byte offsets (col * 32)
+        return {}
+    slot_col = (np.cumsum(present, dtype=np.int32) - 1)[skey]
+    slot_j = (v & 255).astype(np.uint8)
+    g, c_nanr = ckeys >> 1, ckeys & 1
+    c_f, c_chunk = uf[gstart[g]], chunk[gstart[g]]
     count = gcount[g]
     # a power of two > count (NaN padding after the thresholds), at least 16 (the AVX2
     # quantiser compares 16 at a time)
@@ -91,22 +187,26 @@ def quant_tables(h_ff: np.ndarray, h_thr: np.ndarray,
     q_thr = np.full(int(off[-1]), np.nan, h_thr.dtype)
     idx = np.repeat(off[:-1], count) + (np.arange(int(count.sum())) - np.repeat(excl_cumsum(count)[:-1], count))
     q_thr[idx] = ut[np.repeat(gstart[g], count) + (idx - np.repeat(off[:-1], count))]
-    h_qcol = np.zeros(H, np.int32)
-    h_qthr = np.full(H, 255, np.uint8)
-    h_qcol[real] = slot_col
-    h_qthr[real] = j[inv]
+    if every:
+        h_qcol, h_qthr = slot_col, slot_j
+    else:
+        h_qcol = np.zeros(H, np.int32)
+        h_qthr = np.full(H, 255, np.uint8)
+        h_qcol[real] = slot_col
+        h_qthr[real] = slot_j
     # columns are sorted by (feature, chunk, NaN direction): the two directions are neighbours,
     # the second (NaN right) a copy of the first's bins (q_src) but for NaN's code (q_nanc)
-    same = np.zeros(len(cols), bool)
+    ncols = len(ckeys)
+    same = np.zeros(ncols, bool)
     same[1:] = (c_f[1:] == c_f[:-1]) & (c_chunk[1:] == c_chunk[:-1])
-    src = np.where(same, np.arange(len(cols)) - 1, -1)
-    kind = np.zeros(len(cols), np.uint8)
+    src = np.where(same, np.arange(ncols) - 1, -1)
+    kind = np.zeros(ncols, np.uint8)
     h_qcat = np.full(H, -1, np.int32)
     q_cat = np.zeros((0, 32), np.uint8)
     if is_cat.any():  # category-code columns after the bin columns, one per feature
         cf = (ff[is_cat] & FF_FEAT).astype(np.int64)
         ufeat, cinv = np.unique(cf, return_inverse=True)
-        h_qcol[is_cat] = len(cols) + cinv
+        h_qcol[is_cat] = ncols + cinv
         h_qthr[is_cat] = 0
         h_qcat[is_cat] = np.arange(int(is_cat.sum()))
         q_cat = np.ascontiguousarray(cat_sets[is_cat], np.uint8)
@@ -122,7 +222,8 @@ def quant_tables(h_ff: np.ndarray, h_thr: np.ndarray,
             "q_src": src.astype(np.int32),
             "q_off": off[:-1].astype(np.int64), "q_len": P.astype(np.int32),
             "q_count": count.astype(np.int32), "q_kind": kind, "q_thr": q_thr,
-            "h_qcol": h_qcol, "h_qthr": h_qthr, "h_qcat": h_qcat, "q_cat": q_cat.reshape(-1)}
+            "h_qcol": h_qcol, "h_qthr": h_qthr, "h_qcat": h_qcat, "q_cat": q_cat.reshape(-1),
+            "sorted": sorted_}
 
 
 def merge_nan_columns(q: dict[str, np.ndarray], max_cols: int) -> tuple[dict[str, np.ndarray], int, bool]:
@@ -208,7 +309,7 @@ def cat_byte_sets(A: dict[str, np.ndarray], nodes: np.ndarray) -> np.ndarray | N
     return out
 
 
-def bitvec_tables(A: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+def bitvec_tables(A: dict[str, np.ndarray], order: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The interval walk's tables (quant_impl.c), derived from the (validated) compact tables
     when loading; every tree has <= 128 leaves (positions, lo - 1 and hi fit a signed byte).
 
@@ -220,8 +321,9 @@ def bitvec_tables(A: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     sorted by lo, a single sweep (pos = max(pos, hi) where the row goes right and lo <= pos)
     finds that first uncovered leaf.
 
-    Returns "order" (compact node index, each tree's nodes sorted by lo), "bv_lo1" (lo - 1) and
-    "bv_hi" in that order, and "bv_leaf": the leaf vectors in left-to-right order.
+    Returns "order" (compact node index, each tree's nodes sorted by lo: the one sort here;
+    `order`, a file's, is used where sort_order finds it is exactly that sort's), "bv_lo1"
+    (lo - 1) and "bv_hi" in that order, and "bv_leaf": the leaf vectors in left-to-right order.
     """
     nint, nleaf = A["tree_nint"].astype(np.int64), A["tree_nleaf"].astype(np.int64)
     T, C = len(nint), len(A["c_ff"])
@@ -245,7 +347,7 @@ def bitvec_tables(A: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     # could leave the tree's leaves
     seen = np.concatenate(levels) if levels else np.zeros(0, np.int64)
     roots = coff[:-1][nint > 0]
-    if len(seen) != C or len(np.unique(seen)) != C or np.any(nl[roots] != nleaf[nint > 0]):
+    if len(seen) != C or np.any(np.bincount(seen, minlength=C) != 1) or np.any(nl[roots] != nleaf[nint > 0]):
         raise bad_table("a tree's nodes do not form a tree")
     nl_left = np.where(gl >= 0, nl[np.maximum(gl, 0)], 1)
     lo = np.zeros(C, np.int64)                              # first leaf below each node, top-down
@@ -254,7 +356,7 @@ def bitvec_tables(A: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
         lo[a[a >= 0]] = lo[fr[a >= 0]]
         lo[b[b >= 0]] = (lo[fr] + nl_left[fr])[b >= 0]
     tree_of = np.repeat(np.arange(T), nint)
-    order = np.lexsort((lo, tree_of))
+    order = sort_order(order, (lo, tree_of), "interval node")[0]
     # a leaf child's position: its parent's lo, plus the parent's left leaves if it is the right one
     loff = excl_cumsum(nleaf)
     leaf_pos = np.zeros(int(loff[-1]), np.int64)
@@ -293,20 +395,32 @@ def oblivious_heaps(h_qcol: np.ndarray, h_qthr: np.ndarray, heap: np.ndarray,
     byte (CatBoost's symmetric trees, frontends/catboost.py), else 0: the AVX-512 byte walk then
     compares each level's column once against a broadcast byte (quant_impl.c, zobl) instead of
     selecting every row's node. Same column, same byte at every slot of a level: the same
-    decisions as the heap walk, exactly. Vectorised over all slots (heap trees' slots lie in
-    tree order: the arrays backend's hoff)."""
+    decisions as the heap walk, exactly. Vectorised over the trees of each depth (heap trees'
+    slots lie in tree order: the arrays backend's hoff), levels compared as column blocks."""
     n = np.where(heap, nint, 0).astype(np.int64)
     T = len(n)
+    out = np.zeros(T, np.uint8)
     if not len(h_qcol) or not T:
-        return np.zeros(T, np.uint8)
-    tree = np.repeat(np.arange(T), n)
+        return out
     start = excl_cumsum(n)
-    pos = np.arange(int(start[-1])) - start[tree]
-    first = start[tree] + (np.int64(1) << (np.frexp(pos + 1)[1] - 1).astype(np.int64)) - 1
-    same = (h_qcol[:len(pos)] == h_qcol[first]) & (h_qthr[:len(pos)] == h_qthr[first])
-    bad = np.zeros(T, np.int64)
-    np.add.at(bad, tree[~same], 1)
-    return (heap & (n > 0) & (bad == 0)).astype(np.uint8)
+    ok = heap & (n > 0)
+    depth = np.zeros(T, np.int64)
+    depth[ok] = np.frexp(n[ok] + 1)[1] - 1          # n = 2^D - 1
+    depths = np.flatnonzero(np.bincount(depth[ok], minlength=1))
+    for D in (int(d) for d in depths):
+        trees = np.flatnonzero(ok & (depth == D))
+        S = (1 << D) - 1
+        if len(trees) == T and int(start[-1]) == T * S:  # every tree this deep: a reshape
+            c, b = h_qcol[:T * S].reshape(T, S), h_qthr[:T * S].reshape(T, S)
+        else:
+            idx = start[trees][:, None] + np.arange(S)[None, :]
+            c, b = h_qcol[idx], h_qthr[idx]
+        same = np.ones(len(trees), bool)
+        for lv in range(D):
+            a, e = (1 << lv) - 1, (1 << (lv + 1)) - 1
+            same &= (c[:, a:e] == c[:, a:a + 1]).all(1) & (b[:, a:e] == b[:, a:a + 1]).all(1)
+        out[trees] = same
+    return out
 
 
 def quant_levels(q_thr: np.ndarray, q_off: np.ndarray, q_len: np.ndarray) -> np.ndarray:
@@ -334,20 +448,27 @@ def quant_levels(q_thr: np.ndarray, q_off: np.ndarray, q_len: np.ndarray) -> np.
 def leaf_planes(leaf_values: np.ndarray, depth: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Float32 / float64 heap leaves (one per slot) as byte planes for the AVX2 quantised walk:
     per tree, L = max(16, 2^D) leaves (repeated below 16), plane p = byte p of every leaf, the
-    value's 4 or 8 planes in order. Returns (bytes, per-tree offset)."""
+    value's 4 or 8 planes in order. Returns (bytes, per-tree offset). Vectorised over the trees
+    of each depth: their (leaves, bytes) blocks transposed (all trees as deep and D >= 4: one
+    transpose of the whole table)."""
     w = leaf_values.dtype.itemsize
-    n = np.int64(1) << depth.astype(np.int64)
+    d = depth.astype(np.int64)
+    n = np.int64(1) << d
     L = np.maximum(16, n)
-    loff = excl_cumsum(n)
-    pos = np.arange(int(L.sum())) - np.repeat(excl_cumsum(L)[:-1], L)   # leaf slot within tree
-    src = np.repeat(loff[:-1], L) + pos % np.repeat(n, L)
-    b = leaf_values.view(np.uint8).reshape(-1, w)[src]                   # (sum L, w)
     off = excl_cumsum(w * L)
-    dst = np.repeat(off[:-1], L) + pos
     out = np.empty(int(off[-1]), np.uint8)
-    Lr = np.repeat(L, L)
-    for p in range(w):
-        out[dst + p * Lr] = b[:, p]
+    b8 = leaf_values.view(np.uint8).reshape(-1, w)
+    depths = np.flatnonzero(np.bincount(d, minlength=1))
+    if len(depths) == 1 and int(n[0]) >= 16 and len(b8) == len(d) * int(n[0]):
+        out[:] = b8.reshape(len(d), int(n[0]), w).transpose(0, 2, 1).reshape(-1)
+        return out, off[:-1].astype(np.int64)
+    loff = excl_cumsum(n)
+    for D in (int(x) for x in depths):
+        trees = np.flatnonzero(d == D)
+        nn, LL = 1 << D, max(16, 1 << D)
+        src = loff[trees][:, None] + (np.arange(LL) % nn)[None, :]
+        block = b8[src].transpose(0, 2, 1).reshape(len(trees), w * LL)
+        out[off[trees][:, None] + np.arange(w * LL)[None, :]] = block
     return out, off[:-1].astype(np.int64)
 
 
@@ -389,8 +510,8 @@ def deep_tables(A: dict[str, np.ndarray], c_left_g: np.ndarray, c_right_g: np.nd
     or None where it does not apply (float64 input, no eligible tree, too many records or
     features for int32 byte offsets).
 
-    Built from validated tables at load time, vectorised (a few numpy passes per top level), and
-    never stored: the file format is unchanged. Records: the compact internal nodes in c_nodes
+    Built from validated tables at load time, vectorised (a few numpy passes per top level, no
+    sort), and never stored. Records: the compact internal nodes in c_nodes
     order, then from a power of two on one self-looping record per leaf of every compact tree
     (a gap of at most as many unused records); children are byte
     offsets, ff is the feature's byte offset in a feature-major group of DEEP_GROUP rows, the

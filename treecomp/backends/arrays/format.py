@@ -12,13 +12,26 @@ A model with linear leaves (treecomp.linear) is stored as its leaf-id forest's t
 header's "head" is that forest's) plus a linear section: header key "linear" with the model's
 own Head ("head"), its meta ("average") and the descriptors of SECTION's arrays, which
 follow the IR file, laid out like the tables' arrays; validate_section checks them.
+
+Format 3 (written since 2026-11-28) adds, after everything above, a 64-byte trailer: the
+sha256 of every byte before it, then 32 zero bytes; a file whose bytes do not match it (bit
+flips, truncation, anything appended) is refused before its header is parsed. It also stores
+the results of the derived tables' sorts (header key "sorts": descriptors of SORTS' arrays,
+laid out like the tables'), so a load derives them in linear time (derived.py checks each is
+exactly the sort's result). Formats 1 (no linear section) and 2 (with one), written
+before, still load: no digest, their derived tables computed with the sorts, as then.
+
+Reading does not copy: given a read-only mapping of the file (mmap.mmap, loader.load), the
+arrays are numpy views of it (np.frombuffer) and the digest is computed over it in place.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import mmap
 import struct
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -29,15 +42,24 @@ from .tables import TABLE_ARRAYS, Tables, bad_table, validate
 
 #: the backend that reads these files (arrays.NAME), written into the header
 BACKEND = "arrays"
-FORMAT_VERSION = 1
+#: what tables_to_bytes writes: the digest trailer, the stored sorts, linear optional
+FORMAT_VERSION = 3
+#: older formats this reader still takes (no digest, no stored sorts)
+OLD_FORMAT_VERSIONS = (1, 2)
+#: the stored results of the derived tables' sorts (header key "sorts": derived.py,
+#: distinct_thresholds and bitvec_tables): name -> the dtypes a file may use
+SORTS = {"q_uid": ("<i4", "<i8"), "q_ufeat": ("<i4",), "q_uthr": ("<f4", "<f8"),
+         "bv_order": ("<i4", "<i8")}
+#: format 3's trailer: sha256 of the file before it, then zeros to 64 bytes
+TRAILER = 64
 #: the linear section's arrays and dtypes (little-endian), in the order tc_linear_margins takes
 #: them: node0 (n_trees + 1: each tree's first node, numbered tree after tree), tree_out
 #: (n_trees: its output column), base (n_outputs: the initial margins), plain / const (n_nodes:
 #: a node's plain value and linear constant), ptr (n_nodes + 1: its range in feat / coeff)
 SECTION = {"node0": "<i8", "tree_out": "<i4", "base": "<f8", "plain": "<f8", "const": "<f8",
            "ptr": "<i8", "feat": "<i4", "coeff": "<f8"}
-#: a file with a linear section: an older reader, which would take the leaf-id tables for the
-#: model (margins that are node indices), refuses the version instead
+#: format 2: a file with a linear section, before format 3 (an older reader, which would take
+#: the leaf-id tables for the model (margins that are node indices), refuses the version)
 LINEAR_FORMAT_VERSION = 2
 MAGIC = b"TCARRAYS"
 _PREFIX = struct.Struct("<8sIIQ")  # magic, format version, reserved, header length
@@ -55,10 +77,12 @@ def _layout(arrays: dict[str, np.ndarray], names: Any, off: int) -> tuple[list[d
 
 def tables_to_bytes(tables: Tables, head: Head, runtime: dict[str, Any],
                     ir: bytes | None = None,
-                    linear: tuple[Head, dict[str, np.ndarray], dict[str, Any]] | None = None) -> bytes:
+                    linear: tuple[Head, dict[str, np.ndarray], dict[str, Any]] | None = None,
+                    sorts: dict[str, np.ndarray] | None = None) -> bytes:
     """MAGIC, version, header length, JSON header, then each array at a 64-byte boundary, then
     (optional) the model's IR file (ir.Forest.to_bytes: for apply / contributions), then
-    (optional) a linear section: (the model's Head, SECTION's arrays, {"average"})."""
+    (optional) a linear section: (the model's Head, SECTION's arrays, {"average"}), then
+    (optional) the sorts' results of SORTS (ArraysKernel.sorts), then the trailer."""
     descr, off = _layout(tables.arrays, TABLE_ARRAYS, 0)
     extra: dict[str, Any] = {}
     if ir is not None:
@@ -71,69 +95,127 @@ def tables_to_bytes(tables: Tables, head: Head, runtime: dict[str, Any],
         extra["linear"] = {"head": lhead.to_json(backend=BACKEND), "arrays": ldescr,
                            "average": bool(lmeta["average"])}
         placed += [(d, lin_arrays[d["name"]]) for d in ldescr]
-    version = FORMAT_VERSION if linear is None else LINEAR_FORMAT_VERSION
+    sorts = {k: v for k, v in (sorts or {}).items() if k in SORTS}
+    if sorts:
+        sdescr, off = _layout(sorts, list(sorts), off)
+        extra["sorts"] = sdescr
+        placed += [(d, sorts[d["name"]]) for d in sdescr]
+    version = FORMAT_VERSION
     header = json.dumps({"format": "treecomp-arrays", "version": version,
                          "treecomp_version": __version__, "head": head.to_json(backend=BACKEND),
                          "tables": tables.meta, "runtime": runtime, "arrays": descr, **extra},
                         sort_keys=True).encode()
     start = -(-(_PREFIX.size + len(header)) // 64) * 64
-    buf = bytearray(start + off)
+    buf = bytearray(start + off + TRAILER)
     _PREFIX.pack_into(buf, 0, MAGIC, version, 0, len(header))
     buf[_PREFIX.size:_PREFIX.size + len(header)] = header
     for d, a in placed:
         buf[start + d["offset"]:start + d["offset"] + a.nbytes] = a.tobytes()
     if ir is not None:
         buf[start + extra["ir"]["offset"]:start + extra["ir"]["offset"] + len(ir)] = ir
+    return seal(buf)
+
+
+def seal(data: bytes | bytearray) -> bytes:
+    """A format-3 file with its trailer (the last TRAILER bytes) set to the digest of the bytes
+    before it: what tables_to_bytes ends with; for tools (and tests) that edit a file on
+    purpose."""
+    buf = bytearray(data)
+    n = len(buf) - TRAILER
+    buf[n:] = hashlib.sha256(memoryview(buf)[:n]).digest() + bytes(TRAILER - 32)
     return bytes(buf)
 
 
-def written_by(data: bytes) -> str | None:
+def check_digest(data: Any) -> None:
+    """ArtifactError unless a format-3 file's trailer holds the sha256 of the bytes before it
+    (hashed in place: a mapping is not copied)."""
+    n = len(data) - TRAILER
+    if n < _PREFIX.size:
+        raise ArtifactError("corrupt arrays artifact: truncated (no digest)")
+    mv = memoryview(data)
+    try:
+        ok = (hashlib.sha256(mv[:n]).digest() == mv[n:n + 32].tobytes()
+              and not any(mv[n + 32:].tobytes()))
+    finally:
+        mv.release()
+    if not ok:
+        raise ArtifactError("corrupt arrays artifact: its bytes do not match the digest written "
+                            "with it (truncated, altered or extended)")
+
+
+def written_by(data: Any) -> str | None:
     """The treecomp version that wrote a table file (its header's "treecomp_version"), or None
     where the header has none; for a file tables_from_bytes has read."""
     _, _, _, hlen = _PREFIX.unpack_from(data, 0)
     try:
-        version = json.loads(data[_PREFIX.size:_PREFIX.size + hlen]).get("treecomp_version")
+        version = json.loads(bytes(data[_PREFIX.size:_PREFIX.size + hlen])).get("treecomp_version")
     except (ValueError, AttributeError, UnicodeDecodeError):
         return None
     return version if isinstance(version, str) else None
 
 
-def _read_arrays(data: bytes, start: int, descr: list, allowed: Any, what: str,
-                 arrays: dict[str, np.ndarray]) -> int:
-    """The arrays `descr` describes (names in `allowed`, each once) into `arrays`; returns the
-    end of the last one's padding."""
+def _read_arrays(data: Any, start: int, descr: list, allowed: Any, what: str,
+                 arrays: dict[str, np.ndarray], size: int, dtypes: dict | None = None) -> int:
+    """The arrays `descr` describes (names in `allowed`, each once; of one of dtypes[name]
+    where given) inside data[:size] into `arrays`; returns the end of the last one's padding."""
     end = start
+    if not isinstance(descr, list):
+        raise bad_table(f"{what} descriptors must be a list")
     for d in descr:
         name = str(d["name"])
         if name not in allowed or name in arrays:
             raise bad_table(f"unexpected {what} {name!r}")
         dt, n, off = np.dtype(str(d["dtype"])), d["length"], d["offset"]
+        if dtypes is not None and dt.str not in dtypes[name]:
+            raise bad_table(f"{what} {name!r} of dtype {dt}")
         if type(n) is not int or type(off) is not int:
             raise bad_table(f"{what} {name!r}: length and offset must be integers")
-        if dt.hasobject or n < 0 or off < 0 or off % 64 or start + off + n * dt.itemsize > len(data):
+        if dt.hasobject or n < 0 or off < 0 or off % 64 or start + off + n * dt.itemsize > size:
             raise bad_table(f"{what} {name!r} lies outside the file (truncated?)")
         arrays[name] = np.frombuffer(data, dt, n, start + off)
         end = max(end, start + off + -(-n * dt.itemsize // 64) * 64)
     return end
 
 
-def tables_from_bytes(data: bytes) -> tuple[Tables, Head, dict[str, Any], bytes | None, Any]:
-    """Parse and validate a table file (ArtifactError on anything malformed): the tables, the
-    head, the runtime options, the IR file's bytes (None in a file without them; read by
-    ir.Forest.from_bytes only when asked for) and the linear section (None, or the model's
-    Head, SECTION's arrays and {"average"}: checked by validate_section)."""
-    data = bytes(data)
-    if len(data) < _PREFIX.size or not data.startswith(MAGIC):
+class TableFile(NamedTuple):
+    """A read table file (tables_from_bytes): the tables, the head, the runtime options, the IR
+    file's bytes (None in a file without them; read by ir.Forest.from_bytes only when asked
+    for), the linear section (None, or the model's Head, SECTION's arrays and {"average"}:
+    checked by validate_section) and the stored sorts' results (SORTS: checked where derived.py
+    uses them; empty in formats 1 and 2)."""
+    tables: Tables
+    head: Head
+    runtime: dict
+    ir: Any
+    linear: Any
+    sorts: dict
+
+
+def tables_from_bytes(data: Any, digest: bool = True) -> TableFile:
+    """Parse and validate a table file (ArtifactError on anything malformed). `data`: bytes, a
+    read-only mmap.mmap of the file or a memoryview of memory that outlives the tables (the
+    arrays are then views of it, not copies). digest=False: a format-3 file's digest is not
+    computed (for a file inside a library whose seal, already checked, covers it)."""
+    if not isinstance(data, (bytes, mmap.mmap, memoryview)):
+        data = bytes(data)
+    if len(data) < _PREFIX.size or bytes(data[:len(MAGIC)]) != MAGIC:
         raise ArtifactError("not a treecomp arrays artifact (bad magic)")
     _, version, _, hlen = _PREFIX.unpack_from(data, 0)
-    if version not in (FORMAT_VERSION, LINEAR_FORMAT_VERSION):
+    if version != FORMAT_VERSION and version not in OLD_FORMAT_VERSIONS:
         raise ArtifactError(f"arrays artifact format {version} is not supported (this treecomp "
-                            f"reads formats {FORMAT_VERSION} and {LINEAR_FORMAT_VERSION}): "
-                            "recompile the model")
-    if _PREFIX.size + hlen > len(data):
+                            f"reads formats {', '.join(map(str, OLD_FORMAT_VERSIONS))} and "
+                            f"{FORMAT_VERSION}): recompile the model")
+    size = len(data)
+    if version == FORMAT_VERSION:  # before anything in it is read
+        if digest:
+            check_digest(data)
+        elif size < _PREFIX.size + TRAILER:
+            raise bad_table("truncated (no digest)")
+        size -= TRAILER
+    if _PREFIX.size + hlen > size:
         raise bad_table("truncated header")
     try:
-        hdr = json.loads(data[_PREFIX.size:_PREFIX.size + hlen])
+        hdr = json.loads(bytes(data[_PREFIX.size:_PREFIX.size + hlen]))
         head = Head.from_json(hdr["head"])
         meta, runtime, descr = dict(hdr["tables"]), dict(hdr["runtime"]), list(hdr["arrays"])
         if hdr.get("format") != "treecomp-arrays":
@@ -144,10 +226,11 @@ def tables_from_bytes(data: bytes) -> tuple[Tables, Head, dict[str, Any], bytes 
         raise bad_table(f"unreadable header ({exc})") from None
     start = -(-(_PREFIX.size + hlen) // 64) * 64
     arrays: dict[str, np.ndarray] = {}
+    sorts: dict[str, np.ndarray] = {}
     linear = None
     try:
-        end = _read_arrays(data, start, descr, TABLE_ARRAYS, "array", arrays)
-        if ("linear" in hdr) != (version == LINEAR_FORMAT_VERSION):
+        end = _read_arrays(data, start, descr, TABLE_ARRAYS, "array", arrays, size)
+        if version != FORMAT_VERSION and ("linear" in hdr) != (version == LINEAR_FORMAT_VERSION):
             raise bad_table(f"format {version} {'needs' if version == LINEAR_FORMAT_VERSION else 'has no'} "
                        "linear section")
         if "linear" in hdr:
@@ -157,30 +240,35 @@ def tables_from_bytes(data: bytes) -> tuple[Tables, Head, dict[str, Any], bytes 
                 raise bad_table("the linear section's average must be true or false")
             larrays: dict[str, np.ndarray] = {}
             end = max(end, _read_arrays(data, start, list(lin["arrays"]), SECTION,
-                                        "linear section array", larrays))
+                                        "linear section array", larrays, size))
             validate_section(larrays, lhead, head)
             linear = (lhead, larrays, {"average": lin["average"]})
+        if "sorts" in hdr:
+            if version != FORMAT_VERSION:
+                raise bad_table(f"format {version} has no stored sorts")
+            end = max(end, _read_arrays(data, start, hdr["sorts"], SORTS, "stored sort",
+                                        sorts, size, SORTS))
         ir = None
         if "ir" in hdr:  # after the arrays, padded to 64 bytes like them
             n, off = hdr["ir"]["length"], hdr["ir"]["offset"]
             if type(n) is not int or type(off) is not int or n < 0 or off < 0 or off % 64 \
-                    or start + off + n > len(data):
+                    or start + off + n > size:
                 raise bad_table("the IR section lies outside the file (truncated?)")
-            ir = data[start + off:start + off + n]
+            ir = bytes(data[start + off:start + off + n])
             end = max(end, start + off + -(-n // 64) * 64)
     except ArtifactError:
         raise
     except (ValueError, KeyError, TypeError, InvalidModelError) as exc:
         raise bad_table(f"bad array descriptor ({exc})") from None
-    if len(data) != end:  # tables_to_bytes pads the last array to 64 bytes, no more
-        raise bad_table(f"{len(data) - end} bytes after the last array (a damaged or concatenated file?)"
-                   if len(data) > end else "truncated (the last array's padding is missing)")
+    if size != end:  # tables_to_bytes pads the last array to 64 bytes, no more
+        raise bad_table(f"{size - end} bytes after the last array (a damaged or concatenated file?)"
+                   if size > end else "truncated (the last array's padding is missing)")
     tables = Tables(meta=meta, arrays=arrays)
     validate(tables)
     if (head.n_features, head.n_outputs, head.n_trees, head.input_dtype, head.accumulate_dtype) != \
             (meta["n_features"], meta["n_outputs"], meta["n_trees"], meta["x_dtype"], meta["acc_dtype"]):
         raise bad_table("header and tables disagree")
-    return tables, head, runtime, ir, linear
+    return TableFile(tables, head, runtime, ir, linear, sorts)
 
 
 def validate_section(arrays: dict[str, np.ndarray], head: Head, leaf_head: Head) -> None:

@@ -310,8 +310,9 @@ class ArraysKernel:
     linear_section: "LinearSection | None" = None
 
     def __init__(self, tables: Tables, head: Head, isa: str = "auto", block_rows: int = 0,
-                 data: bytes | None = None, strict_isa: bool = True, ir: Any = None,
-                 written_by: str | None = __version__):
+                 data: Any = None, strict_isa: bool = True, ir: Any = None,
+                 written_by: str | None = __version__, sorts: dict[str, np.ndarray] | None = None):
+        #: `data`: the file's bytes, or a read-only mapping of it (the tables are views of it)
         self.tables, self.head, self._data = tables, head, data
         #: the model's IR: a Forest (built from one) or its IR file's bytes (loaded), or None
         self._ir = ir
@@ -339,16 +340,27 @@ class ArraysKernel:
         ctree_off = np.repeat(coff[:-1][~heap], nint[~heap])
         self._c_left_g = np.where(A["c_left"] >= 0, A["c_left"] + ctree_off, A["c_left"]).astype(np.int32)
         self._c_right_g = np.where(A["c_right"] >= 0, A["c_right"] + ctree_off, A["c_right"]).astype(np.int32)
-        # the quantised walk's tables, derived (never read from a file: see quant_tables)
-        self._quant = quant_tables(A["h_ff"], A["h_thr"]) if m.get("quant") else {}
+        # the quantised walk's tables, derived; their sorts' results from the file where it has
+        # them (`sorts`: checked to be exactly the sorts', derived.py)
+        stored = sorts or {}
+        q_stored = {k: v for k, v in stored.items() if k.startswith("q_")} or None
+        #: the results of the derived tables' sorts (format.SORTS): a saved file stores them
+        self.sorts: dict[str, np.ndarray] = {}
+        self._quant = quant_tables(A["h_ff"], A["h_thr"], stored=q_stored) if m.get("quant") else {}
         self._bitvec = {}
         if m.get("bitvec"):  # the same column tables over the compact nodes, plus intervals
-            bv = bitvec_tables(A)
+            bv = bitvec_tables(A, stored.get("bv_order"))
             order = bv.pop("order")
             sets = cat_byte_sets(A, order)
             if sets is not None:  # else: category sets beyond the codes: the float walk
-                self._quant = quant_tables(A["c_ff"][order], A["c_thr"][order], sets)
+                self._quant = quant_tables(A["c_ff"][order], A["c_thr"][order], sets,
+                                           stored=q_stored)
                 self._bitvec = bv if self._quant else {}
+                if self._bitvec:
+                    self.sorts["bv_order"] = order.astype(np.int32 if len(order) < 1 << 31 else np.int64,
+                                                           copy=False)
+        if self._quant:
+            self.sorts.update(self._quant["sorted"])
         self._struct, self._tkind = None, 0
         self._vec = None
         auto = isa == "auto" or not strict_isa
@@ -551,14 +563,16 @@ class ArraysKernel:
     def to_bytes(self) -> bytes:
         if self._data is None:
             self._data = self.file_bytes(self.ir_bytes())
+        if not isinstance(self._data, bytes):  # a loaded file's mapping: a copy, when asked
+            return bytes(self._data)
         return self._data
 
     def file_bytes(self, ir: bytes | None, linear: tuple | None = None) -> bytes:
         """The .tc file of these tables with the IR file `ir` and (treecomp.linear) a linear
-        section (the model's Head, its arrays, its meta)."""
+        section (the model's Head, its arrays, its meta), and the derived tables' sorts."""
         return tables_to_bytes(getattr(self, "_file_tables", self.tables), self.head,
                                {"isa": self.requested_isa, "block_rows": self.requested_block_rows},
-                               ir, linear)
+                               ir, linear, self.sorts)
 
     def save(self, path: str | os.PathLike) -> None:
         """A .tc table file, or with a shared-library suffix (.so, .dylib) a self-contained
@@ -614,8 +628,9 @@ def check_library(library: Any) -> None:
     n, p, model = size_fn(), tc_fn(), model_fn()
     if not p or not model or not 0 < n <= 1 << 40:
         raise bad(f"are not where the library says (treecomp_arrays_tc_size() = {n})")
-    try:
-        tables, thead, runtime, ir, linear = tables_from_bytes(ctypes.string_at(p, n))
+    try:  # read in place, not copied; the library's seal, checked, covers its digest too
+        tables, thead, runtime, ir, linear, sorts = tables_from_bytes(
+            memoryview(np.ctypeslib.as_array((ctypes.c_uint8 * n).from_address(p))), digest=False)
     except ArtifactError as exc:
         raise bad(f"file does not validate: {exc}") from None
     if linear is not None or ir is not None:
@@ -625,7 +640,8 @@ def check_library(library: Any) -> None:
     block = runtime.get("block_rows", 0)
     if not isinstance(block, int) or not 0 <= block <= 1 << 16:
         raise bad("file's runtime options are corrupt")
-    want_scalars, want = ArraysKernel(tables, thead, isa="numpy", block_rows=block).pack_arrays()
+    want_scalars, want = ArraysKernel(tables, thead, isa="numpy", block_rows=block,
+                                      sorts=sorts).pack_arrays()
     got = CTables.from_address(model)
     for field in so.SCALAR_FIELDS:
         if getattr(got, field) != want_scalars.get(field, 0):
@@ -638,8 +654,8 @@ def check_library(library: Any) -> None:
             if ptr:
                 raise bad(f"do not match: tc_tables.{field} is set, the tables have none")
             continue
-        data = np.ascontiguousarray(a).tobytes()
-        if not ptr or ctypes.string_at(ptr, len(data)) != data:
+        a = np.ascontiguousarray(a).reshape(-1).view(np.uint8)
+        if not ptr or not np.array_equal(np.ctypeslib.as_array((ctypes.c_uint8 * len(a)).from_address(ptr)), a):
             raise bad(f"do not match: tc_tables.{field} is not what the tables pack into")
 
 
@@ -655,23 +671,28 @@ def so_kernel(forest: Any, **overrides: Any) -> Any:
     return k
 
 
-def load_bytes(data: bytes) -> Any:
+#: load_bytes takes a read-only mapping of the file (mmap.mmap): loader.load maps table files
+LOADS_MAPPED = True
+
+
+def load_bytes(data: Any) -> Any:
     """A kernel from a table file (ArtifactError if it is corrupt or truncated): an ArraysKernel;
     for a file with a linear section, one that finds the leaves, with the section in its
-    `linear_section` (a LinearSection: treecomp.linear evaluates it)."""
-    tables, head, runtime, ir, linear = tables_from_bytes(data)
+    `linear_section` (a LinearSection: treecomp.linear evaluates it). `data`: bytes or a
+    read-only mmap.mmap of the file, whose tables the kernel then uses in place."""
+    tables, head, runtime, ir, linear, sorts = tables_from_bytes(data)
     version = written_by(data)
     isa = runtime.get("isa", "auto")
     block = runtime.get("block_rows", DEFAULTS["block_rows"])
     if isa not in ISAS or not isinstance(block, int) or not 0 <= block <= 1 << 16:
         raise bad_table("runtime options")
     if linear is None:
-        return ArraysKernel(tables, head, isa=isa, block_rows=block, data=bytes(data),
-                            strict_isa=False, ir=ir, written_by=version)
+        return ArraysKernel(tables, head, isa=isa, block_rows=block, data=data,
+                            strict_isa=False, ir=ir, written_by=version, sorts=sorts)
     # linear leaves: these tables find the leaves, the section evaluates them (the loader hands
     # a kernel with a linear_section to the "linear" feature: treecomp.linear)
     leaves = ArraysKernel(tables, head, isa=isa, block_rows=block, strict_isa=False,
-                          written_by=version)
+                          written_by=version, sorts=sorts)
     lhead, arrays, meta = linear
     leaves.linear_section = LinearSection(lhead, arrays, meta["average"], bytes(data), ir)
     return leaves
