@@ -323,7 +323,7 @@ def test_load_maps_the_file(tmp_path):
     f, data = _file("quant")
     path = tmp_path / "m.tc"
     path.write_bytes(data)
-    p = treecomp.load(path)
+    p = treecomp.load(path, mmap=True)
     k = p._kernel
     assert isinstance(k._data, mmap.mmap)
     for name in ("h_thr", "h_ff", "leaf_values"):
@@ -339,5 +339,42 @@ def test_load_maps_the_file(tmp_path):
     # an empty file, a bare magic: refused
     for name, content in (("empty.tc", b""), ("magic.tc", arrays_format.MAGIC + bytes(10))):
         (tmp_path / name).write_bytes(content)
-        with pytest.raises(ArtifactError):
-            treecomp.load(tmp_path / name)
+        for mapped in (False, True):
+            with pytest.raises(ArtifactError):
+                treecomp.load(tmp_path / name, mmap=mapped)
+
+
+_REWRITE_IN_PLACE = """
+import sys, numpy as np, treecomp
+path, other = sys.argv[1], sys.argv[2]
+p = treecomp.load(path)
+X = np.random.default_rng(0).normal(size=(300, 5))
+before = p.predict_raw(X)
+with open(path, "r+b") as f:     # what `cp other path` does: truncate, then write in place
+    f.truncate(0)
+with open(path, "r+b") as f:
+    f.write(open(other, "rb").read())
+    f.truncate(17)
+np.testing.assert_array_equal(p.predict_raw(X), before)
+print("same")
+"""
+
+
+@pytest.mark.parametrize("artifact", ["tc", "so"])
+def test_default_load_survives_the_file_rewritten_in_place(tmp_path, artifact):
+    """By default a loaded model holds its own copy of the file: `cp new.tc model.tc` (truncate
+    and rewrite in place) under a running service neither changes its answers nor kills it
+    (a mapping, mmap=True, would fault with SIGBUS). In a subprocess, so that a fault fails this
+    test instead of killing the test run."""
+    import subprocess
+    import sys
+    if artifact == "so":
+        from treecomp import toolchain
+        if not toolchain.have_compiler():
+            pytest.skip("no C compiler: no .so")
+    path, other = tmp_path / f"m.{artifact}", tmp_path / f"other.{artifact}"
+    treecomp.compile(_xgb_like(3), backend="arrays").save(path)
+    treecomp.compile(_xgb_like(4), backend="arrays").save(other)
+    out = subprocess.run([sys.executable, "-c", _REWRITE_IN_PLACE, str(path), str(other)],
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and "same" in out.stdout, (out.returncode, out.stderr[-2000:])

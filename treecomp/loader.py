@@ -570,7 +570,7 @@ def kernel_from_bytes(kind: str, data: Any) -> Any:
         return k
 
 
-def load(path: str | os.PathLike, n_threads: int | None = None) -> Predictor:
+def load(path: str | os.PathLike, n_threads: int | None = None, mmap: bool = False) -> Predictor:
     """Load a compiled artifact written by `treecomp compile` / `Predictor.save`.
 
     A .so is verified first (verify_artifact: its seal, the digest of the file its build
@@ -578,20 +578,36 @@ def load(path: str | os.PathLike, n_threads: int | None = None) -> Predictor:
     loaded), then loaded through a content-addressed copy (dlopen caches by path, so a file
     replaced in place must not return the old code). Loading a shared library runs its code:
     only load artifacts you trust.
+
+    mmap: False (the default) reads the file into the process once (its tables are views of
+    that one copy), so the loaded model is immune to the file being rewritten in place (`cp
+    new.tc model.tc` while a service runs). True maps it read-only instead (map_file): the
+    tables stay in the page cache, shared by every process that maps the file, and pages are
+    read as they are touched; the file must then only ever be replaced (write elsewhere and
+    rename, as treecomp's own saves do): a file truncated under a mapping kills the process
+    with SIGBUS on the next prediction. Reading costs about what copying the file costs (tens
+    of ms per 100 MB).
     """
     p = Path(path)
     if not p.is_file():
         raise FileNotFoundError(f"artifact not found: {p}")
     with open(p, "rb") as f:
         start = f.read(64)
-    if start[:4] == ELF_MAGIC:  # verified and copied into the cache from a mapping, not read
-        return Predictor(kernel_from_bytes("so", map_file(p)), n_threads)
+    read = map_file if mmap else read_file
+    if start[:4] == ELF_MAGIC:  # verified and copied into the cache (dlopen maps that copy)
+        return Predictor(kernel_from_bytes("so", read(p)), n_threads)
     kind = kind_of_artifact(start)
     if kind is None:
         raise ArtifactError(f"{p.name} is not a treecomp artifact (neither a shared library nor "
                             "a known table file)")
-    data = map_file(p) if loads_mapped(kind) else p.read_bytes()
+    data = read(p) if loads_mapped(kind) else p.read_bytes()
     return Predictor(kernel_from_bytes(kind, data), n_threads)
+
+
+def read_file(path: Path) -> bytes:
+    """The file's bytes, read once into the process (load's default): what is loaded from them
+    does not change, whatever later happens to the file."""
+    return path.read_bytes()
 
 
 def map_file(path: Path) -> Any:
