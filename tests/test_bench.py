@@ -55,6 +55,11 @@ def test_quick_tiny_case_end_to_end(tmp_path):
     assert set(c["exact"]) == {"predict", "proba", "raw"}
     assert c["bit_exact"] is True and c["max_abs_diff"] == 0.0
     assert c["compile_s"] > 0 and c["compiler_rss_mib"] > 0 and c["artifact_bytes"] > 0
+    # one-thread throughput side by side with the library (the walker and interpreter alone)
+    assert c["throughput_rounds"] >= bench_runner.THROUGHPUT_ROUNDS[0]
+    assert rows["library"]["throughput_rounds"] == c["throughput_rounds"]
+    assert "throughput_rounds" not in rows["walker"]
+    assert c["speedup_vs_library"] == rows["library"]["ns_per_row_1t"] / c["ns_per_row_1t"]
     assert results["batches"] == [1, 64, 4096]   # quick mode: three of the five batch sizes
     assert set(c["latency_us"]) == {"1", "64"}  # 2000 test rows: no 4096 batch
     # the latency table: per batch size treecomp beside the fastest other engine; auto picks a
@@ -208,6 +213,30 @@ def test_latency_side_by_side():
     assert switches >= 4 and at8.count("fast") > at8.count("slow") >= 3
     assert len(bench_runner.distinct_batches(X, 8)) == 64
     assert [len(c) for c in bench_runner.distinct_batches(X, 512)] == [512]
+
+
+def test_throughput_side_by_side():
+    """measure_throughput: one-thread calls on the whole matrix in rounds, the engines taking
+    turns (order reversed every other round), at least THROUGHPUT_ROUNDS[0] calls each; medians
+    per row; an engine that raises leaves the pass with a note."""
+    X = np.zeros((200, 2))
+    st = bench_measure.Settings(quick=True, budget_s=0.001, latency_budget_s=0.005, min_reps=3,
+                                exact_rows=10, slow_budget_s=0.01, compile_timeout_s=10)
+    log = []
+    fast, slow, bad = (_FakeEngine("fast", "treecomp", 1e-6, log=log),
+                       _FakeEngine("slow", "library", 1e-5, log=log),
+                       _FakeEngine("bad", "external", 1e-7, fail_at=100, log=log))
+    out = bench_runner.measure_throughput([fast, slow, bad], X, st)
+    lo = bench_runner.THROUGHPUT_ROUNDS[0]
+    assert out["fast"]["throughput_rounds"] == out["slow"]["throughput_rounds"] >= lo
+    assert 1e3 <= out["fast"]["ns_per_row_1t"] < out["slow"]["ns_per_row_1t"]
+    assert 1e4 <= out["slow"]["ns_per_row_1t"] < 5e4   # the cost per row, not per call
+    assert "boom" in out["bad"]["throughput_note"] and "ns_per_row_1t" not in out["bad"]
+    assert fast.thread_sets == [1] and slow.thread_sets == [1]
+    order = [name for name, _ in log]
+    assert order[:2] == ["fast", "slow"]                 # warm-ups
+    rounds = [order[i:i + 2] for i in range(2, len(order), 2)]
+    assert rounds[0] == ["fast", "slow"] and rounds[1] == ["slow", "fast"]   # turns, reversed
 
 
 def test_latency_table_picks_auto_and_the_fastest_other():

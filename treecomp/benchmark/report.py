@@ -359,9 +359,14 @@ def markdown(results: dict, plots: list[str]) -> str:
     for s in results.get("skipped_cases", []):
         out.append(f"- case {s['name']} skipped: {s['note']}")
     out += ["", "## Method", "",
-            "- Throughput: median of repeated calls after one warm-up on the whole test matrix "
-            "(treecomp: `predict_proba(X, n_threads=k)` for classifiers, `predict` for regressors; the library's call at k threads). The "
-            "Python walker and the interpreter run on a subsample sized to the time budget, "
+            "- Throughput: one call on the whole test matrix "
+            "(treecomp: `predict_proba(X, n_threads=k)` for classifiers, `predict` for regressors; the library's call at k threads). "
+            "At one thread every engine but the walker and the interpreter is timed side by "
+            "side: a warm-up call each, then rounds in which each engine in turn makes one call "
+            "(the order reversed every other round; at least 5 rounds, up to 40 or the time "
+            "budget), medians, so that a drift in the machine's speed moves every engine alike "
+            "and the ratios hold. The "
+            "Python walker and the interpreter run on their own on a subsample sized to the time budget, "
             "scaled to ns/row. Thread scaling: calls at 1 thread and at all cores alternate "
             "(at least 5 pairs, up to 25 or twice the budget) and the median pair ratio is "
             "reported, so a drift in the machine's speed cancels (the all-cores ns/row is the median of "

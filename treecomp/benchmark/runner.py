@@ -203,8 +203,10 @@ def _subsample_rows(fn: Callable[[np.ndarray], Any], X: np.ndarray, target_s: fl
 
 
 def measure_strategy(s: Strategy, ctx: CaseContext, ref: dict[str, Any], ref_rows: int,
-                     lib_ns: float | None) -> dict:
-    """Every figure of one strategy on one case."""
+                     lib_ns: float | None, preview: bool = False) -> dict:
+    """Every figure of one strategy on one case. preview: the one-thread throughput is one warm
+    call (a first figure for the log), as measure_throughput then times it side by side with
+    the case's other engines."""
     X, st = ctx.case.X, ctx.settings
     row: dict[str, Any] = {"name": s.name, "label": s.label, "group": s.group, "status": "ok"}
     try:
@@ -220,7 +222,8 @@ def measure_strategy(s: Strategy, ctx: CaseContext, ref: dict[str, Any], ref_row
                 row["rows_timed"] = n
             else:
                 Xs = X
-                t = timed(lambda: s.run(X, 1), st.budget_s, st.min_reps)
+                t = timed(lambda: s.run(X, 1), 0.0 if preview else st.budget_s,
+                          1 if preview else st.min_reps)
                 row["rows_timed"] = len(X)
         row["ns_per_row_1t"] = t / len(Xs) * 1e9
         if s.threaded and ctx.n_cores > 1 and not s.slow:
@@ -293,6 +296,55 @@ def distinct_batches(X: np.ndarray, b: int) -> list[np.ndarray]:
     calls to cycle through: one batch repeated would let the branch predictors learn its paths
     (flattering branchy code: 13 vs 41 us a row on lgbm-binary's llvm)."""
     return [np.ascontiguousarray(X[i:i + b]) for i in range(0, min(len(X) - b + 1, 64 * b), b)]
+
+
+#: rounds of the side-by-side throughput pass: at least this many, and at most
+THROUGHPUT_ROUNDS = (5, 40)
+
+
+def measure_throughput(strats: list[Strategy], X: np.ndarray, st: Settings) -> dict[str, dict]:
+    """One-thread batch throughput of every strategy in `strats` side by side: one warm-up call
+    each on the whole of X, then rounds in which every strategy in turn makes one call on the
+    whole of X, the order reversed every other round, until every strategy has had
+    THROUGHPUT_ROUNDS[0] calls and st.budget_s of calls per strategy is spent (at most
+    THROUGHPUT_ROUNDS[1] rounds): all engines see the same minutes of the machine, so a drift in
+    its speed (other tenants of a virtual machine's host) moves all of them, not the one timed
+    at that moment, and the ratios between engines hold. All strategies' thread settings are at
+    1 over the whole pass.
+
+    Returns {name: {"ns_per_row_1t": median ns/row, "throughput_rounds": n}}, or
+    {"throughput_note": why} for a strategy whose call raised (it leaves the pass)."""
+    out: dict[str, dict] = {}
+    times: dict[str, list[float]] = {}
+    with contextlib.ExitStack() as stack:
+        for s in strats:
+            stack.enter_context(s.threads(1))
+        live = []
+        for s in strats:  # warm-up
+            try:
+                s.run(X, 1)
+                live.append(s)
+                times[s.name] = []
+            except Exception as exc:  # noqa: BLE001 - noted on the strategy's row
+                out[s.name] = {"throughput_note": f"{type(exc).__name__}: {exc}"[:300]}
+        start, k = time.perf_counter(), 0
+        lo, hi = THROUGHPUT_ROUNDS
+        while live and k < hi and (k < lo or time.perf_counter() - start < st.budget_s * len(live)):
+            for s in (live if k % 2 == 0 else live[::-1]):
+                t0 = time.perf_counter()
+                try:
+                    s.run(X, 1)
+                except Exception as exc:  # noqa: BLE001
+                    out[s.name] = {"throughput_note": f"{type(exc).__name__}: {exc}"[:300]}
+                    continue
+                times[s.name].append(time.perf_counter() - t0)
+            live = [s for s in live if s.name not in out]
+            k += 1
+    for name, t in times.items():
+        if t and name not in out:
+            out[name] = {"ns_per_row_1t": float(np.median(t)) / len(X) * 1e9,
+                         "throughput_rounds": len(t)}
+    return out
 
 
 def measure_latency(strats: list[Strategy], X: np.ndarray, st: Settings) -> dict[str, dict]:
@@ -527,7 +579,7 @@ def run_case(case: Any, strats: list[Strategy], settings: Settings, tmp: Path, i
             continue
         log(f"{tag} {s.name} ...")
         t_s = time.perf_counter()
-        row = measure_strategy(s, ctx, ref, n_ref, lib_ns)
+        row = measure_strategy(s, ctx, ref, n_ref, lib_ns, preview=not s.slow)
         row["bench_s"] = time.perf_counter() - t_s
         if s.group == "library" and row["status"] == "ok":
             lib_ns = row["ns_per_row_1t"]
@@ -537,10 +589,31 @@ def run_case(case: Any, strats: list[Strategy], settings: Settings, tmp: Path, i
             ex = f"bit-exact{vs}" if row.get("bit_exact") else (
                 f"max diff {row.get('max_abs_diff')}{vs}" if row.get("exact") else "not compared")
             comp = f"compile {row['compile_s']:.2f} s, " if row.get("compile_s") is not None else ""
-            log(f"{tag} {s.name}: {comp}{_fmt_ns(row['ns_per_row_1t'])} ns/row (1 thread), "
+            first = " (one call; timed side by side below)" if not s.slow else ""
+            log(f"{tag} {s.name}: {comp}{_fmt_ns(row['ns_per_row_1t'])} ns/row (1 thread{first}), "
                 f"{_fmt_ns(row.get('ns_per_row_all'))} ns/row (all cores), {ex} [{row['bench_s']:.1f} s]")
         else:
             log(f"{tag} {s.name}: skipped ({row['note']})")
+    # one-thread throughput: every strategy but the slow baselines, side by side
+    fast = [s for s in strats if s.name in rows and rows[s.name]["status"] == "ok" and not s.slow]
+    if fast:
+        log(f"{tag} batch throughput side by side ({', '.join(s.name for s in fast)}) ...")
+        t_b = time.perf_counter()
+        for name, fig in measure_throughput(fast, case.X, settings).items():
+            r = rows[name]
+            r["ns_per_row_1t_one_call"] = r["ns_per_row_1t"]
+            if ctx.n_cores <= 1 and r.get("ns_per_row_all") == r["ns_per_row_1t"]:
+                r["ns_per_row_all"] = fig.get("ns_per_row_1t", r["ns_per_row_all"])  # one core
+            r.update(fig)
+        res["throughput_s"] = time.perf_counter() - t_b
+        log(f"{tag} 1 thread, ns/row: " + ", ".join(
+            f"{s.name} {_fmt_ns(rows[s.name]['ns_per_row_1t'])}" for s in fast)
+            + f" [{res['throughput_s']:.1f} s]")
+        lib = rows.get("library", {})
+        lib_ns = lib.get("ns_per_row_1t") if lib.get("status") == "ok" else None
+        for r in rows.values():
+            if lib_ns and r["status"] == "ok" and r["group"] != "library":
+                r["speedup_vs_library"] = lib_ns / r["ns_per_row_1t"]
     walker = rows.get("walker", {}).get("ns_per_row_1t")
     lib_all = rows.get("library", {}).get("ns_per_row_all")
     for r in rows.values():
@@ -551,7 +624,6 @@ def run_case(case: Any, strats: list[Strategy], settings: Settings, tmp: Path, i
         if lib_all and r.get("ns_per_row_all") and r["group"] != "library":
             r["speedup_vs_library_all"] = lib_all / r["ns_per_row_all"]
     # latency per batch size: every strategy but the slow baselines, side by side
-    fast = [s for s in strats if s.name in rows and rows[s.name]["status"] == "ok" and not s.slow]
     if fast:
         log(f"{tag} latency per batch size ({', '.join(s.name for s in fast)}) ...")
         t_l = time.perf_counter()
