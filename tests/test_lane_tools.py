@@ -39,3 +39,14 @@ def test_output_tail_keeps_the_traceback_not_the_module_list():
     tail = suite.output_tail(trace + "\n" + modules + " (total: 600)\n", limit=2000)
     assert "treecomp/native.py" in tail and "Segmentation fault" in tail
     assert len(tail) < 2000 and "(cut)" in tail
+
+
+def test_selection_without_real_model_files():
+    """Where ../shared/realmodels is missing (a clone elsewhere), the guest is not asked for
+    test_realfiles.py's tests by id: that module skips whole, and pytest exits 4 on node ids it
+    did not collect."""
+    with_files, without = suite.selection("max", True), suite.selection("max", False)
+    real = [a for a in with_files if a.startswith("tests/test_realfiles.py::")]
+    assert real and not any(a.startswith("tests/test_realfiles.py") for a in without)
+    assert [a for a in with_files if a not in real] == without
+    assert suite.selection("cortex-a72", False) == suite.SELECTION["cortex-a72"]
