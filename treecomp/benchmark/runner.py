@@ -204,7 +204,7 @@ def _subsample_rows(fn: Callable[[np.ndarray], Any], X: np.ndarray, target_s: fl
 
 def measure_strategy(s: Strategy, ctx: CaseContext, ref: dict[str, Any], ref_rows: int,
                      lib_ns: float | None, preview: bool = False) -> dict:
-    """Every figure of one strategy on one case. preview: the one-thread throughput is one warm
+    """Every figure of one strategy on one case. preview: the one-thread throughput is one cold
     call (a first figure for the log), as measure_throughput then times it side by side with
     the case's other engines."""
     X, st = ctx.case.X, ctx.settings
@@ -222,8 +222,9 @@ def measure_strategy(s: Strategy, ctx: CaseContext, ref: dict[str, Any], ref_row
                 row["rows_timed"] = n
             else:
                 Xs = X
+                # (preview: one call, no warm-up: measure_throughput warms each engine up)
                 t = timed(lambda: s.run(X, 1), 0.0 if preview else st.budget_s,
-                          1 if preview else st.min_reps)
+                          1 if preview else st.min_reps, warmup=not preview)
                 row["rows_timed"] = len(X)
         row["ns_per_row_1t"] = t / len(Xs) * 1e9
         if s.threaded and ctx.n_cores > 1 and not s.slow:
