@@ -37,7 +37,8 @@ def kernel_loader(kind: str) -> Callable[[bytes], Any]:
 
 def loads_mapped(kind: str) -> bool:
     """Does the load_bytes of artifacts of `kind` take a read-only mmap.mmap of the file (the
-    backend's LOADS_MAPPED), so that treecomp.load maps the file instead of reading it?"""
+    backend's LOADS_MAPPED), so that treecomp.load(path, mmap=True) can map the file instead of
+    reading it? (Kinds that cannot are read whatever mmap says.)"""
     for name in _BACKENDS:
         mod = get(name)
         if getattr(mod, "KIND", None) == kind:
