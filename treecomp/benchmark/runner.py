@@ -590,7 +590,7 @@ def run_case(case: Any, strats: list[Strategy], settings: Settings, tmp: Path, i
             ex = f"bit-exact{vs}" if row.get("bit_exact") else (
                 f"max diff {row.get('max_abs_diff')}{vs}" if row.get("exact") else "not compared")
             comp = f"compile {row['compile_s']:.2f} s, " if row.get("compile_s") is not None else ""
-            first = " (one call; timed side by side below)" if not s.slow else ""
+            first = ", one call: timed side by side below" if not s.slow else ""
             log(f"{tag} {s.name}: {comp}{_fmt_ns(row['ns_per_row_1t'])} ns/row (1 thread{first}), "
                 f"{_fmt_ns(row.get('ns_per_row_all'))} ns/row (all cores), {ex} [{row['bench_s']:.1f} s]")
         else:
