@@ -59,21 +59,12 @@ def _file(case: str) -> tuple[Forest, bytes]:
 
 
 def _parts(data: bytes):
-    _, version, _, hlen = arrays_format._PREFIX.unpack_from(data, 0)
-    hdr = json.loads(data[arrays_format._PREFIX.size:arrays_format._PREFIX.size + hlen])
-    start = -(-(arrays_format._PREFIX.size + hlen) // 64) * 64
-    return hdr, bytearray(data[start:]), version
+    return arrays_format.split_file(data)
 
 
 def _join(hdr, body, version=arrays_format.FORMAT_VERSION, seal=True) -> bytes:
     """A table file of this header and body; format 3 sealed (as a deliberate editor would)."""
-    h = json.dumps(hdr, sort_keys=True).encode()
-    start = -(-(arrays_format._PREFIX.size + len(h)) // 64) * 64
-    buf = bytearray(start)
-    arrays_format._PREFIX.pack_into(buf, 0, arrays_format.MAGIC, version, 0, len(h))
-    buf[arrays_format._PREFIX.size:arrays_format._PREFIX.size + len(h)] = h
-    data = bytes(buf) + bytes(body)
-    return arrays_format.seal(data) if seal and version == arrays_format.FORMAT_VERSION else data
+    return arrays_format.join_file(hdr, body, version, sealed=seal)
 
 
 def _as_old_format(data: bytes) -> bytes:

@@ -105,7 +105,7 @@ def tables_to_bytes(tables: Tables, head: Head, runtime: dict[str, Any],
                          "treecomp_version": __version__, "head": head.to_json(backend=BACKEND),
                          "tables": tables.meta, "runtime": runtime, "arrays": descr, **extra},
                         sort_keys=True).encode()
-    start = -(-(_PREFIX.size + len(header)) // 64) * 64
+    start = body_start(len(header))
     buf = bytearray(start + off + TRAILER)
     _PREFIX.pack_into(buf, 0, MAGIC, version, 0, len(header))
     buf[_PREFIX.size:_PREFIX.size + len(header)] = header
@@ -114,6 +114,31 @@ def tables_to_bytes(tables: Tables, head: Head, runtime: dict[str, Any],
     if ir is not None:
         buf[start + extra["ir"]["offset"]:start + extra["ir"]["offset"] + len(ir)] = ir
     return seal(buf)
+
+
+def body_start(header_len: int) -> int:
+    """Where a table file's arrays begin: after the prefix and a JSON header of `header_len`
+    bytes, at the next 64-byte boundary."""
+    return -(-(_PREFIX.size + header_len) // 64) * 64
+
+
+def split_file(data: Any) -> tuple[dict, bytearray, int]:
+    """(header, body, version) of a table file, unchecked: for tools (and tests) that edit a
+    file on purpose; join_file puts the parts together again."""
+    _, version, _, hlen = _PREFIX.unpack_from(data, 0)
+    header = json.loads(bytes(data[_PREFIX.size:_PREFIX.size + hlen]))
+    return header, bytearray(data[body_start(hlen):]), version
+
+
+def join_file(header: dict, body: Any, version: int = FORMAT_VERSION, sealed: bool = True) -> bytes:
+    """A table file of this header and body (split_file's parts); a format-3 file sealed again
+    (seal) unless sealed=False, as a deliberate editor would."""
+    h = json.dumps(header, sort_keys=True).encode()
+    buf = bytearray(body_start(len(h)))
+    _PREFIX.pack_into(buf, 0, MAGIC, version, 0, len(h))
+    buf[_PREFIX.size:_PREFIX.size + len(h)] = h
+    data = bytes(buf) + bytes(body)
+    return seal(data) if sealed and version == FORMAT_VERSION else data
 
 
 def seal(data: bytes | bytearray) -> bytes:
