@@ -671,7 +671,8 @@ def so_kernel(forest: Any, **overrides: Any) -> Any:
     return k
 
 
-#: load_bytes takes a read-only mapping of the file (mmap.mmap): loader.load maps table files
+#: load_bytes also takes a read-only mapping of the file (mmap.mmap): treecomp.load(path,
+#: mmap=True) maps table files (by default it reads them)
 LOADS_MAPPED = True
 
 
