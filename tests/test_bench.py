@@ -789,3 +789,27 @@ def test_doc_tables_quote_the_run():
     assert "| 500 | 250 | 2.0x |" in doc_tables.against_previous(res, prev)
     prev["cases"][0]["params"] = {"n": 2}
     assert "parameters differ" in doc_tables.against_previous(res, prev)
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="bounded_children reads /proc")
+def test_bounded_children_stops_a_build_that_runs_too_long():
+    """An engine's build that outlives the limit (TL2cgen's gcc on a deep forest ran 19 min in a
+    full run before it was stopped by hand) has its processes killed, also the grandchildren a
+    worker starts, and the strategy is skipped with the limit named; the processes that existed
+    before are left alone; a build that finishes in time is untouched."""
+    import time
+
+    keep = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        t0 = time.perf_counter()
+        with pytest.raises(bench_measure.Skip, match=r"the build did not finish in 1 s: stopped"):
+            with bench_measure.bounded_children(1.0, "the build"):
+                # a shell that starts a long sleep: the grandchild must die for run() to return
+                subprocess.run(["sh", "-c", "sleep 60; exit 0"], check=True)
+        assert time.perf_counter() - t0 < 20
+        assert keep.poll() is None  # started before the block: not killed
+        with bench_measure.bounded_children(30.0, "quick"):
+            subprocess.run(["sh", "-c", "exit 0"], check=True)
+    finally:
+        keep.kill()
+        keep.wait()

@@ -46,7 +46,7 @@ from typing import Any
 
 import numpy as np
 
-from .measure import Settings, Skip, compile_in_subprocess, log, peak_rss
+from .measure import Settings, Skip, bounded_children, compile_in_subprocess, log, peak_rss
 
 # llvmlite < 0.45 (LLVM 15; lleaves needs it, see bench/compare-env.sh) parses the `ptr` type of
 # treecomp's LLVM IR only in contexts made after LLVMLITE_ENABLE_OPAQUE_POINTERS=1 was set, and
@@ -311,8 +311,9 @@ class TL2cgen(Strategy):
             else:
                 tl = treelite.sklearn.import_model(model)
             path = ctx.tmp / f"tl2cgen-{ctx.case.name}.so"
-            tl2cgen.export_lib(tl, toolchain="gcc", libpath=str(path),
-                               params={"parallel_comp": os.cpu_count() or 1})
+            with bounded_children(ctx.settings.compile_timeout_s, "TL2cgen's gcc build"):
+                tl2cgen.export_lib(tl, toolchain="gcc", libpath=str(path),
+                                   params={"parallel_comp": os.cpu_count() or 1})
             compile_s = time.perf_counter() - t0
         self.tl2cgen = tl2cgen
         self.preds = {1: tl2cgen.Predictor(str(path), nthread=1),

@@ -19,6 +19,8 @@ and the cold compile of a treecomp backend in a process of its own.
   NaN) or the largest absolute difference.
 - :class:`Skip`: raised where something cannot run here (a missing package, a model an engine
   refuses, a failed compile); the runner notes it as a skipped row, never a failure.
+- :func:`bounded_children`: a time limit on the processes another engine's build starts
+  (TL2cgen's gcc), which the engine itself does not bound.
 - :func:`core_clock`: the core's clock while busy, from a chain of dependent adds (one cycle
   each) timed on the thread's CPU clock, and the TSC's rate beside it on x86: what turns the
   report's ns/row into cycles (the guest has no perf cycle counters).
@@ -180,6 +182,77 @@ def core_clock(adds: int = 80_000_000, runs: int = 5) -> dict:
         res = {"ghz": None, "note": f"no clock measured ({type(exc).__name__}: {exc})"[:300]}
     _CLOCK = res
     return res
+
+
+# -- external builds ------------------------------------------------------------------------------
+def _descendants() -> set[int]:
+    """The pids of this process's descendants (Linux /proc; empty elsewhere)."""
+    parent: dict[int, int] = {}
+    try:
+        names = os.listdir("/proc")
+    except OSError:
+        return set()
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces and parentheses
+        fields = stat[stat.rfind(")") + 2:].split()
+        if len(fields) > 1:
+            parent[int(name)] = int(fields[1])
+    me, out = os.getpid(), set()
+    for pid in parent:
+        seen, p = set(), pid
+        while p in parent and p not in seen and p != me:
+            seen.add(p)
+            p = parent[p]
+        if p == me and pid != me:
+            out.add(pid)
+    return out
+
+
+@contextlib.contextmanager
+def bounded_children(timeout: float, what: str):
+    """Bounds the processes that another engine's build starts in this process (TL2cgen runs
+    gcc in worker threads, with no time limit): once the with-block has run `timeout` s, every
+    descendant of this process that did not exist at its start is killed (the build then fails
+    in the engine's own way), and the block's end raises Skip naming `what` and the limit.
+    Descendants that existed before (the compile fork server) are left alone. Linux only (it
+    reads /proc); elsewhere the block is not bounded."""
+    import signal
+    import threading
+
+    before = _descendants()
+    fired = threading.Event()
+    done = threading.Event()
+
+    def watch() -> None:
+        if done.wait(timeout):
+            return
+        fired.set()
+        while not done.is_set():  # builds start new compilers as the old ones die
+            for pid in _descendants() - before:
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
+            done.wait(0.2)
+
+    watcher = threading.Thread(target=watch, name="bounded_children", daemon=True)
+    watcher.start()
+    try:
+        yield
+    except Exception:
+        if fired.is_set():
+            raise Skip(f"{what} did not finish in {timeout:.0f} s: stopped") from None
+        raise
+    finally:
+        done.set()
+        watcher.join()
+    if fired.is_set():
+        raise Skip(f"{what} did not finish in {timeout:.0f} s: stopped")
 
 
 # -- memory ---------------------------------------------------------------------------------------
