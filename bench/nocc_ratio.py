@@ -13,8 +13,10 @@ the object cache.
 
     python -m bench.nocc_ratio [--rows 30000] [--rounds 11] [--cases xgb-binary,lgbm-binary]
 
-Also timed, where they apply: the AVX2 path (the normal install on a CPU without AVX-512) and
-the llvm backend's generated code (what backend="auto" ran without a C compiler before).
+Also timed, where they apply: the AVX2 path (the normal install on a CPU without AVX-512), the
+llvm-vec kernel's generic IR where the host runs its x86 flavour (vec.FLAVOURS: what a CPU
+without AVX-512 VBMI gets), and the llvm backend's generated code (what backend="auto" ran
+without a C compiler before).
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -72,6 +73,11 @@ def main(argv: list[str] | None = None) -> int:
         free = treecomp.compile(case.model, backend="arrays", isa="llvm-vec")
         kn, kf = normal._kernel, free._kernel
         runs = {"normal": kn.run, "llvm-vec": kf.run}
+        if kf._vec is not None and kf._vec.flavour != "generic":  # the portable IR, same host
+            from treecomp.backends.arrays import vec
+            kg = vec.vec_kernel(kn.tables.meta["x_dtype"], kn.tables.meta["acc_dtype"],
+                                flavour="generic")
+            runs["llvm-vec-generic"] = lambda X, out, kg=kg: vec.run(kg, kf._sref, X, out)
         if "avx2" in arrays.supported_isas() and kn.isa != "avx2":  # an AVX2-only install
             runs["avx2"] = treecomp.compile(case.model, backend="arrays", isa="avx2")._kernel.run
         if not args.no_llvm:  # what auto ran on such a host before llvm-vec: generated code
@@ -94,7 +100,10 @@ def main(argv: list[str] | None = None) -> int:
                **({"ratio_to_avx2": round(med["avx2"] / med["llvm-vec"], 3)} if "avx2" in med else {}),
                **({"speedup_over_llvm_backend": round(med["llvm-backend"] / med["llvm-vec"], 2)}
                   if "llvm-backend" in med else {}),
-               "vec_shape": list(kf._vec.shape) if kf._vec is not None else None}
+               **({"ratio_generic": round(med["normal"] / med["llvm-vec-generic"], 3)}
+                  if "llvm-vec-generic" in med else {}),
+               "vec_shape": list(kf._vec.shape) if kf._vec is not None else None,
+               "vec_flavour": kf._vec.flavour if kf._vec is not None else None}
         if not args.no_compile_time:
             with tempfile.TemporaryDirectory() as cache:
                 row["first_compile_s"] = round(_first_compile(name, cache), 2)
