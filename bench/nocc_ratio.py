@@ -12,9 +12,12 @@ kernel for the model's dtypes + the model's tables + the self-test auto runs fir
 the object cache.
 
     python -m bench.nocc_ratio [--rows 30000] [--rounds 11] [--cases xgb-binary,lgbm-binary]
+                               [--clock wall|cpu]
 
-Also timed, where they apply: the AVX2 path (the normal install on a CPU without AVX-512) and
-the llvm backend's generated code (what backend="auto" ran without a C compiler before).
+Also timed, where they apply: the AVX2 path (the normal install on a CPU without AVX-512), the
+llvm-vec kernel's generic IR where the host runs its x86 flavour (vec.FLAVOURS: what a CPU
+without AVX-512 VBMI gets), and the llvm backend's generated code (what backend="auto" ran
+without a C compiler before).
 """
 
 from __future__ import annotations
@@ -22,7 +25,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -57,14 +59,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--cases", default="xgb-binary,lgbm-binary")
     ap.add_argument("--no-compile-time", action="store_true")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="cpu: this thread's CPU time (time.thread_time; the calls run on the "
+                         "calling thread), steadier than the wall clock on a shared machine")
     ap.add_argument("--no-llvm", action="store_true", help="skip the llvm backend (slow to build)")
     args = ap.parse_args(argv)
     import treecomp
     from treecomp.backends import arrays
     from treecomp.benchmark import cases as C
     from treecomp.benchmark.runner import machine
+    clock = time.thread_time if args.clock == "cpu" else time.perf_counter
     report = {"host": machine(), "date": time.strftime("%Y-%m-%d"), "rows": args.rows,
-              "rounds": args.rounds, "cases": {}}
+              "rounds": args.rounds, "clock": args.clock, "cases": {}}
     for name in args.cases.split(","):
         case = C.build_case(name, n_rows=args.rows)
         X = case.X
@@ -72,6 +78,11 @@ def main(argv: list[str] | None = None) -> int:
         free = treecomp.compile(case.model, backend="arrays", isa="llvm-vec")
         kn, kf = normal._kernel, free._kernel
         runs = {"normal": kn.run, "llvm-vec": kf.run}
+        if kf._vec is not None and kf._vec.flavour != "generic":  # the portable IR, same host
+            from treecomp.backends.arrays import vec
+            kg = vec.vec_kernel(kn.tables.meta["x_dtype"], kn.tables.meta["acc_dtype"],
+                                flavour="generic")
+            runs["llvm-vec-generic"] = lambda X, out, kg=kg: vec.run(kg, kf._sref, X, out)
         if "avx2" in arrays.supported_isas() and kn.isa != "avx2":  # an AVX2-only install
             runs["avx2"] = treecomp.compile(case.model, backend="arrays", isa="avx2")._kernel.run
         if not args.no_llvm:  # what auto ran on such a host before llvm-vec: generated code
@@ -85,16 +96,19 @@ def main(argv: list[str] | None = None) -> int:
         labels = list(runs)
         for r in range(args.rounds):
             for label in (labels if r % 2 == 0 else labels[::-1]):
-                t0 = time.perf_counter()
+                t0 = clock()
                 runs[label](X, outs[label])
-                times[label].append((time.perf_counter() - t0) / len(X) * 1e9)
+                times[label].append((clock() - t0) / len(X) * 1e9)
         med = {k: float(np.median(v)) for k, v in times.items()}
         row = {"normal_isa": kn.isa, **{f"{k}_ns_row": round(v, 1) for k, v in med.items()},
                "speed_ratio": round(med["normal"] / med["llvm-vec"], 3),
                **({"ratio_to_avx2": round(med["avx2"] / med["llvm-vec"], 3)} if "avx2" in med else {}),
                **({"speedup_over_llvm_backend": round(med["llvm-backend"] / med["llvm-vec"], 2)}
                   if "llvm-backend" in med else {}),
-               "vec_shape": list(kf._vec.shape) if kf._vec is not None else None}
+               **({"ratio_generic": round(med["normal"] / med["llvm-vec-generic"], 3)}
+                  if "llvm-vec-generic" in med else {}),
+               "vec_shape": list(kf._vec.shape) if kf._vec is not None else None,
+               "vec_flavour": kf._vec.flavour if kf._vec is not None else None}
         if not args.no_compile_time:
             with tempfile.TemporaryDirectory() as cache:
                 row["first_compile_s"] = round(_first_compile(name, cache), 2)

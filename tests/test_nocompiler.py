@@ -50,12 +50,25 @@ def _rows(f, n, seed=0):
     return random_rows(f, max(n, 2), seed=seed)[:n]
 
 
+@pytest.fixture(params=["host", "generic"])
+def vec_flavour(request, monkeypatch):
+    """The llvm-vec IR flavour a test runs: the host's (on an AVX-512 VBMI host the x86
+    intrinsics, vec.FLAVOURS) and the generic IR forced by $TREECOMP_LLVM_VEC_GENERIC=1 (on
+    other hosts both are the generic IR). Returns the flavour the kernel must have."""
+    if request.param == "generic":
+        monkeypatch.setenv(vec.ENV_GENERIC, "1")
+    else:
+        monkeypatch.delenv(vec.ENV_GENERIC, raising=False)
+    return vec.host_flavour()
+
+
 # -- bit for bit: llvm-vec against the interpreter and the C kernel ------------------------------
 @pytest.mark.parametrize("variant", sorted(FOREST_VARIANTS))
-def test_llvm_vec_bit_exact_random_forests(variant):
+def test_llvm_vec_bit_exact_random_forests(variant, vec_flavour):
     """Every random-forest variant (float32 / float64 input and sums, NaN, categories,
     multiclass, vector leaves, averaging), both byte-walk layouts, 1 / 7 / 2000 rows, float32
-    and float64 rows: the llvm-vec kernel equals the interpreter and the C kernel."""
+    and float64 rows, both IR flavours: the llvm-vec kernel equals the interpreter and the C
+    kernel."""
     f = random_forest(500 + sorted(FOREST_VARIANTS).index(variant), **FOREST_VARIANTS[variant])
     X = np.vstack([_rows(f, 1960, seed=3), edge_rows(f, _rows(f, 100), n=40, nan=f.allow_nan)])
     ran = 0
@@ -65,6 +78,7 @@ def test_llvm_vec_bit_exact_random_forests(variant):
         except treecomp.UnsupportedModelError:
             continue
         assert p._kernel.isa == "llvm-vec"
+        assert p._kernel._vec is None or p._kernel._vec.flavour == vec_flavour
         c = treecomp.compile(f, backend="arrays", layout=layout)
         ran += p._kernel._vec is not None
         for Xin in (X, X.astype(np.float32)):
@@ -78,8 +92,9 @@ def test_llvm_vec_bit_exact_random_forests(variant):
         assert ran
 
 
-def test_llvm_vec_odd_blocks_and_threads():
-    """Block sizes that leave partial groups and partial sweep chunks, several threads."""
+def test_llvm_vec_odd_blocks_and_threads(vec_flavour):
+    """Block sizes that leave partial groups and partial sweep chunks, several threads, both IR
+    flavours."""
     f = random_forest(77, **FOREST_VARIANTS["categorical"])
     g = random_forest(78, **FOREST_VARIANTS["f32-le"])
     for forest, layout in ((f, "bitvec"), (g, "quant")):
@@ -90,6 +105,89 @@ def test_llvm_vec_odd_blocks_and_threads():
                                  block_rows=block)
             np.testing.assert_array_equal(p.predict_raw(X), want)
         np.testing.assert_array_equal(p.predict_raw(X, n_threads=2), want)
+
+
+@pytest.mark.parametrize("cmp_, x_dtype, acc_dtype", [("<=", "float32", "float64"),
+                                                     ("<", "float32", "float32"),
+                                                     ("<=", "float64", "float64"),
+                                                     ("<", "float64", "float32")])
+def test_llvm_vec_heaps_and_wide_columns_bit_exact(vec_flavour, cmp_, x_dtype, acc_dtype):
+    """The steps the avx512vbmi flavour replaces, against the interpreter and the C kernel, in
+    both flavours: heaps of every depth 1..8 (thresholds by vpermb / vpermi2b, leaves from byte
+    planes on whole 64-row groups, gathered on partial ones), quantiser columns of 16..256
+    thresholds (P 32..256: the level tables), rows on thresholds, one ULP either side, NaN,
+    -0.0, +-inf, float32 and float64 rows, 1 / 7 / 64 / 2000 rows."""
+    seen_p, seen_d = set(), set()
+    for i, (n_trees, n_feat, depth) in enumerate([(1, 3, 1), (2, 3, 2), (3, 2, 3), (3, 3, 4),
+                                                   (4, 3, 5), (6, 2, 6), (5, 3, 7), (12, 3, 8),
+                                                   (40, 2, 8), (3, 2, 5)]):
+        f = random_forest(900 + i, n_trees=n_trees, n_features=n_feat, max_depth=depth,
+                          comparison=cmp_, input_dtype=x_dtype, accumulate_dtype=acc_dtype)
+        p = treecomp.compile(f, backend="arrays", layout="quant", isa="llvm-vec")
+        k = p._kernel
+        assert k._vec is not None and k._vec.flavour == vec_flavour
+        seen_p |= set(int(v) for v in k._quant["q_len"])
+        seen_d |= set(int(v) for v in k.tables.arrays["tree_depth"])
+        c = treecomp.compile(f, backend="arrays", layout="quant")
+        X = np.vstack([_rows(f, 1400, seed=i), edge_rows(f, _rows(f, 100, seed=i), n=600,
+                                                          seed=i, nan=f.allow_nan)])
+        X = X[np.random.default_rng(i).permutation(len(X))]  # edge rows in short batches too
+        for Xin in (X, X.astype(np.float32)):
+            for n in (1, 7, 64, len(Xin)):
+                want = interp.predict_raw(f, Xin[:n])
+                got = p.predict_raw(Xin[:n])
+                np.testing.assert_array_equal(got, want)
+                np.testing.assert_array_equal(got, c.predict_raw(Xin[:n]))
+    assert {32, 64, 128, 256} <= seen_p, seen_p       # every level-table column function ran
+    assert set(range(1, 9)) <= seen_d, seen_d         # every heap depth ran
+
+
+def test_llvm_vec_other_shapes_bit_exact():
+    """The kernel's other vector shapes on this host, run on the same packed tables: 32-row
+    groups (what AVX2 and NEON hosts get), four sweep groups at once (a batch's last groups
+    one at a time); each flavour this host has; both byte-walk layouts, short batches too."""
+    shapes = [((32, 2, 16), "generic"), ((64, 4, 16), "generic")]
+    if vec.host_flavour() == "avx512vbmi":
+        shapes += [((64, 2, 16), "avx512vbmi"), ((64, 1, 16), "avx512vbmi")]
+    for seed, (layout, variant) in enumerate((("quant", "f64-lt"), ("bitvec", "categorical"),
+                                               ("bitvec", "f32-lt-acc32"))):
+        f = random_forest(950 + seed, **FOREST_VARIANTS[variant])
+        p = treecomp.compile(f, backend="arrays", layout=layout, isa="llvm-vec")
+        k = p._kernel
+        assert k._vec is not None
+        X = np.vstack([_rows(f, 700, seed=seed), edge_rows(f, _rows(f, 100), n=300, nan=f.allow_nan)])
+        X = X[np.random.default_rng(seed).permutation(len(X))]
+        for shape, flavour in shapes:
+            kv = vec.vec_kernel(f.input_dtype, k.tables.acc_dtype.name, shape, flavour=flavour)
+            assert (kv.shape, kv.flavour) == (shape, flavour)
+            for n in (1, 7, 65, 300, len(X)):
+                Xn = np.ascontiguousarray(X[:n], dtype=f.input_dtype)
+                out = np.empty((n, f.n_outputs), k.tables.acc_dtype)
+                vec.run(kv, k._sref, Xn, out)
+                np.testing.assert_array_equal(out, interp.predict_raw(f, Xn), err_msg=f"{shape} {flavour} {n}")
+
+
+def test_llvm_vec_object_cache_keyed_by_flavour(tmp_path):
+    """The object cache is keyed by the IR text: each flavour its own entry, compiled once (a
+    fresh process with an empty cache), then loaded by the next process."""
+    if vec.host_flavour() != "avx512vbmi":
+        pytest.skip("the avx512vbmi flavour needs an AVX-512 VBMI host")
+    assert vec.module_ir("float32", "float32", 64, flavour="generic") != \
+        vec.module_ir("float32", "float32", 64, flavour="avx512vbmi")
+    import os
+    import subprocess
+    import sys
+    code = ("from treecomp.backends.arrays import vec\n"
+            "ks = [vec.vec_kernel('float32', 'float32', (64, 2, 16), flavour=f)\n"
+            "      for f in ('avx512vbmi', 'generic')]\n"
+            "print(*[(k.flavour, k.origin) for k in ks])\n")
+    env = {k: v for k, v in os.environ.items() if k != vec.ENV_GENERIC}
+    env["TREECOMP_CACHE_DIR"] = str(tmp_path)
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                           check=True).stdout.split() for _ in range(2)]
+    assert " ".join(runs[0]) == "('avx512vbmi', 'compiled') ('generic', 'compiled')"
+    assert " ".join(runs[1]) == "('avx512vbmi', 'cached') ('generic', 'cached')"
+    assert len(list(tmp_path.rglob("*.o"))) == 2
 
 
 @pytest.mark.skipif(not ZOO, reason="no zoo")
@@ -183,7 +281,8 @@ def test_vec_kernel_failure_falls_back_to_the_walker(no_kernel, monkeypatch):
 
 def test_vec_self_test_guards_auto(no_kernel, monkeypatch):
     """A kernel that disagrees with the numpy walker is not used by auto."""
-    monkeypatch.setattr(arrays_kernel, "SELF_TEST", {"llvm-vec:float32:float32": False})
+    monkeypatch.setattr(arrays_kernel, "SELF_TEST",
+                        {f"llvm-vec:{vec.host_flavour()}:float32:float32": False})
     f = random_forest(8, n_trees=30, n_features=4, max_depth=5, accumulate_dtype="float32")
     p = treecomp.compile(f, backend="arrays")
     assert p._kernel.isa == "llvm"

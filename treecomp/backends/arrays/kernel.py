@@ -197,8 +197,9 @@ def supported_isas() -> list[str]:
 def vec_self_test(x_dtype: str, acc_dtype: str) -> bool:
     """Does the llvm-vec kernel for (x_dtype, acc_dtype) agree bit for bit with the numpy
     walker (the compiler-free baseline) on this CPU? Once per process and dtype pair, before
-    isa="auto" runs it (self_test's forest, its byte-walk layouts, short and whole blocks)."""
-    key = f"llvm-vec:{x_dtype}:{acc_dtype}"
+    isa="auto" runs it (self_test's forest, its byte-walk layouts, short and whole blocks).
+    Keyed by the IR flavour too (vec.host_flavour: $TREECOMP_LLVM_VEC_GENERIC can change it)."""
+    key = f"llvm-vec:{vec.host_flavour()}:{x_dtype}:{acc_dtype}"
     ok = SELF_TEST.get(key)
     if ok is None:
         SELF_TEST[key] = True  # the kernels built below are forced (isa="llvm-vec"): no recursion
@@ -272,7 +273,7 @@ def resolve_isa(isa: str, strict: bool = True) -> str:
 def warn_no_kernel(path: str) -> None:
     """One SlowPathWarning per process and path: the arrays backend runs `path` (a compiler-free
     one) because this install has no C kernel that loads and no C compiler to build one."""
-    what = {"llvm-vec": "the byte walks as LLVM vector code (measured 0.4-0.8x the C kernel's "
+    what = {"llvm-vec": "the byte walks as LLVM vector code (measured 0.4-0.9x the C kernel's "
                         "speed on byte-walk models)",
             "llvm": "the llvmlite tree walker (often 10x or more slower than the C kernel)",
             "numpy": "the numpy tree walker (much slower than the C kernel: llvmlite is not "
