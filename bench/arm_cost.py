@@ -21,13 +21,15 @@ by default, SVE2). Per path (the `isa` forced at compile time):
 2. llvm-mca (LLVM 19 here; `llvm-mca -mtriple=aarch64 -mcpu=neoverse-n1 / neoverse-v1`)
    throughput of the blocks that ran: each block holding 99.5% of the executed instructions is
    given to llvm-mca alone (its branches dropped: llvm-mca needs no control flow; a block is one
-   straight line), its steady-state cycles per iteration (Total Cycles / Iterations) times its
+   straight line; the SVE instructions, which QEMU's log shows as `.byte`, disassembled by
+   llvm-mc first), its steady-state cycles per iteration (Total Cycles / Iterations) times its
    execution count, summed, / N = cycles per row. That is throughput only: no branch
    mispredictions (the portable walk's data-dependent branches pay those on hardware; the vector
    walks have almost none), no cache misses (the tables of 500 depth-6 trees are ~300 KB), no
    cross-block dependencies. SVE blocks only on neoverse-v1 (N1 has no SVE).
 
-Prints a table and writes JSON (--out). Needs the lane's emulated host (tests/aarch64/lane.py
+Prints a table, then each path's instructions and cycles per row by kernel function (the
+library's symbols, static functions included), and writes JSON (--out). Needs the lane's emulated host (tests/aarch64/lane.py
 sets it up) and llvm-mca on PATH or in /usr/lib/llvm-*/bin.
 """
 
@@ -37,6 +39,7 @@ import argparse
 import collections
 import datetime as _dt
 import json
+import os
 import platform
 import re
 import shutil
@@ -71,7 +74,7 @@ if mode == "maps":
         f = line.split()
         if len(f) >= 6 and f[5] == path and "x" in f[1]:
             a, b = (int(v, 16) for v in f[0].split("-"))
-            spans.append([a, b])
+            spans.append([a, b, int(f[2], 16)])  # (start, end, file offset)
     marker = ctypes.cast(lib.tc_arrays_abi, ctypes.c_void_p).value
     print("ARMCOST " + json.dumps({"spans": spans, "marker": marker, "path": path,
                                    "isas": an.native_isas()}))
@@ -164,8 +167,30 @@ def parse_log(path: Path, marker: int) -> tuple[dict[int, list[str]], collection
     return blocks, execs
 
 
+def decode(mca: str, body: list[str], cache: dict) -> list[str]:
+    """`body` with the instructions QEMU's log shows as `.byte` (its disassembler knows no SVE)
+    disassembled by llvm-mc (beside llvm-mca; +sve, +sve2): llvm-mca would take them for data
+    and leave them out of its count."""
+    out = []
+    for ins in body:
+        if not ins.startswith(".byte"):
+            out.append(ins)
+            continue
+        if ins not in cache:
+            mc = str(Path(mca).with_name("llvm-mc"))
+            r = subprocess.run([mc, "--disassemble", "-triple=aarch64", "-mattr=+sve,+sve2"],
+                               input=ins[5:].replace(",", " ") + "\n", capture_output=True, text=True)
+            got = [ln.strip() for ln in r.stdout.splitlines() if ln.strip() and not ln.strip().startswith(".")]
+            if r.returncode != 0 or len(got) != 1:
+                raise SystemExit(f"llvm-mc could not decode {ins!r}: {r.stderr.strip()}")
+            cache[ins] = got[0]
+        out.append(cache[ins])
+    return out
+
+
 def mca_cycles(mca: str, body: list[str], cpu: str, cache: dict) -> float | None:
     """Steady-state cycles per iteration of `body` (branches dropped) on `cpu`."""
+    body = decode(mca, body, cache.setdefault("decoded", {}))
     text = [i for i in body if not BRANCH.match(i.split()[0] if i.split() else "")]
     if not text:
         return 0.0
@@ -193,7 +218,7 @@ def measure(lane, stage: Path, work: Path, model: Path, rows: Path, isa: str, n:
     info = guest_run(lane, stage, work, ["maps", *args])
     if isa not in info["isas"]:
         return {"isa": isa, "error": f"not offered here (supported: {info['isas']})"}
-    spans = ",".join(f"0x{a:x}..0x{b - 1:x}" for a, b in info["spans"])
+    spans = ",".join(f"0x{a:x}..0x{b - 1:x}" for a, b, _ in info["spans"])
     logf = work / f"exec-{isa}.log"
     logf.unlink(missing_ok=True)
     guest_run(lane, stage, work, ["count", *args],
@@ -220,6 +245,10 @@ def measure(lane, stage: Path, work: Path, model: Path, rows: Path, isa: str, n:
     res["mca_coverage"] = acc / total
     res["mca"] = mca
     cache: dict = {}
+    where = functions(lane, info)
+    by_fn: dict = collections.defaultdict(lambda: collections.Counter())
+    for pc in execs:
+        by_fn[where(pc)]["instructions"] += weight[pc]
     for cpu in CPUS:
         if isa == "sve" and cpu == "neoverse-n1":
             continue
@@ -230,12 +259,42 @@ def measure(lane, stage: Path, work: Path, model: Path, rows: Path, isa: str, n:
                 bad += weight[pc]
                 continue
             cyc += c * execs[pc]
+            by_fn[where(pc)][cpu] += c * execs[pc]
         # the blocks left out (coverage, or llvm-mca refused one) at the covered blocks' rate
         known = acc - bad
         res[f"cycles_per_row_{cpu}"] = cyc / n * (total / known if known else float("nan"))
         res[f"mca_refused_{cpu}"] = bad / total
+    # per function of the kernel (its symbols; static ones too): instructions and cycles per
+    # row, each function with at least 0.2% of the instructions
+    res["by_function"] = {fn: {k: v / n for k, v in c.items()}
+                          for fn, c in sorted(by_fn.items(), key=lambda kv: -kv[1]["instructions"])
+                          if c["instructions"] >= 0.002 * total}
     logf.unlink(missing_ok=True)  # hundreds of MB
     return res
+
+
+def functions(lane, info: dict):
+    """pc -> the name of the kernel function holding it (aarch64 nm of the kernel library; the
+    executable mapping's start minus its file offset is the load base, as ld lays out the text
+    segment with its virtual address equal to its file offset)."""
+    import bisect
+    nm = lane.tools / "usr" / "bin" / "aarch64-linux-gnu-nm"
+    env = {**os.environ, "LD_LIBRARY_PATH": str(lane.tools / "usr" / "lib" / "x86_64-linux-gnu")}
+    out = subprocess.run([str(nm), "--defined-only", "-n", info["path"]], capture_output=True,
+                         text=True, env=env)
+    syms = []
+    for line in out.stdout.splitlines():
+        f = line.split()
+        if len(f) == 3 and f[1].lower() == "t":
+            syms.append((int(f[0], 16), f[2]))
+    a, _, off = info["spans"][0]
+    base = a - off
+    addrs = [base + v for v, _ in syms]
+
+    def where(pc: int) -> str:
+        i = bisect.bisect_right(addrs, pc) - 1
+        return syms[i][1] if i >= 0 else f"0x{pc:x}"
+    return where
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -278,6 +337,12 @@ def main(argv: list[str] | None = None) -> int:
             else:
                 line += f"{'-':>12} {'':6} "
         print(line)
+    for r in results:
+        if "by_function" in r:
+            print(f"\n{r['isa']}: per row, by kernel function")
+            for fn, c in r["by_function"].items():
+                print(f"  {fn:36} {c['instructions']:9.0f} insns " +
+                      " ".join(f"{c.get(cpu, 0.0):8.0f} cyc {cpu[9:]}" for cpu in CPUS if f"cycles_per_row_{cpu}" in r))
     if a.out:
         a.out.write_text(json.dumps({"date": _dt.datetime.now(_dt.timezone.utc).isoformat(),
                                      "host": platform.node(), "model": title, "rows": a.rows,

@@ -235,6 +235,36 @@ def test_quant_levels_wider_than_the_columns(isa, nf, both, width, x64):
 
 
 @pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("acc", ["float32", "float64"])
+def test_quant_node_mux_over_many_columns(isa, acc):
+    """Heaps of depth 1..6 over more columns than the column mux's 16 (every level by the node
+    mux: the heap walk of XGBoost-shaped models, on NEON and SVE their register walks), complete
+    and with padding, NaN both ways; one output (leaves from byte planes, 4 or 8) and three (leaf
+    indices), batches of whole and short 32-row groups, every block tail: bit for bit against
+    the interpreter."""
+    rng = np.random.default_rng(37)
+    nf = 40
+    for n_out in (1, 3):
+        depths = [1, 2, 3, 4, 5, 6, 6, 5, 6, 3, 6, 4]
+        trees = [_complete_tree(rng, d, nf, p_leaf=0.25 * (i % 2)) for i, d in enumerate(depths)]
+        if acc == "float32":
+            trees = [dataclasses.replace(t, value=t.value.astype(np.float32).astype(np.float64)) for t in trees]
+        f = Forest(trees=tuple(trees), n_features=nf, n_outputs=n_out,
+                   tree_output=np.arange(len(trees)) % n_out, base_score=[0.25] * n_out,
+                   comparison="<" if acc == "float32" else "<=", accumulate_dtype=acc)
+        X = random_rows(f, 150, seed=n_out)
+        for block in (0, 33, 100):
+            p = treecomp.compile(f, backend="arrays", layout="quant", isa=isa, block_rows=block)
+            k = p._kernel
+            assert k.tables.meta["quant"]
+            if isa not in ("llvm", "numpy"):  # not the column mux of <= 16 columns at depths 5, 6
+                assert k._struct.q_cmux != 16 and len(k._keep["q_feat"]) > 16
+            _check(p, f, X)
+            for n in (31, 32, 33, 65):
+                np.testing.assert_array_equal(p.predict_raw(X[:n]), interp.predict_raw(f, X[:n]))
+
+
+@pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("layout", ["quant", "bitvec"])
 @pytest.mark.parametrize("acc", ["float32", "float64"])
 def test_byte_walks_several_outputs(isa, layout, acc):

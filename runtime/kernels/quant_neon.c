@@ -203,16 +203,40 @@ static __attribute__((noinline)) TC_ATTR tc_nv tc_nkeys(const uint8_t *qg, const
 }
 #undef TC_NKEYS_CASE
 
-/* 16 rows' float32 leaves from a tree's 4 byte planes (L bytes each, L = max(16, 2^D)): a
- * lookup per plane, then byte and halfword zips (in row order) make the floats, added into
- * a[0..16) one add per row */
-TC_NI void tc_nleaf32(const uint8_t *lb, const int L, uint8x16_t k, float *a) {
-  const uint8x16_t p0 = vreinterpretq_u8_s8(tc_nlut((const int8_t *)lb, k, L));
-  const uint8x16_t p1 = vreinterpretq_u8_s8(tc_nlut((const int8_t *)lb + L, k, L));
-  const uint8x16_t p2 = vreinterpretq_u8_s8(tc_nlut((const int8_t *)lb + 2 * L, k, L));
-  const uint8x16_t p3 = vreinterpretq_u8_s8(tc_nlut((const int8_t *)lb + 3 * L, k, L));
-  const uint16x8_t l01 = vreinterpretq_u16_u8(vzip1q_u8(p0, p1)), h01 = vreinterpretq_u16_u8(vzip2q_u8(p0, p1));
-  const uint16x8_t l23 = vreinterpretq_u16_u8(vzip1q_u8(p2, p3)), h23 = vreinterpretq_u16_u8(vzip2q_u8(p2, p3));
+/* each lane's entry of the n-byte table p for two 16-row halves (ka, kb) at once: the table's
+ * registers loaded once for both (as tc_nlut: TBL of one, two or four, TBX for each further 64) */
+TC_NI void tc_nlutx(const int8_t *p, uint8x16_t ka, uint8x16_t kb, const int n, int8x16_t *ra,
+                    int8x16_t *rb) {
+  if (n <= 16) {
+    const int8x16_t t = vld1q_s8(p);
+    *ra = vqtbl1q_s8(t, ka);
+    *rb = vqtbl1q_s8(t, kb);
+    return;
+  }
+  if (n == 32) {
+    const int8x16x2_t t = vld1q_s8_x2(p);
+    *ra = vqtbl2q_s8(t, ka);
+    *rb = vqtbl2q_s8(t, kb);
+    return;
+  }
+  const int8x16x4_t t0 = vld1q_s8_x4(p);
+  int8x16_t a = vqtbl4q_s8(t0, ka), b = vqtbl4q_s8(t0, kb);
+#pragma GCC unroll 3
+  for (int i = 1; i < n / 64; ++i) {
+    const int8x16x4_t t = vld1q_s8_x4(p + 64 * i);
+    const uint8x16_t d = vdupq_n_u8((uint8_t)(64 * i));
+    a = vqtbx4q_s8(a, t, vsubq_u8(ka, d));
+    b = vqtbx4q_s8(b, t, vsubq_u8(kb, d));
+  }
+  *ra = a;
+  *rb = b;
+}
+
+/* 16 rows' float32 leaves from their 4 looked-up byte planes p: byte and halfword zips (in row
+ * order) make the floats, added into a[0..16) one add per row */
+TC_NI void tc_nleaf32p(const uint8x16_t *p, float *a) {
+  const uint16x8_t l01 = vreinterpretq_u16_u8(vzip1q_u8(p[0], p[1])), h01 = vreinterpretq_u16_u8(vzip2q_u8(p[0], p[1]));
+  const uint16x8_t l23 = vreinterpretq_u16_u8(vzip1q_u8(p[2], p[3])), h23 = vreinterpretq_u16_u8(vzip2q_u8(p[2], p[3]));
   const float32x4_t v0 = vreinterpretq_f32_u16(vzip1q_u16(l01, l23));
   const float32x4_t v1 = vreinterpretq_f32_u16(vzip2q_u16(l01, l23));
   const float32x4_t v2 = vreinterpretq_f32_u16(vzip1q_u16(h01, h23));
@@ -224,12 +248,9 @@ TC_NI void tc_nleaf32(const uint8_t *lb, const int L, uint8x16_t k, float *a) {
 }
 
 /* the same for float64 leaves: 8 planes, zips of bytes, halfwords and words */
-TC_NI void tc_nleaf64(const uint8_t *lb, const int L, uint8x16_t k, double *a) {
-  uint8x16_t p[8];
+TC_NI void tc_nleaf64p(const uint8x16_t *p, double *a) {
   uint16x8_t w[8];
   uint32x4_t d[8];
-#pragma GCC unroll 8
-  for (int b = 0; b < 8; ++b) p[b] = vreinterpretq_u8_s8(tc_nlut((const int8_t *)lb + b * L, k, L));
 #pragma GCC unroll 4
   for (int b = 0; b < 4; ++b) {  /* bytes (2b, 2b + 1) of rows 0-7 (w[2b]), 8-15 (w[2b + 1]) */
     w[2 * b] = vreinterpretq_u16_u8(vzip1q_u8(p[2 * b], p[2 * b + 1]));
@@ -249,6 +270,98 @@ TC_NI void tc_nleaf64(const uint8_t *lb, const int L, uint8x16_t k, double *a) {
     vst1q_f64(a + 4 * j, vaddq_f64(vld1q_f64(a + 4 * j), lo));
     vst1q_f64(a + 4 * j + 2, vaddq_f64(vld1q_f64(a + 4 * j + 2), hi));
   }
+}
+
+/* 32 rows' leaves (slots ka: rows 0-15, kb: 16-31) from a tree's byte planes lb (L bytes each,
+ * L = max(16, 2^D)), added into a[0..32): each plane's table loaded once for both halves */
+TC_NI void tc_nleaf32x(const uint8_t *lb, const int L, int8x16_t ka, int8x16_t kb, float *a) {
+  uint8x16_t pa[4], pb[4];
+#pragma GCC unroll 4
+  for (int b = 0; b < 4; ++b) {
+    int8x16_t x, y;
+    tc_nlutx((const int8_t *)lb + b * L, vreinterpretq_u8_s8(ka), vreinterpretq_u8_s8(kb), L, &x, &y);
+    pa[b] = vreinterpretq_u8_s8(x);
+    pb[b] = vreinterpretq_u8_s8(y);
+  }
+  tc_nleaf32p(pa, a);
+  tc_nleaf32p(pb, a + 16);
+}
+TC_NI void tc_nleaf64x(const uint8_t *lb, const int L, int8x16_t ka, int8x16_t kb, double *a) {
+  uint8x16_t pa[8], pb[8];
+#pragma GCC unroll 8
+  for (int b = 0; b < 8; ++b) {
+    int8x16_t x, y;
+    tc_nlutx((const int8_t *)lb + b * L, vreinterpretq_u8_s8(ka), vreinterpretq_u8_s8(kb), L, &x, &y);
+    pa[b] = vreinterpretq_u8_s8(x);
+    pb[b] = vreinterpretq_u8_s8(y);
+  }
+  tc_nleaf64p(pa, a);
+  tc_nleaf64p(pb, a + 16);
+}
+
+/* The heap walk of depth D <= 6 for 32 rows (two 16-row halves sharing each node's column
+ * offset), every value in a register (the node mux of tc_nkeys_g spilled: GCC hoisted a level's
+ * 2 x 32 loads above its selects, against 32 registers holding 2 x 6 masks besides). Level l's
+ * 2^l node bytes are muxed depth first: the nodes in bit-reversed order (i's l bits reversed),
+ * each loaded, then merged with the pending partials while i's low bits are set, partial b by
+ * the decisions of level b (bit l - 1 - b of a row's node index is its level-b decision). So at
+ * most l + 1 partials per half are live, and the newest level's mask is needed only by the last
+ * select (the level's other selects need not wait for it). The level's offsets are read two a
+ * load, its thresholds looked up by one TBL per half; the same bytes, the same compares as
+ * tc_nkeys_g, so the same leaf slots. The empty asm with a memory clobber after every second
+ * node keeps the compiler from hoisting later loads above the merges; it emits nothing (an
+ * out-of-order core overlaps the nodes anyway). llvm-mca (LLVM 19) of the 32-row loop with the
+ * leaf planes, depth 6, float32: Neoverse N1 260 -> 133 cycles, V1 136 -> 76 (the node mux's
+ * 2 x 57 BSLs now bound N1: 2 vector pipes). */
+#define TC_NFENCE() __asm__ volatile("" ::: "memory")
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+#define TC_NHI 0  /* of two int32 read as one uint64: the first in the high half */
+#else
+#define TC_NHI 1
+#endif
+TC_NI tc_nv tc_nwalk(const uint8_t *qg, const int32_t *co, const int8_t *tb, const int D) {
+  const int8_t *qa = (const int8_t *)qg, *qh = (const int8_t *)qg + 16;
+  __asm__("" : "+r"(qh));  /* opaque: qh + offset, not (qa + offset) + 16 (an add per node) */
+  uint8x16_t ga[6], gb[6];
+  int8x16_t ka = vdupq_n_s8(0), kb = vdupq_n_s8(0);
+#pragma GCC unroll 6
+  for (int l = 0; l < D; ++l) {
+    const int o = (1 << l) - 1, n = 1 << l;
+    int8x16_t ta, tc;
+    if (l == 0) ta = tc = vld1q_dup_s8(tb);
+    else tc_nlutx(tb + o, vreinterpretq_u8_s8(ka), vreinterpretq_u8_s8(kb), n, &ta, &tc);
+    int8x16_t sa[7], sb[7];
+    uint64_t w[16];  /* the level's column offsets, two a load (TC_NHI: which is high) */
+#pragma GCC unroll 16
+    for (int m = 0; m < n / 2; ++m) memcpy(&w[m], co + o + 2 * m, 8);
+#pragma GCC unroll 32
+    for (int i = 0; i < n; ++i) {
+      int j = 0;  /* the node: i's l bits reversed */
+#pragma GCC unroll 6
+      for (int b = 0; b < 6; ++b)
+        if (b < l) j |= ((i >> b) & 1) << (l - 1 - b);
+      const uint64_t wj = w[j >> 1];
+      const int32_t off = l == 0 ? co[0] : (int32_t)((j & 1) == TC_NHI ? wj >> 32 : wj);
+      int8x16_t xa = vld1q_s8(qa + off), xb = vld1q_s8(qh + off);
+      const int h = __builtin_ctz(~(unsigned)i);  /* i's low set bits: the merges due */
+#pragma GCC unroll 6
+      for (int b = 0; b < 6; ++b) {
+        if (b < h && b < l) {
+          xa = vbslq_s8(ga[b], xa, sa[b]);
+          xb = vbslq_s8(gb[b], xb, sb[b]);
+        }
+      }
+      sa[h < l ? h : l] = xa;
+      sb[h < l ? h : l] = xb;
+      if (i & 1) TC_NFENCE();
+    }
+    ga[l] = vcgtq_s8(sa[l], ta);
+    gb[l] = vcgtq_s8(sb[l], tc);
+    ka = vsubq_s8(vaddq_s8(ka, ka), vreinterpretq_s8_u8(ga[l]));
+    kb = vsubq_s8(vaddq_s8(kb, kb), vreinterpretq_s8_u8(gb[l]));
+  }
+  const tc_nv r = {ka, kb};
+  return r;
 }
 
 /* go right at a categorical node for 32 category codes (quant_impl.c, tc_cat_right): the code's
@@ -316,9 +429,12 @@ static __attribute__((noinline)) TC_ATTR void tc_nsweep(
  * compares counted by pairwise adds (no gathers). Same counts as the binary search, so the same
  * bins; float64 rows: that count of the rounded values as the first guess, then the exact
  * climb. Rows outside whole groups: a row at a time, the level table's entries then the
- * thresholds of the row's group compared 4 a vector. */
+ * thresholds of the row's group compared 4 a vector. The level-2 tables are loaded where they
+ * are used and 8 rows are counted at a time (held in registers, the 7 tables and a group's 8
+ * vectors at once spilled); llvm-mca (LLVM 19), a column of 256 thresholds, 32 rows: Neoverse
+ * N1 296 -> 236 cycles, V1 152 -> 130 (P = 16 .. 128: 0.73x-0.86x). */
 #define TC_NQCMP(t, x) (s ? vcleq_f32((t), (x)) : vcltq_f32((t), (x)))
-TC_NI uint32x4_t tc_nqlanes4(const float *u, const float32x4_t *l1, const uint8x16x2_t *l2,
+TC_NI uint32x4_t tc_nqlanes4(const float *u, const float32x4_t *l1, const float *lv,
                              const float32x4_t v, const int P, const int strict, const double *ud,
                              const double *xd, const int d64) {
   const int g1 = P / 8, g2 = g1 / 8 > 1 ? g1 / 8 : 1, s = d64 ? 0 : strict;
@@ -330,13 +446,17 @@ TC_NI uint32x4_t tc_nqlanes4(const float *u, const float32x4_t *l1, const uint8x
   uint32x4_t b2 = vdupq_n_u32(0);
 #pragma GCC unroll 7
   for (int j = 0; j < g1 / g2 - 1; ++j)
-    b2 = vsubq_u32(b2, TC_NQCMP(vreinterpretq_f32_u8(vqtbl2q_u8(l2[j], bi)), v));
+    b2 = vsubq_u32(b2, TC_NQCMP(vreinterpretq_f32_u8(vqtbl2q_u8(vld1q_u8_x2((const uint8_t *)(lv + 8 + 8 * j)), bi)), v));
   uint32x4_t p = vaddq_u32(vmulq_n_u32(b1, (uint32_t)g1), vmulq_n_u32(b2, (uint32_t)g2));
   if (g2 > 1) {  /* the window u[p .. p + g2) of each lane: one load per lane (g2 = 2 or 4) */
     const uint32x4_t keep = g2 == 4 ? vdupq_n_u32(~0u) : (uint32x4_t){~0u, ~0u, 0, 0};
+    uint32_t pi[4];  /* the lanes' window starts through memory: a store and four loads, not
+                      * four UMOVs (Neoverse N1: one a cycle, on a vector pipe) */
+    vst1q_u32(pi, p);
+    __asm__("" : : "r"(pi) : "memory");
 #define TC_NQWIN(i)                                                                           \
-    vandq_u32(TC_NQCMP(g2 == 4 ? vld1q_f32(u + vgetq_lane_u32(p, i))                          \
-                               : vcombine_f32(vld1_f32(u + vgetq_lane_u32(p, i)), vdup_n_f32(0.0f)), \
+    vandq_u32(TC_NQCMP(g2 == 4 ? vld1q_f32(u + pi[i])                          \
+                               : vcombine_f32(vld1_f32(u + pi[i]), vdup_n_f32(0.0f)), \
                        vdupq_laneq_f32(v, i)), keep)
     const uint32x4_t m[4] = {TC_NQWIN(0), TC_NQWIN(1), TC_NQWIN(2), TC_NQWIN(3)};
 #undef TC_NQWIN
@@ -366,16 +486,9 @@ TC_NI uint32x4_t tc_nqlanes4(const float *u, const float32x4_t *l1, const uint8x
 TC_NI void tc_nqlanes(const float *u, const float *lv, const float *x, int64_t xs, int64_t nb,
                       uint8_t *q, int64_t gs, uint32_t nan_code, const int P, const int strict,
                       const double *ud, const double *xd, const int d64) {
-  const int g1 = P / 8, g2 = g1 / 8 > 1 ? g1 / 8 : 1;
   float32x4_t l1[7];
-  uint8x16x2_t l2[7];
 #pragma GCC unroll 7
   for (int i = 0; i < 7; ++i) l1[i] = vdupq_n_f32(lv[i]);
-#pragma GCC unroll 7
-  for (int j = 0; j < g1 / g2 - 1; ++j) {
-    l2[j].val[0] = vld1q_u8((const uint8_t *)(lv + 8 + 8 * j));
-    l2[j].val[1] = vld1q_u8((const uint8_t *)(lv + 12 + 8 * j));
-  }
   const uint32x4_t nanc = vdupq_n_u32(nan_code);
   for (int64_t r = 0; r + 32 <= nb; r += 32) {
     const float *xr = x + (r >> 5) * xs;
@@ -388,8 +501,9 @@ TC_NI void tc_nqlanes(const float *u, const float *lv, const float *x, int64_t x
       for (int j = 0; j < 2; ++j) {
         const int o = 8 * i + 4 * j;
         const float32x4_t v = vld1q_f32(xr + o);
-        const uint32x4_t p = tc_nqlanes4(u, l1, l2, v, P, strict, ud, d64 ? dr + o : 0, d64);
+        const uint32x4_t p = tc_nqlanes4(u, l1, lv, v, P, strict, ud, d64 ? dr + o : 0, d64);
         b[j] = vbslq_u32(vmvnq_u32(vceqq_f32(v, v)), nanc, p);  /* NaN: the column's code */
+        if (j) TC_NFENCE();  /* 8 rows at a time: the group's 8 vectors interleaved spilled */
       }
       h[i] = vuzp1q_u16(vreinterpretq_u16_u32(b[0]), vreinterpretq_u16_u32(b[1]));  /* <= 255 */
     }
@@ -541,9 +655,6 @@ static TC_ATTR void tc_nxpose64(const double *x, int64_t nf, int64_t nb, float *
 #ifndef AFN
 #define AFN(name) TC_PASTE(name, TC_PASTE(TC_AN, TC_ISA))
 #endif
-#if TC_QARM == 2
-#include "kernels/quant_sve.c"
-#endif
 #if TC_ABITS == 64 && !defined(TC_NHEAP_ONCE_64)
 #define TC_NHEAP_ONCE_64
 #define TC_NHEAP_DEFINE
@@ -570,13 +681,8 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(nleafk)(
     tc_nv k, int64_t r, int64_t nb, int32_t *lidx, const TC_AT *lv, TC_AT *acc,
     const uint8_t *lb, const int L) {
   if (lb && nb - r >= 32) {  /* the planes hold TC_AT's bytes (arrays_derived.py leaf_planes) */
-    if (sizeof(TC_AT) == 4) {
-      tc_nleaf32(lb, L, vreinterpretq_u8_s8(k.a), (float *)(acc + r));
-      tc_nleaf32(lb, L, vreinterpretq_u8_s8(k.b), (float *)(acc + r + 16));
-    } else {
-      tc_nleaf64(lb, L, vreinterpretq_u8_s8(k.a), (double *)(acc + r));
-      tc_nleaf64(lb, L, vreinterpretq_u8_s8(k.b), (double *)(acc + r + 16));
-    }
+    if (sizeof(TC_AT) == 4) tc_nleaf32x(lb, L, k.a, k.b, (float *)(acc + r));
+    else tc_nleaf64x(lb, L, k.a, k.b, (double *)(acc + r));
     return;
   }
   AFN(nleaves)(k, r, nb, lidx, lv, acc);
@@ -606,7 +712,7 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(nheap_d)(
 #pragma GCC unroll 8
       for (int l = 0; l < D; ++l) k = tc_nstep(k, tc_ngt(tc_nld(qg + oo[l]), ot[l]));
     } else if (inl) {
-      k = tc_nkeys_g(qg, co, tb, 0, D, 0);
+      k = tc_nwalk(qg, co, tb, D);
     } else {
       k = tc_nkeys(qg, co, tb, cx, D, C);
     }
@@ -614,17 +720,18 @@ static inline __attribute__((always_inline)) TC_ATTR void AFN(nheap_d)(
   }
 }
 
+#if TC_QARM == 2  /* the SVE kernels (sheap_vec), which use nleafk */
+#include "kernels/quant_sve.c"
+#endif
+
 /* = quant_impl.c's qheap_vec (the same arguments and choices): symmetric heaps one column a
  * level; depth 5 and 6 over <= 16 columns and 7, 8 over <= 64 by the column mux; else the node
  * mux, inline up to depth 6 */
 static TC_ATTR void AFN(qheap_vec)(const int32_t *co, const int8_t *tb, int D, const uint8_t *qb,
                                    int64_t gs, int64_t nb, int32_t *lidx, const TC_AT *lv, TC_AT *acc,
                                    const uint8_t *lb, const uint8_t *cx, int C, int obl) {
-#ifdef TC_SHEAP
-  if (tc_swide()) {
-    AFN(sheap_vec)(co, tb, D, qb, gs, nb, lidx, lv, acc, lb, cx, C, obl);
-    return;
-  }
+#ifdef TC_SHEAP  /* the SVE unit's walks where they apply (quant_sve.c) */
+  if (tc_swide() && AFN(sheap_vec)(co, tb, D, qb, gs, nb, lidx, lv, acc, lb, cx, C, obl)) return;
 #endif
   switch (obl ? D : 0) {
     case 1: AFN(nheap_d)(co, tb, 1, qb, gs, nb, lidx, lv, acc, lb, 2, 0, 0); return;

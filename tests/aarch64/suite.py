@@ -28,12 +28,16 @@ CI_FAMILIES = ("test_heap_every_depth", "test_quant_every_depth", "test_quant_ma
                "test_quant_float64_thresholds_closer_than_float32", "test_bitvec_any_shape",
                "test_byte_walks_every_row_group", "test_few_rows_deep_heaps",
                "test_few_rows_interval_walk", "test_symmetric_heaps",
-               "test_depth_1000_tree_and_single_leaves", "test_a_sparse_tree_keeps_the_byte_walk")
-#: of those, the ones CI runs on the sve path too: it is the NEON source compiled with
-#: target("+sve") (quant_sve.c has no kernels of its own), so one family per walk checks what
-#: the compiler made of it there (the suite's time budget: the lane is its longest test)
+               "test_depth_1000_tree_and_single_leaves", "test_a_sparse_tree_keeps_the_byte_walk",
+               "test_quant_node_mux_over_many_columns")
+#: of those, the ones CI runs on the sve path too: the NEON source compiled with
+#: target("+sve") but for quant_sve.c's heap walk of depth <= 6 (by the node mux, vectors of 32
+#: bytes or more: QEMU's `max` runs SVE at 512 bits), so one family per walk checks what the
+#: compiler made of it there, and the SVE heap walk's own (the suite's time budget: the lane is
+#: its longest test)
 SVE_FAMILIES = ("test_heap_every_depth", "test_quant_every_depth", "test_bitvec_any_shape",
-                "test_few_rows_interval_walk", "test_depth_1000_tree_and_single_leaves")
+                "test_few_rows_interval_walk", "test_depth_1000_tree_and_single_leaves",
+                "test_quant_node_mux_over_many_columns", "test_byte_walks_every_row_group")
 
 #: the guest pytest's selection per CPU model. `max` (NEON, SVE, SVE2: every path can be forced
 #: there): the install check, the kernel-path families, the library's refusal of the one real
