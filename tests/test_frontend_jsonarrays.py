@@ -224,6 +224,22 @@ def test_native_narrowing_and_spans():
     assert numparse.parse_spans(wide, [[0, len(wide)]], 2, np.int64).tolist() == [1, 2 ** 31]
     counts, flags = numparse.scan_spans(b"1,2 ,3.5,4e1", [[0, 3], [0, 4], [5, 8], [9, 12], [1, 1]])
     assert counts.tolist() == [2, -1, 1, 1, 1] and flags.tolist() == [False, False, True, True, False]
+    # the scan's 64-byte blocks and its tail: one odd byte anywhere, or none, against Python
+    rng = random.Random(11)
+    ok_chars, odd = b"0123456789,-+.eE", b" x]\"\n\xff\x00/:dD"
+    bodies = []
+    for _ in range(400):
+        body = bytearray(rng.choice(b"0123456789,,-") for _ in range(rng.randint(0, 300)))
+        for _ in range(rng.choice([0, 0, 1, 2])):
+            if body:
+                body[rng.randrange(len(body))] = rng.choice(ok_chars + odd)
+        bodies.append(bytes(body))
+    data = b"".join(bodies)
+    ends = np.cumsum([len(b) for b in bodies])
+    counts, flags = numparse.scan_spans(data, np.stack([ends - [len(b) for b in bodies], ends], 1))
+    for body, c, f in zip(bodies, counts.tolist(), flags.tolist()):
+        assert c == (body.count(b",") + 1 if all(ch in ok_chars for ch in body) else -1), body
+        assert f == any(ch in b".eE" for ch in body), body
     for bad in ([[0, 13]], [[-1, 2]], [[3, 2]]):
         with pytest.raises(ValueError):
             numparse.parse_spans(wide, bad, 1, np.int64)
