@@ -1,6 +1,6 @@
 """Install-time build of treecomp's native parts (metadata: pyproject.toml; why: docs/build.md).
 
-Two extensions land in the package:
+Three extensions land in the package:
 
 - ``treecomp._arrays_kernel``: the arrays backend's kernel (runtime/kernels/arrays.c), a plain
   shared library that ctypes loads by path (no PyInit). It is built exactly as
@@ -13,9 +13,13 @@ Two extensions land in the package:
   (-DTC_SOURCE_HASH, -DTC_BUILD_CFLAGS): at run time treecomp uses it only when both match.
 - ``treecomp._tc_entry``: the small-batch CPython entry (runtime/pyentry.c), a normal extension
   against this Python's and numpy's headers, embedding the sha256 of pyentry.c likewise.
+- ``treecomp._numparse``: the JSON number-array parser (runtime/numparse.c; treecomp.numparse
+  loads it), a normal extension against this Python's headers only, embedding the sha256 of
+  numparse.c likewise.
 
-Both are optional: where they cannot be built (no C compiler) the install still succeeds and
-treecomp falls back to building them on first use, or to its compiler-free paths.
+All are optional: where they cannot be built (no C compiler) the install still succeeds and
+treecomp falls back to building them on first use, or to its compiler-free paths (the number
+parser: numpy's passes, treecomp.frontends.jsonarrays).
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ ROOT = Path(__file__).resolve().parent
 RUNTIME = Path("runtime")  # relative: setuptools wants relative source paths
 KERNEL = "treecomp._arrays_kernel"
 ENTRY = "treecomp._tc_entry"
+NUMPARSE = "treecomp._numparse"
 #: the kernel's objects as a static archive, beside the kernel (arrays.native.ARCHIVE_NAME)
 ARCHIVE = "_arrays_kernel.a"
 
@@ -189,6 +194,10 @@ ext_modules = [
     Extension(ENTRY, sources=[str(RUNTIME / "pyentry.c")],
               extra_compile_args=list(CFLAGS),
               define_macros=[("TC_SOURCE_HASH", f'"{_file_hash(RUNTIME / "pyentry.c")}"')],
+              optional=True),
+    Extension(NUMPARSE, sources=[str(RUNTIME / "numparse.c")],
+              extra_compile_args=list(CFLAGS),
+              define_macros=[("TC_SOURCE_HASH", f'"{_file_hash(RUNTIME / "numparse.c")}"')],
               optional=True),
 ]
 

@@ -5,6 +5,7 @@ random forests.
     python bench/huge_models.py run   [--shapes a,b] [--reps 3] [--phases ...] [--json out]
     python bench/huge_models.py codegen [--sizes 25000,50000,100000] [--backends c,llvm]
     python bench/huge_models.py profile SHAPE [--phase parse|compile] [--top 30]
+    python bench/huge_models.py memtrace SHAPE [--phase parse|compile]  # where the peak RSS is
 
 Shapes (SHAPES) are model files written in the libraries' own formats, reproducibly (fixed
 seeds), so a run needs no training library but sklearn for the forests:
@@ -31,6 +32,11 @@ seeds), so a run needs no training library but sklearn for the forests:
 - load-tc / load-so: treecomp.load in a fresh process plus one predicted row, seconds, its
   peak RSS and what it leaves added, split into private memory (anon) and mapped file pages
   (file: the page cache's, shared; a table file is mapped, not copied), and the artifact's size.
+
+``memtrace`` runs one phase in this process while a thread samples its RSS every millisecond
+and records the main thread's treecomp call stack at each new maximum: it prints the peak per
+node, the stack that reached it, and the RSS each function reached at its highest (what holds
+memory at the peak: that stack's frames).
 
 ``codegen`` times the c and llvm backends' builds (cold cache, fresh process) against node
 count, on the model shapes backend="auto" may send them (see treecomp.backends.choose).
@@ -448,10 +454,10 @@ HEADER = ("| shape | nodes | file MB | parse s | parse MB/s | compile s | choose
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     sub = ap.add_subparsers(dest="cmd", required=True)
-    for cmd in ("make", "run", "profile", "codegen"):
+    for cmd in ("make", "run", "profile", "memtrace", "codegen"):
         p = sub.add_parser(cmd)
         p.add_argument("--dir", type=Path, default=DEFAULT_DIR)
-        if cmd != "profile":
+        if cmd not in ("profile", "memtrace"):
             p.add_argument("--shapes", default=",".join(SMALL))
     sub.choices["run"].add_argument("--reps", type=int, default=1)
     sub.choices["run"].add_argument("--phases", default=",".join(PHASES))
@@ -463,6 +469,8 @@ def main(argv: list[str]) -> int:
     sub.choices["profile"].add_argument("shape")
     sub.choices["profile"].add_argument("--phase", default="parse", choices=("parse", "compile", "load"))
     sub.choices["profile"].add_argument("--top", type=int, default=30)
+    sub.choices["memtrace"].add_argument("shape")
+    sub.choices["memtrace"].add_argument("--phase", default="compile", choices=("parse", "compile"))
     sub.choices["codegen"].add_argument("--sizes", default="25000,50000,100000")
     sub.choices["codegen"].add_argument("--backends", default="c,llvm")
     w = sub.add_parser("_worker")
@@ -483,6 +491,8 @@ def main(argv: list[str]) -> int:
         return 0
     if a.cmd == "profile":
         return profile(a.shape, a.phase, a.dir, a.top)
+    if a.cmd == "memtrace":
+        return memtrace(a.shape, a.phase, a.dir)
     names = [s for s in a.shapes.split(",") if s] if a.cmd != "codegen" else []
     if a.cmd == "make":
         make(names, a.dir)
@@ -536,6 +546,68 @@ def profile(name: str, phase: str, d: Path, top: int) -> int:
         p.save(out / "m.tc")
         pr.runcall(treecomp.load, out / "m.tc")
     pstats.Stats(pr).sort_stats("cumulative").print_stats(top)
+    return 0
+
+
+def _treecomp_stack(frame) -> tuple[str, ...]:
+    """The treecomp functions on a thread's stack, outermost first ("module:function")."""
+    out = []
+    while frame is not None:
+        f = frame.f_code.co_filename
+        if "/treecomp/" in f:
+            mod = f.split("/treecomp/", 1)[1].removesuffix(".py").replace("/", ".")
+            out.append(f"{mod}:{frame.f_code.co_name}")
+        frame = frame.f_back
+    return tuple(reversed(out))
+
+
+def memtrace(name: str, phase: str, d: Path) -> int:
+    """The phase's peak RSS and where it was reached (module docstring)."""
+    import threading
+    import treecomp
+    import treecomp.backends.arrays.kernel  # noqa: F401 - imports before the baseline
+    import treecomp.frontends.lightgbm  # noqa: F401
+    import treecomp.frontends.xgboost  # noqa: F401
+    path = path_of(name, d)
+    main_id = threading.get_ident()
+    done = threading.Event()
+    best = {"rss": 0, "stack": ()}
+    per_fn: dict[str, int] = {}
+
+    def sample() -> None:
+        with open("/proc/self/statm", "rb") as f:
+            page = os.sysconf("SC_PAGE_SIZE")
+            while not done.is_set():
+                f.seek(0)
+                rss = int(f.read().split()[1]) * page
+                frame = sys._current_frames().get(main_id)
+                stack = _treecomp_stack(frame) if frame is not None else ()
+                del frame
+                for fn in stack:
+                    if rss > per_fn.get(fn, 0):
+                        per_fn[fn] = rss
+                if rss > best["rss"]:
+                    best["rss"], best["stack"] = rss, stack
+                time.sleep(0.001)
+    _reset_peak()
+    rss0 = _status_kb("VmRSS") * 1024
+    th = threading.Thread(target=sample, daemon=True)
+    th.start()
+    if phase == "parse":
+        forest = treecomp.parse(path)
+    else:
+        forest = treecomp.compile(path).forest()
+    done.set()
+    th.join()
+    n = int(sum(t.n_nodes for t in forest.trees))
+    hwm = _status_kb("VmHWM") * 1024
+    print(f"{name} {phase}: {n} nodes; peak RSS above the start {(hwm - rss0) / n:.0f} B/node "
+          f"(VmHWM), sampled {(best['rss'] - rss0) / n:.0f} B/node at:")
+    for fn in best["stack"]:
+        print(f"    {fn}")
+    print("highest RSS above the start (B/node) while each treecomp function ran:")
+    for fn, rss in sorted(per_fn.items(), key=lambda kv: -kv[1])[:40]:
+        print(f"  {(rss - rss0) / n:6.0f}  {fn}")
     return 0
 
 

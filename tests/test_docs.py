@@ -110,7 +110,8 @@ def test_build_check_says_where_each_native_part_came_from(tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     lines = dict(ln.split(": ", 1) for ln in res.stdout.splitlines())
-    assert set(lines) == {"arrays kernel", "arrays kernel archive", "small-batch entry"}, res.stdout
+    assert set(lines) == {"arrays kernel", "arrays kernel archive", "small-batch entry",
+                          "JSON number parser"}, res.stdout
     for part, how in lines.items():
         assert re.match(r"prebuilt \(/|built on first use \(/|unavailable: \S", how), (part, how)
         assert "None" not in how, (part, how)
@@ -125,7 +126,8 @@ def test_native_parts_say_why_a_part_is_not_the_packages(monkeypatch):
     from treecomp.backends.arrays import native as arrays_native
     from treecomp.errors import CompileError
     parts = loader.native_parts()
-    assert list(parts) == ["arrays kernel", "arrays kernel archive", "small-batch entry"]
+    assert list(parts) == ["arrays kernel", "arrays kernel archive", "small-batch entry",
+                           "JSON number parser"]
 
     def no_compiler():
         raise CompileError("no C compiler found (test)")
@@ -136,12 +138,16 @@ def test_native_parts_say_why_a_part_is_not_the_packages(monkeypatch):
     monkeypatch.setattr(arrays_native.toolchain, "find_compiler", no_compiler)
     monkeypatch.setattr(loader, "_ENTRY", native.no_entry)
     monkeypatch.setattr(native, "ENTRY_ERROR", "ImportError: test")
+    monkeypatch.setattr(loader.numparse, "available", lambda: False)
+    monkeypatch.setattr(loader.numparse, "UNAVAILABLE", "no _numparse (test)")
     parts = loader.native_parts()
     assert parts["arrays kernel"] == ("unavailable: no C compiler found (test) (the arrays backend "
                                       "runs its llvmlite or numpy walkers instead)")
     assert parts["arrays kernel archive"].startswith("unavailable: no C compiler found (test)")
     assert parts["small-batch entry"] == ("unavailable: ImportError: test (small batches go "
                                           "through ctypes instead)")
+    assert parts["JSON number parser"] == ("unavailable: no _numparse (test) (JSON model files' "
+                                           "number arrays are read by numpy instead)")
     monkeypatch.undo()
     # built on first use: the cache's file, and why the package's was passed over
     pre = arrays_native.prebuilt_kernel_path()

@@ -12,9 +12,20 @@ import re
 import numpy as np
 import pytest
 
+from treecomp import numparse
 from treecomp.errors import InvalidModelError
 from treecomp.frontends import jsonarrays
 from treecomp.frontends import xgboost as xgb_frontend
+
+
+@pytest.fixture(params=["native", "numpy"])
+def way(request, monkeypatch):
+    """Each test that takes it runs twice: with treecomp.numparse's C parser, and with the
+    numpy passes (jsonarrays.NATIVE = False), which must give the same results."""
+    if request.param == "native" and not numparse.available():
+        pytest.skip(f"the native number parser is not built: {numparse.UNAVAILABLE}")
+    monkeypatch.setattr(jsonarrays, "NATIVE", request.param == "native")
+    return request.param
 
 
 def _json_kind(buf: bytes, floats: bool):
@@ -66,7 +77,7 @@ def _float_tokens(rng: random.Random, n: int) -> list[str]:
 
 
 @pytest.mark.parametrize("chunk", [None, 16, 64])
-def test_parse_numbers_matches_json(monkeypatch, chunk):
+def test_parse_numbers_matches_json(monkeypatch, chunk, way):
     if chunk:
         monkeypatch.setattr(jsonarrays, "_CHUNK", chunk)
     rng = random.Random(33)
@@ -83,7 +94,7 @@ def test_parse_numbers_matches_json(monkeypatch, chunk):
 
 
 @pytest.mark.parametrize("chunk", [None, 8])
-def test_parse_numbers_refuses_what_json_refuses(monkeypatch, chunk):
+def test_parse_numbers_refuses_what_json_refuses(monkeypatch, chunk, way):
     """Seeded mutations of valid lists: parse_numbers gives json.loads' values or None, and
     None exactly when json.loads fails or gives another kind (or an int of 19+ characters)."""
     if chunk:
@@ -121,6 +132,134 @@ def test_parse_numbers_refuses_what_json_refuses(monkeypatch, chunk):
     assert seen_none > 200 and seen_ok > 200  # both sides exercised
 
 
+#: floats at the edges of the exact fast path (mantissa <= 2**53, |power of ten| <= 22) and of
+#: float64 / float32: each must come out as float(token), bit for bit
+_EDGE_FLOATS = [
+    "9007199254740992E0", "9007199254740993E0", "9007199254740992.0", "9007199254740993.0",
+    "-9007199254740993E0", "9007199254740993E1", "9007199254740993E-1", "9007199254740995E1",
+    "9007199254740991E22", "9007199254740992E22", "9007199254740993E22",
+    "9007199254740992E-22", "9007199254740992E23", "1E22", "1E23", "-1e23", "1e-22", "1e-23",
+    "1.0E22", "10E21", "0.1E23", "1.5E22", "123456789012345678E-5", "1234567890123456789E0",
+    "12345678901234567890E0", "18446744073709551615E0", "18446744073709551616E0",
+    "99999999999999999999E-20", "0.12345678901234567890123", "3.141592653589793238462643383279",
+    "4.9406564584124654E-324", "2.4703282292062327E-324", "2.4703282292062328E-324",
+    "2.2250738585072011E-308", "2.2250738585072014E-308", "1.7976931348623157E308",
+    "1.7976931348623158E308", "1.7976931348623159E308", "1E400", "-1E400", "1E-400", "-1E-400",
+    "-0.0", "-0E0", "0E0", "0.0", "0e-5", "-0.0e+5", "0E400", "-0.000E-400", "1E+5", "1e-5",
+    "1E+05", "1e005", "1E-005", "5E-1", "0.000000000000000000000000000001",
+    "100000000000000000000000E-23", "1000000000000000000000000000000.0E-30",
+    "3.4028234663852886E38", "3.4028235677973366E38", "3.4028235677973367E38", "-3.5E38",
+    "1.401298464324817E-45", "7.006492321624085E-46", "7.006492321624086E-46", "1.17549435E-38",
+    "1E99999999999999999999", "1E-99999999999999999999", "0.5E0", "1.0000000000000002",
+    "1.00000000000000011102230246251565404236316680908203125",
+    "1.000000000000000111022302462515654042363166809082031251"]
+
+#: bodies that are not lists of JSON numbers of the kind asked (floats=True / False): None
+_BAD_BODIES = [
+    (True, "01.5"), (True, "-01.5"), (True, "00.5"), (True, "00E0"), (True, "1.5,"), (True, ",1.5"),
+    (True, "1.5,,2.5"), (True, "1.5E"), (True, "1.5E+"), (True, "1.5e-"), (True, "1."), (True, "-"),
+    (True, ""), (True, ".5"), (True, "1.e5"), (True, "+1.5"), (True, "1.5e+-3"), (True, "1.5E5E5"),
+    (True, "1.5.5"), (True, "1.5,2"), (True, "2,1.5"), (True, "NaN"), (True, "Infinity"),
+    (True, "-Infinity"), (True, "true"), (True, "1.5x"), (True, "0x1.8p1"), (True, "1_0.5"),
+    (True, "1.5 "), (True, "1.5,-"), (True, "1.5,-,2.5"), (True, "e5"), (True, "-e5"),
+    (True, "1.5e5.5"), (True, "\u0661.5"), (True, "1.5\t"), (True, "1.5]"), (True, "1.5,[2.5]"),
+    (False, "01"), (False, "-01"), (False, "00"), (False, "-00"), (False, "1,"), (False, ",1"),
+    (False, "1,,2"), (False, "1.5"), (False, "1e5"), (False, "1E5"), (False, "+1"), (False, "--1"),
+    (False, "1-"), (False, "-"), (False, ""), (False, "1000000000000000000"),
+    (False, "-100000000000000000"), (False, "1,1000000000000000000"), (False, "NaN"), (False, "1 "),
+    (False, "0x10"), (False, "1.0"), (False, "1,2.0")]
+
+
+def test_parse_numbers_edges(way):
+    """The fast path's edges, float64's and float32's limits, long mantissas, signed zeros,
+    signed exponents (each alone and all in one list), and the refusals: leading zeros,
+    truncated lists, empty items, non-numbers, the other kind, integers of 19+ characters."""
+    for tok in _EDGE_FLOATS:
+        want = np.array([float(tok)], np.float64)
+        got = jsonarrays.parse_numbers(tok.encode(), True)
+        assert _same(want, got), (tok, want, got)
+        assert jsonarrays.parse_numbers(tok.encode(), False) is None, tok
+    buf = ",".join(_EDGE_FLOATS).encode()
+    assert _same(np.array([float(t) for t in _EDGE_FLOATS]), jsonarrays.parse_numbers(buf, True))
+    # a million fraction digits against exponents of 7 and 8 digits (an exponent read only up
+    # to some size must not pass for a small one: 1E10000005 here is inf, not 0.1)
+    zeros = "0" * 1_000_000
+    longs = [f"0.{zeros}1E1000005", f"0.{zeros}1E10000005", f"-0.{zeros}1E999990",
+             f"0.{zeros}1E+1000001", f"1{zeros}.0E-1000000"]
+    got = jsonarrays.parse_numbers(",".join(longs).encode(), True)
+    assert _same(np.array([float(t) for t in longs]), got), got
+    ints = ["0", "-0", "1", "-1", "999999999999999999", "-99999999999999999", "2147483647",
+            "2147483648", "-2147483648", "-2147483649", "9007199254740993"]
+    got = jsonarrays.parse_numbers(",".join(ints).encode(), False)
+    assert _same(np.array([int(t) for t in ints], np.int64), got), got
+    for floats, body in _BAD_BODIES:
+        if not any(w in body for w in ("NaN", "Infinity", " ", "\t")):  # (json.loads' own
+            assert _json_kind(body.encode(), floats) is None, body  # cases aside: refusals)
+        assert jsonarrays.parse_numbers(body.encode(), floats) is None, (floats, body)
+        for ctx in ("{},1.5E0", "1.5E0,{}", "1.5E0,{},2.5E0") if floats else ("{},7", "7,{}"):
+            longer = ctx.format(body).encode()
+            assert jsonarrays.parse_numbers(longer, floats) is None, (floats, longer)
+
+
+def test_native_narrowing_and_spans():
+    """treecomp.numparse's float32 is the float64 rounded to nearest (as astype rounds it,
+    beyond float32's range inf), int32 refused where a value does not fit; spans outside the
+    data and unknown dtypes are ValueErrors."""
+    if not numparse.available():
+        pytest.skip(f"the native number parser is not built: {numparse.UNAVAILABLE}")
+    buf = ",".join(_EDGE_FLOATS).encode()
+    spans = np.array([[0, len(buf)]])
+    got = numparse.parse_spans(buf, spans, len(_EDGE_FLOATS), np.float32)
+    with np.errstate(over="ignore"):
+        want = np.array([float(t) for t in _EDGE_FLOATS]).astype(np.float32)
+    assert np.array_equal(got.view(np.int32), want.view(np.int32))
+    assert numparse.parse_spans(buf, spans, len(_EDGE_FLOATS) + 1, np.float32) is None
+    assert numparse.parse_spans(buf, spans, len(_EDGE_FLOATS) - 1, np.float64) is None
+    ints = b"x[1,-2147483648,2147483647]y[5,6]"
+    two = np.array([[2, 26], [29, 32]])
+    assert numparse.scan_spans(ints, two)[0].tolist() == [3, 2]
+    assert numparse.parse_spans(ints, two, 5, np.int32).tolist() == [1, -2 ** 31, 2 ** 31 - 1, 5, 6]
+    wide = b"1,2147483648"
+    assert numparse.parse_spans(wide, [[0, len(wide)]], 2, np.int32) is None
+    assert numparse.parse_spans(wide, [[0, len(wide)]], 2, np.int64).tolist() == [1, 2 ** 31]
+    counts, flags = numparse.scan_spans(b"1,2 ,3.5,4e1", [[0, 3], [0, 4], [5, 8], [9, 12], [1, 1]])
+    assert counts.tolist() == [2, -1, 1, 1, 1] and flags.tolist() == [False, False, True, True, False]
+    # the scan's 64-byte blocks and its tail: one odd byte anywhere, or none, against Python
+    rng = random.Random(11)
+    ok_chars, odd = b"0123456789,-+.eE", b" x]\"\n\xff\x00/:dD"
+    bodies = []
+    for _ in range(400):
+        body = bytearray(rng.choice(b"0123456789,,-") for _ in range(rng.randint(0, 300)))
+        for _ in range(rng.choice([0, 0, 1, 2])):
+            if body:
+                body[rng.randrange(len(body))] = rng.choice(ok_chars + odd)
+        bodies.append(bytes(body))
+    data = b"".join(bodies)
+    ends = np.cumsum([len(b) for b in bodies])
+    counts, flags = numparse.scan_spans(data, np.stack([ends - [len(b) for b in bodies], ends], 1))
+    for body, c, f in zip(bodies, counts.tolist(), flags.tolist()):
+        assert c == (body.count(b",") + 1 if all(ch in ok_chars for ch in body) else -1), body
+        assert f == any(ch in b".eE" for ch in body), body
+    for bad in ([[0, 13]], [[-1, 2]], [[3, 2]]):
+        with pytest.raises(ValueError):
+            numparse.parse_spans(wide, bad, 1, np.int64)
+        with pytest.raises(ValueError):
+            numparse.scan_spans(wide, bad)
+    with pytest.raises(ValueError):
+        numparse.parse_spans(wide, [[0, 1]], 1, np.int16)
+
+
+def test_native_parser_is_built_with_the_package():
+    """Where the package's native parts were built (setup.py build_ext), the number parser
+    was too: the tests above then run its path, not only numpy's."""
+    from pathlib import Path
+    import importlib.machinery
+    pkg = Path(numparse.__file__).parent
+    if not any((pkg / f"_tc_entry{s}").is_file() for s in importlib.machinery.EXTENSION_SUFFIXES):
+        pytest.skip("a source tree without built native parts")
+    assert numparse.available(), numparse.UNAVAILABLE
+
+
 def _plain(v):
     """A loads() result with its NumberArrays turned back into lists (json.loads' form)."""
     if isinstance(v, jsonarrays.NumberArray):
@@ -137,7 +276,7 @@ def _same_doc(a, b) -> bool:
     return json.dumps(a) == json.dumps(b)
 
 
-def test_loads_equals_json_loads_and_reads_the_big_arrays():
+def test_loads_equals_json_loads_and_reads_the_big_arrays(way):
     vals = [0.5, -1.25e-7, 3.0, 0.0]
     doc = {"a": {"left_children": list(range(-1, 60)), "split_conditions": vals * 20,
                  "other": list(range(100)), "short": [1, 2]},
@@ -163,7 +302,7 @@ def test_loads_equals_json_loads_and_reads_the_big_arrays():
     '"l":["\\u0000tc0"]',                    # ... inside a list
     '"u":{"parents":[' + ",".join(["7"] * 40) + '],"parents":[' + ",".join(["8"] * 40) + ']}',
 ])
-def test_loads_placeholders_in_the_document_are_harmless(extra):
+def test_loads_placeholders_in_the_document_are_harmless(extra, way):
     arr = ",".join(str(i) for i in range(80))
     data = ('{' + extra + ',"t":{"left_children":[' + arr + '],"parents":[' + arr + ']}}').encode()
     got = jsonarrays.loads(data, ["left_children", "parents"])
@@ -172,7 +311,7 @@ def test_loads_placeholders_in_the_document_are_harmless(extra):
 
 @pytest.mark.parametrize("body", ["01,2", "1,,2", "1,2,", "1.5,2", "1e5,2.5,3", "NaN,1.5",
                                   "1, 2", "1.5.5,2.5", "-,1"])
-def test_loads_invalid_or_mixed_arrays_behave_as_json(body):
+def test_loads_invalid_or_mixed_arrays_behave_as_json(body, way):
     data = ('{"t":{"left_children":[' + ",".join([body] * 20) + ']}}').encode()
     try:
         want = json.loads(data)
@@ -231,7 +370,7 @@ def _parse_both(tmp_path, data: bytes, monkeypatch):
     return out
 
 
-def test_xgboost_file_same_forest_and_errors_either_way(tmp_path, monkeypatch):
+def test_xgboost_file_same_forest_and_errors_either_way(tmp_path, monkeypatch, way):
     doc = _model_doc()
     data = json.dumps(doc, separators=(",", ":")).encode()
     assert b'"split_conditions":[' in data
@@ -358,7 +497,7 @@ _CHANGES = {
 
 
 @pytest.mark.parametrize("case", sorted(_CHANGES))
-def test_bulk_paths_same_forest_and_errors(case, tmp_path, monkeypatch):
+def test_bulk_paths_same_forest_and_errors(case, tmp_path, monkeypatch, way):
     change, words = _CHANGES[case]
     doc = _deep_doc()
     change(_tree(doc, 2))
@@ -376,7 +515,7 @@ _DIGEST_D5 = "83bbc2c51bc9ae650c8343882314e2f7250ca8dec5dc5a89e0b34340bd02149f"
 _DIGEST_D1 = "ccad9da10e930303a7afef0c448430dded85fb3da8ce1313fd1f7d2f60d0a0bc"
 
 
-def test_bulk_paths_digest_is_unchanged():
+def test_bulk_paths_digest_is_unchanged(way):
     """The bulk paths build the same IR as before them: the digests of these documents, from
     the per-tree code that came first (2026-11-28), must not change."""
     for depth, want in ((5, _DIGEST_D5), (1, _DIGEST_D1)):
@@ -387,7 +526,7 @@ def test_bulk_paths_digest_is_unchanged():
         assert g.digest() == want, depth
 
 
-def test_truncated_and_odd_documents_fail_as_json_loads(tmp_path, monkeypatch):
+def test_truncated_and_odd_documents_fail_as_json_loads(tmp_path, monkeypatch, way):
     data = _dump(_deep_doc())
     a = data.index(b'"split_conditions":[', len(data) // 2) + 30
     for cut in (data[:a], data[:a] + b"]", data[:a] + b"]}]}}}", data.replace(b"[", b"[ ", 1)):
@@ -424,7 +563,7 @@ def test_typed_ubjson_same_forest_and_errors(tmp_path, monkeypatch):
     assert ways[0] == ways[2] and "left_children" in ways[0], ways
 
 
-def test_loads_narrow_values_and_per_key_slices(monkeypatch):
+def test_loads_narrow_values_and_per_key_slices(monkeypatch, way):
     """float32_keys / int32: the same numbers, rounded to float32 as astype rounds json.loads'
     floats, ints as int32 unless some value of the key does not fit; each key's arrays are
     consecutive slices of one array (in document order), batch boundaries included."""

@@ -125,6 +125,8 @@ _CHILD = textwrap.dedent("""
     np.testing.assert_array_equal(q.predict_proba(Xs), g.predict_proba(Xs))
     np.testing.assert_array_equal(q.predict(Xs[:3]), g.predict(Xs[:3]))
     out["gb_isa"] = q._kernel.isa
+    from treecomp import numparse
+    out["numparse"] = str(numparse.PATH) if numparse.available() else f"unavailable: {numparse.UNAVAILABLE}"
     out.update(origin=arrays.native.KERNEL_ORIGIN, path=str(arrays.native.KERNEL_PATH),
                prebuilt_error=arrays.native.PREBUILT_ERROR, entry=native.ENTRY_ORIGIN,
                entry_error=native.ENTRY_ERROR or native.ENTRY_PREBUILT_ERROR)
@@ -159,8 +161,9 @@ def test_wheel_runs_without_a_compiler(tmp_path):
     (whl,) = (tmp_path / "dist").glob("treecomp-*.whl")
     names = zipfile.ZipFile(whl).namelist()
     for want in ("treecomp/_arrays_kernel", "treecomp/_arrays_kernel.a", "treecomp/_tc_entry",
-                 "treecomp/runtime/kernels/arrays.c",
-                 "treecomp/runtime/pyentry.c", "treecomp/backends/arrays/native.py"):
+                 "treecomp/_numparse", "treecomp/runtime/kernels/arrays.c",
+                 "treecomp/runtime/pyentry.c", "treecomp/runtime/numparse.c",
+                 "treecomp/backends/arrays/native.py"):
         assert any(n.startswith(want) for n in names), (want, names)
     site = tmp_path / "site"
     r = subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--target",
@@ -192,6 +195,7 @@ def test_wheel_runs_without_a_compiler(tmp_path):
     assert res["origin"] == "prebuilt", res
     assert res["path"].startswith(str(site)), res
     assert res["entry"] == "prebuilt", res
+    assert res["numparse"].startswith(str(site)), res  # the JSON number parser: the wheel's
     native = arrays.native.NATIVE_ISAS
     assert res["xgb_isa"] in native and res["gb_isa"] in native, res  # not llvm / numpy
     built = [p for p in cache.rglob("*") if p.is_file()]

@@ -32,7 +32,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from . import native, outputs
+from . import native, numparse, outputs
 from .backends import kernel_loader, kind_of_artifact, library_checker, loads_mapped
 from .errors import ArtifactError, CompileError, InvalidModelError, UnsupportedModelError
 from .inputs import as_matrix
@@ -70,8 +70,8 @@ _LABEL_MODES = {"raw_ge_0": LAB_GE0, "raw_gt_0": LAB_GT0, "argmax_raw": LAB_ARGM
 def native_parts() -> dict[str, str]:
     """Where each native part this process uses comes from, loading each as its first use
     would (building it, once per machine, where the package's prebuilt one does not match: see
-    docs/build.md): the arrays kernel, its static archive (what an arrays-backend .so links)
-    and the small-batch entry. Each value is a sentence: "prebuilt (<file>)", "built on first
+    docs/build.md): the arrays kernel, its static archive (what an arrays-backend .so links),
+    the small-batch entry and the JSON number parser (never built on first use). Each value is a sentence: "prebuilt (<file>)", "built on first
     use (<cached file>); the package's prebuilt one was not used: <why>", or "unavailable:
     <why> (<what serves instead>)"."""
     from .backends.arrays import native as arrays_native
@@ -106,6 +106,11 @@ def native_parts() -> dict[str, str]:
         parts["small-batch entry"] = origin(native.ENTRY_ORIGIN,
                                             getattr(native.ENTRY_MODULE, "__file__", "?"),
                                             native.ENTRY_PREBUILT_ERROR)
+    if numparse.available():
+        parts["JSON number parser"] = f"prebuilt ({numparse.PATH})"
+    else:
+        parts["JSON number parser"] = (f"unavailable: {numparse.UNAVAILABLE} (JSON model files' "
+                                       "number arrays are read by numpy instead)")
     return parts
 
 

@@ -18,6 +18,11 @@ It returns what ``json.loads`` returns, exactly, except for those arrays:
   read by json.loads instead (so malformed JSON fails exactly as json.loads fails);
 - the floats are parsed with ``np.fromstring(sep=",")``, whose conversion is CPython's own
   correctly rounded one (the same float64 as ``float(token)``); the integers as int64.
+
+Where the package's native number parser is built (:mod:`treecomp.numparse`, runtime/numparse.c)
+the arrays are checked and converted by it instead, in one pass per key and straight into the
+result's dtype: the same arrays accepted, the same values bit for bit. ``NATIVE = False``
+forces the numpy path (the tests run both).
 """
 
 from __future__ import annotations
@@ -28,6 +33,11 @@ import re
 from typing import Any, Iterable
 
 import numpy as np
+
+from .. import numparse
+
+#: whether to use treecomp.numparse where it is built (False: the numpy passes below)
+NATIVE = True
 
 #: arrays shorter than this (in bytes) are left to json.loads (numpy's per-call cost)
 MIN_BYTES = 64
@@ -67,7 +77,14 @@ class NumberArray:
 def parse_numbers(buf: bytes, floats: bool) -> np.ndarray | None:
     """The comma-separated JSON numbers in `buf` as int64 (floats=False: each a JSON integer
     of at most 18 characters) or float64 (floats=True: each with a fraction or an exponent,
-    converted as ``float(token)`` converts it); None when `buf` is not such a list."""
+    converted as ``float(token)`` converts it); None when `buf` is not such a list. (By
+    treecomp.numparse where it is built and NATIVE, else by numpy: the same result.)"""
+    if NATIVE and numparse.available():
+        return numparse.parse_numbers(buf, floats)
+    return _numpy_numbers(buf, floats)
+
+
+def _numpy_numbers(buf: bytes, floats: bool) -> np.ndarray | None:
     if not buf or buf[:1] == b"," or buf[-1:] == b",":
         return None
     parts = []
@@ -206,10 +223,10 @@ def _pattern(keys: tuple[str, ...]) -> re.Pattern:
 _NUMBER_CHARS = b"-+.0123456789eE,"
 
 
-def _arrays(data: bytes, keys: tuple[str, ...]) -> list[tuple[int, int, bytes]]:
+def _candidates(data: bytes, keys: tuple[str, ...]) -> list[tuple[int, int, bytes]]:
     """(start, end, key) of the body of every array directly under one of `keys` whose key
-    follows '{' or ',' (so its opening quote is no escaped one inside a string) and whose body,
-    up to its first ']', is at least MIN_BYTES characters of _NUMBER_CHARS."""
+    follows '{' or ',' (so its opening quote is no escaped one inside a string), up to its
+    first ']', of at least MIN_BYTES bytes (its characters not checked yet)."""
     out = []
     find = data.find
     for m in _pattern(keys).finditer(data):
@@ -220,6 +237,14 @@ def _arrays(data: bytes, keys: tuple[str, ...]) -> list[tuple[int, int, bytes]]:
         b = find(b"]", a)
         if b - a >= MIN_BYTES:
             out.append((a, b, m.group(1)))
+    return out
+
+
+def _arrays(data: bytes, keys: tuple[str, ...]) -> list[tuple[int, int, bytes]]:
+    """(start, end, key) of the body of every array directly under one of `keys` whose key
+    follows '{' or ',' (so its opening quote is no escaped one inside a string) and whose body,
+    up to its first ']', is at least MIN_BYTES characters of _NUMBER_CHARS."""
+    out = _candidates(data, keys)
     # the bodies' characters checked a batch of arrays at a time (a few numpy passes over
     # their joined bytes, about _CHUNK of them), and the arrays holding any other character
     # dropped
@@ -242,6 +267,35 @@ def _arrays(data: bytes, keys: tuple[str, ...]) -> list[tuple[int, int, bytes]]:
     return [ab for k, ab in enumerate(out) if k not in drop] if drop else out
 
 
+def _arrays_native(data: bytes, keys: tuple[str, ...]) -> list[tuple[int, int, bytes, bool, int]]:
+    """_arrays by treecomp.numparse: (start, end, key, is_float, count) of the same arrays,
+    with whether each holds '.', 'e' or 'E' (json.loads' floats) and its commas + 1."""
+    out = _candidates(data, keys)
+    if not out:
+        return []
+    counts, is_float = numparse.scan_spans(data, np.array([ab[:2] for ab in out], np.int64))
+    return [(a, b, key, f, c) for (a, b, key), c, f in zip(out, counts.tolist(), is_float.tolist())
+            if c >= 0]
+
+
+def _group_values_native(data: bytes, group: list[tuple[int, int, int]], counts: list[int],
+                         is_float: bool, narrow: bool) -> tuple[np.ndarray, np.ndarray] | None:
+    """_group_values by treecomp.numparse: every array of the group in one call, written
+    straight into the result (float32 with `narrow`, else float64; integers int32 with
+    `narrow` where every value fits, else int64): no per-batch parts, no joined copies.
+    (`counts`: each array's commas + 1, by its index in the document.)"""
+    ends = np.cumsum(np.fromiter((counts[i] for i, _, _ in group), np.int64, len(group)))
+    spans = np.array([(a, b) for _, a, b in group], np.int64)
+    n = int(ends[-1])
+    if is_float:
+        out = numparse.parse_spans(data, spans, n, np.float32 if narrow else np.float64)
+    else:
+        out = numparse.parse_spans(data, spans, n, np.int32) if narrow else None
+        if out is None:  # (a value beyond int32, or not integers: int64 tells)
+            out = numparse.parse_spans(data, spans, n, np.int64)
+    return None if out is None else (out, ends)
+
+
 def _in_set(u: np.ndarray) -> np.ndarray:
     """Which bytes of `u` are in _NUMBER_CHARS (digits, ',', '-', '+', '.', 'e', 'E')."""
     return ((u - np.uint8(43)) < 4) | ((u - np.uint8(48)) < 10) | ((u | np.uint8(0x20)) == 0x65)
@@ -262,17 +316,29 @@ def loads(data: bytes, keys: Iterable[str], float32_keys: Iterable[str] = (),
     spans: list[tuple[int, int]] = []
     #: (key, is_float) -> (array, start, end) of each array's numbers, in document order
     groups: dict[tuple[bytes, bool], list[tuple[int, int, int]]] = {}
-    find = data.find
-    for a, b, key in _arrays(data, tuple(sorted(keys))):
-        is_float = find(b".", a, b) >= 0 or find(b"e", a, b) >= 0 or find(b"E", a, b) >= 0
+    native = NATIVE and numparse.available()
+    if native:
+        found = _arrays_native(data, tuple(sorted(keys)))
+    else:
+        find = data.find
+        found = [(a, b, key, find(b".", a, b) >= 0 or find(b"e", a, b) >= 0
+                  or find(b"E", a, b) >= 0, 0) for a, b, key in _arrays(data, tuple(sorted(keys)))]
+    counts = []
+    for a, b, key, is_float, count in found:
         groups.setdefault((key, is_float), []).append((len(spans), a, b))
         spans.append((a - 1, b + 1))
+        counts.append(count)
+    del found
     if not spans:
         return json.loads(data)
     arrays: list[NumberArray | None] = [None] * len(spans)
     narrow = {k.encode() for k in float32_keys}
     for (key, is_float), group in groups.items():
-        got = _group_values(data, group, is_float, key in narrow if is_float else int32)
+        narrow_it = key in narrow if is_float else int32
+        if native:
+            got = _group_values_native(data, group, counts, is_float, narrow_it)
+        else:
+            got = _group_values(data, group, is_float, narrow_it)
         if got is None:
             return json.loads(data)  # not all JSON numbers: json.loads decides (and words it)
         values, ends = got
