@@ -245,17 +245,22 @@ def flatten(forest: Forest, layout: str = "auto", heap_max_depth: int = 8) -> Ta
     nan_right = ~np.concatenate([t.default_left for t in trees])
     cidx = np.concatenate([t.cat_index for t in trees])
     thr = lowered_thresholds(np.concatenate([t.threshold for t in trees]), forest).astype(xdt, copy=False)
-    first = start[tree_of]
+    # node-wide indices in int32 where every node number fits (4 bytes a node less per array
+    # at the peak than int64: a 10M-node forest's peak is a few of these arrays at once)
+    idt = np.dtype(np.int32) if int(start[-1]) < 1 << 31 else np.dtype(np.int64)
+    first = start.astype(idt)[tree_of]
     left = np.concatenate([t.left for t in trees])
     internal = left >= 0
-    gl = np.where(internal, left + first, -1)
+    gl = np.where(internal, left.astype(idt, copy=False) + first, idt.type(-1))
     del left
-    gr = np.where(internal, np.concatenate([t.right for t in trees]) + first, -1)
+    gr = np.where(internal, np.concatenate([t.right for t in trees]).astype(idt, copy=False) + first,
+                  idt.type(-1))
     del first
 
     # depth and heap position of every node: one vectorised step per level, all trees at once
-    depth = np.zeros(len(internal), np.int64)
-    pos = np.zeros(len(internal), np.int64)
+    # (pos < 2^(MAX_HEAP_DEPTH + 1) and depth < the node count: int32 holds both)
+    depth = np.zeros(len(internal), np.int32)
+    pos = np.zeros(len(internal), np.int32)
     frontier = start[:-1]
     d = 0
     while True:
@@ -326,8 +331,10 @@ def flatten(forest: Forest, layout: str = "auto", heap_max_depth: int = 8) -> Ta
     del sel, slot
 
     # compact tables: internal nodes and leaves numbered in IR order within their tree
-    int_rank = np.cumsum(internal) - 1 - excl_cumsum(n_int_real)[tree_of]
-    leaf_rank = np.cumsum(~internal) - 1 - excl_cumsum(n_leaf_real)[tree_of]
+    int_rank = np.cumsum(internal, dtype=idt)
+    int_rank -= excl_cumsum(n_int_real).astype(idt)[tree_of] + 1
+    leaf_rank = np.cumsum(~internal, dtype=idt)
+    leaf_rank -= excl_cumsum(n_leaf_real).astype(idt)[tree_of] + 1
     code = np.where(internal, int_rank, ~leaf_rank)
     csel = internal & ~nodeheap
     ncat = np.fromiter((t.cat_bits.shape[0] for t in trees), np.int64, T)
