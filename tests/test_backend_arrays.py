@@ -776,6 +776,74 @@ def test_few_rows_trees_in_lanes(isa, nf, both, no, acc, cmp):
 
 
 @pytest.mark.parametrize("isa", ISAS[:3])
+@pytest.mark.parametrize("nf,x,cmp,both,rq", [(12, "float32", "<", True, True),
+                                              (90, "float64", "<=", False, True),
+                                              (40, "float32", "<=", True, True),
+                                              (140, "float64", "<", True, False),
+                                              (300, "float32", "<=", True, False)])
+def test_few_rows_quantiser_columns_at_once(isa, nf, x, cmp, both, rq):
+    """Below 16 rows the AVX-512 quantiser bins a row's columns 16 a vector (8 for float64
+    rows), a lane's binary search one gather a step: tables of every length (16 .. 256, and
+    chunks of 254 past 255 thresholds: half the nodes split features 0-5 on pools of 120, 255,
+    600, 40, 20 and 70 values), NaN both ways (q_src copies, merged columns) or left only, a
+    last partial vector of columns; up to 128 columns into the few-row walk's contiguous row
+    tables (rq), more (> 128, > 256) into the block's layout. Rows on thresholds, +-1 ULP
+    (float32 and float64), NaN, -0.0, infinities, single rows and 1..16-row batches bit for bit
+    against the interpreter."""
+    rng = np.random.default_rng(nf)
+    sizes = np.concatenate([[120, 255, 600, 40, 20, 70], rng.choice([1, 3, 15, 16, 17, 31, 40, 100, 200], nf - 6)])
+    pools = [np.unique(rng.normal(size=int(n)).astype(np.float32)).astype(np.float64) for n in sizes]
+    trees = []
+    for _ in range(100):  # one group of 64 trees in lanes, a last one of 36
+        t = _complete_tree(rng, 6, nf, p_leaf=0.05)
+        internal = t.left >= 0
+        feat = np.where(internal, np.where(rng.random(t.n_nodes) < 0.5, rng.integers(0, 6, t.n_nodes),
+                                           t.feature), -1)
+        thr = np.array([rng.choice(pools[f]) if f >= 0 else 0.0 for f in feat])
+        value = t.value.astype(np.float32).astype(np.float64) if x == "float32" else t.value
+        trees.append(dataclasses.replace(t, feature=feat, threshold=thr, value=value,
+                                         default_left=t.default_left if both else np.ones(t.n_nodes, bool)))
+    f = Forest(trees=tuple(trees), n_features=nf, n_outputs=1, tree_output=np.zeros(len(trees)),
+               base_score=[0.5], comparison=cmp, input_dtype=x, accumulate_dtype=x)
+    X = random_rows(f, 40, seed=nf)
+    on = np.stack([rng.choice(pools[j], 30) for j in range(nf)], axis=1)  # on thresholds, +-1 ULP
+    up = np.where(rng.random(on.shape) < 0.5, np.inf, -np.inf)
+    ulp32 = np.nextafter(on.astype(np.float32), up.astype(np.float32)).astype(np.float64)
+    pick = rng.random(on.shape)
+    near = np.where(pick < 0.4, on, np.where(pick < 0.7, ulp32, np.nextafter(on, up)))
+    X = np.vstack([near[:15], X, near[15:]])
+    X = X[np.random.default_rng(1).permutation(len(X))]
+    p = treecomp.compile(f, backend="arrays", layout="quant", isa=isa)
+    k = p._kernel
+    assert k.isa == isa and k.tables.meta["quant"]
+    q_len = k._keep["q_len"]
+    assert set(q_len.tolist()) >= {16, 32, 64, 128, 256} and (k._keep["q_count"] == 254).any()
+    assert (len(q_len) <= 128 and "h_zq" in k._keep and "h_zt" in k._keep) == rq
+    _few_row_checks(p, f, X)
+    for Xin in (X, X.astype(np.float32)):
+        want = interp.predict_raw(f, Xin)
+        for i in range(0, len(X) - 16, 16):
+            np.testing.assert_array_equal(p.predict_raw(Xin[i:i + 16]), want[i:i + 16])
+
+
+@pytest.mark.parametrize("isa", ISAS[:3])
+@pytest.mark.parametrize("variant", ["categorical", "categorical-trunc", "categorical-integral"])
+def test_few_rows_quantiser_category_codes(isa, variant):
+    """The interval walk's category-code columns (q_kind) in 8..15-row batches, which the
+    AVX-512 quantiser bins a vector of columns at a time (the category columns by the scalar
+    rule beside the others'): against the interpreter bit for bit."""
+    f = random_forest(5, n_trees=24, n_features=9, max_depth=6, **FOREST_VARIANTS[variant])
+    p = treecomp.compile(f, backend="arrays", layout="bitvec", isa=isa)
+    k = p._kernel
+    assert k.tables.meta["bitvec"] and k._keep["q_kind"].any()
+    X = random_rows(f, 150, seed=3)
+    for Xin in (X, X.astype(np.float32)):
+        want = interp.predict_raw(f, Xin)
+        for i, n in zip(range(0, len(X), 16), itertools.cycle(range(1, 17))):
+            np.testing.assert_array_equal(p.predict_raw(Xin[i:i + n]), want[i:i + n])
+
+
+@pytest.mark.parametrize("isa", ISAS[:3])
 @pytest.mark.parametrize("comparison,x,acc,no", [("<=", "float64", "float64", 1),
                                                  ("<", "float32", "float32", 1),
                                                  ("<=", "float64", "float64", 3)])

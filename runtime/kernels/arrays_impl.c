@@ -777,6 +777,11 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
                total = o_cm + (use_cm ? TC_A64(sizeof(TC_AT) * (size_t)(B * no)) : 0);
 #undef TC_A64
   _Alignas(64) uint8_t stk[TC_STACK_SCRATCH];
+#if TC_QVEC == 2
+  /* below TC_QVEC_MIN rows the AVX-512 few-row walk's contiguous row tables (quant_impl.c,
+   * zrowsq): the quantiser writes them, not the block */
+  _Alignas(64) uint8_t zrq[TC_QVEC_MIN * 128];
+#endif
   uint8_t *const mem = total <= sizeof stk ? stk : (uint8_t *)aligned_alloc(64, total);
   if (!mem) return -2;
   int32_t *const lidx = (int32_t *)(mem + o_lidx);
@@ -815,14 +820,19 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
     /* the byte walks: quantised heaps always; the interval walk from TC_QVEC_MIN rows, or
      * below where the AVX-512 few-row interval walk takes the block (zbvrows_w1) */
     else if (qb && (T->quant || nb >= TC_QVEC_MIN || (TC_QVEC == 2 && T->bv_lmask && T->q_w1))) {
-      if (T->strict) FN(quantise)(T, xb, nb, qb, gs, xq, xd, xu, 1);
-      else FN(quantise)(T, xb, nb, qb, gs, xq, xd, xu, 0);
+      uint8_t *rq = 0;
+#if TC_QVEC == 2
+      if (nb < TC_QVEC_MIN && nb < TC_ZQ1_ROWS && T->quant && T->q_w1 && T->h_zq && T->q_ncols <= 128)
+        rq = zrq;
+#endif
+      if (T->strict) FN(quantise)(T, xb, nb, qb, gs, xq, xd, xu, 1, rq);
+      else FN(quantise)(T, xb, nb, qb, gs, xq, xd, xu, 0, rq);
       const int64_t cs = cm && nb >= TC_QVEC_MIN ? nb : 0;  /* class stride, or row-major */
       TC_AT *const acc = cs ? cm : ab;
       if (cs)
         for (int64_t k = 0; k < no; ++k)
           for (int64_t r = 0; r < nb; ++r) cm[k * cs + r] = base[k];
-      if (T->quant) FN(qblock)(T, qb, gs, nb, acc, lidx, cs);
+      if (T->quant) FN(qblock)(T, qb, gs, nb, acc, lidx, cs, rq);
 #if TC_QVEC || TC_QARM
       else FN(bvblock)(T, qb, gs, nb, acc, lidx, cs);
 #endif
