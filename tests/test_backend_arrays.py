@@ -1465,3 +1465,46 @@ def test_flatten_peak_memory_per_node():
         finally:
             tracemalloc.stop()
         assert peak / n < 80, (layout, peak / n)
+
+
+@pytest.mark.parametrize("isa", ISAS[:3])
+@pytest.mark.parametrize("layout,nf,x,cmp,no", [("quant", 400, "float32", "<", 1),
+                                                ("quant", 260, "float64", "<=", 3),
+                                                ("heap", 30, "float32", "<=", 2)])
+def test_few_rows_heap_walks_in_flight(isa, layout, nf, x, cmp, no):
+    """1-3 rows over heap trees walk up to 8 trees at once (heap_trees), each row's leaves then
+    added in tree order; a quantised model over many columns (q_ncols x 3 > its trees' depths
+    summed) takes that float walk instead of binning every column of the row. Trees of depth
+    0-8 mixed in each run of 8 (a walk ends before the others), several outputs, NaN both
+    ways, rows on thresholds, +-1 ULP, NaN, -0.0, infinities: against the interpreter and the
+    same rows in one large batch (the byte walk), bit for bit."""
+    rng = np.random.default_rng(nf + no)
+    depths = rng.choice([0, 1, 3, 5, 6, 7, 8], 21 if layout == "quant" else 30)
+    trees = []
+    for d in depths:
+        t = leaf_tree(0.25) if d == 0 else _complete_tree(rng, int(d), nf, p_leaf=0.1)
+        internal = t.left >= 0
+        thr = np.where(internal, np.round(t.threshold, 1), 0.0)  # shared values: rows land on them
+        value = t.value.astype(np.float32).astype(np.float64) if x == "float32" else t.value
+        trees.append(dataclasses.replace(t, threshold=thr, value=value))
+    f = Forest(trees=tuple(trees), n_features=nf, n_outputs=no,
+               tree_output=np.arange(len(trees)) % no, base_score=[0.5] * no, comparison=cmp,
+               input_dtype=x, accumulate_dtype=x)
+    p = treecomp.compile(f, backend="arrays", layout=layout, isa=isa)
+    k = p._kernel
+    assert k.isa == isa and bool(k.tables.meta["quant"]) == (layout == "quant")
+    if layout == "quant":  # the rule's side: float walks for a few rows
+        assert len(k._keep["q_len"]) * 3 > int(depths.sum())
+    X = random_rows(f, 60, seed=nf)
+    on = np.round(rng.normal(size=(30, nf)), 1)
+    up = np.where(rng.random(on.shape) < 0.5, np.inf, -np.inf)
+    pick = rng.random(on.shape)
+    near = np.where(pick < 0.5, on, np.where(pick < 0.75, np.nextafter(on.astype(np.float32),
+                    up.astype(np.float32)).astype(np.float64), np.nextafter(on, up)))
+    X = np.vstack([near, X])
+    for Xin in (X, X.astype(np.float32)):
+        want = interp.predict_raw(f, Xin)
+        np.testing.assert_array_equal(p.predict_raw(Xin), want)
+        for i in range(0, len(X) - 3, 3):
+            for n in (1, 2, 3):
+                np.testing.assert_array_equal(p.predict_raw(Xin[i:i + n]), want[i:i + n])

@@ -523,6 +523,42 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(add_leaves)(
   }
 }
 
+/* heap trees [t0, t0 + k) (k <= TC_FEWTREES) for each of nb (< TC_FEW) rows: the k walks of a
+ * row in flight together, level by level (each tree's walk is one chain of dependent loads:
+ * node word, the row's value, threshold), then the row's leaves added in tree order (per row
+ * the interpreter's summation order: rows are independent). Also what a few rows of a
+ * quantised model over many columns take (run: tc_float_few), where binning every column a
+ * row has would cost more than the walks. */
+static inline __attribute__((always_inline)) TC_ATTR void FN(heap_trees)(
+    const tc_tables *T, int64_t t0, int64_t k, const TC_XT *xb, int64_t nb, TC_AT *ab,
+    const int strict) {
+  const int64_t nf = T->n_features, no = T->n_outputs;
+  int dmax = 0;
+  for (int64_t j = 0; j < k; ++j)
+    if (T->tree_depth[t0 + j] > dmax) dmax = T->tree_depth[t0 + j];
+  for (int64_t r = 0; r < nb; ++r) {
+    const TC_XT *x = xb + r * nf;
+    uint32_t idx[TC_FEWTREES];
+    for (int j = 0; j < TC_FEWTREES; ++j) idx[j] = 0;
+    for (int l = 0; l < dmax; ++l) {
+      for (int64_t j = 0; j < k; ++j) {
+        const int64_t t = t0 + j;
+        if (l < T->tree_depth[t]) {
+          const uint32_t f = (uint32_t)T->h_ff[T->tree_node[t] + idx[j]];
+          const TC_XT th = ((const TC_XT *)T->h_thr)[T->tree_node[t] + idx[j]];
+          idx[j] = 2u * idx[j] + 1u + FN(num_right)(x[f & TC_FF_FEAT], th, f, strict);
+        }
+      }
+    }
+    for (int64_t j = 0; j < k; ++j) {
+      const int64_t t = t0 + j;
+      const int32_t li = (int32_t)(idx[j] - ((1u << T->tree_depth[t]) - 1u));
+      FN(add_leaves)((const TC_AT *)T->leaf_values + T->tree_leaf[t], &li, 0, 1, ab + r * no,
+                     no, T->tree_out[t], T->tree_width[t]);
+    }
+  }
+}
+
 /* trees [t0, t0 + k) (compact, k <= TC_FEWTREES) for each of nb rows: the k walks of a row in
  * flight together; leaves then added in tree order (the interpreter's summation order).
  * Tried (single rows, one process, against this): a slot whose walk ends takes the row's next
@@ -653,6 +689,13 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(block_s)(
     plain = !any;
   }
   for (int64_t t = 0; t < T->n_trees; ++t) {
+    if (nb < TC_FEW && T->tree_layout[t] == 0) {  /* few rows: TC_FEWTREES heap walks at once */
+      int64_t t1 = t + 1;
+      while (t1 < T->n_trees && t1 - t < TC_FEWTREES && T->tree_layout[t1] == 0) ++t1;
+      FN(heap_trees)(T, t, t1 - t, xb, nb, ab, strict);
+      t = t1 - 1;
+      continue;
+    }
     if (nb < TC_FEW && T->tree_layout[t] == 1) {
       /* few rows (single-row latency): a row's walks down up to TC_FEWTREES (plain steps:
        * TC_PLAINTREES) consecutive compact trees at once, independent chains in flight */
@@ -731,6 +774,26 @@ static TC_ATTR void FN(naive)(const tc_tables *T, const TC_XT *xb, int64_t nb, T
   }
 }
 
+/* does a few rows' call (n < TC_FEW) of a quantised model walk its float heaps (heap_trees)
+ * instead of binning the rows? Binning a row costs every column the tables have (q_ncols: for
+ * one row ~20-25 cycles a column on Zen 4, the columns' level tables mostly beyond the first
+ * cache once there are hundreds), the float walk a dependent step per level of every tree
+ * (TC_FEWTREES walks in flight); the byte walk after binning is cheaper per tree than the float
+ * one, so narrow models keep it. Rule: q_ncols * TC_FLOATFEW_COL > the trees' depths summed,
+ * from TC_FLOATFEW_MINCOLS columns (below, the sum is not worth taking). */
+#ifndef TC_FLOATFEW_MINCOLS
+#define TC_FLOATFEW_MINCOLS 128
+#endif
+#ifndef TC_FLOATFEW_COL
+#define TC_FLOATFEW_COL 3
+#endif
+static TC_ATTR int FN(float_few)(const tc_tables *T, int64_t n) {
+  if (!T->quant || T->naive || n >= TC_FEW || T->q_ncols < TC_FLOATFEW_MINCOLS) return 0;
+  int64_t steps = 0;
+  for (int64_t t = 0; t < T->n_trees; ++t) steps += T->tree_depth[t];
+  return (int64_t)T->q_ncols * TC_FLOATFEW_COL > steps;
+}
+
 /* ---- driver: cast blocks of rows to TC_XT, start from the base score, average ------------- */
 #ifndef TC_STACK_SCRATCH
 #define TC_STACK_SCRATCH 16384 /* bytes of stack for a few rows' buffers (run) */
@@ -756,7 +819,7 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
   const int use_bv = T->bitvec && (TC_QVEC || TC_QARM);
   /* a multiple of 32 (aligned_alloc's rule); plus 64 columns: the column mux (tc_qlevelc)
    * loads all of a power of two of columns, past the last group's own */
-  const size_t qn = (T->quant || use_bv) && !T->naive
+  const size_t qn = (T->quant || use_bv) && !T->naive && !FN(float_few)(T, n)
                     ? (size_t)((TC_QVEC == 2 ? (B + 63) / 64 : B32 / 32) * gs) + 64 * (TC_QVEC == 2 ? 64 : 32)
                     : 0;
   /* bins 32 rows at once (quant_impl.c, tc_qlanes) read the block transposed: as float32 at
