@@ -126,11 +126,12 @@ def _vt(ty: str) -> str:
 
 # -- the quantiser -------------------------------------------------------------------------------
 def _col_head(f: _Fn, xin: str, QL: int, G: int, back: str = "%sub",
-              grp_extra: tuple[str, ...] = ()) -> str:
+              grp_extra: tuple[str, ...] = (), xt: str | None = None) -> str:
     """The column functions' shared loop head: over row groups g (q + g * gs) and QL-row
     vectors s of each, the rows' values gathered from x (rows nf values apart, lanes past nb
     masked to 0). `back`: the block that closes the s loop (its phi's back edge); grp_extra:
-    lines for the group's block. Returns the gathered <QL x xin> value."""
+    lines for the group's block. Returns the gathered <QL x xin> value, or with `xt` that value
+    in the tables' dtype (fptrunc: round to nearest, as numpy's astype)."""
     xs = 4 if xin == "float" else 8
     f("br label %grp")
     f.label("grp")
@@ -150,8 +151,13 @@ def _col_head(f: _Fn, xin: str, QL: int, G: int, back: str = "%sub",
     mask = f.emit(f"icmp slt <{QL} x i64> {rows}, {_splat(f, 'i64', QL, '%nb')}")
     idx = f.emit(f"mul <{QL} x i64> {rows}, {_splat(f, 'i64', QL, '%nf')}")
     ptrs = f.emit(f"getelementptr {xin}, ptr %x, <{QL} x i64> {idx}")
-    return f.emit(f"call <{QL} x {xin}> @{_gather(xin, QL)}(<{QL} x ptr> {ptrs}, i32 {xs}, "
-                  f"<{QL} x i1> {mask}, <{QL} x {xin}> zeroinitializer)")
+    v = f.emit(f"call <{QL} x {xin}> @{_gather(xin, QL)}(<{QL} x ptr> {ptrs}, i32 {xs}, "
+               f"<{QL} x i1> {mask}, <{QL} x {xin}> zeroinitializer)")
+    if xt is None or xt == xin:
+        return v
+    if xin == "double":
+        return f.emit(f"fptrunc <{QL} x double> {v} to <{QL} x float>")
+    return f.emit(f"fpext <{QL} x float> {v} to <{QL} x double>")
 
 
 def _col_store(f: _Fn, QL: int, G: int, code: str) -> None:
@@ -203,13 +209,7 @@ def _quant_col(xin: str, xt: str, strict: bool, QL: int, G: int) -> str:
     stv = _splat(f, "i32", QL, stp)
     h32 = f.emit("lshr i32 %P, 5")
     hs = f.emit(f"select i1 {big}, i32 {h32}, i32 {h0}")
-    vin = _col_head(f, xin, QL, G, back="%store")
-    if xin == xt:
-        v = vin
-    elif xin == "double":
-        v = f.emit(f"fptrunc <{QL} x double> {vin} to <{QL} x float>")
-    else:
-        v = f.emit(f"fpext <{QL} x float> {vin} to <{QL} x double>")
+    v = _col_head(f, xin, QL, G, back="%store", xt=xt)
     f(f"%v = bitcast <{QL} x {xt}> {v} to <{QL} x {xt}>")
     cnt = "zeroinitializer"
     for pv in pivots:
@@ -317,7 +317,6 @@ def _quant_col_perm(xin: str, xt: str, strict: bool, G: int, NJ: int) -> str:
     f = _Fn()
     name = f"qcolp_{xin}_{int(strict)}_{NJ}"
     cmp = "oge" if strict else "ogt"
-    ts = 4 if xt == "float" else 8
     g1 = NJ + 1
     f.label("entry")
     pivots = []
@@ -340,13 +339,7 @@ def _quant_col_perm(xin: str, xt: str, strict: bool, G: int, NJ: int) -> str:
                                      f"i32 8, <8 x i1> {_const_vec(8, 'i1', 'true')}, "
                                      f"<8 x double> poison)"))
             tables.append(halves)
-    vin = _col_head(f, xin, QL, G)
-    if xin == xt:
-        v = vin
-    elif xin == "double":
-        v = f.emit(f"fptrunc <{QL} x double> {vin} to <{QL} x float>")
-    else:
-        v = f.emit(f"fpext <{QL} x float> {vin} to <{QL} x double>")
+    v = _col_head(f, xin, QL, G, xt=xt)
     VX = f"<{QL} x {xt}>"
 
     def count(thresholds: list[str]) -> str:
