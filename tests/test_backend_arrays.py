@@ -1474,7 +1474,7 @@ def test_flatten_peak_memory_per_node():
 def test_few_rows_heap_walks_in_flight(isa, layout, nf, x, cmp, no):
     """1-3 rows over heap trees walk up to 8 trees at once (heap_trees), each row's leaves then
     added in tree order; a quantised model over many columns (q_ncols x 3 > its trees' depths
-    summed) takes that float walk instead of binning every column of the row. Trees of depth
+    summed) takes that float walk for 1-15 rows instead of binning every column of the rows. Trees of depth
     0-8 mixed in each run of 8 (a walk ends before the others), several outputs, NaN both
     ways, rows on thresholds, +-1 ULP, NaN, -0.0, infinities: against the interpreter and the
     same rows in one large batch (the byte walk), bit for bit."""
@@ -1508,3 +1508,5 @@ def test_few_rows_heap_walks_in_flight(isa, layout, nf, x, cmp, no):
         for i in range(0, len(X) - 3, 3):
             for n in (1, 2, 3):
                 np.testing.assert_array_equal(p.predict_raw(Xin[i:i + n]), want[i:i + n])
+        for i, n in zip(range(0, len(X) - 16, 5), itertools.cycle(range(4, 17))):
+            np.testing.assert_array_equal(p.predict_raw(Xin[i:i + n]), want[i:i + n])

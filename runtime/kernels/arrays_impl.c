@@ -523,7 +523,8 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(add_leaves)(
   }
 }
 
-/* heap trees [t0, t0 + k) (k <= TC_FEWTREES) for each of nb (< TC_FEW) rows: the k walks of a
+/* heap trees [t0, t0 + k) (k <= TC_FEWTREES) for each of nb (< TC_FEW, or a quantised model's
+ * < TC_FLOATFEW_ROWS: float_few) rows: the k walks of a
  * row in flight together, level by level (each tree's walk is one chain of dependent loads:
  * node word, the row's value, threshold), then the row's leaves added in tree order (per row
  * the interpreter's summation order: rows are independent). Also what a few rows of a
@@ -689,7 +690,8 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(block_s)(
     plain = !any;
   }
   for (int64_t t = 0; t < T->n_trees; ++t) {
-    if (nb < TC_FEW && T->tree_layout[t] == 0) {  /* few rows: TC_FEWTREES heap walks at once */
+    /* few rows (a quantised model's here: float_few): TC_FEWTREES heap walks at once */
+    if ((nb < TC_FEW || T->quant) && T->tree_layout[t] == 0) {
       int64_t t1 = t + 1;
       while (t1 < T->n_trees && t1 - t < TC_FEWTREES && T->tree_layout[t1] == 0) ++t1;
       FN(heap_trees)(T, t, t1 - t, xb, nb, ab, strict);
@@ -774,7 +776,8 @@ static TC_ATTR void FN(naive)(const tc_tables *T, const TC_XT *xb, int64_t nb, T
   }
 }
 
-/* does a few rows' call (n < TC_FEW) of a quantised model walk its float heaps (heap_trees)
+/* does a few rows' call (n < TC_FLOATFEW_ROWS) of a quantised model walk its float heaps
+ * (heap_trees, a row at a time: measured faster than heap_s's rows in lanes up to 15 rows)
  * instead of binning the rows? Binning a row costs every column the tables have (q_ncols: for
  * one row ~20-25 cycles a column on Zen 4, the columns' level tables mostly beyond the first
  * cache once there are hundreds), the float walk a dependent step per level of every tree
@@ -784,11 +787,14 @@ static TC_ATTR void FN(naive)(const tc_tables *T, const TC_XT *xb, int64_t nb, T
 #ifndef TC_FLOATFEW_MINCOLS
 #define TC_FLOATFEW_MINCOLS 128
 #endif
+#ifndef TC_FLOATFEW_ROWS
+#define TC_FLOATFEW_ROWS 16
+#endif
 #ifndef TC_FLOATFEW_COL
 #define TC_FLOATFEW_COL 3
 #endif
 static TC_ATTR int FN(float_few)(const tc_tables *T, int64_t n) {
-  if (!T->quant || T->naive || n >= TC_FEW || T->q_ncols < TC_FLOATFEW_MINCOLS) return 0;
+  if (!T->quant || T->naive || n >= TC_FLOATFEW_ROWS || T->q_ncols < TC_FLOATFEW_MINCOLS) return 0;
   int64_t steps = 0;
   for (int64_t t = 0; t < T->n_trees; ++t) steps += T->tree_depth[t];
   return (int64_t)T->q_ncols * TC_FLOATFEW_COL > steps;
