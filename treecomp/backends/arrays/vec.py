@@ -181,6 +181,23 @@ def _col_addr(f: _Fn, QL: int) -> None:
     f("%sp = getelementptr i8, ptr %qg, i64 %so")
 
 
+def _bin_code(f: _Fn, QL: int, xt: str, bins: str, v: str) -> str:
+    """A quantiser column's byte codes: the <QL x i32> bin counts `bins` as biased bytes (bin
+    XOR 0x80, as quant_impl.c's quantise writes them), the column's NaN code (%nanc) where the
+    value `v` (<QL x xt>) is NaN."""
+    b = f.emit(f"trunc <{QL} x i32> {bins} to <{QL} x i8>")
+    bx = f.emit(f"xor <{QL} x i8> {b}, {_const_vec(QL, 'i8', -128)}")
+    nan = f.emit(f"fcmp uno <{QL} x {xt}> {v}, {v}")
+    return f.emit(f"select <{QL} x i1> {nan}, <{QL} x i8> {_splat(f, 'i8', QL, '%nanc')}, "
+                  f"<{QL} x i8> {bx}")
+
+
+def _quant_fn(name: str, f: _Fn) -> str:
+    """The text of a quantiser column function `name` with the body `f`."""
+    return (f"define internal void @{name}(ptr noalias %x, i64 %nf, i64 %nb, ptr noalias %u, "
+            f"i32 %P, i8 %nanc, ptr noalias %q, i64 %gs, i64 %ng) {{\n" + "\n".join(f.lines) + "\n}\n")
+
+
 def _quant_col(xin: str, xt: str, strict: bool, QL: int, G: int) -> str:
     """define @qcol_<xin>_<strict>(x, nf, nb, u, P, nanc, q, gs, ng): one numeric column's bins
     for rows 0..nb (x: the first row's feature, rows nf values apart), into q + g * gs, QL rows a
@@ -237,17 +254,12 @@ def _quant_col(xin: str, xt: str, strict: bool, QL: int, G: int) -> str:
     f("br i1 %more, label %step, label %done")
     f.label("done")
     f(f"%pf = phi <{QL} x i32> [%p0, %sub], [%pn, %step]")
-    b = f.emit(f"trunc <{QL} x i32> %pf to <{QL} x i8>")
-    bx = f.emit(f"xor <{QL} x i8> {b}, {_const_vec(QL, 'i8', -128)}")
-    nan = f.emit(f"fcmp uno <{QL} x {xt}> %v, %v")
-    code = f.emit(f"select <{QL} x i1> {nan}, <{QL} x i8> {_splat(f, 'i8', QL, '%nanc')}, "
-                  f"<{QL} x i8> {bx}")
+    code = _bin_code(f, QL, xt, "%pf", "%v")
     f("br label %store")
     f.label("store")
     _col_addr(f, QL)
     _col_store(f, QL, G, code)
-    return (f"define internal void @{name}(ptr noalias %x, i64 %nf, i64 %nb, ptr noalias %u, "
-            f"i32 %P, i8 %nanc, ptr noalias %q, i64 %gs, i64 %ng) {{\n" + "\n".join(f.lines) + "\n}\n")
+    return _quant_fn(name, f)
 
 
 def _cat_col(xin: str, QL: int, G: int) -> str:
@@ -369,15 +381,10 @@ def _quant_col_perm(xin: str, xt: str, strict: bool, G: int, NJ: int) -> str:
     b2 = count(looked)
     p1 = f.emit(f"mul <{QL} x i32> {b1}, {_const_vec(QL, 'i32', g1)}")
     pf = f.emit(f"add <{QL} x i32> {p1}, {b2}")
-    b = f.emit(f"trunc <{QL} x i32> {pf} to <{QL} x i8>")
-    bx = f.emit(f"xor <{QL} x i8> {b}, {_const_vec(QL, 'i8', -128)}")
-    nan = f.emit(f"fcmp uno {VX} {v}, {v}")
-    code = f.emit(f"select <{QL} x i1> {nan}, <{QL} x i8> {_splat(f, 'i8', QL, '%nanc')}, "
-                  f"<{QL} x i8> {bx}")
+    code = _bin_code(f, QL, xt, pf, v)
     _col_addr(f, QL)
     _col_store(f, QL, G, code)
-    return (f"define internal void @{name}(ptr noalias %x, i64 %nf, i64 %nb, ptr noalias %u, "
-            f"i32 %P, i8 %nanc, ptr noalias %q, i64 %gs, i64 %ng) {{\n" + "\n".join(f.lines) + "\n}\n")
+    return _quant_fn(name, f)
 
 
 def _quantise(xin: str, xt: str, G: int, flavour: str = "generic") -> str:
