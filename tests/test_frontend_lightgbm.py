@@ -83,7 +83,16 @@ def test_zoo_case_bit_exact(name):
     f = treecomp.parse(case.path or case.model)
     assert f.input_dtype == "float64" and f.comparison == "<=" and f.accumulate_dtype == "float64"
     X = np.vstack([case.X, edge_rows(f, case.X, n=150, seed=1), special_rows(case.X, 2)])
-    cat_cols = {int(t.feature[i]) for t in f.trees for i in np.flatnonzero(t.cat_index >= 0)}
+    cat_cols = sorted({int(t.feature[i]) for t in f.trees for i in np.flatnonzero(t.cat_index >= 0)})
+    if cat_cols:
+        # odd category values in the categorical columns (negative, fractional, at and past the
+        # bitsets' width, past int32, NaN): what LightGBM does with each is the oracle
+        odd = np.array([-1.0, -0.5, 0.5, 1.5, 2.99, 31.0, 32.0, 64.0, 1e3, 2.0**31 - 1, 2.0**31,
+                        -2.0**31, 1e10, np.nan])
+        rows = np.repeat(X[:1], len(odd) * len(cat_cols), axis=0)
+        for k, c in enumerate(cat_cols):
+            rows[k * len(odd):(k + 1) * len(odd), c] = odd
+        X = np.vstack([X, rows])
     for key, lib in case.library.items():
         assert_same(lib(X), OURS[key](f, X))
 
