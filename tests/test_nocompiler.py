@@ -50,15 +50,27 @@ def _rows(f, n, seed=0):
     return random_rows(f, max(n, 2), seed=seed)[:n]
 
 
-@pytest.fixture(params=["host", "generic"])
+def _host_has(flavour):
+    if flavour == "generic":
+        return True
+    return vec._NEEDS[flavour] <= set(vec.target()[2].split(","))
+
+
+@pytest.fixture(params=["host", "generic", "avx2"])
 def vec_flavour(request, monkeypatch):
-    """The llvm-vec IR flavour a test runs: the host's (on an AVX-512 VBMI host the x86
-    intrinsics, vec.FLAVOURS) and the generic IR forced by $TREECOMP_LLVM_VEC_GENERIC=1 (on
-    other hosts both are the generic IR). Returns the flavour the kernel must have."""
+    """The llvm-vec IR flavour a test runs: the host's (on an AVX-512 VBMI host the avx512vbmi
+    intrinsics, vec.FLAVOURS), the generic IR forced by $TREECOMP_LLVM_VEC_GENERIC=1, and the
+    avx2 flavour forced by $TREECOMP_LLVM_VEC_FLAVOUR=avx2 (skipped without AVX2). Returns the
+    flavour the kernel must have."""
+    monkeypatch.delenv(vec.ENV_GENERIC, raising=False)
+    monkeypatch.delenv(vec.ENV_FLAVOUR, raising=False)
     if request.param == "generic":
         monkeypatch.setenv(vec.ENV_GENERIC, "1")
-    else:
-        monkeypatch.delenv(vec.ENV_GENERIC, raising=False)
+    elif request.param == "avx2":
+        if not _host_has("avx2"):
+            pytest.skip("the avx2 flavour needs an AVX2 host")
+        monkeypatch.setenv(vec.ENV_FLAVOUR, "avx2")
+        assert vec.host_flavour() == "avx2"
     return vec.host_flavour()
 
 
@@ -147,8 +159,10 @@ def test_llvm_vec_other_shapes_bit_exact():
     groups (what AVX2 and NEON hosts get), four sweep groups at once (a batch's last groups
     one at a time); each flavour this host has; both byte-walk layouts, short batches too."""
     shapes = [((32, 2, 16), "generic"), ((64, 4, 16), "generic")]
-    if vec.host_flavour() == "avx512vbmi":
+    if _host_has("avx512vbmi"):
         shapes += [((64, 2, 16), "avx512vbmi"), ((64, 1, 16), "avx512vbmi")]
+    if _host_has("avx2"):
+        shapes += [((32, 2, 8), "avx2"), ((32, 1, 8), "avx2"), ((32, 4, 16), "avx2")]
     for seed, (layout, variant) in enumerate((("quant", "f64-lt"), ("bitvec", "categorical"),
                                                ("bitvec", "f32-lt-acc32"))):
         f = random_forest(950 + seed, **FOREST_VARIANTS[variant])
