@@ -387,6 +387,108 @@ def _quant_col_perm(xin: str, xt: str, strict: bool, G: int, NJ: int) -> str:
     return _quant_fn(name, f)
 
 
+#: the avx2 quantiser's column functions: one per table length P
+AVX2_TABLES = (2, 4, 8, 16, 32, 64, 128, 256)
+
+
+def _quant_col_avx2(xin: str, xt: str, strict: bool, G: int, P: int) -> str:
+    """define @qcola_<xin>_<strict>_<P>(x, nf, nb, u, P, nanc, q, gs, ng, u32): _quant_col for a
+    column of P thresholds (a power of two, NaN padding last), 8 rows a vector (avx2 flavour;
+    quant_impl.c's tc_qlanes8): P <= 8: every threshold counted by a broadcast compare; else
+    b1 = how many of the 7 pivots u[g1 i + g1 - 1] (g1 = P / 8) send the row right, b2 = how
+    many of group b1's every g2-th thresholds (g2 = max(g1 / 8, 1)) do, each looked up per
+    lane from table j (u[g1 b + g2 j + g2 - 1], b = 0..7) by b1 (vpermps), then a binary search
+    of the g2 left by gathers (P = 128: one step, 256: two). The bin is the count of thresholds
+    that send the row right: what the binary search of _quant_col finds (u sorted, NaN last,
+    the same compares). float64 tables: that count in float32 (u32: the thresholds rounded,
+    the row rounded, right when below: a prefix of the exact count, rounding being monotone)
+    is a first guess, then up by exact double compares, one gather a step (usually none), at
+    most to P - 1 (as quant_impl.c's tc_qlanes8 with d64)."""
+    QL = 8
+    f = _Fn()
+    name = f"qcola_{xin}_{int(strict)}_{P}"
+    cmp = "oge" if strict else "ogt"
+    d64 = xt == "double"
+    gcmp = "ogt" if d64 else cmp                 # the (first guess's) compare
+    us = "%u32" if d64 else "%u"                 # the thresholds the guess counts
+    VF = f"<{QL} x float>"
+    f.label("entry")
+    if P <= 8:
+        n_piv, pivot_at = P - 1, [i for i in range(P - 1)]
+    else:
+        g1 = P // 8
+        g2 = max(g1 // 8, 1)
+        nj = g1 // g2 - 1
+        n_piv, pivot_at = 7, [g1 * i + g1 - 1 for i in range(7)]
+    pivots = []
+    for i in pivot_at:
+        pp = f.emit(f"getelementptr float, ptr {us}, i64 {i}")
+        pivots.append(_splat(f, "float", QL, f.emit(f"load float, ptr {pp}")))
+    tables = []
+    if P > 8:
+        for j in range(nj):
+            idx = "<" + ", ".join(f"i64 {g1 * b + g2 * j + g2 - 1}" for b in range(8)) + ">"
+            tp = f.emit(f"getelementptr float, ptr {us}, <8 x i64> {idx}")
+            tables.append(f.emit(f"call {VF} @{_gather('float', 8)}(<8 x ptr> {tp}, i32 4, "
+                                 f"<8 x i1> {_const_vec(8, 'i1', 'true')}, {VF} poison)"))
+    v = _col_head(f, xin, QL, G, back="%store", xt=xt)
+    vf = f.emit(f"fptrunc <{QL} x double> {v} to {VF}") if d64 else v
+
+    def count(thresholds: list[str]) -> str:
+        cnt = "zeroinitializer"
+        for t in thresholds:
+            c = f.emit(f"fcmp {gcmp} {VF} {vf}, {t}")
+            cz = f.emit(f"zext <{QL} x i1> {c} to <{QL} x i32>")
+            cnt = cz if cnt == "zeroinitializer" else f.emit(f"add <{QL} x i32> {cnt}, {cz}")
+        return cnt
+    p = count(pivots)
+    if P > 8:
+        b1 = p
+        b2 = count([f.emit(f"call {VF} @llvm.x86.avx2.permps({VF} {t}, <8 x i32> {b1})")
+                    for t in tables])
+        p1 = f.emit(f"mul <{QL} x i32> {b1}, {_const_vec(QL, 'i32', g1)}")
+        if g2 > 1:
+            b2 = f.emit(f"mul <{QL} x i32> {b2}, {_const_vec(QL, 'i32', g2)}")
+        p = f.emit(f"add <{QL} x i32> {p1}, {b2}")
+        h = g2 // 2
+        while h:
+            ix = f.emit(f"add <{QL} x i32> {p}, {_const_vec(QL, 'i32', h - 1)}")
+            tp = f.emit(f"getelementptr float, ptr {us}, <{QL} x i32> {ix}")
+            t = f.emit(f"call {VF} @{_gather('float', QL)}(<{QL} x ptr> {tp}, i32 4, "
+                       f"<{QL} x i1> {_const_vec(QL, 'i1', 'true')}, {VF} poison)")
+            r = f.emit(f"fcmp {gcmp} {VF} {vf}, {t}")
+            add = f.emit(f"select <{QL} x i1> {r}, <{QL} x i32> {_const_vec(QL, 'i32', h)}, "
+                         f"<{QL} x i32> zeroinitializer")
+            p = f.emit(f"add <{QL} x i32> {p}, {add}")
+            h //= 2
+    if d64:  # the climb: while a lane's next threshold (below P - 1) sends it right, one up
+        VD = f"<{QL} x double>"
+        f(f"%p0 = add <{QL} x i32> {p}, zeroinitializer")
+        f("br label %climb")
+        f.label("climb")
+        f(f"%p = phi <{QL} x i32> [%p0, %sub], [%pn, %climb]")
+        tp = f.emit(f"getelementptr double, ptr %u, <{QL} x i32> %p")
+        t = f.emit(f"call {VD} @{_gather('double', QL)}(<{QL} x ptr> {tp}, i32 8, "
+                   f"<{QL} x i1> {_const_vec(QL, 'i1', 'true')}, {VD} poison)")
+        r0 = f.emit(f"fcmp {cmp} {VD} {v}, {t}")
+        below = f.emit(f"icmp slt <{QL} x i32> %p, {_const_vec(QL, 'i32', P - 1)}")
+        r = f.emit(f"and <{QL} x i1> {r0}, {below}")
+        f(f"%pn = add <{QL} x i32> %p, {f.emit(f'zext <{QL} x i1> {r} to <{QL} x i32>')}")
+        rb = f.emit(f"bitcast <{QL} x i1> {r} to i{QL}")
+        f(f"%up = icmp ne i{QL} {rb}, 0")
+        f("br i1 %up, label %climb, label %climbed")
+        f.label("climbed")
+        p = "%p"
+    code = _bin_code(f, QL, xt, p, v)
+    f("br label %store")
+    f.label("store")
+    _col_addr(f, QL)
+    _col_store(f, QL, G, code)
+    return (f"define internal void @{name}(ptr noalias %x, i64 %nf, i64 %nb, ptr noalias %u, "
+            f"i32 %P, i8 %nanc, ptr noalias %q, i64 %gs, i64 %ng, ptr noalias %u32) {{\n"
+            + "\n".join(f.lines) + "\n}\n")
+
+
 def _quantise(xin: str, xt: str, G: int, flavour: str = "generic") -> str:
     """define @quant_<xin>(T, X, r0, nb, qb, gs, ng): every column of the block's rows."""
     f = _Fn()
@@ -444,6 +546,25 @@ def _quantise(xin: str, xt: str, G: int, flavour: str = "generic") -> str:
     lp = f.emit(f"getelementptr i32, ptr {qlen}, i64 %c64")
     P = f.emit(f"load i32, ptr {lp}")
     args = f"ptr %x, i64 {nf}, i64 %nb, ptr {u}, i32 {P}, i8 %nc, ptr %q, i64 %gs, i64 %ng"
+    if flavour == "avx2":  # P = 2 .. 256: the level tables (_quant_col_avx2)
+        if xt == "double":  # (the first guess's float32 thresholds: none, the generic search)
+            t32 = _field(f, "q_thr32", "ptr")
+            u32 = f.emit(f"getelementptr float, ptr {t32}, i64 {ov}")
+            f(f"%hast32 = icmp ne ptr {t32}, null")
+            f("br i1 %hast32, label %avsw, label %gen")
+            f.label("avsw")
+        else:
+            u32 = "null"
+        cases = " ".join(f"i32 {P_}, label %at{P_}" for P_ in AVX2_TABLES)
+        f(f"switch i32 {P}, label %gen [{cases}]")
+        for P_ in AVX2_TABLES:
+            f.label(f"at{P_}")
+            f(f"br i1 %st, label %ats{P_}, label %atn{P_}")
+            for lab, st in ((f"ats{P_}", 1), (f"atn{P_}", 0)):
+                f.label(lab)
+                f(f"call void @qcola_{xin}_{st}_{P_}({args}, ptr {u32})")
+                f("br label %next")
+        f.label("gen")
     if flavour == "avx512vbmi":  # P = 32 .. 256: the level tables (_quant_col_perm)
         cases = " ".join(f"i32 {16 * (nj + 1)}, label %pt{nj}" for nj in PERM_TABLES)
         f(f"switch i32 {P}, label %gen [{cases}]")
@@ -1295,6 +1416,9 @@ def module_ir(x_dtype: str, acc_dtype: str, G: int, NG: int = 2, QL: int = 16,
         if flavour == "avx512vbmi":
             parts += [_quant_col_perm(xin, xt, st, G, nj) for st in (False, True)
                       for nj in PERM_TABLES]
+        if flavour == "avx2":
+            parts += [_quant_col_avx2(xin, xt, st, G, P_) for st in (False, True)
+                      for P_ in AVX2_TABLES]
     parts += [_heap(d, at, G, flavour) for d in range(9)]
     parts.append(_sweep(at, G, NG, flavour))
     if NG > 1:
