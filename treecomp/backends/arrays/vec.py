@@ -387,15 +387,15 @@ def _quant_col_perm(xin: str, xt: str, strict: bool, G: int, NJ: int) -> str:
     return _quant_fn(name, f)
 
 
-#: the avx2 quantiser's column functions: one per table length P
-AVX2_TABLES = (2, 4, 8, 16, 32, 64, 128, 256)
+#: the avx2 quantiser's column functions: one per table length P (derived.quant_tables makes
+#: P a power of two from 16 to 256; any other: the generic search)
+AVX2_TABLES = (16, 32, 64, 128, 256)
 
 
 def _quant_col_avx2(xin: str, xt: str, strict: bool, G: int, P: int) -> str:
     """define @qcola_<xin>_<strict>_<P>(x, nf, nb, u, P, nanc, q, gs, ng, u32): _quant_col for a
-    column of P thresholds (a power of two, NaN padding last), 8 rows a vector (avx2 flavour;
-    quant_impl.c's tc_qlanes8): P <= 8: every threshold counted by a broadcast compare; else
-    b1 = how many of the 7 pivots u[g1 i + g1 - 1] (g1 = P / 8) send the row right, b2 = how
+    column of P thresholds (a power of two, 16 .. 256, NaN padding last), 8 rows a vector (avx2
+    flavour; quant_impl.c's tc_qlanes8): b1 = how many of the 7 pivots u[g1 i + g1 - 1] (g1 = P / 8) send the row right, b2 = how
     many of group b1's every g2-th thresholds (g2 = max(g1 / 8, 1)) do, each looked up per
     lane from table j (u[g1 b + g2 j + g2 - 1], b = 0..7) by b1 (vpermps), then a binary search
     of the g2 left by gathers (P = 128: one step, 256: two). The bin is the count of thresholds
@@ -412,25 +412,22 @@ def _quant_col_avx2(xin: str, xt: str, strict: bool, G: int, P: int) -> str:
     gcmp = "ogt" if d64 else cmp                 # the (first guess's) compare
     us = "%u32" if d64 else "%u"                 # the thresholds the guess counts
     VF = f"<{QL} x float>"
+    if P not in AVX2_TABLES:
+        raise ValueError(f"no avx2 quantiser column for P={P}")
     f.label("entry")
-    if P <= 8:
-        n_piv, pivot_at = P - 1, [i for i in range(P - 1)]
-    else:
-        g1 = P // 8
-        g2 = max(g1 // 8, 1)
-        nj = g1 // g2 - 1
-        n_piv, pivot_at = 7, [g1 * i + g1 - 1 for i in range(7)]
+    g1 = P // 8
+    g2 = max(g1 // 8, 1)
+    nj = g1 // g2 - 1
     pivots = []
-    for i in pivot_at:
+    for i in [g1 * i + g1 - 1 for i in range(7)]:
         pp = f.emit(f"getelementptr float, ptr {us}, i64 {i}")
         pivots.append(_splat(f, "float", QL, f.emit(f"load float, ptr {pp}")))
     tables = []
-    if P > 8:
-        for j in range(nj):
-            idx = "<" + ", ".join(f"i64 {g1 * b + g2 * j + g2 - 1}" for b in range(8)) + ">"
-            tp = f.emit(f"getelementptr float, ptr {us}, <8 x i64> {idx}")
-            tables.append(f.emit(f"call {VF} @{_gather('float', 8)}(<8 x ptr> {tp}, i32 4, "
-                                 f"<8 x i1> {_const_vec(8, 'i1', 'true')}, {VF} poison)"))
+    for j in range(nj):
+        idx = "<" + ", ".join(f"i64 {g1 * b + g2 * j + g2 - 1}" for b in range(8)) + ">"
+        tp = f.emit(f"getelementptr float, ptr {us}, <8 x i64> {idx}")
+        tables.append(f.emit(f"call {VF} @{_gather('float', 8)}(<8 x ptr> {tp}, i32 4, "
+                             f"<8 x i1> {_const_vec(8, 'i1', 'true')}, {VF} poison)"))
     v = _col_head(f, xin, QL, G, back="%store", xt=xt)
     vf = f.emit(f"fptrunc <{QL} x double> {v} to {VF}") if d64 else v
 
@@ -441,26 +438,24 @@ def _quant_col_avx2(xin: str, xt: str, strict: bool, G: int, P: int) -> str:
             cz = f.emit(f"zext <{QL} x i1> {c} to <{QL} x i32>")
             cnt = cz if cnt == "zeroinitializer" else f.emit(f"add <{QL} x i32> {cnt}, {cz}")
         return cnt
-    p = count(pivots)
-    if P > 8:
-        b1 = p
-        b2 = count([f.emit(f"call {VF} @llvm.x86.avx2.permps({VF} {t}, <8 x i32> {b1})")
-                    for t in tables])
-        p1 = f.emit(f"mul <{QL} x i32> {b1}, {_const_vec(QL, 'i32', g1)}")
-        if g2 > 1:
-            b2 = f.emit(f"mul <{QL} x i32> {b2}, {_const_vec(QL, 'i32', g2)}")
-        p = f.emit(f"add <{QL} x i32> {p1}, {b2}")
-        h = g2 // 2
-        while h:
-            ix = f.emit(f"add <{QL} x i32> {p}, {_const_vec(QL, 'i32', h - 1)}")
-            tp = f.emit(f"getelementptr float, ptr {us}, <{QL} x i32> {ix}")
-            t = f.emit(f"call {VF} @{_gather('float', QL)}(<{QL} x ptr> {tp}, i32 4, "
-                       f"<{QL} x i1> {_const_vec(QL, 'i1', 'true')}, {VF} poison)")
-            r = f.emit(f"fcmp {gcmp} {VF} {vf}, {t}")
-            add = f.emit(f"select <{QL} x i1> {r}, <{QL} x i32> {_const_vec(QL, 'i32', h)}, "
-                         f"<{QL} x i32> zeroinitializer")
-            p = f.emit(f"add <{QL} x i32> {p}, {add}")
-            h //= 2
+    b1 = count(pivots)
+    b2 = count([f.emit(f"call {VF} @llvm.x86.avx2.permps({VF} {t}, <8 x i32> {b1})")
+                for t in tables])
+    p1 = f.emit(f"mul <{QL} x i32> {b1}, {_const_vec(QL, 'i32', g1)}")
+    if g2 > 1:
+        b2 = f.emit(f"mul <{QL} x i32> {b2}, {_const_vec(QL, 'i32', g2)}")
+    p = f.emit(f"add <{QL} x i32> {p1}, {b2}")
+    h = g2 // 2
+    while h:
+        ix = f.emit(f"add <{QL} x i32> {p}, {_const_vec(QL, 'i32', h - 1)}")
+        tp = f.emit(f"getelementptr float, ptr {us}, <{QL} x i32> {ix}")
+        t = f.emit(f"call {VF} @{_gather('float', QL)}(<{QL} x ptr> {tp}, i32 4, "
+                   f"<{QL} x i1> {_const_vec(QL, 'i1', 'true')}, {VF} poison)")
+        r = f.emit(f"fcmp {gcmp} {VF} {vf}, {t}")
+        add = f.emit(f"select <{QL} x i1> {r}, <{QL} x i32> {_const_vec(QL, 'i32', h)}, "
+                     f"<{QL} x i32> zeroinitializer")
+        p = f.emit(f"add <{QL} x i32> {p}, {add}")
+        h //= 2
     if d64:  # the climb: while a lane's next threshold (below P - 1) sends it right, one up
         VD = f"<{QL} x double>"
         f(f"%p0 = add <{QL} x i32> {p}, zeroinitializer")
