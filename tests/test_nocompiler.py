@@ -258,7 +258,7 @@ def test_llvm_vec_flavour_choice(monkeypatch):
     nothing it does not); the avx2 flavour is compiled without AVX-512, its shape 32-row groups."""
     monkeypatch.delenv(vec.ENV_GENERIC, raising=False)
     monkeypatch.delenv(vec.ENV_FLAVOUR, raising=False)
-    zen4 = "+sse4.2,+avx,+avx2,+fma,+avx512f,+avx512bw,+avx512vl,+avx512vbmi,+popcnt"
+    zen4 = "+sse4.2,+avx,+avx2,+fma,+avx512f,+avx512bw,+avx512vl,+avx512vbmi,+gfni,+vaes,+popcnt"
     skx = "+sse4.2,+avx,+avx2,+fma,+avx512f,+avx512bw,+avx512vl,-avx512vbmi,+popcnt"
     zen2 = "+sse4.2,+avx,+avx2,+fma,-avx512f,-avx512bw,-avx512vbmi,+popcnt"
     old = "+sse4.2,+avx,-avx2,+popcnt"
@@ -277,7 +277,7 @@ def test_llvm_vec_flavour_choice(monkeypatch):
     monkeypatch.setenv(vec.ENV_GENERIC, "1")
     assert vec.host_flavour(zen4) == "generic"
     assert vec.flavour_features(zen4, "avx2") == \
-        "+sse4.2,+avx,+avx2,+fma,-avx512f,-avx512bw,-avx512vl,-avx512vbmi,+popcnt"
+        "+sse4.2,+avx,+avx2,+fma,-avx512f,-avx512bw,-avx512vl,-avx512vbmi,-gfni,-vaes,+popcnt"
     assert vec.flavour_features(zen4, "avx512vbmi") == zen4
     assert vec.host_shape(zen4, "avx2") == vec.host_shape(zen2, "avx2") == (32, 4, 8)
     assert vec.host_shape(zen4, "avx512vbmi")[0] == 64 and vec.host_shape(zen2, "generic")[0] == 32

@@ -1014,13 +1014,56 @@ def _sweep(at: str, G: int, NG: int, flavour: str = "generic", name: str = "swee
     V = f"<{G} x i8>"
     scale = {16: ("lshr", 1), 32: None, 64: ("shl", 1)}[G]
     f.label("entry")
+    if avx2:  # whether the tree has a categorical node: else the loop without their branch
+        f("br label %scan")
+        f.label("scan")
+        f("%si = phi i64 [0, %entry], [%si1, %scan]")
+        f("%sa = phi i1 [false, %entry], [%sa1, %scan]")
+        sp_ = f.emit("getelementptr i32, ptr %cat, i64 %si")
+        sc = f.emit(f"icmp sge i32 {f.emit(f'load i32, ptr {sp_}')}, 0")
+        f(f"%sa1 = or i1 %sa, {sc}")
+        f("%si1 = add i64 %si, 1")
+        f("%sm = icmp ult i64 %si1, %nn")
+        f("br i1 %sm, label %scan, label %scanned")
+        f.label("scanned")
     f(f"%any = icmp uge i64 %ng, {NG}")
     f("br i1 %any, label %chunk, label %tail")
     f.label("chunk")
-    f("%c0 = phi i64 [0, %entry], [%cn, %cnext]")
+    f(f"%c0 = phi i64 [0, %{'scanned' if avx2 else 'entry'}], [%cn, %cnext]")
     f("%qo = mul i64 %c0, %gs")
     f("%q0 = getelementptr i8, ptr %qb, i64 %qo")
-    f("br label %node")
+    if avx2:
+        f("br i1 %sa1, label %node, label %nnode")
+        # numeric nodes only: r = v > t, pos = max(pos, select(r and pos > lo - 1, hi, 0)),
+        # no branch in the loop (no phi of i1 vectors: LLVM turned that into a shift and a
+        # compare a group)
+        f.label("nnode")
+        f("%ni = phi i64 [0, %chunk], [%ni1, %nnode]")
+        for j in range(NG):
+            f(f"%npos{j} = phi {V} [zeroinitializer, %chunk], [%nposn{j}, %nnode]")
+        cp_ = f.emit("getelementptr i32, ptr %co, i64 %ni")
+        c64_ = f.emit(f"zext i32 {f.emit(f'load i32, ptr {cp_}')} to i64")
+        tp_ = f.emit("getelementptr i8, ptr %tb, i64 %ni")
+        ts_ = _splat(f, "i8", G, f.emit(f"load i8, ptr {tp_}"))
+        lp_ = f.emit("getelementptr i8, ptr %lo1, i64 %ni")
+        lo_ = _splat(f, "i8", G, f.emit(f"load i8, ptr {lp_}"))
+        hp_ = f.emit("getelementptr i8, ptr %hi, i64 %ni")
+        hi_ = _splat(f, "i8", G, f.emit(f"load i8, ptr {hp_}"))
+        for j in range(NG):
+            base = f.emit(f"getelementptr i8, ptr %q0, i64 {c64_}")
+            if j:
+                base = f.emit(f"getelementptr i8, ptr {base}, i64 {f.emit(f'mul i64 %gs, {j}')}")
+            v_ = f.emit(f"load {V}, ptr {base}, align {G}")
+            r_ = f.emit(f"icmp sgt {V} {v_}, {ts_}")
+            le_ = f.emit(f"icmp sgt {V} %npos{j}, {lo_}")
+            both_ = f.emit(f"and <{G} x i1> {r_}, {le_}")
+            hv_ = f.emit(f"select <{G} x i1> {both_}, {V} {hi_}, {V} zeroinitializer")
+            f(f"%nposn{j} = call {V} @llvm.umax.v{G}i8({V} %npos{j}, {V} {hv_})")
+        f("%ni1 = add i64 %ni, 1")
+        f("%nim = icmp ult i64 %ni1, %nn")
+        f("br i1 %nim, label %nnode, label %leaves")
+    else:
+        f("br label %node")
     f.label("node")
     f("%i = phi i64 [0, %chunk], [%i1, %merge]")
     for j in range(NG):
@@ -1096,6 +1139,8 @@ def _sweep(at: str, G: int, NG: int, flavour: str = "generic", name: str = "swee
     f("%im = icmp ult i64 %i1, %nn")
     f("br i1 %im, label %node, label %leaves")
     f.label("leaves")
+    for j in range(NG):
+        f(f"%pf{j} = phi {V} [%pn{j}, %merge]" + (f", [%nposn{j}, %nnode]" if avx2 else ""))
     # the chunk's groups' leaves, those holding a row
     for j in range(NG):
         f(f"%g{j} = add i64 %c0, {j}")
@@ -1103,7 +1148,7 @@ def _sweep(at: str, G: int, NG: int, flavour: str = "generic", name: str = "swee
         nxt = f"lg{j + 1}pre" if j + 1 < NG else "cnext"
         f(f"br i1 %in{j}, label %lg{j}, label %cnext")
         f.label(f"lg{j}")
-        _add_leaves(f, at, G, f"%pn{j}", f"%g{j}", str(j), nxt)
+        _add_leaves(f, at, G, f"%pf{j}", f"%g{j}", str(j), nxt)
         if j + 1 < NG:
             f.label(nxt)
     f.label("cnext")
@@ -1112,7 +1157,7 @@ def _sweep(at: str, G: int, NG: int, flavour: str = "generic", name: str = "swee
     f("%cm = icmp ule i64 %cn2, %ng")
     f("br i1 %cm, label %chunk, label %tail")
     f.label("tail")  # fewer than NG groups left: a group at a time
-    f("%ct0 = phi i64 [0, %entry], [%cn, %cnext]")
+    f(f"%ct0 = phi i64 [0, %{'scanned' if avx2 else 'entry'}], [%cn, %cnext]")
     if NG > 1:
         f("%left = icmp ult i64 %ct0, %ng")
         f("br i1 %left, label %rest, label %exit")
@@ -1519,13 +1564,21 @@ def host_shape(features: str | None = None, flavour: str = "generic") -> tuple[i
     return 32, 2, 16
 
 
+#: vector extensions past AVX2 (x86-64-v3) that LLVM would otherwise use for the avx2 flavour's
+#: code where the host has them (GFNI byte shifts, VEX VNNI, ...)
+_PAST_AVX2 = ("avx512", "avx10", "gfni", "vaes", "vpclmulqdq", "avxvnni", "avxifma",
+              "avxneconvert", "amx")
+
+
 def flavour_features(features: str, flavour: str) -> str:
     """The target features the kernel of `flavour` is compiled with: the host's, but for the
-    avx2 flavour without AVX-512 (its IR is written for 256-bit registers: what LLVM makes of it
-    is then the same code on an AVX2-only host, on an AVX-512 host without VBMI, and here)."""
+    avx2 flavour without AVX-512 and the other vector extensions past AVX2 (_PAST_AVX2: its IR
+    is written for 256-bit registers; what LLVM makes of it is then the same instructions on an
+    AVX2-only host, on an AVX-512 host without VBMI, and here)."""
     if flavour != "avx2":
         return features
-    return ",".join("-" + x[1:] if x.startswith("+avx512") else x for x in features.split(","))
+    return ",".join("-" + x[1:] if x.startswith("+") and x[1:].startswith(_PAST_AVX2) else x
+                    for x in features.split(","))
 
 
 def target() -> tuple[str, str, str]:
