@@ -14,10 +14,12 @@ the object cache.
     python -m bench.nocc_ratio [--rows 30000] [--rounds 11] [--cases xgb-binary,lgbm-binary]
                                [--clock wall|cpu]
 
-Also timed, where they apply: the AVX2 path (the normal install on a CPU without AVX-512), the
-llvm-vec kernel's generic IR where the host runs its x86 flavour (vec.FLAVOURS: what a CPU
-without AVX-512 VBMI gets), and the llvm backend's generated code (what backend="auto" ran
-without a C compiler before).
+Also timed, where they apply: the AVX2 path (the normal install on a CPU without AVX-512 VBMI:
+AVX2-only CPUs and Skylake-X alike, the C kernel's AVX-512 unit needing VBMI), the llvm-vec
+kernel's generic IR where the host runs an x86 flavour (vec.FLAVOURS), what a host with AVX2
+but not AVX-512 VBMI runs without a compiler: the avx2 flavour and the generic IR before it,
+both compiled without AVX-512 (vec.flavour_features; *_to_avx2: against the AVX2 C kernel), and
+the llvm backend's generated code (what backend="auto" ran without a C compiler before).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import time
 import numpy as np
 
 
-def _first_compile(case: str, cache: str) -> float:
+def _first_compile(case: str, cache: str, flavour: str | None = None) -> float:
     code = (
         "import time, sys\n"
         "t0 = time.perf_counter()\n"
@@ -48,6 +50,8 @@ def _first_compile(case: str, cache: str) -> float:
         "assert vec_self_test(m['x_dtype'], m['acc_dtype'])\n"
         "print(time.perf_counter() - t1)\n")
     env = dict(os.environ, TREECOMP_CACHE_DIR=cache)
+    if flavour:  # the IR flavour of another host class (vec.ENV_FLAVOUR)
+        env["TREECOMP_LLVM_VEC_FLAVOUR"] = flavour
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          check=True)
     return float(out.stdout.strip().splitlines()[-1])
@@ -131,6 +135,10 @@ def main(argv: list[str] | None = None) -> int:
             with tempfile.TemporaryDirectory() as cache:
                 row["first_compile_s"] = round(_first_compile(name, cache), 2)
                 row["cached_compile_s"] = round(_first_compile(name, cache), 2)
+            if "llvm-vec-avx2" in med:
+                with tempfile.TemporaryDirectory() as cache:
+                    row["first_compile_avx2_s"] = round(_first_compile(name, cache, "avx2"), 2)
+                    row["cached_compile_avx2_s"] = round(_first_compile(name, cache, "avx2"), 2)
         report["cases"][name] = row
         print(name, json.dumps(row), flush=True)
     print(json.dumps(report, indent=1))

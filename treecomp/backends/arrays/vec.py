@@ -35,7 +35,7 @@ dtype, trees in model order, no fast-math flags (LLVM may not reassociate or con
 bit what the C kernel and the interpreter compute. Rows are read in the caller's dtype and cast
 to the tables' (fptrunc: round to nearest, as numpy's astype).
 
-Two flavours of the IR (FLAVOURS, host_flavour): "generic" is portable vector IR (no target
+Three flavours of the IR (FLAVOURS, host_flavour): "generic" is portable vector IR (no target
 intrinsics): LLVM lowers the same module to AVX2, AVX-512, NEON or SVE for the host it is
 compiled for (``llvmlite.binding.get_host_cpu_name`` and its features). Where the host has
 AVX-512 F, BW and VBMI, "avx512vbmi" replaces the steps generic IR has no fast form for by x86
@@ -44,9 +44,17 @@ thresholds looked up by the rows' node indices (vpermb) after muxing the column 
 groups at once; a whole group's leaves from the tree's byte planes (vpermb + unpacks, no
 gathers); the quantiser's search below the 15 pivots by per-column level tables (vpermps /
 vpermi2pd, no gathers of thresholds); the sweep's masked byte max and categorical set bytes by
-vpermb. Same bins, same compares, same leaf slots and values, the same adds in the same order:
-both flavours are bit for bit the C kernel. $TREECOMP_LLVM_VEC_GENERIC=1 forces "generic"
-(tests run both); the flavour is in the IR text, so in the object cache's key.
+vpermb. Where it has AVX2 but not that set (AVX2-only CPUs, AVX-512 without VBMI: Skylake-X),
+"avx2" does the same steps as the C kernel's AVX2 unit, 32 rows a group: thresholds and leaf
+planes by vpshufb 16 bytes a lookup and vpblendvb by the index's bits, the quantiser's level
+tables by vpermps 8 rows a vector (float64 tables: a float32 first guess, then exact double
+compares), category sets by vpshufb, four sweep groups at once (a tree without categorical
+nodes in a loop without their branch); compiled without AVX-512 or other extensions past
+AVX2 (flavour_features), so that the code is the same on every host that runs it. Same bins,
+same compares, same leaf slots and values, the same adds in the same order: every flavour is
+bit for bit the C kernel. $TREECOMP_LLVM_VEC_GENERIC=1 forces "generic",
+$TREECOMP_LLVM_VEC_FLAVOUR=<flavour> one the CPU runs (tests run all three on an AVX-512 VBMI
+host); the flavour is in the IR text, so in the object cache's key.
 """
 
 from __future__ import annotations
