@@ -1147,8 +1147,8 @@ def _sweep(at: str, G: int, NG: int, flavour: str = "generic", name: str = "swee
     f("%im = icmp ult i64 %i1, %nn")
     f("br i1 %im, label %node, label %leaves")
     f.label("leaves")
-    for j in range(NG):
-        f(f"%pf{j} = phi {V} [%pn{j}, %merge]" + (f", [%nposn{j}, %nnode]" if avx2 else ""))
+    for j in range(NG if avx2 else 0):  # the two loops' positions
+        f(f"%pf{j} = phi {V} [%pn{j}, %merge], [%nposn{j}, %nnode]")
     # the chunk's groups' leaves, those holding a row
     for j in range(NG):
         f(f"%g{j} = add i64 %c0, {j}")
@@ -1156,7 +1156,7 @@ def _sweep(at: str, G: int, NG: int, flavour: str = "generic", name: str = "swee
         nxt = f"lg{j + 1}pre" if j + 1 < NG else "cnext"
         f(f"br i1 %in{j}, label %lg{j}, label %cnext")
         f.label(f"lg{j}")
-        _add_leaves(f, at, G, f"%pf{j}", f"%g{j}", str(j), nxt)
+        _add_leaves(f, at, G, f"%pf{j}" if avx2 else f"%pn{j}", f"%g{j}", str(j), nxt)
         if j + 1 < NG:
             f.label(nxt)
     f.label("cnext")
