@@ -189,14 +189,14 @@ def _col_addr(f: _Fn, QL: int) -> None:
     f("%sp = getelementptr i8, ptr %qg, i64 %so")
 
 
-def _bin_code(f: _Fn, QL: int, xt: str, bins: str, v: str) -> str:
+def _bin_code(f: _Fn, QL: int, xt: str, bins: str, v: str, nanc: str = "%nanc") -> str:
     """A quantiser column's byte codes: the <QL x i32> bin counts `bins` as biased bytes (bin
-    XOR 0x80, as quant_impl.c's quantise writes them), the column's NaN code (%nanc) where the
+    XOR 0x80, as quant_impl.c's quantise writes them), the column's NaN code (`nanc`) where the
     value `v` (<QL x xt>) is NaN."""
     b = f.emit(f"trunc <{QL} x i32> {bins} to <{QL} x i8>")
     bx = f.emit(f"xor <{QL} x i8> {b}, {_const_vec(QL, 'i8', -128)}")
     nan = f.emit(f"fcmp uno <{QL} x {xt}> {v}, {v}")
-    return f.emit(f"select <{QL} x i1> {nan}, <{QL} x i8> {_splat(f, 'i8', QL, '%nanc')}, "
+    return f.emit(f"select <{QL} x i1> {nan}, <{QL} x i8> {_splat(f, 'i8', QL, nanc)}, "
                   f"<{QL} x i8> {bx}")
 
 
@@ -401,7 +401,8 @@ AVX2_TABLES = (16, 32, 64, 128, 256)
 
 
 def _quant_col_avx2(xin: str, xt: str, strict: bool, G: int, P: int) -> str:
-    """define @qcola_<xin>_<strict>_<P>(x, nf, nb, u, P, nanc, q, gs, ng, u32): _quant_col for a
+    """define @qcola_<xin>_<strict>_<P>(x, nf, nb, u, P, nanc, q, gs, ng, u32, twin, nanc2):
+    _quant_col for a
     column of P thresholds (a power of two, 16 .. 256, NaN padding last), 8 rows a vector (avx2
     flavour; quant_impl.c's tc_qlanes8): b1 = how many of the 7 pivots u[g1 i + g1 - 1] (g1 = P / 8) send the row right, b2 = how
     many of group b1's every g2-th thresholds (g2 = max(g1 / 8, 1)) do, each looked up per
@@ -411,7 +412,9 @@ def _quant_col_avx2(xin: str, xt: str, strict: bool, G: int, P: int) -> str:
     the same compares). float64 tables: that count in float32 (u32: the thresholds rounded,
     the row rounded, right when below: a prefix of the exact count, rounding being monotone)
     is a first guess, then up by exact double compares, one gather a step (usually none), at
-    most to P - 1 (as quant_impl.c's tc_qlanes8 with d64)."""
+    most to P - 1 (as quant_impl.c's tc_qlanes8 with d64). twin: the next column is this one's
+    copy for the other NaN direction (q_src): its codes are written too (NaN's code nanc2, the
+    same bins), from the values in hand (quant_impl.c's q_src copy reads them again)."""
     QL = 8
     f = _Fn()
     name = f"qcola_{xin}_{int(strict)}_{P}"
@@ -483,13 +486,19 @@ def _quant_col_avx2(xin: str, xt: str, strict: bool, G: int, P: int) -> str:
         f.label("climbed")
         p = "%p"
     code = _bin_code(f, QL, xt, p, v)
+    code2 = _bin_code(f, QL, xt, p, v, "%nanc2")
     f("br label %store")
     f.label("store")
     _col_addr(f, QL)
+    # the twin's codes first, at its column (G bytes on) or, without a twin, where this
+    # column's own codes then overwrite them (no store past the block's columns)
+    sp2 = f.emit(f"getelementptr i8, ptr %sp, i64 {G}")
+    sp2 = f.emit(f"select i1 %twin, ptr {sp2}, ptr %sp")
+    f(f"store <{QL} x i8> {code2}, ptr {sp2}, align 1")
     _col_store(f, QL, G, code)
     return (f"define internal void @{name}(ptr noalias %x, i64 %nf, i64 %nb, ptr noalias %u, "
-            f"i32 %P, i8 %nanc, ptr noalias %q, i64 %gs, i64 %ng, ptr noalias %u32) {{\n"
-            + "\n".join(f.lines) + "\n}\n")
+            f"i32 %P, i8 %nanc, ptr noalias %q, i64 %gs, i64 %ng, ptr noalias %u32, i1 %twin, "
+            f"i8 %nanc2) {{\n" + "\n".join(f.lines) + "\n}\n")
 
 
 def _quantise(xin: str, xt: str, G: int, flavour: str = "generic") -> str:
@@ -513,7 +522,7 @@ def _quantise(xin: str, xt: str, G: int, flavour: str = "generic") -> str:
     f(f"%none = icmp sle i32 {ncols}, 0")
     f("br i1 %none, label %exit, label %col")
     f.label("col")
-    f("%c = phi i32 [0, %entry], [%c1, %next]")
+    f("%c = phi i32 [0, %entry], [%c1, %next]" + (", [%c2, %next2]" if flavour == "avx2" else ""))
     f("%c64 = sext i32 %c to i64")
     fp = f.emit(f"getelementptr i32, ptr {feat}, i64 %c64")
     fv = f.emit(f"load i32, ptr {fp}")
@@ -558,6 +567,19 @@ def _quantise(xin: str, xt: str, G: int, flavour: str = "generic") -> str:
             f.label("avsw")
         else:
             u32 = "null"
+        # the next column, when it is this one's twin (q_src: the other NaN direction), is
+        # written by the same pass (_quant_col_avx2) and skipped (%next2)
+        f("%tc1 = add i32 %c, 1")
+        f(f"%tin = icmp slt i32 %tc1, {ncols}")
+        f("%tci = select i1 %tin, i32 %tc1, i32 %c")
+        f("%tc64 = sext i32 %tci to i64")
+        tsp = f.emit(f"getelementptr i32, ptr {qsrc}, i64 %tc64")
+        tsrc = f.emit(f"icmp eq i32 {f.emit(f'load i32, ptr {tsp}')}, %c")
+        tkp = f.emit(f"getelementptr i8, ptr {kind}, i64 %tc64")
+        tnum = f.emit(f"icmp eq i8 {f.emit(f'load i8, ptr {tkp}')}, 0")
+        f(f"%twin = and i1 %tin, {f.emit(f'and i1 {tsrc}, {tnum}')}")
+        tnp = f.emit(f"getelementptr i8, ptr {nanc}, i64 %tc64")
+        f(f"%nc2 = xor i8 {f.emit(f'load i8, ptr {tnp}')}, -128")
         cases = " ".join(f"i32 {P_}, label %at{P_}" for P_ in AVX2_TABLES)
         f(f"switch i32 {P}, label %gen [{cases}]")
         for P_ in AVX2_TABLES:
@@ -565,8 +587,8 @@ def _quantise(xin: str, xt: str, G: int, flavour: str = "generic") -> str:
             f(f"br i1 %st, label %ats{P_}, label %atn{P_}")
             for lab, st in ((f"ats{P_}", 1), (f"atn{P_}", 0)):
                 f.label(lab)
-                f(f"call void @qcola_{xin}_{st}_{P_}({args}, ptr {u32})")
-                f("br label %next")
+                f(f"call void @qcola_{xin}_{st}_{P_}({args}, ptr {u32}, i1 %twin, i8 %nc2)")
+                f("br i1 %twin, label %next2, label %next")
         f.label("gen")
     if flavour == "avx512vbmi":  # P = 32 .. 256: the level tables (_quant_col_perm)
         cases = " ".join(f"i32 {16 * (nj + 1)}, label %pt{nj}" for nj in PERM_TABLES)
@@ -590,6 +612,11 @@ def _quantise(xin: str, xt: str, G: int, flavour: str = "generic") -> str:
     f("%c1 = add i32 %c, 1")
     f(f"%cm = icmp slt i32 %c1, {ncols}")
     f("br i1 %cm, label %col, label %exit")
+    if flavour == "avx2":
+        f.label("next2")
+        f("%c2 = add i32 %c, 2")
+        f(f"%cm2 = icmp slt i32 %c2, {ncols}")
+        f("br i1 %cm2, label %col, label %exit")
     f.label("exit")
     f("ret void")
     return (f"define internal void @quant_{xin}(ptr noalias %T, ptr noalias %X, i64 %r0, i64 %nb, "
