@@ -14,10 +14,12 @@ the object cache.
     python -m bench.nocc_ratio [--rows 30000] [--rounds 11] [--cases xgb-binary,lgbm-binary]
                                [--clock wall|cpu]
 
-Also timed, where they apply: the AVX2 path (the normal install on a CPU without AVX-512), the
-llvm-vec kernel's generic IR where the host runs its x86 flavour (vec.FLAVOURS: what a CPU
-without AVX-512 VBMI gets), and the llvm backend's generated code (what backend="auto" ran
-without a C compiler before).
+Also timed, where they apply: the AVX2 path (the normal install on a CPU without AVX-512 VBMI:
+AVX2-only CPUs and Skylake-X alike, the C kernel's AVX-512 unit needing VBMI), the llvm-vec
+kernel's generic IR where the host runs an x86 flavour (vec.FLAVOURS), what a host with AVX2
+but not AVX-512 VBMI runs without a compiler: the avx2 flavour and the generic IR before it,
+both compiled without AVX-512 (vec.flavour_features; *_to_avx2: against the AVX2 C kernel), and
+the llvm backend's generated code (what backend="auto" ran without a C compiler before).
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ import time
 import numpy as np
 
 
-def _first_compile(case: str, cache: str) -> float:
+def _first_compile(case: str, cache: str, flavour: str | None = None) -> float:
     code = (
         "import time, sys\n"
         "t0 = time.perf_counter()\n"
@@ -48,6 +50,8 @@ def _first_compile(case: str, cache: str) -> float:
         "assert vec_self_test(m['x_dtype'], m['acc_dtype'])\n"
         "print(time.perf_counter() - t1)\n")
     env = dict(os.environ, TREECOMP_CACHE_DIR=cache)
+    if flavour:  # the IR flavour of another host class (vec.ENV_FLAVOUR)
+        env["TREECOMP_LLVM_VEC_FLAVOUR"] = flavour
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          check=True)
     return float(out.stdout.strip().splitlines()[-1])
@@ -85,13 +89,27 @@ def main(argv: list[str] | None = None) -> int:
             runs["llvm-vec-generic"] = lambda X, out, kg=kg: vec.run(kg, kf._sref, X, out)
         if "avx2" in arrays.supported_isas() and kn.isa != "avx2":  # an AVX2-only install
             runs["avx2"] = treecomp.compile(case.model, backend="arrays", isa="avx2")._kernel.run
+        if "avx2" in arrays.supported_isas():
+            # what a host with AVX2 but not AVX-512 VBMI runs without a compiler: the avx2
+            # flavour, and the generic IR before it, both compiled without AVX-512 (32-row groups)
+            from treecomp.backends.arrays import vec
+            md = kn.tables.meta
+            trip, cpu, feats = vec.target()
+            ka = vec.vec_kernel(md["x_dtype"], md["acc_dtype"], flavour="avx2")
+            kg2 = vec.vec_kernel(md["x_dtype"], md["acc_dtype"], (32, 2, 16), flavour="generic",
+                                 features=vec.flavour_features(feats, "avx2"))
+            if kf._vec is None or kf._vec.flavour != "avx2":
+                runs["llvm-vec-avx2"] = lambda X, out, k=ka: vec.run(k, kf._sref, X, out)
+            runs["llvm-vec-generic-avx2"] = lambda X, out, k=kg2: vec.run(k, kf._sref, X, out)
         if not args.no_llvm:  # what auto ran on such a host before llvm-vec: generated code
             p_gen = treecomp.compile(case.model, backend="llvm")
             runs["llvm-backend"] = lambda X, out, p=p_gen: p.predict_raw(X)
         outs = {label: np.empty((len(X), kn.head.n_outputs), kn.tables.acc_dtype) for label in runs}
         for label, run in runs.items():
             run(X, outs[label])  # warm-up
-        assert np.array_equal(outs["normal"], outs["llvm-vec"]), name
+        for label in outs:
+            if label != "llvm-backend":
+                assert np.array_equal(outs["normal"], outs[label]), (name, label)
         times = {label: [] for label in runs}
         labels = list(runs)
         for r in range(args.rounds):
@@ -107,12 +125,20 @@ def main(argv: list[str] | None = None) -> int:
                   if "llvm-backend" in med else {}),
                **({"ratio_generic": round(med["normal"] / med["llvm-vec-generic"], 3)}
                   if "llvm-vec-generic" in med else {}),
+               **{f"{k}_to_avx2": round(med.get("avx2", med["normal"]) / med[k], 3)
+                  for k in ("llvm-vec-avx2", "llvm-vec-generic-avx2") if k in med},
+               **({"llvm-vec-avx2_to_normal": round(med["normal"] / med["llvm-vec-avx2"], 3)}
+                  if "llvm-vec-avx2" in med else {}),
                "vec_shape": list(kf._vec.shape) if kf._vec is not None else None,
                "vec_flavour": kf._vec.flavour if kf._vec is not None else None}
         if not args.no_compile_time:
             with tempfile.TemporaryDirectory() as cache:
                 row["first_compile_s"] = round(_first_compile(name, cache), 2)
                 row["cached_compile_s"] = round(_first_compile(name, cache), 2)
+            if "llvm-vec-avx2" in med:
+                with tempfile.TemporaryDirectory() as cache:
+                    row["first_compile_avx2_s"] = round(_first_compile(name, cache, "avx2"), 2)
+                    row["cached_compile_avx2_s"] = round(_first_compile(name, cache, "avx2"), 2)
         report["cases"][name] = row
         print(name, json.dumps(row), flush=True)
     print(json.dumps(report, indent=1))

@@ -50,15 +50,27 @@ def _rows(f, n, seed=0):
     return random_rows(f, max(n, 2), seed=seed)[:n]
 
 
-@pytest.fixture(params=["host", "generic"])
+def _host_has(flavour):
+    if flavour == "generic":
+        return True
+    return vec._NEEDS[flavour] <= set(vec.target()[2].split(","))
+
+
+@pytest.fixture(params=["host", "generic", "avx2"])
 def vec_flavour(request, monkeypatch):
-    """The llvm-vec IR flavour a test runs: the host's (on an AVX-512 VBMI host the x86
-    intrinsics, vec.FLAVOURS) and the generic IR forced by $TREECOMP_LLVM_VEC_GENERIC=1 (on
-    other hosts both are the generic IR). Returns the flavour the kernel must have."""
+    """The llvm-vec IR flavour a test runs: the host's (on an AVX-512 VBMI host the avx512vbmi
+    intrinsics, vec.FLAVOURS), the generic IR forced by $TREECOMP_LLVM_VEC_GENERIC=1, and the
+    avx2 flavour forced by $TREECOMP_LLVM_VEC_FLAVOUR=avx2 (skipped without AVX2). Returns the
+    flavour the kernel must have."""
+    monkeypatch.delenv(vec.ENV_GENERIC, raising=False)
+    monkeypatch.delenv(vec.ENV_FLAVOUR, raising=False)
     if request.param == "generic":
         monkeypatch.setenv(vec.ENV_GENERIC, "1")
-    else:
-        monkeypatch.delenv(vec.ENV_GENERIC, raising=False)
+    elif request.param == "avx2":
+        if not _host_has("avx2"):
+            pytest.skip("the avx2 flavour needs an AVX2 host")
+        monkeypatch.setenv(vec.ENV_FLAVOUR, "avx2")
+        assert vec.host_flavour() == "avx2"
     return vec.host_flavour()
 
 
@@ -142,13 +154,58 @@ def test_llvm_vec_heaps_and_wide_columns_bit_exact(vec_flavour, cmp_, x_dtype, a
     assert set(range(1, 9)) <= seen_d, seen_d         # every heap depth ran
 
 
+def _close_threshold_forest(k, comparison, seed):
+    """k stumps on feature 0 whose float64 thresholds (1 + i 2^-44, i < k) all round to the
+    same float32 (the avx2 quantiser's first guess counts none of them: the exact climb does it
+    all, up to the table's last real threshold when k = P - 1), and a few trees on feature 1."""
+    from treecomp.ir import Forest, Tree
+    rng = np.random.default_rng(seed)
+    thr = 1.0 + np.arange(k) * 2.0 ** -44
+    trees = []
+    for i, t in enumerate(rng.permutation(thr)):
+        trees.append(Tree(left=np.array([1, -1, -1]), right=np.array([2, -1, -1]),
+                          feature=np.array([0, -1, -1]), threshold=np.array([t, 0.0, 0.0]),
+                          default_left=np.array([bool(i % 2), False, False]),
+                          value=np.array([0.0, *rng.normal(size=2)]).reshape(3, 1)))
+    return Forest(trees=tuple(trees), n_features=2, n_outputs=1,
+                  tree_output=np.zeros(len(trees), np.int32), base_score=[0.25],
+                  input_dtype="float64", comparison=comparison, accumulate_dtype="float64",
+                  provenance="close thresholds")
+
+
+@pytest.mark.parametrize("cmp_", ["<", "<="])
+def test_llvm_vec_float64_thresholds_closer_than_float32(vec_flavour, cmp_):
+    """float64 thresholds closer together than float32 resolves, columns of exactly P - 1 of
+    them (15, 31, .., 255: tables with one NaN pad) and fewer: rows on each threshold, one
+    float64 ULP either side, below and above them all, NaN; every flavour against the
+    interpreter and the C kernel."""
+    for i, k in enumerate((1, 9, 15, 31, 63, 100, 127, 255)):
+        f = _close_threshold_forest(k, cmp_, i)
+        p = treecomp.compile(f, backend="arrays", layout="quant", isa="llvm-vec")
+        kk = p._kernel
+        assert kk._vec is not None and kk._vec.flavour == vec_flavour
+        assert int(kk._quant["q_count"][0]) == k
+        thr = 1.0 + np.arange(k) * 2.0 ** -44
+        col = np.concatenate([thr, np.nextafter(thr, np.inf), np.nextafter(thr, -np.inf),
+                              [thr[-1] + 1e-9, 2.0, np.inf, 0.5, -np.inf, np.nan, 1.0]])
+        X = np.column_stack([col, np.zeros_like(col)])
+        X = X[np.random.default_rng(i).permutation(len(X))]
+        c = treecomp.compile(f, backend="arrays", layout="quant")
+        for n in (1, 7, len(X)):
+            want = interp.predict_raw(f, X[:n])
+            np.testing.assert_array_equal(p.predict_raw(X[:n]), want, err_msg=f"k={k} n={n}")
+            np.testing.assert_array_equal(c.predict_raw(X[:n]), want)
+
+
 def test_llvm_vec_other_shapes_bit_exact():
     """The kernel's other vector shapes on this host, run on the same packed tables: 32-row
     groups (what AVX2 and NEON hosts get), four sweep groups at once (a batch's last groups
     one at a time); each flavour this host has; both byte-walk layouts, short batches too."""
     shapes = [((32, 2, 16), "generic"), ((64, 4, 16), "generic")]
-    if vec.host_flavour() == "avx512vbmi":
+    if _host_has("avx512vbmi"):
         shapes += [((64, 2, 16), "avx512vbmi"), ((64, 1, 16), "avx512vbmi")]
+    if _host_has("avx2"):
+        shapes += [((32, 2, 8), "avx2"), ((32, 1, 8), "avx2"), ((32, 4, 16), "avx2")]
     for seed, (layout, variant) in enumerate((("quant", "f64-lt"), ("bitvec", "categorical"),
                                                ("bitvec", "f32-lt-acc32"))):
         f = random_forest(950 + seed, **FOREST_VARIANTS[variant])
@@ -170,24 +227,62 @@ def test_llvm_vec_other_shapes_bit_exact():
 def test_llvm_vec_object_cache_keyed_by_flavour(tmp_path):
     """The object cache is keyed by the IR text: each flavour its own entry, compiled once (a
     fresh process with an empty cache), then loaded by the next process."""
-    if vec.host_flavour() != "avx512vbmi":
-        pytest.skip("the avx512vbmi flavour needs an AVX-512 VBMI host")
+    flavours = [fl for fl in ("avx512vbmi", "avx2") if _host_has(fl)]
+    if not flavours:
+        pytest.skip("the x86 flavours need an AVX2 host")
     assert vec.module_ir("float32", "float32", 64, flavour="generic") != \
         vec.module_ir("float32", "float32", 64, flavour="avx512vbmi")
+    assert vec.module_ir("float32", "float32", 32, 4, 8, flavour="generic") != \
+        vec.module_ir("float32", "float32", 32, 4, 8, flavour="avx2")
     import os
     import subprocess
     import sys
     code = ("from treecomp.backends.arrays import vec\n"
-            "ks = [vec.vec_kernel('float32', 'float32', (64, 2, 16), flavour=f)\n"
-            "      for f in ('avx512vbmi', 'generic')]\n"
+            "ks = [vec.vec_kernel('float32', 'float32', (64, 2, 16) if f == 'avx512vbmi' else\n"
+            "                     (32, 4, 8), flavour=f)\n"
+            f"      for f in {flavours + ['generic']!r}]\n"
             "print(*[(k.flavour, k.origin) for k in ks])\n")
-    env = {k: v for k, v in os.environ.items() if k != vec.ENV_GENERIC}
+    env = {k: v for k, v in os.environ.items() if k not in (vec.ENV_GENERIC, vec.ENV_FLAVOUR)}
     env["TREECOMP_CACHE_DIR"] = str(tmp_path)
     runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                            check=True).stdout.split() for _ in range(2)]
-    assert " ".join(runs[0]) == "('avx512vbmi', 'compiled') ('generic', 'compiled')"
-    assert " ".join(runs[1]) == "('avx512vbmi', 'cached') ('generic', 'cached')"
-    assert len(list(tmp_path.rglob("*.o"))) == 2
+    assert " ".join(runs[0]) == " ".join(f"('{fl}', 'compiled')" for fl in flavours + ["generic"])
+    assert " ".join(runs[1]) == " ".join(f"('{fl}', 'cached')" for fl in flavours + ["generic"])
+    assert len(list(tmp_path.rglob("*.o"))) == len(flavours) + 1
+
+
+def test_llvm_vec_flavour_choice(monkeypatch):
+    """Which flavour a host gets: avx512vbmi with AVX-512 F/BW/VBMI, avx2 with AVX2 (an
+    AVX2-only CPU, or AVX-512 without VBMI: Skylake-X), else generic;
+    $TREECOMP_LLVM_VEC_GENERIC=1 and $TREECOMP_LLVM_VEC_FLAVOUR force one the CPU runs (and
+    nothing it does not); the avx2 flavour is compiled without AVX-512, its shape 32-row groups."""
+    monkeypatch.delenv(vec.ENV_GENERIC, raising=False)
+    monkeypatch.delenv(vec.ENV_FLAVOUR, raising=False)
+    zen4 = "+sse4.2,+avx,+avx2,+fma,+avx512f,+avx512bw,+avx512vl,+avx512vbmi,+gfni,+vaes,+popcnt"
+    skx = "+sse4.2,+avx,+avx2,+fma,+avx512f,+avx512bw,+avx512vl,-avx512vbmi,+popcnt"
+    zen2 = "+sse4.2,+avx,+avx2,+fma,-avx512f,-avx512bw,-avx512vbmi,+popcnt"
+    old = "+sse4.2,+avx,-avx2,+popcnt"
+    arm = "+neon,+fp-armv8"
+    assert [vec.host_flavour(x) for x in (zen4, skx, zen2, old, arm)] == \
+        ["avx512vbmi", "avx2", "avx2", "generic", "generic"]
+    monkeypatch.setenv(vec.ENV_FLAVOUR, "avx2")
+    assert [vec.host_flavour(x) for x in (zen4, skx, old, arm)] == ["avx2", "avx2", "generic", "generic"]
+    monkeypatch.setenv(vec.ENV_FLAVOUR, "avx512vbmi")
+    assert [vec.host_flavour(x) for x in (zen4, skx, old)] == ["avx512vbmi", "avx2", "generic"]
+    monkeypatch.setenv(vec.ENV_FLAVOUR, "generic")
+    assert vec.host_flavour(zen4) == "generic"
+    monkeypatch.setenv(vec.ENV_FLAVOUR, "no-such")
+    assert vec.host_flavour(zen4) == "avx512vbmi"
+    monkeypatch.setenv(vec.ENV_FLAVOUR, "avx2")
+    monkeypatch.setenv(vec.ENV_GENERIC, "1")
+    assert vec.host_flavour(zen4) == "generic"
+    assert vec.flavour_features(zen4, "avx2") == \
+        "+sse4.2,+avx,+avx2,+fma,-avx512f,-avx512bw,-avx512vl,-avx512vbmi,-gfni,-vaes,+popcnt"
+    assert vec.flavour_features(zen4, "avx512vbmi") == zen4
+    assert vec.host_shape(zen4, "avx2") == vec.host_shape(zen2, "avx2") == (32, 4, 8)
+    assert vec.host_shape(zen4, "avx512vbmi")[0] == 64 and vec.host_shape(zen2, "generic")[0] == 32
+    with pytest.raises(ValueError, match="flavour"):
+        vec.module_ir("float32", "float32", 64, flavour="avx2")
 
 
 @pytest.mark.skipif(not ZOO, reason="no zoo")

@@ -35,7 +35,7 @@ dtype, trees in model order, no fast-math flags (LLVM may not reassociate or con
 bit what the C kernel and the interpreter compute. Rows are read in the caller's dtype and cast
 to the tables' (fptrunc: round to nearest, as numpy's astype).
 
-Two flavours of the IR (FLAVOURS, host_flavour): "generic" is portable vector IR (no target
+Three flavours of the IR (FLAVOURS, host_flavour): "generic" is portable vector IR (no target
 intrinsics): LLVM lowers the same module to AVX2, AVX-512, NEON or SVE for the host it is
 compiled for (``llvmlite.binding.get_host_cpu_name`` and its features). Where the host has
 AVX-512 F, BW and VBMI, "avx512vbmi" replaces the steps generic IR has no fast form for by x86
@@ -44,9 +44,17 @@ thresholds looked up by the rows' node indices (vpermb) after muxing the column 
 groups at once; a whole group's leaves from the tree's byte planes (vpermb + unpacks, no
 gathers); the quantiser's search below the 15 pivots by per-column level tables (vpermps /
 vpermi2pd, no gathers of thresholds); the sweep's masked byte max and categorical set bytes by
-vpermb. Same bins, same compares, same leaf slots and values, the same adds in the same order:
-both flavours are bit for bit the C kernel. $TREECOMP_LLVM_VEC_GENERIC=1 forces "generic"
-(tests run both); the flavour is in the IR text, so in the object cache's key.
+vpermb. Where it has AVX2 but not that set (AVX2-only CPUs, AVX-512 without VBMI: Skylake-X),
+"avx2" does the same steps as the C kernel's AVX2 unit, 32 rows a group: thresholds and leaf
+planes by vpshufb 16 bytes a lookup and vpblendvb by the index's bits, the quantiser's level
+tables by vpermps 8 rows a vector (float64 tables: a float32 first guess, then exact double
+compares), category sets by vpshufb, four sweep groups at once (a tree without categorical
+nodes in a loop without their branch); compiled without AVX-512 or other extensions past
+AVX2 (flavour_features), so that the code is the same on every host that runs it. Same bins,
+same compares, same leaf slots and values, the same adds in the same order: every flavour is
+bit for bit the C kernel. $TREECOMP_LLVM_VEC_GENERIC=1 forces "generic",
+$TREECOMP_LLVM_VEC_FLAVOUR=<flavour> one the CPU runs (tests run all three on an AVX-512 VBMI
+host); the flavour is in the IR text, so in the object cache's key.
 """
 
 from __future__ import annotations
@@ -181,14 +189,14 @@ def _col_addr(f: _Fn, QL: int) -> None:
     f("%sp = getelementptr i8, ptr %qg, i64 %so")
 
 
-def _bin_code(f: _Fn, QL: int, xt: str, bins: str, v: str) -> str:
+def _bin_code(f: _Fn, QL: int, xt: str, bins: str, v: str, nanc: str = "%nanc") -> str:
     """A quantiser column's byte codes: the <QL x i32> bin counts `bins` as biased bytes (bin
-    XOR 0x80, as quant_impl.c's quantise writes them), the column's NaN code (%nanc) where the
+    XOR 0x80, as quant_impl.c's quantise writes them), the column's NaN code (`nanc`) where the
     value `v` (<QL x xt>) is NaN."""
     b = f.emit(f"trunc <{QL} x i32> {bins} to <{QL} x i8>")
     bx = f.emit(f"xor <{QL} x i8> {b}, {_const_vec(QL, 'i8', -128)}")
     nan = f.emit(f"fcmp uno <{QL} x {xt}> {v}, {v}")
-    return f.emit(f"select <{QL} x i1> {nan}, <{QL} x i8> {_splat(f, 'i8', QL, '%nanc')}, "
+    return f.emit(f"select <{QL} x i1> {nan}, <{QL} x i8> {_splat(f, 'i8', QL, nanc)}, "
                   f"<{QL} x i8> {bx}")
 
 
@@ -387,6 +395,112 @@ def _quant_col_perm(xin: str, xt: str, strict: bool, G: int, NJ: int) -> str:
     return _quant_fn(name, f)
 
 
+#: the avx2 quantiser's column functions: one per table length P (derived.quant_tables makes
+#: P a power of two from 16 to 256; any other: the generic search)
+AVX2_TABLES = (16, 32, 64, 128, 256)
+
+
+def _quant_col_avx2(xin: str, xt: str, strict: bool, G: int, P: int) -> str:
+    """define @qcola_<xin>_<strict>_<P>(x, nf, nb, u, P, nanc, q, gs, ng, u32, twin, nanc2):
+    _quant_col for a
+    column of P thresholds (a power of two, 16 .. 256, NaN padding last), 8 rows a vector (avx2
+    flavour; quant_impl.c's tc_qlanes8): b1 = how many of the 7 pivots u[g1 i + g1 - 1] (g1 = P / 8) send the row right, b2 = how
+    many of group b1's every g2-th thresholds (g2 = max(g1 / 8, 1)) do, each looked up per
+    lane from table j (u[g1 b + g2 j + g2 - 1], b = 0..7) by b1 (vpermps), then a binary search
+    of the g2 left by gathers (P = 128: one step, 256: two). The bin is the count of thresholds
+    that send the row right: what the binary search of _quant_col finds (u sorted, NaN last,
+    the same compares). float64 tables: that count in float32 (u32: the thresholds rounded,
+    the row rounded, right when below: a prefix of the exact count, rounding being monotone)
+    is a first guess, then up by exact double compares, one gather a step (usually none), at
+    most to P - 1 (as quant_impl.c's tc_qlanes8 with d64). twin: the next column is this one's
+    copy for the other NaN direction (q_src): its codes are written too (NaN's code nanc2, the
+    same bins), from the values in hand (quant_impl.c's q_src copy reads them again)."""
+    QL = 8
+    f = _Fn()
+    name = f"qcola_{xin}_{int(strict)}_{P}"
+    cmp = "oge" if strict else "ogt"
+    d64 = xt == "double"
+    gcmp = "ogt" if d64 else cmp                 # the (first guess's) compare
+    us = "%u32" if d64 else "%u"                 # the thresholds the guess counts
+    VF = f"<{QL} x float>"
+    if P not in AVX2_TABLES:
+        raise ValueError(f"no avx2 quantiser column for P={P}")
+    f.label("entry")
+    g1 = P // 8
+    g2 = max(g1 // 8, 1)
+    nj = g1 // g2 - 1
+    pivots = []
+    for i in [g1 * i + g1 - 1 for i in range(7)]:
+        pp = f.emit(f"getelementptr float, ptr {us}, i64 {i}")
+        pivots.append(_splat(f, "float", QL, f.emit(f"load float, ptr {pp}")))
+    tables = []
+    for j in range(nj):
+        idx = "<" + ", ".join(f"i64 {g1 * b + g2 * j + g2 - 1}" for b in range(8)) + ">"
+        tp = f.emit(f"getelementptr float, ptr {us}, <8 x i64> {idx}")
+        tables.append(f.emit(f"call {VF} @{_gather('float', 8)}(<8 x ptr> {tp}, i32 4, "
+                             f"<8 x i1> {_const_vec(8, 'i1', 'true')}, {VF} poison)"))
+    v = _col_head(f, xin, QL, G, back="%store", xt=xt)
+    vf = f.emit(f"fptrunc <{QL} x double> {v} to {VF}") if d64 else v
+
+    def count(thresholds: list[str]) -> str:
+        cnt = "zeroinitializer"
+        for t in thresholds:
+            c = f.emit(f"fcmp {gcmp} {VF} {vf}, {t}")
+            cz = f.emit(f"zext <{QL} x i1> {c} to <{QL} x i32>")
+            cnt = cz if cnt == "zeroinitializer" else f.emit(f"add <{QL} x i32> {cnt}, {cz}")
+        return cnt
+    b1 = count(pivots)
+    b2 = count([f.emit(f"call {VF} @llvm.x86.avx2.permps({VF} {t}, <8 x i32> {b1})")
+                for t in tables])
+    p1 = f.emit(f"mul <{QL} x i32> {b1}, {_const_vec(QL, 'i32', g1)}")
+    if g2 > 1:
+        b2 = f.emit(f"mul <{QL} x i32> {b2}, {_const_vec(QL, 'i32', g2)}")
+    p = f.emit(f"add <{QL} x i32> {p1}, {b2}")
+    h = g2 // 2
+    while h:
+        ix = f.emit(f"add <{QL} x i32> {p}, {_const_vec(QL, 'i32', h - 1)}")
+        tp = f.emit(f"getelementptr float, ptr {us}, <{QL} x i32> {ix}")
+        t = f.emit(f"call {VF} @{_gather('float', QL)}(<{QL} x ptr> {tp}, i32 4, "
+                   f"<{QL} x i1> {_const_vec(QL, 'i1', 'true')}, {VF} poison)")
+        r = f.emit(f"fcmp {gcmp} {VF} {vf}, {t}")
+        add = f.emit(f"select <{QL} x i1> {r}, <{QL} x i32> {_const_vec(QL, 'i32', h)}, "
+                     f"<{QL} x i32> zeroinitializer")
+        p = f.emit(f"add <{QL} x i32> {p}, {add}")
+        h //= 2
+    if d64:  # the climb: while a lane's next threshold (below P - 1) sends it right, one up
+        VD = f"<{QL} x double>"
+        f(f"%p0 = add <{QL} x i32> {p}, zeroinitializer")
+        f("br label %climb")
+        f.label("climb")
+        f(f"%p = phi <{QL} x i32> [%p0, %sub], [%pn, %climb]")
+        tp = f.emit(f"getelementptr double, ptr %u, <{QL} x i32> %p")
+        t = f.emit(f"call {VD} @{_gather('double', QL)}(<{QL} x ptr> {tp}, i32 8, "
+                   f"<{QL} x i1> {_const_vec(QL, 'i1', 'true')}, {VD} poison)")
+        r0 = f.emit(f"fcmp {cmp} {VD} {v}, {t}")
+        below = f.emit(f"icmp slt <{QL} x i32> %p, {_const_vec(QL, 'i32', P - 1)}")
+        r = f.emit(f"and <{QL} x i1> {r0}, {below}")
+        f(f"%pn = add <{QL} x i32> %p, {f.emit(f'zext <{QL} x i1> {r} to <{QL} x i32>')}")
+        rb = f.emit(f"bitcast <{QL} x i1> {r} to i{QL}")
+        f(f"%up = icmp ne i{QL} {rb}, 0")
+        f("br i1 %up, label %climb, label %climbed")
+        f.label("climbed")
+        p = "%p"
+    code = _bin_code(f, QL, xt, p, v)
+    code2 = _bin_code(f, QL, xt, p, v, "%nanc2")
+    f("br label %store")
+    f.label("store")
+    _col_addr(f, QL)
+    # the twin's codes first, at its column (G bytes on) or, without a twin, where this
+    # column's own codes then overwrite them (no store past the block's columns)
+    sp2 = f.emit(f"getelementptr i8, ptr %sp, i64 {G}")
+    sp2 = f.emit(f"select i1 %twin, ptr {sp2}, ptr %sp")
+    f(f"store <{QL} x i8> {code2}, ptr {sp2}, align 1")
+    _col_store(f, QL, G, code)
+    return (f"define internal void @{name}(ptr noalias %x, i64 %nf, i64 %nb, ptr noalias %u, "
+            f"i32 %P, i8 %nanc, ptr noalias %q, i64 %gs, i64 %ng, ptr noalias %u32, i1 %twin, "
+            f"i8 %nanc2) {{\n" + "\n".join(f.lines) + "\n}\n")
+
+
 def _quantise(xin: str, xt: str, G: int, flavour: str = "generic") -> str:
     """define @quant_<xin>(T, X, r0, nb, qb, gs, ng): every column of the block's rows."""
     f = _Fn()
@@ -408,7 +522,7 @@ def _quantise(xin: str, xt: str, G: int, flavour: str = "generic") -> str:
     f(f"%none = icmp sle i32 {ncols}, 0")
     f("br i1 %none, label %exit, label %col")
     f.label("col")
-    f("%c = phi i32 [0, %entry], [%c1, %next]")
+    f("%c = phi i32 [0, %entry], [%c1, %next]" + (", [%c2, %next2]" if flavour == "avx2" else ""))
     f("%c64 = sext i32 %c to i64")
     fp = f.emit(f"getelementptr i32, ptr {feat}, i64 %c64")
     fv = f.emit(f"load i32, ptr {fp}")
@@ -444,6 +558,38 @@ def _quantise(xin: str, xt: str, G: int, flavour: str = "generic") -> str:
     lp = f.emit(f"getelementptr i32, ptr {qlen}, i64 %c64")
     P = f.emit(f"load i32, ptr {lp}")
     args = f"ptr %x, i64 {nf}, i64 %nb, ptr {u}, i32 {P}, i8 %nc, ptr %q, i64 %gs, i64 %ng"
+    if flavour == "avx2":  # P = 2 .. 256: the level tables (_quant_col_avx2)
+        if xt == "double":  # (the first guess's float32 thresholds: none, the generic search)
+            t32 = _field(f, "q_thr32", "ptr")
+            u32 = f.emit(f"getelementptr float, ptr {t32}, i64 {ov}")
+            f(f"%hast32 = icmp ne ptr {t32}, null")
+            f("br i1 %hast32, label %avsw, label %gen")
+            f.label("avsw")
+        else:
+            u32 = "null"
+        # the next column, when it is this one's twin (q_src: the other NaN direction), is
+        # written by the same pass (_quant_col_avx2) and skipped (%next2)
+        f("%tc1 = add i32 %c, 1")
+        f(f"%tin = icmp slt i32 %tc1, {ncols}")
+        f("%tci = select i1 %tin, i32 %tc1, i32 %c")
+        f("%tc64 = sext i32 %tci to i64")
+        tsp = f.emit(f"getelementptr i32, ptr {qsrc}, i64 %tc64")
+        tsrc = f.emit(f"icmp eq i32 {f.emit(f'load i32, ptr {tsp}')}, %c")
+        tkp = f.emit(f"getelementptr i8, ptr {kind}, i64 %tc64")
+        tnum = f.emit(f"icmp eq i8 {f.emit(f'load i8, ptr {tkp}')}, 0")
+        f(f"%twin = and i1 %tin, {f.emit(f'and i1 {tsrc}, {tnum}')}")
+        tnp = f.emit(f"getelementptr i8, ptr {nanc}, i64 %tc64")
+        f(f"%nc2 = xor i8 {f.emit(f'load i8, ptr {tnp}')}, -128")
+        cases = " ".join(f"i32 {P_}, label %at{P_}" for P_ in AVX2_TABLES)
+        f(f"switch i32 {P}, label %gen [{cases}]")
+        for P_ in AVX2_TABLES:
+            f.label(f"at{P_}")
+            f(f"br i1 %st, label %ats{P_}, label %atn{P_}")
+            for lab, st in ((f"ats{P_}", 1), (f"atn{P_}", 0)):
+                f.label(lab)
+                f(f"call void @qcola_{xin}_{st}_{P_}({args}, ptr {u32}, i1 %twin, i8 %nc2)")
+                f("br i1 %twin, label %next2, label %next")
+        f.label("gen")
     if flavour == "avx512vbmi":  # P = 32 .. 256: the level tables (_quant_col_perm)
         cases = " ".join(f"i32 {16 * (nj + 1)}, label %pt{nj}" for nj in PERM_TABLES)
         f(f"switch i32 {P}, label %gen [{cases}]")
@@ -466,6 +612,11 @@ def _quantise(xin: str, xt: str, G: int, flavour: str = "generic") -> str:
     f("%c1 = add i32 %c, 1")
     f(f"%cm = icmp slt i32 %c1, {ncols}")
     f("br i1 %cm, label %col, label %exit")
+    if flavour == "avx2":
+        f.label("next2")
+        f("%c2 = add i32 %c, 2")
+        f(f"%cm2 = icmp slt i32 %c2, {ncols}")
+        f("br i1 %cm2, label %col, label %exit")
     f.label("exit")
     f("ret void")
     return (f"define internal void @quant_{xin}(ptr noalias %T, ptr noalias %X, i64 %r0, i64 %nb, "
@@ -553,37 +704,40 @@ def _unpack_mask(n: int, lane: int, hi: bool) -> list[int]:
     return out
 
 
-def _plane_network(w: int) -> list[tuple[int, int, int, bool, int, int]]:
-    """The unpack steps that turn w (4 or 8) byte planes into w / 4 * 4 vectors of values
-    (quant_impl.c's tc_zleaf32 / tc_zleaf64): (dst, a, b, hi, element bits, elements) over
-    numbered vectors, planes 0..w-1 first; the outputs are the last w numbers, in order."""
+def _plane_network(w: int, B: int = 64) -> list[tuple[int, int, int, bool, int, int]]:
+    """The unpack steps that turn w (4 or 8) byte planes of B bytes (64: AVX-512, 32: AVX2)
+    into w vectors of values (quant_impl.c's tc_zleaf32 / tc_zleaf64, tc_qleaf32 /
+    tc_qleaf64): (dst, a, b, hi, element bits, elements) over numbered vectors, planes 0..w-1
+    first; the outputs are the last w numbers, in order."""
     steps = []
+    n8, n16, n32 = B, B // 2, B // 4
     if w == 4:  # 4, 5: bytes 0-1 lo / hi; 6, 7: bytes 2-3; 8-11: the four float vectors
-        steps += [(4, 0, 1, False, 8, 64), (5, 0, 1, True, 8, 64),
-                  (6, 2, 3, False, 8, 64), (7, 2, 3, True, 8, 64),
-                  (8, 4, 6, False, 16, 32), (9, 4, 6, True, 16, 32),
-                  (10, 5, 7, False, 16, 32), (11, 5, 7, True, 16, 32)]
+        steps += [(4, 0, 1, False, 8, n8), (5, 0, 1, True, 8, n8),
+                  (6, 2, 3, False, 8, n8), (7, 2, 3, True, 8, n8),
+                  (8, 4, 6, False, 16, n16), (9, 4, 6, True, 16, n16),
+                  (10, 5, 7, False, 16, n16), (11, 5, 7, True, 16, n16)]
         return steps
     wv = [8 + i for i in range(8)]    # w[2b], w[2b + 1]: planes 2b, 2b + 1 lo / hi
     for b in range(4):
-        steps += [(wv[2 * b], 2 * b, 2 * b + 1, False, 8, 64),
-                  (wv[2 * b + 1], 2 * b, 2 * b + 1, True, 8, 64)]
+        steps += [(wv[2 * b], 2 * b, 2 * b + 1, False, 8, n8),
+                  (wv[2 * b + 1], 2 * b, 2 * b + 1, True, 8, n8)]
     dv = [16 + i for i in range(8)]
     for dst, a, b, hi in ((0, 0, 2, False), (1, 4, 6, False), (2, 0, 2, True), (3, 4, 6, True),
                           (4, 1, 3, False), (5, 5, 7, False), (6, 1, 3, True), (7, 5, 7, True)):
-        steps.append((dv[dst], wv[a], wv[b], hi, 16, 32))
+        steps.append((dv[dst], wv[a], wv[b], hi, 16, n16))
     for s_ in range(4):
-        steps += [(24 + 2 * s_, dv[2 * s_], dv[2 * s_ + 1], False, 32, 16),
-                  (25 + 2 * s_, dv[2 * s_], dv[2 * s_ + 1], True, 32, 16)]
+        steps += [(24 + 2 * s_, dv[2 * s_], dv[2 * s_ + 1], False, 32, n32),
+                  (25 + 2 * s_, dv[2 * s_], dv[2 * s_ + 1], True, 32, n32)]
     return steps
 
 
-def plane_order(w: int) -> list[int]:
-    """Where the unpack network of w byte planes puts each input byte position: the output
-    value slot (vector * (64 / w) + lane) of position i, checked to hold bytes 0..w-1 of one
-    position in order. vpermb by this order first makes the outputs rows 0..63 in order."""
-    vecs: dict[int, list[tuple[int, int]]] = {p: [(i, p) for i in range(64)] for p in range(w)}
-    steps = _plane_network(w)
+def plane_order(w: int, B: int = 64) -> list[int]:
+    """Where the unpack network of w byte planes of B bytes puts each input byte position: the
+    output value slot (vector * (B / w) + lane) of position i, checked to hold bytes 0..w-1 of
+    one position in order. Permuting the leaf slots by this order first (vpermb; AVX2: a
+    constant shuffle) makes the outputs rows 0..B-1 in order."""
+    vecs: dict[int, list[tuple[int, int]]] = {p: [(i, p) for i in range(B)] for p in range(w)}
+    steps = _plane_network(w, B)
     for dst, a, b, hi, bits, n in steps:
         eb = bits // 8
         ea = [tuple(vecs[a][i * eb:(i + 1) * eb]) for i in range(n)]
@@ -591,8 +745,8 @@ def plane_order(w: int) -> list[int]:
         both = ea + eb_
         vecs[dst] = [x for m in _unpack_mask(n, 128 // bits, hi) for x in both[m]]
     outs = [d for d, *_ in steps][-w:]
-    order = [-1] * 64
-    per = 64 // w
+    order = [-1] * B
+    per = B // w
     for q, d in enumerate(outs):
         for j in range(per):
             val = vecs[d][j * w:(j + 1) * w]
@@ -600,24 +754,31 @@ def plane_order(w: int) -> list[int]:
             if len(pos) != 1 or [b for _, b in val] != list(range(w)):
                 raise AssertionError("the leaf plane network does not assemble whole values")
             order[pos.pop()] = q * per + j
-    if sorted(order) != list(range(64)):
+    if sorted(order) != list(range(B)):
         raise AssertionError("the leaf plane network loses rows")
     return order
 
 
-def _plane_leaves(f: _Fn, at: str, k: str, L: int, r0: str) -> None:
-    """A whole 64-row group's leaves (slots k) from the tree's byte planes at %lb (L bytes
+def _plane_leaves(f: _Fn, at: str, k: str, L: int, r0: str, B: int = 64) -> None:
+    """A whole B-row group's leaves (slots k) from the tree's byte planes at %lb (L bytes
     each: the value's w bytes, arrays derived.leaf_planes) added to %acc + r0: k permuted
-    (plane_order), each plane looked up (vpermb), the planes interleaved by unpacks into
-    values in row order, one add per row."""
+    (plane_order), each plane looked up (B 64: vpermb; 32: vpshufb, _lut32), the planes
+    interleaved by unpacks into values in row order, one add per row."""
     w = 4 if at == "float" else 8
-    order = plane_order(w)
-    V = "<64 x i8>"
-    perm = "<" + ", ".join(f"i8 {o}" for o in order) + ">"
-    kp = f.emit(f"call {V} @{_PERMB}({V} {k}, {V} {perm})")
+    order = plane_order(w, B)
+    V = f"<{B} x i8>"
+    if B == 64:
+        perm = "<" + ", ".join(f"i8 {o}" for o in order) + ">"
+        kp = f.emit(f"call {V} @{_PERMB}({V} {k}, {V} {perm})")
+    else:
+        perm = "<" + ", ".join(f"i32 {o}" for o in order) + ">"
+        kp = f.emit(f"shufflevector {V} {k}, {V} poison, <{B} x i32> {perm}")
     vecs: dict[int, str] = {}
     for b in range(w):
         bp = f.emit(f"getelementptr i8, ptr %lb, i64 {b * L}")
+        if B == 32:
+            vecs[b] = _lut32(f, _tables16(f, bp, L), kp)
+            continue
         if L <= 64:
             table = [_first_bytes(f, bp, L)]
         else:
@@ -626,15 +787,15 @@ def _plane_leaves(f: _Fn, at: str, k: str, L: int, r0: str) -> None:
                 hp = f.emit(f"getelementptr i8, ptr {bp}, i64 {64 * h}")
                 table.append(f.emit(f"load {V}, ptr {hp}, align 1"))
         vecs[b] = _lut(f, table, kp)
-    steps = _plane_network(w)
+    steps = _plane_network(w, B)
     for dst, a, b, hi, bits, n in steps:
         T = f"<{n} x i{bits}>"
-        va = vecs[a] if bits == 8 else f.emit(f"bitcast <64 x i8> {vecs[a]} to {T}")
-        vb = vecs[b] if bits == 8 else f.emit(f"bitcast <64 x i8> {vecs[b]} to {T}")
+        va = vecs[a] if bits == 8 else f.emit(f"bitcast {V} {vecs[a]} to {T}")
+        vb = vecs[b] if bits == 8 else f.emit(f"bitcast {V} {vecs[b]} to {T}")
         mask = "<" + ", ".join(f"i32 {m}" for m in _unpack_mask(n, 128 // bits, hi)) + ">"
         r = f.emit(f"shufflevector {T} {va}, {T} {vb}, <{n} x i32> {mask}")
         vecs[dst] = r if bits == 8 else f.emit(f"bitcast {T} {r} to {V}")
-    per = 64 // w
+    per = B // w
     sz = w
     for q, d in enumerate([d for d, *_ in steps][-w:]):
         VT = f"<{per} x {at}>"
@@ -646,11 +807,76 @@ def _plane_leaves(f: _Fn, at: str, k: str, L: int, r0: str) -> None:
         f(f"store {VT} {s_}, ptr {ap}, align {sz}")
 
 
+# -- x86 AVX2 steps (flavour "avx2") -----------------------------------------------------------
+_PSHUFB = "llvm.x86.avx2.pshuf.b"     # vpshufb: (table, index) -> table[index & 15] per 16-byte lane
+_PBLENDVB = "llvm.x86.avx2.pblendvb"  # vpblendvb: (a, b, mask) -> b where the mask byte's bit 7
+
+
+def _tables16(f: _Fn, ptr: str, n: int) -> list[str]:
+    """A byte table of n entries at ptr (n a power of two) as max(1, n / 16) 16-byte pieces,
+    each in both lanes of a <32 x i8> (vbroadcasti128); below 16 entries a masked load of the
+    first n bytes, zeros after (never reads past them)."""
+    out = []
+    for i in range(max(1, n // 16)):
+        p = ptr if i == 0 else f.emit(f"getelementptr i8, ptr {ptr}, i64 {16 * i}")
+        if n >= 16:
+            x = f.emit(f"load <16 x i8>, ptr {p}, align 1")
+        else:
+            mask = "<" + ", ".join(f"i1 {'true' if j < n else 'false'}" for j in range(16)) + ">"
+            x = f.emit(f"call <16 x i8> @llvm.masked.load.v16i8.p0(ptr {p}, i32 1, <16 x i1> {mask}, "
+                       f"<16 x i8> zeroinitializer)")
+        out.append(f.emit(f"shufflevector <16 x i8> {x}, <16 x i8> poison, <32 x i32> "
+                          f"<{', '.join(f'i32 {j % 16}' for j in range(32))}>"))
+    return out
+
+
+def _lut32(f: _Fn, table: list[str], k: str) -> str:
+    """Each of 32 rows' entry of a byte table (_tables16: 1, 2, 4, 8 or 16 pieces of 16; every
+    index k below the table's length): vpshufb of each piece by k & 15, then blends by bits 4..7
+    of k (vpblendvb reads bit 7 of each byte: a 16-bit shift brings bit b there; bits that cross
+    from the low byte never reach bit 7 of the high one), as quant_impl.c's tc_qplane."""
+    V = "<32 x i8>"
+    k4 = f.emit(f"and {V} {k}, {_const_vec(32, 'i8', 15)}")
+    cur = [f.emit(f"call {V} @{_PSHUFB}({V} {t}, {V} {k4})") for t in table]
+    b = 4
+    while len(cur) > 1:
+        if b == 7:
+            m = k
+        else:
+            kw = f.emit(f"bitcast {V} {k} to <16 x i16>")
+            sh = f.emit(f"shl <16 x i16> {kw}, {_const_vec(16, 'i16', 7 - b)}")
+            m = f.emit(f"bitcast <16 x i16> {sh} to {V}")
+        cur = [f.emit(f"call {V} @{_PBLENDVB}({V} {cur[i]}, {V} {cur[i + 1]}, {V} {m})")
+               for i in range(0, len(cur), 2)]
+        b += 1
+    return cur[0]
+
+
+#: 1 << i at byte i of every 8 (vpshufb's table for a category code's bit)
+_POW2_32 = "<" + ", ".join(f"i8 {(1 << (i % 8)) - 256 if i % 8 == 7 else 1 << (i % 8)}" for i in range(32)) + ">"
+
+
+def _cat_right32(f: _Fn, c: str, sets: list[str]) -> str:
+    """Go right at a categorical node for 32 category codes c: the code's bit in the node's
+    256-bit set (sets: its two 16-byte halves, _tables16) is clear; byte c >> 3 by two vpshufb
+    and a blend by bit 4 of it, bit c & 7 by a vpshufb (quant_impl.c's tc_cat_right)."""
+    V = "<32 x i8>"
+    idx = f.emit(f"lshr {V} {c}, {_const_vec(32, 'i8', 3)}")
+    byte = _lut32(f, sets, idx)
+    sh = f.emit(f"and {V} {c}, {_const_vec(32, 'i8', 7)}")
+    pw = f.emit(f"call {V} @{_PSHUFB}({V} {_POW2_32}, {V} {sh})")
+    b1 = f.emit(f"and {V} {byte}, {pw}")
+    return f.emit(f"icmp eq {V} {b1}, zeroinitializer")
+
+
 # -- the heap walk -------------------------------------------------------------------------------
 def _heap_levels(f: _Fn, D: int, G: int, qgs: list[str], thr: dict[int, list[str]],
-                 vbmi: bool) -> list[str]:
+                 lut: Any = None) -> list[str]:
     """The D levels of a heap tree for the groups whose bytes start at qgs (each node's column
-    offset read once for all of them): each group's leaf slots (<G x i8>)."""
+    offset read once for all of them): each group's leaf slots (<G x i8>). lut (the x86
+    flavours: _lut, _lut32): the row's node's column byte muxed down, its threshold looked up
+    from thr[l] by the row's node index; else each node's byte difference muxed down."""
+    vbmi = lut is not None
     V = f"<{G} x i8>"
     scale = {16: ("lshr", 1), 32: None, 64: ("shl", 1)}[G]
     ks = ["zeroinitializer"] * len(qgs)
@@ -692,7 +918,7 @@ def _heap_levels(f: _Fn, D: int, G: int, qgs: list[str], thr: dict[int, list[str
                     cur = [f.emit(f"select <{G} x i1> {dec[j]}, {V} {cur[m + half]}, {V} {cur[m]}")
                            for m in range(half)]
                 if vbmi:  # the row's node's column byte against its threshold (vpermb by k)
-                    t = _lut(f, thr[l], k)
+                    t = lut(f, thr[l], k)
                     r = f.emit(f"icmp sgt {V} {cur[0]}, {t}")
                 else:
                     r = f.emit(f"icmp sgt {V} {cur[0]}, zeroinitializer")
@@ -710,8 +936,8 @@ def _heap_levels(f: _Fn, D: int, G: int, qgs: list[str], thr: dict[int, list[str
 
 def _heap_leaves(f: _Fn, at: str, G: int, D: int, k: str, g: str, sfx: str, nxt: str,
                  vbmi: bool) -> None:
-    """Group g's leaves at slots k: from the tree's byte planes (avx512vbmi, a whole group of
-    a fused tree whose tables have planes), else _add_leaves; then to label nxt."""
+    """Group g's leaves at slots k: from the tree's byte planes (the x86 flavours, a whole
+    group of a fused tree whose tables have planes), else _add_leaves; then to label nxt."""
     if vbmi:
         L = max(16, 1 << D)
         r0 = f.emit(f"mul i64 {g}, {G}")
@@ -722,7 +948,7 @@ def _heap_leaves(f: _Fn, at: str, G: int, D: int, k: str, g: str, sfx: str, nxt:
         pl2 = f.emit(f"and i1 {pl}, %fused")
         f(f"br i1 {pl2}, label %planes{sfx}, label %gathered{sfx}")
         f.label(f"planes{sfx}")
-        _plane_leaves(f, at, k, L, r0)
+        _plane_leaves(f, at, k, L, r0, G)
         f(f"br label %{nxt}")
         f.label(f"gathered{sfx}")
     _add_leaves(f, at, G, k, g, sfx, nxt)
@@ -739,13 +965,21 @@ def _heap(D: int, at: str, G: int, flavour: str = "generic") -> str:
     column byte is muxed down instead and its threshold looked up by the row's node index (one
     vpermb of the level's <= 64 thresholds, quant_impl.c's tc_zlevel2), two groups at once
     (each node's offset read once, two independent chains; zheap_d), the leaves of a whole
-    group from the tree's byte planes lb (when not null: tc_zleaf32 / tc_zleaf64). The same
-    signed byte compare (ssub.sat(v, t) > 0 iff v > t), the same leaf slots and values."""
+    group from the tree's byte planes lb (when not null: tc_zleaf32 / tc_zleaf64). avx2: the
+    same with 32-row groups, a group at a time, as the C kernel's AVX2 walk (qheap_d): the
+    thresholds by vpshufb 16 a lookup and blends by the index's bits (tc_qlevel, tc_qplane),
+    the leaves from the byte planes likewise (tc_qleaf32 / tc_qleaf64). The same signed byte
+    compare (ssub.sat(v, t) > 0 iff v > t), the same leaf slots and values."""
     f = _Fn()
-    vbmi = flavour == "avx512vbmi"
+    vbmi = flavour in ("avx512vbmi", "avx2")
+    lut = {"avx512vbmi": _lut, "avx2": _lut32}.get(flavour)
     f.label("entry")
     thr: dict[int, list[str]] = {}
-    if vbmi:  # each level's thresholds, once per tree
+    if flavour == "avx2":  # each level's thresholds, 16 a piece, once per tree
+        for l in range(1, D):
+            tp = f.emit(f"getelementptr i8, ptr %tb, i64 {(1 << l) - 1}")
+            thr[l] = _tables16(f, tp, 1 << l)
+    elif vbmi:  # each level's thresholds, once per tree
         for l in range(1, D):
             n = 1 << l
             tp = f.emit(f"getelementptr i8, ptr %tb, i64 {n - 1}")
@@ -756,7 +990,7 @@ def _heap(D: int, at: str, G: int, flavour: str = "generic") -> str:
                 for h in range(n // 64):
                     hp = f.emit(f"getelementptr i8, ptr {tp}, i64 {64 * h}")
                     thr[l].append(f.emit(f"load <64 x i8>, ptr {hp}, align 1"))
-    if vbmi and HEAP_PAIRS and D <= 6:  # (deeper: a group at a time, as zheap_deep)
+    if flavour == "avx512vbmi" and HEAP_PAIRS and D <= 6:  # (deeper: a group at a time, as zheap_deep)
         f("%any2 = icmp uge i64 %ng, 2")
         f("br i1 %any2, label %pair, label %single")
         f.label("pair")
@@ -765,7 +999,7 @@ def _heap(D: int, at: str, G: int, flavour: str = "generic") -> str:
         f("%qpo = mul i64 %gp, %gs")
         f("%qpa = getelementptr i8, ptr %qb, i64 %qpo")
         f("%qpb = getelementptr i8, ptr %qpa, i64 %gs")
-        ka, kb = _heap_levels(f, D, G, ["%qpa", "%qpb"], thr, vbmi)
+        ka, kb = _heap_levels(f, D, G, ["%qpa", "%qpb"], thr, lut)
         _heap_leaves(f, at, G, D, ka, "%gp", "pa", "pmid", vbmi)
         f.label("pmid")
         _heap_leaves(f, at, G, D, kb, "%gpb", "pb", "pnext", vbmi)
@@ -786,7 +1020,7 @@ def _heap(D: int, at: str, G: int, flavour: str = "generic") -> str:
     f(f"%g = phi i64 {start}, [%g1, %gnext]")
     f("%qo = mul i64 %g, %gs")
     f("%qg = getelementptr i8, ptr %qb, i64 %qo")
-    (k,) = _heap_levels(f, D, G, ["%qg"], thr, vbmi)
+    (k,) = _heap_levels(f, D, G, ["%qg"], thr, lut)
     _heap_leaves(f, at, G, D, k, "%g", "", "gnext", vbmi)
     f.label("gnext")
     f("%g1 = add i64 %g, 1")
@@ -807,19 +1041,64 @@ def _sweep(at: str, G: int, NG: int, flavour: str = "generic", name: str = "swee
     short batch sweeps only the groups that hold its rows). avx512vbmi: pos = select(right and lo <= pos,
     umax(pos, hi), pos), the shape x86 lowers to a masked compare and a masked byte max
     (quant_impl.c's tc_zsweep_g); the same positions as umax(pos, select(.., hi, 0)) (pos >= 0);
-    a categorical node's set byte by vpermb instead of a gather."""
+    a categorical node's set byte by vpermb instead of a gather. avx2: the set's bit by vpshufb
+    (tc_cat_right), no gathers."""
     f = _Fn()
     vbmi = flavour == "avx512vbmi"
+    avx2 = flavour == "avx2"
     V = f"<{G} x i8>"
     scale = {16: ("lshr", 1), 32: None, 64: ("shl", 1)}[G]
     f.label("entry")
+    if avx2:  # whether the tree has a categorical node: else the loop without their branch
+        f("br label %scan")
+        f.label("scan")
+        f("%si = phi i64 [0, %entry], [%si1, %scan]")
+        f("%sa = phi i1 [false, %entry], [%sa1, %scan]")
+        sp_ = f.emit("getelementptr i32, ptr %cat, i64 %si")
+        sc = f.emit(f"icmp sge i32 {f.emit(f'load i32, ptr {sp_}')}, 0")
+        f(f"%sa1 = or i1 %sa, {sc}")
+        f("%si1 = add i64 %si, 1")
+        f("%sm = icmp ult i64 %si1, %nn")
+        f("br i1 %sm, label %scan, label %scanned")
+        f.label("scanned")
     f(f"%any = icmp uge i64 %ng, {NG}")
     f("br i1 %any, label %chunk, label %tail")
     f.label("chunk")
-    f("%c0 = phi i64 [0, %entry], [%cn, %cnext]")
+    f(f"%c0 = phi i64 [0, %{'scanned' if avx2 else 'entry'}], [%cn, %cnext]")
     f("%qo = mul i64 %c0, %gs")
     f("%q0 = getelementptr i8, ptr %qb, i64 %qo")
-    f("br label %node")
+    if avx2:
+        f("br i1 %sa1, label %node, label %nnode")
+        # numeric nodes only: r = v > t, pos = max(pos, select(r and pos > lo - 1, hi, 0)),
+        # no branch in the loop (no phi of i1 vectors: LLVM turned that into a shift and a
+        # compare a group)
+        f.label("nnode")
+        f("%ni = phi i64 [0, %chunk], [%ni1, %nnode]")
+        for j in range(NG):
+            f(f"%npos{j} = phi {V} [zeroinitializer, %chunk], [%nposn{j}, %nnode]")
+        cp_ = f.emit("getelementptr i32, ptr %co, i64 %ni")
+        c64_ = f.emit(f"zext i32 {f.emit(f'load i32, ptr {cp_}')} to i64")
+        tp_ = f.emit("getelementptr i8, ptr %tb, i64 %ni")
+        ts_ = _splat(f, "i8", G, f.emit(f"load i8, ptr {tp_}"))
+        lp_ = f.emit("getelementptr i8, ptr %lo1, i64 %ni")
+        lo_ = _splat(f, "i8", G, f.emit(f"load i8, ptr {lp_}"))
+        hp_ = f.emit("getelementptr i8, ptr %hi, i64 %ni")
+        hi_ = _splat(f, "i8", G, f.emit(f"load i8, ptr {hp_}"))
+        for j in range(NG):
+            base = f.emit(f"getelementptr i8, ptr %q0, i64 {c64_}")
+            if j:
+                base = f.emit(f"getelementptr i8, ptr {base}, i64 {f.emit(f'mul i64 %gs, {j}')}")
+            v_ = f.emit(f"load {V}, ptr {base}, align {G}")
+            r_ = f.emit(f"icmp sgt {V} {v_}, {ts_}")
+            le_ = f.emit(f"icmp sgt {V} %npos{j}, {lo_}")
+            both_ = f.emit(f"and <{G} x i1> {r_}, {le_}")
+            hv_ = f.emit(f"select <{G} x i1> {both_}, {V} {hi_}, {V} zeroinitializer")
+            f(f"%nposn{j} = call {V} @llvm.umax.v{G}i8({V} %npos{j}, {V} {hv_})")
+        f("%ni1 = add i64 %ni, 1")
+        f("%nim = icmp ult i64 %ni1, %nn")
+        f("br i1 %nim, label %nnode, label %leaves")
+    else:
+        f("br label %node")
     f.label("node")
     f("%i = phi i64 [0, %chunk], [%i1, %merge]")
     for j in range(NG):
@@ -853,7 +1132,12 @@ def _sweep(at: str, G: int, NG: int, flavour: str = "generic", name: str = "swee
     sp = f.emit(f"getelementptr i8, ptr %sets, i64 {so}")
     if vbmi:  # the node's 32-byte set in a register; each row's byte c >> 3 by vpermb
         st = _first_bytes(f, sp, 32)
+    if avx2:  # its two 16-byte halves, each in both lanes
+        sets2 = _tables16(f, sp, 32)
     for j in range(NG):
+        if avx2:
+            f(f"%rc{j} = or <{G} x i1> {_cat_right32(f, vs[j], sets2)}, zeroinitializer")
+            continue
         byi = f.emit(f"lshr {V} {vs[j]}, {_const_vec(G, 'i8', 3)}")
         if vbmi:
             by = f.emit(f"call {V} @{_PERMB}({V} {st}, {V} {byi})")
@@ -890,6 +1174,8 @@ def _sweep(at: str, G: int, NG: int, flavour: str = "generic", name: str = "swee
     f("%im = icmp ult i64 %i1, %nn")
     f("br i1 %im, label %node, label %leaves")
     f.label("leaves")
+    for j in range(NG if avx2 else 0):  # the two loops' positions
+        f(f"%pf{j} = phi {V} [%pn{j}, %merge], [%nposn{j}, %nnode]")
     # the chunk's groups' leaves, those holding a row
     for j in range(NG):
         f(f"%g{j} = add i64 %c0, {j}")
@@ -897,7 +1183,7 @@ def _sweep(at: str, G: int, NG: int, flavour: str = "generic", name: str = "swee
         nxt = f"lg{j + 1}pre" if j + 1 < NG else "cnext"
         f(f"br i1 %in{j}, label %lg{j}, label %cnext")
         f.label(f"lg{j}")
-        _add_leaves(f, at, G, f"%pn{j}", f"%g{j}", str(j), nxt)
+        _add_leaves(f, at, G, f"%pf{j}" if avx2 else f"%pn{j}", f"%g{j}", str(j), nxt)
         if j + 1 < NG:
             f.label(nxt)
     f.label("cnext")
@@ -906,7 +1192,7 @@ def _sweep(at: str, G: int, NG: int, flavour: str = "generic", name: str = "swee
     f("%cm = icmp ule i64 %cn2, %ng")
     f("br i1 %cm, label %chunk, label %tail")
     f.label("tail")  # fewer than NG groups left: a group at a time
-    f("%ct0 = phi i64 [0, %entry], [%cn, %cnext]")
+    f(f"%ct0 = phi i64 [0, %{'scanned' if avx2 else 'entry'}], [%cn, %cnext]")
     if NG > 1:
         f("%left = icmp ult i64 %ct0, %ng")
         f("br i1 %left, label %rest, label %exit")
@@ -1193,7 +1479,8 @@ def module_ir(x_dtype: str, acc_dtype: str, G: int, NG: int = 2, QL: int = 16,
     hot steps (G 64, QL 16)."""
     if G not in (16, 32, 64) or G % QL:
         raise ValueError(f"unsupported vector shape G={G}, QL={QL}")
-    if flavour not in FLAVOURS or (flavour == "avx512vbmi" and (G, QL) != (64, 16)):
+    if (flavour not in FLAVOURS or (flavour == "avx512vbmi" and (G, QL) != (64, 16))
+            or (flavour == "avx2" and G != 32)):
         raise ValueError(f"unsupported llvm-vec flavour {flavour!r} for G={G}, QL={QL}")
     xt, at = _TY[x_dtype], _TY[acc_dtype]
     parts = [f"; treecomp arrays byte walks, llvm-vec kernel v{VERSION}: x {x_dtype}, acc {acc_dtype}, "
@@ -1204,6 +1491,9 @@ def module_ir(x_dtype: str, acc_dtype: str, G: int, NG: int = 2, QL: int = 16,
         if flavour == "avx512vbmi":
             parts += [_quant_col_perm(xin, xt, st, G, nj) for st in (False, True)
                       for nj in PERM_TABLES]
+        if flavour == "avx2":
+            parts += [_quant_col_avx2(xin, xt, st, G, P_) for st in (False, True)
+                      for P_ in AVX2_TABLES]
     parts += [_heap(d, at, G, flavour) for d in range(9)]
     parts.append(_sweep(at, G, NG, flavour))
     if NG > 1:
@@ -1246,18 +1536,27 @@ def _llvm():
     return llvm
 
 
-#: the IR's flavours: "generic" (portable vector IR: LLVM lowers it for any CPU) and
-#: "avx512vbmi" (x86 target intrinsics for the steps generic IR cannot express: vpermb byte
+#: the IR's flavours: "generic" (portable vector IR: LLVM lowers it for any CPU), "avx2" (x86
+#: AVX2 intrinsics for the steps generic IR has no fast form for: a heap level's thresholds and
+#: the leaves' byte planes by vpshufb 16 bytes a lookup and vpblendvb by the index's bits, the
+#: quantiser's level tables by vpermps, the sweep's category sets by vpshufb; 32-row groups),
+#: chosen where the host has AVX2 but not the AVX-512 VBMI set, and "avx512vbmi" (vpermb byte
 #: lookups of a level's thresholds and of the leaves' byte planes, vpermps / vpermi2pd lookups of
-#: the quantiser's level tables), chosen where the host has AVX-512 F, BW and VBMI
-FLAVOURS = ("generic", "avx512vbmi")
-#: set to 1, the generic IR on every host (tests run both flavours on an AVX-512 VBMI host)
+#: the quantiser's level tables; 64-row groups), chosen where the host has AVX-512 F, BW and VBMI
+FLAVOURS = ("generic", "avx2", "avx512vbmi")
+#: set to 1, the generic IR on every host (tests run every flavour on an AVX-512 VBMI host)
 ENV_GENERIC = "TREECOMP_LLVM_VEC_GENERIC"
+#: set to a flavour (FLAVOURS), that flavour where the host runs it (avx2: AVX2; avx512vbmi:
+#: AVX-512 F, BW, VBMI), else the host's own; $TREECOMP_LLVM_VEC_GENERIC=1 still wins
+ENV_FLAVOUR = "TREECOMP_LLVM_VEC_FLAVOUR"
+#: the CPU features each x86 flavour needs
+_NEEDS = {"avx2": {"+avx2"}, "avx512vbmi": {"+avx512f", "+avx512bw", "+avx512vbmi"}}
 
 
 def host_flavour(features: str | None = None) -> str:
     """The IR flavour for this host (FLAVOURS): "avx512vbmi" where the CPU has AVX-512 F, BW
-    and VBMI, unless $TREECOMP_LLVM_VEC_GENERIC is 1; else "generic"."""
+    and VBMI, "avx2" where it has AVX2, else "generic"; $TREECOMP_LLVM_VEC_GENERIC=1 makes it
+    "generic", $TREECOMP_LLVM_VEC_FLAVOUR names one (where the CPU runs it)."""
     if os.environ.get(ENV_GENERIC, "") not in ("", "0"):
         return "generic"
     if features is None:
@@ -1266,8 +1565,14 @@ def host_flavour(features: str | None = None) -> str:
         except Exception:  # llvmlite missing, or no feature list on this host: portable IR
             return "generic"
     flags = set(features.split(","))
-    if {"+avx512f", "+avx512bw", "+avx512vbmi"} <= flags:
-        return "avx512vbmi"
+    forced = os.environ.get(ENV_FLAVOUR, "")
+    if forced == "generic":
+        return "generic"
+    if forced in _NEEDS and _NEEDS[forced] <= flags:
+        return forced
+    for flavour in ("avx512vbmi", "avx2"):
+        if _NEEDS[flavour] <= flags:
+            return flavour
     return "generic"
 
 
@@ -1275,18 +1580,40 @@ def host_flavour(features: str | None = None) -> str:
 #: kernel's AVX-512 sweep takes 4 too). Measured (thread CPU time, one process, lgbm-binary,
 #: 2026-11-28, shared Zen 4 guest): 4 groups 0.94x-0.97x the C kernel's speed, 2 0.76x-0.78x
 VBMI_SWEEP_GROUPS = 4
+#: the avx2 flavour's sweep: 32-row groups at once (the C kernel's AVX2 sweep takes 4)
+AVX2_SWEEP_GROUPS = 4
 
 
-def host_shape(features: str | None = None) -> tuple[int, int, int]:
-    """(G, NG, QL) for this host: 64-row byte vectors where AVX-512 BW makes them one register,
-    else 32 (two NEON / SSE registers, one AVX2 one); the sweep takes two groups at once; the
-    quantiser 16 rows a vector."""
+def host_shape(features: str | None = None, flavour: str = "generic") -> tuple[int, int, int]:
+    """(G, NG, QL) for this host and IR flavour: 64-row byte vectors where AVX-512 BW makes
+    them one register, else 32 (two NEON / SSE registers, one AVX2 one); the sweep takes two
+    groups at once (four in the x86 flavours); the quantiser 16 rows a vector (avx2: 8, an
+    AVX2 register of float32)."""
+    if flavour == "avx2":
+        return 32, AVX2_SWEEP_GROUPS, 8
     if features is None:
         features = _llvm().get_host_cpu_features().flatten()
     flags = set(features.split(","))
     if "+avx512bw" in flags:
-        return 64, 2, 16
+        return 64, VBMI_SWEEP_GROUPS if flavour == "avx512vbmi" else 2, 16
     return 32, 2, 16
+
+
+#: vector extensions past AVX2 (x86-64-v3) that LLVM would otherwise use for the avx2 flavour's
+#: code where the host has them (GFNI byte shifts, VEX VNNI, ...)
+_PAST_AVX2 = ("avx512", "avx10", "gfni", "vaes", "vpclmulqdq", "avxvnni", "avxifma",
+              "avxneconvert", "amx")
+
+
+def flavour_features(features: str, flavour: str) -> str:
+    """The target features the kernel of `flavour` is compiled with: the host's, but for the
+    avx2 flavour without AVX-512 and the other vector extensions past AVX2 (_PAST_AVX2: its IR
+    is written for 256-bit registers; what LLVM makes of it is then the same instructions on an
+    AVX2-only host, on an AVX-512 host without VBMI, and here)."""
+    if flavour != "avx2":
+        return features
+    return ",".join("-" + x[1:] if x.startswith("+") and x[1:].startswith(_PAST_AVX2) else x
+                    for x in features.split(","))
 
 
 def target() -> tuple[str, str, str]:
@@ -1312,21 +1639,24 @@ def _optimise(mod: Any, tm: Any) -> None:
 
 
 def vec_kernel(x_dtype: str, acc_dtype: str, shape: tuple[int, int, int] | None = None,
-               flavour: str | None = None) -> VecKernel:
+               flavour: str | None = None, features: str | None = None) -> VecKernel:
     """The kernel for tables of `x_dtype` and `acc_dtype` (float32 / float64), compiled for this
     host once per process (flavour: host_flavour() unless given); its object code is cached per
     machine (toolchain.cached: key = the IR text, llvmlite's version, the target), so a later
-    process only loads it. CompileError when llvmlite cannot build it."""
+    process only loads it. CompileError when llvmlite cannot build it. `features`: target
+    features instead of the host's (flavour_features(...): e.g. the generic IR as an AVX2-only
+    host compiles it; never more than the host has)."""
     global ERROR
     trip, cpu, feats = target()
     flavour = flavour or host_flavour(feats)
     if shape is None:
-        shape = host_shape(feats)
-        if flavour == "avx512vbmi":
-            shape = (shape[0], VBMI_SWEEP_GROUPS, shape[2])
+        shape = host_shape(feats, flavour)
     if flavour == "avx512vbmi" and (shape[0], shape[2]) != (64, 16):
         flavour = "generic"  # the intrinsics' steps are written for 64-row groups
-    key = (x_dtype, acc_dtype, shape, flavour)
+    if flavour == "avx2" and shape[0] != 32:
+        flavour = "generic"  # and these for 32-row groups
+    feats = flavour_features(features or feats, flavour)
+    key = (x_dtype, acc_dtype, shape, flavour, feats)
     with _LOCK:
         k = _KERNELS.get(key)
         if k is not None:
