@@ -293,6 +293,515 @@ done:
   return ret;
 }
 
+/* ---------------------------------------------------------------------------------------
+ * UBJSON (treecomp.frontends.ubjson's native decoder) and buffer addresses.
+ *
+ *   ubj_decode(data, strict, alloc) -> (value,) or None
+ *       decodes one UBJSON value filling all of data, the forms XGBoost's writers use: Z T F
+ *       i U I l L d D S C, arrays '[' (uncounted, '#'-counted, and '$'-typed numeric with a
+ *       '#' count) and uncounted objects. None (nothing raised) on anything else or anything
+ *       wrong: no-op 'N', 'H', typed arrays of non-numbers, counted / typed objects, a
+ *       length not 'L' under strict, duplicate keys, bad UTF-8, truncation, trailing bytes,
+ *       nesting deeper than UBJ_MAX_DEPTH, ...: the Python decoder then decides (and words
+ *       the error). Two passes: the first checks the structure and counts the typed arrays'
+ *       elements per group (the key of the object member holding the array, and its element
+ *       marker); alloc(groups) (groups: a list of (marker, total count)) returns
+ *       (raw, ro): per group a native-order 1-D array of that many elements (raw, filled
+ *       here) and a read-only view of it (ro); the second pass builds the value, each typed
+ *       array a read-only slice of its group's ro, the groups' arrays in document order.
+ *   addresses(seq, out) -> None
+ *       out (int64, 2 per item): each item's buffer address and its length in bytes; every
+ *       item a C-contiguous 1-D buffer of one format (the first's), else ValueError.
+ * Never reads outside data; no recursion (an explicit stack); allocations bounded by the
+ * input's size.
+ * --------------------------------------------------------------------------------------- */
+
+#define UBJ_MAX_DEPTH 512
+#define UBJ_MAX_GROUPS 64
+#define UBJ_KEY_MAX 64
+#define UBJ_CACHE 1024
+
+typedef struct {
+  char marker;
+  int key_len; /* -1: no key (an array's element, the top value, or the shared overflow group) */
+  char key[UBJ_KEY_MAX];
+  int64_t total;  /* elements (pass 1) */
+  int64_t cursor; /* elements written (pass 2) */
+  char *raw;      /* pass 2: the group's native array */
+  PyObject *ro;   /* pass 2: its read-only view */
+} ubj_group;
+
+typedef struct {
+  PyObject *obj;       /* the dict / list (pass 2) */
+  int is_object;
+  int64_t remaining;   /* -1: uncounted */
+  const unsigned char *key; /* the pending member's key bytes (objects) */
+  Py_ssize_t key_len;
+  PyObject *key_str;   /* pass 2 */
+} ubj_frame;
+
+typedef struct {
+  const unsigned char *d;
+  Py_ssize_t n, pos;
+  int strict, build;
+  ubj_group groups[UBJ_MAX_GROUPS];
+  int n_groups;
+  struct {
+    PyObject *str;
+    Py_ssize_t len;
+    unsigned char bytes[UBJ_KEY_MAX];
+  } cache[UBJ_CACHE];
+} ubj_state;
+
+static int ubj_itemsize(unsigned char m) {
+  switch (m) {
+  case 'i': case 'U': return 1;
+  case 'I': return 2;
+  case 'l': case 'd': return 4;
+  case 'L': case 'D': return 8;
+  default: return 0;
+  }
+}
+
+/* a big-endian integer of marker m at p (ubj_itemsize(m) bytes there) */
+static int64_t ubj_int(unsigned char m, const unsigned char *p) {
+  switch (m) {
+  case 'i': return (int8_t)p[0];
+  case 'U': return p[0];
+  case 'I': return (int16_t)(uint16_t)((p[0] << 8) | p[1]);
+  case 'l': return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+  default: {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
+    return (int64_t)v;
+  }
+  }
+}
+
+static uint32_t ubj_u32(const unsigned char *p) {
+  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static uint64_t ubj_u64(const unsigned char *p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
+  return v;
+}
+
+/* a length / count: an integer marker and its value, >= 0, 'L' only under strict; -1: bail */
+static int64_t ubj_length(ubj_state *s) {
+  if (s->pos >= s->n) return -1;
+  unsigned char m = s->d[s->pos];
+  if (m != 'i' && m != 'U' && m != 'I' && m != 'l' && m != 'L') return -1;
+  if (s->strict && m != 'L') return -1;
+  int k = ubj_itemsize(m);
+  if (s->n - s->pos - 1 < k) return -1;
+  int64_t v = ubj_int(m, s->d + s->pos + 1);
+  if (v < 0) return -1;
+  s->pos += 1 + k;
+  return v;
+}
+
+/* a string's bytes (its length read first): 0, or -1 to bail */
+static int ubj_str_bytes(ubj_state *s, const unsigned char **p, Py_ssize_t *len) {
+  int64_t k = ubj_length(s);
+  if (k < 0 || k > s->n - s->pos) return -1;
+  *p = s->d + s->pos;
+  *len = (Py_ssize_t)k;
+  s->pos += (Py_ssize_t)k;
+  return 0;
+}
+
+/* a key's str (new reference), through a small cache: NULL with no exception set: bail */
+static PyObject *ubj_key(ubj_state *s, const unsigned char *p, Py_ssize_t len) {
+  if (len > UBJ_KEY_MAX) {
+    PyObject *r = PyUnicode_DecodeUTF8((const char *)p, len, "strict");
+    if (!r) PyErr_Clear();
+    return r;
+  }
+  uint32_t h = 2166136261u;
+  for (Py_ssize_t i = 0; i < len; i++) h = (h ^ p[i]) * 16777619u;
+  h = (h ^ (uint32_t)len) & (UBJ_CACHE - 1);
+  if (s->cache[h].str && s->cache[h].len == len && memcmp(s->cache[h].bytes, p, (size_t)len) == 0) {
+    Py_INCREF(s->cache[h].str);
+    return s->cache[h].str;
+  }
+  PyObject *r = PyUnicode_DecodeUTF8((const char *)p, len, "strict");
+  if (!r) {
+    PyErr_Clear();
+    return NULL;
+  }
+  Py_XDECREF(s->cache[h].str);
+  s->cache[h].str = r;
+  Py_INCREF(r);
+  s->cache[h].len = len;
+  memcpy(s->cache[h].bytes, p, (size_t)len);
+  return r;
+}
+
+/* the group of a typed array of marker `marker` under `key` (NULL: none): the group of that
+   key and marker; once UBJ_MAX_GROUPS - 8 groups exist, keys without one share a group a
+   marker (as arrays without a key do). Pass 1 creates groups, pass 2 only finds them (the
+   same ones: the same rule over the same document); -1: none. */
+static int ubj_group_of(ubj_state *s, unsigned char marker, const unsigned char *key, Py_ssize_t key_len) {
+  int kl = key && key_len <= UBJ_KEY_MAX ? (int)key_len : -1;
+  for (int g = 0; g < s->n_groups; g++) {
+    ubj_group *G = &s->groups[g];
+    if (G->marker == (char)marker && G->key_len == kl && (kl <= 0 || memcmp(G->key, key, (size_t)kl) == 0))
+      return g;
+  }
+  if (s->n_groups >= UBJ_MAX_GROUPS - 8) kl = -1;
+  if (kl < 0) {
+    for (int g = 0; g < s->n_groups; g++)
+      if (s->groups[g].marker == (char)marker && s->groups[g].key_len < 0) return g;
+  }
+  if (s->build || s->n_groups >= UBJ_MAX_GROUPS) return -1; /* (the latter cannot happen) */
+  ubj_group *G = &s->groups[s->n_groups];
+  memset(G, 0, sizeof *G);
+  G->marker = (char)marker;
+  G->key_len = kl;
+  if (kl > 0) memcpy(G->key, key, (size_t)kl);
+  return s->n_groups++;
+}
+
+/* a typed array's elements (count of marker m at s->pos) into its group; pass 2: its view
+   (new reference) in *out. 0, -1 bail, -2 a Python error. */
+static int ubj_typed(ubj_state *s, unsigned char m, int64_t count, const unsigned char *key,
+                     Py_ssize_t key_len, PyObject **out) {
+  int size = ubj_itemsize(m);
+  if (count > (s->n - s->pos) / size) return -1;
+  int g = ubj_group_of(s, m, key, key_len);
+  if (g < 0) return -1;
+  ubj_group *G = &s->groups[g];
+  const unsigned char *p = s->d + s->pos;
+  s->pos += (Py_ssize_t)(count * size);
+  if (!s->build) {
+    G->total += count;
+    return 0;
+  }
+  if (G->cursor + count > G->total) return -1; /* (the passes disagree: cannot happen) */
+  char *dst = G->raw + G->cursor * size;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  memcpy(dst, p, (size_t)(count * size));
+#else
+  if (size == 1) {
+    memcpy(dst, p, (size_t)count);
+  } else if (size == 2) {
+    for (int64_t i = 0; i < count; i++) {
+      uint16_t v = (uint16_t)((p[2 * i] << 8) | p[2 * i + 1]);
+      memcpy(dst + 2 * i, &v, 2);
+    }
+  } else if (size == 4) {
+    for (int64_t i = 0; i < count; i++) {
+      uint32_t v = ubj_u32(p + 4 * i);
+      memcpy(dst + 4 * i, &v, 4);
+    }
+  } else {
+    for (int64_t i = 0; i < count; i++) {
+      uint64_t v = ubj_u64(p + 8 * i);
+      memcpy(dst + 8 * i, &v, 8);
+    }
+  }
+#endif
+  PyObject *a = PyLong_FromLongLong(G->cursor), *b = PyLong_FromLongLong(G->cursor + count);
+  PyObject *sl = a && b ? PySlice_New(a, b, NULL) : NULL;
+  Py_XDECREF(a);
+  Py_XDECREF(b);
+  if (!sl) return -2;
+  *out = PyObject_GetItem(G->ro, sl);
+  Py_DECREF(sl);
+  if (!*out) return -2;
+  G->cursor += count;
+  return 0;
+}
+
+/* One pass over the document. Returns 0 with *result (pass 2: a new reference), -1 bail,
+   -2 a Python error. */
+static int ubj_walk(ubj_state *s, PyObject **result) {
+  ubj_frame stack[UBJ_MAX_DEPTH];
+  int depth = 0;
+  int rc = -1;
+  PyObject *value = NULL;
+  *result = NULL;
+  for (;;) {
+    ubj_frame *top = depth ? &stack[depth - 1] : NULL;
+    if (top) {
+      /* the container ends? */
+      int ends = 0;
+      if (top->remaining == 0) {
+        ends = 1;
+      } else if (top->remaining < 0) {
+        if (s->pos >= s->n) goto out;
+        if (s->d[s->pos] == (top->is_object ? '}' : ']')) {
+          s->pos++;
+          ends = 1;
+        }
+      }
+      if (ends) {
+        value = top->obj; /* (pass 2: the frame's reference moves to value) */
+        top->obj = NULL;
+        Py_CLEAR(top->key_str);
+        depth--;
+        goto attach;
+      }
+      if (top->remaining > 0) top->remaining--;
+      if (top->is_object) {
+        Py_CLEAR(top->key_str);
+        if (ubj_str_bytes(s, &top->key, &top->key_len) < 0) goto out;
+        if (s->build) {
+          top->key_str = ubj_key(s, top->key, top->key_len);
+          if (!top->key_str) goto out;
+        }
+      }
+    }
+    if (s->pos >= s->n) goto out;
+    {
+      unsigned char m = s->d[s->pos++];
+      int size;
+      switch (m) {
+      case 'Z': case 'T': case 'F':
+        if (s->build) {
+          value = m == 'Z' ? Py_None : m == 'T' ? Py_True : Py_False;
+          Py_INCREF(value);
+        }
+        break;
+      case 'i': case 'U': case 'I': case 'l': case 'L':
+        size = ubj_itemsize(m);
+        if (s->n - s->pos < size) goto out;
+        if (s->build && !(value = PyLong_FromLongLong(ubj_int(m, s->d + s->pos)))) goto error;
+        s->pos += size;
+        break;
+      case 'd': case 'D':
+        size = ubj_itemsize(m);
+        if (s->n - s->pos < size) goto out;
+        if (s->build) {
+          double v;
+          if (m == 'd') {
+            uint32_t u = ubj_u32(s->d + s->pos);
+            float f;
+            memcpy(&f, &u, 4);
+            v = f;
+          } else {
+            uint64_t u = ubj_u64(s->d + s->pos);
+            memcpy(&v, &u, 8);
+          }
+          if (!(value = PyFloat_FromDouble(v))) goto error;
+        }
+        s->pos += size;
+        break;
+      case 'C':
+        if (s->pos >= s->n) goto out;
+        if (!s->strict && s->d[s->pos] > 127) goto out;
+        if (s->build) {
+          value = s->strict ? PyLong_FromLong((signed char)s->d[s->pos])
+                            : PyUnicode_FromStringAndSize((const char *)s->d + s->pos, 1);
+          if (!value) goto error;
+        }
+        s->pos++;
+        break;
+      case 'S': {
+        const unsigned char *p;
+        Py_ssize_t len;
+        if (ubj_str_bytes(s, &p, &len) < 0) goto out;
+        if (s->build && !(value = PyUnicode_DecodeUTF8((const char *)p, len, "strict"))) {
+          PyErr_Clear();
+          goto out;
+        }
+        break;
+      }
+      case '[': {
+        if (s->pos < s->n && s->d[s->pos] == '$') {
+          if (s->n - s->pos < 2) goto out;
+          unsigned char t = s->d[s->pos + 1];
+          if (!ubj_itemsize(t) || s->n - s->pos < 3 || s->d[s->pos + 2] != '#') goto out;
+          s->pos += 3;
+          int64_t count = ubj_length(s);
+          if (count < 0) goto out;
+          int r = ubj_typed(s, t, count, top && top->is_object ? top->key : NULL,
+                            top && top->is_object ? top->key_len : 0, &value);
+          if (r == -1) goto out;
+          if (r == -2) goto error;
+          break;
+        }
+        int64_t count = -1;
+        if (s->pos < s->n && s->d[s->pos] == '#') {
+          s->pos++;
+          count = ubj_length(s);
+          if (count < 0 || count > s->n - s->pos) goto out;
+        }
+        if (depth >= UBJ_MAX_DEPTH - 1) goto out;
+        ubj_frame *f = &stack[depth];
+        memset(f, 0, sizeof *f);
+        f->remaining = count;
+        if (s->build && !(f->obj = PyList_New(0))) goto error;
+        depth++;
+        continue;
+      }
+      case '{': {
+        if (s->pos < s->n && (s->d[s->pos] == '$' || s->d[s->pos] == '#')) goto out;
+        if (depth >= UBJ_MAX_DEPTH - 1) goto out;
+        ubj_frame *f = &stack[depth];
+        memset(f, 0, sizeof *f);
+        f->is_object = 1;
+        f->remaining = -1;
+        if (s->build && !(f->obj = PyDict_New())) goto error;
+        depth++;
+        continue;
+      }
+      default:
+        goto out; /* 'N', 'H', ']', '}', unknown */
+      }
+    }
+  attach:
+    if (!depth) break;
+    if (s->build) {
+      ubj_frame *p = &stack[depth - 1];
+      if (p->is_object) {
+        Py_ssize_t before = PyDict_GET_SIZE(p->obj);
+        int r = PyDict_SetItem(p->obj, p->key_str, value);
+        Py_CLEAR(value);
+        if (r < 0) goto error;
+        if (PyDict_GET_SIZE(p->obj) == before) goto out; /* a duplicate key */
+      } else {
+        int r = PyList_Append(p->obj, value);
+        Py_CLEAR(value);
+        if (r < 0) goto error;
+      }
+    }
+  }
+  if (s->pos != s->n) goto out;
+  *result = value;
+  value = NULL;
+  rc = 0;
+  goto out;
+error:
+  rc = -2;
+out:
+  Py_XDECREF(value);
+  while (depth > 0) {
+    depth--;
+    Py_XDECREF(stack[depth].obj);
+    Py_XDECREF(stack[depth].key_str);
+  }
+  return rc;
+}
+
+static PyObject *np_ubj_decode(PyObject *self, PyObject *args) {
+  Py_buffer data;
+  int strict;
+  PyObject *alloc;
+  if (!PyArg_ParseTuple(args, "y*pO", &data, &strict, &alloc)) return NULL;
+  PyObject *ret = NULL, *groups = NULL, *got = NULL, *result = NULL;
+  Py_buffer raw[UBJ_MAX_GROUPS];
+  int n_raw = 0;
+  ubj_state *s = (ubj_state *)PyMem_Calloc(1, sizeof(ubj_state));
+  if (!s) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  s->d = (const unsigned char *)data.buf;
+  s->n = data.len;
+  s->strict = strict;
+  int rc = ubj_walk(s, &result);
+  if (rc == -2) goto done;
+  if (rc == -1) {
+    ret = Py_None;
+    Py_INCREF(ret);
+    goto done;
+  }
+  if (!(groups = PyList_New(s->n_groups))) goto done;
+  for (int g = 0; g < s->n_groups; g++) {
+    PyObject *t = Py_BuildValue("(C L)", s->groups[g].marker, (long long)s->groups[g].total);
+    if (!t) goto done;
+    PyList_SET_ITEM(groups, g, t);
+  }
+  if (!(got = PyObject_CallFunctionObjArgs(alloc, groups, NULL))) goto done;
+  PyObject *raws, *ros;
+  if (!PyArg_ParseTuple(got, "OO", &raws, &ros) || !PyList_Check(raws) || !PyList_Check(ros) ||
+      PyList_GET_SIZE(raws) != s->n_groups || PyList_GET_SIZE(ros) != s->n_groups) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "alloc must return two lists, one array a group");
+    goto done;
+  }
+  for (int g = 0; g < s->n_groups; g++) {
+    if (PyObject_GetBuffer(PyList_GET_ITEM(raws, g), &raw[g], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) goto done;
+    n_raw++;
+    if (raw[g].len != s->groups[g].total * ubj_itemsize((unsigned char)s->groups[g].marker)) {
+      PyErr_SetString(PyExc_ValueError, "alloc's arrays do not match the groups");
+      goto done;
+    }
+    s->groups[g].raw = (char *)raw[g].buf;
+    s->groups[g].ro = PyList_GET_ITEM(ros, g);
+    s->groups[g].cursor = 0;
+  }
+  int n_groups = s->n_groups;
+  s->pos = 0;
+  s->build = 1;
+  rc = ubj_walk(s, &result);
+  if (rc == -2) goto done;
+  if (rc == -1 || s->n_groups != n_groups) {
+    Py_CLEAR(result);
+    ret = Py_None;
+    Py_INCREF(ret);
+    goto done;
+  }
+  for (int g = 0; g < n_groups; g++) {
+    if (s->groups[g].cursor != s->groups[g].total) {
+      Py_CLEAR(result);
+      ret = Py_None;
+      Py_INCREF(ret);
+      goto done;
+    }
+  }
+  ret = PyTuple_Pack(1, result);
+done:
+  Py_XDECREF(result);
+  for (int g = 0; g < n_raw; g++) PyBuffer_Release(&raw[g]);
+  if (s) {
+    for (int i = 0; i < UBJ_CACHE; i++) Py_XDECREF(s->cache[i].str);
+    PyMem_Free(s);
+  }
+  Py_XDECREF(got);
+  Py_XDECREF(groups);
+  PyBuffer_Release(&data);
+  return ret;
+}
+
+static PyObject *np_addresses(PyObject *self, PyObject *args) {
+  PyObject *seq;
+  Py_buffer out;
+  if (!PyArg_ParseTuple(args, "Ow*", &seq, &out)) return NULL;
+  PyObject *ret = NULL;
+  PyObject *fast = PySequence_Fast(seq, "addresses needs a sequence");
+  if (!fast) goto done;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  if (out.len != 16 * n) {
+    PyErr_SetString(PyExc_ValueError, "out must hold two int64 an item");
+    goto done;
+  }
+  char fmt0[16] = "";
+  for (Py_ssize_t i = 0; i < n; i++) {
+    Py_buffer b;
+    if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(fast, i), &b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+      goto done;
+    const char *fmt = b.format ? b.format : "B";
+    int same = b.ndim == 1 && strlen(fmt) < sizeof fmt0 && (i == 0 || strcmp(fmt, fmt0) == 0);
+    if (same && i == 0) strcpy(fmt0, fmt);
+    int64_t v[2] = {(int64_t)(intptr_t)b.buf, (int64_t)b.len};
+    PyBuffer_Release(&b);
+    if (!same) {
+      PyErr_SetString(PyExc_ValueError, "addresses: the items must be 1-D buffers of one format");
+      goto done;
+    }
+    memcpy((char *)out.buf + 16 * i, v, 16);
+  }
+  ret = Py_None;
+  Py_INCREF(ret);
+done:
+  Py_XDECREF(fast);
+  PyBuffer_Release(&out);
+  return ret;
+}
+
 static PyObject *np_source_hash(PyObject *self, PyObject *unused) {
   return PyUnicode_FromString(TC_SOURCE_HASH);
 }
@@ -300,6 +809,8 @@ static PyObject *np_source_hash(PyObject *self, PyObject *unused) {
 static PyMethodDef methods[] = {
     {"scan", np_scan, METH_VARARGS, "scan(data, spans, counts, flags): count and classify spans"},
     {"parse", np_parse, METH_VARARGS, "parse(data, spans, out, kind) -> 0 ok, 1 invalid, 2 wide"},
+    {"ubj_decode", np_ubj_decode, METH_VARARGS, "ubj_decode(data, strict, alloc) -> (value,) or None"},
+    {"addresses", np_addresses, METH_VARARGS, "addresses(seq, out): buffer addresses and sizes"},
     {"source_hash", np_source_hash, METH_NOARGS, "sha256 of the numparse.c it was built from"},
     {NULL, NULL, 0, NULL}};
 

@@ -126,3 +126,47 @@ def parse_numbers(buf: bytes, floats: bool) -> np.ndarray | None:
     if counts[0] < 0:
         return None
     return parse_spans(buf, spans, int(counts[0]), np.float64 if floats else np.int64)
+
+
+#: UBJSON element marker -> the native-order dtype of its typed arrays
+UBJ_DTYPES = {"i": np.dtype(np.int8), "U": np.dtype(np.uint8), "I": np.dtype(np.int16),
+              "l": np.dtype(np.int32), "L": np.dtype(np.int64), "d": np.dtype(np.float32),
+              "D": np.dtype(np.float64)}
+
+
+def ubj_decode(data: Any, strict: bool) -> tuple[Any] | None:
+    """One UBJSON value filling `data` (bytes-like), decoded in C: ``(value,)``, or None where
+    the document is not entirely in the forms XGBoost writes (no-op / high-precision markers,
+    typed arrays of non-numbers, counted or typed objects, under `strict` a length that is
+    not an int64 'L'), has duplicate keys, or is invalid in any way: the caller's decoder
+    (treecomp.frontends.ubjson) then decides, and words the error. Values as that decoder
+    gives them (dict, list, str, int, float, bool, None; 'C' an int under `strict`, else a
+    one-character str), except that the typed numeric arrays are read-only native-order
+    slices of one array per object key and element type, in document order (consecutive
+    arrays of one key are consecutive in it). Needs :func:`available`."""
+    raws: list[np.ndarray] = []
+
+    def alloc(groups: list[tuple[str, int]]) -> tuple[list, list]:
+        ros = []
+        for marker, total in groups:
+            raw = np.empty(total, UBJ_DTYPES[marker])
+            ro = raw.view()
+            ro.flags.writeable = False
+            raws.append(raw)
+            ros.append(ro)
+        return raws, ros
+
+    got = _load().ubj_decode(data, strict, alloc)
+    for raw in raws:
+        raw.flags.writeable = False
+    return got
+
+
+def addresses(arrays: Any) -> np.ndarray:
+    """(n, 2) int64: each array's buffer address and size in bytes, without a Python call per
+    array; ValueError / BufferError unless every one is a C-contiguous 1-D buffer of the
+    first one's format. Needs :func:`available`."""
+    arrays = arrays if isinstance(arrays, (list, tuple)) else list(arrays)
+    out = np.empty((len(arrays), 2), np.int64)
+    _load().addresses(arrays, out)
+    return out

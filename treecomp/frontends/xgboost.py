@@ -103,6 +103,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import numparse
 from ..errors import InvalidModelError, NotFittedError, TreecompError, UnsupportedModelError
 from ..ir import Forest, Tree, TreeBuildError, build_trees, checked_category_values, leaf_tree
 from . import jsonarrays, ubjson
@@ -592,6 +593,21 @@ def _joined(parts: list) -> np.ndarray:
             pos += len(p.values)
         else:
             return base[p0.start:pos]
+    elif type(p0) is np.ndarray and p0.base is not None and numparse.available():
+        # slices of one array (ubjson's typed arrays of one key): consecutive in it?
+        base = p0.base
+        if type(base) is np.ndarray and base.ndim == 1 and base.flags.c_contiguous \
+                and base.dtype == p0.dtype and all(type(p) is np.ndarray and p.base is base for p in parts):
+            try:  # (each 1-D, contiguous, of p0's dtype; their addresses and sizes)
+                at = numparse.addresses(parts)
+            except (ValueError, BufferError):
+                at = None
+            if at is not None:
+                first, rem = divmod(int(at[0, 0]) - base.ctypes.data, base.itemsize)
+                n = int(at[:, 1].sum()) // base.itemsize
+                if rem == 0 and 0 <= first and first + n <= len(base) \
+                        and np.array_equal(at[1:, 0], at[:-1, 0] + at[:-1, 1]):
+                    return base[first:first + n]
     return np.concatenate([p.values if type(p) is jsonarrays.NumberArray else p for p in parts])
 
 
