@@ -802,6 +802,111 @@ done:
   return ret;
 }
 
+/* ---------------------------------------------------------------------------------------
+ * Tree shapes (treecomp.ir.build_trees, the XGBoost frontend): forest-wide child arrays.
+ *
+ *   tree_shapes(sizes, left, right, wide, status, depth) -> None
+ *       sizes: int64, every one >= 1, summing to the length of left and right (int64 where
+ *       wide, else int32), tree i's nodes the slice after trees 0..i-1, child ids local to it.
+ *       status[i] (uint8): 0 where tree i is "canonical": every node a leaf (both children
+ *       -1) or internal with both children in (its id, n), and every node but the root the
+ *       child of exactly one node; 1 where some child is < -1 or >= n, or one child of a node
+ *       is negative and the other not; 2 where the children are in range but the tree is not
+ *       canonical. depth[i] (int64): the tree's depth where canonical (root 0), else 0.
+ * --------------------------------------------------------------------------------------- */
+
+static PyObject *np_tree_shapes(PyObject *self, PyObject *args) {
+  Py_buffer sizes, left, right, status, depth;
+  int wide;
+  if (!PyArg_ParseTuple(args, "y*y*y*pw*w*", &sizes, &left, &right, &wide, &status, &depth)) return NULL;
+  PyObject *ret = NULL;
+  int32_t *d = NULL;
+  unsigned char *seen = NULL;
+  const Py_ssize_t T = sizes.len / 8, w = wide ? 8 : 4;
+  if (sizes.len % 8 || left.len % w || left.len != right.len || status.len != T || depth.len != 8 * T) {
+    PyErr_SetString(PyExc_ValueError, "tree_shapes: arrays of mismatched sizes");
+    goto done;
+  }
+  const int64_t total = left.len / w;
+  int64_t sum = 0, most = 0;
+  for (Py_ssize_t i = 0; i < T; i++) {
+    int64_t n;
+    memcpy(&n, (const char *)sizes.buf + 8 * i, 8);
+    if (n < 1 || n > total - sum) {
+      PyErr_SetString(PyExc_ValueError, "tree_shapes: sizes must be >= 1 and sum to the nodes");
+      goto done;
+    }
+    sum += n;
+    if (n > most) most = n;
+  }
+  if (sum != total) {
+    PyErr_SetString(PyExc_ValueError, "tree_shapes: sizes must be >= 1 and sum to the nodes");
+    goto done;
+  }
+  d = (int32_t *)PyMem_Malloc((size_t)(most ? most : 1) * sizeof(int32_t));
+  seen = (unsigned char *)PyMem_Malloc((size_t)(most ? most : 1));
+  if (!d || !seen) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  const char *L = (const char *)left.buf, *R = (const char *)right.buf;
+  int64_t off = 0;
+  for (Py_ssize_t i = 0; i < T; i++) {
+    int64_t n;
+    memcpy(&n, (const char *)sizes.buf + 8 * i, 8);
+    unsigned char st = 0;
+    int32_t deepest = 0;
+    int64_t n_int = 0, n_seen = 0;
+    memset(seen, 0, (size_t)n);
+    memset(d, 0, (size_t)n * sizeof(int32_t));
+    for (int64_t j = 0; j < n; j++) {
+      int64_t l, r;
+      if (wide) {
+        memcpy(&l, L + 8 * (off + j), 8);
+        memcpy(&r, R + 8 * (off + j), 8);
+      } else {
+        int32_t a, b;
+        memcpy(&a, L + 4 * (off + j), 4);
+        memcpy(&b, R + 4 * (off + j), 4);
+        l = a;
+        r = b;
+      }
+      if (l < -1 || r < -1 || l >= n || r >= n || ((l < 0) != (r < 0))) {
+        st = 1;
+        break;
+      }
+      if (l < 0) continue;
+      n_int++;
+      if (st) continue; /* (not canonical: the range checks go on) */
+      if (l <= j || r <= j || l == r) {
+        st = 2;
+        continue;
+      }
+      n_seen += !seen[l] + !seen[r];
+      seen[l] = seen[r] = 1;
+      /* (children come after their parent: d[j] is final when j is read, if j is reached) */
+      d[l] = d[r] = d[j] + 1;
+      if (d[l] > deepest) deepest = d[l];
+    }
+    if (!st && (2 * n_int != n - 1 || n_seen != n - 1)) st = 2;
+    ((unsigned char *)status.buf)[i] = st;
+    int64_t dep = st ? 0 : deepest;
+    memcpy((char *)depth.buf + 8 * i, &dep, 8);
+    off += n;
+  }
+  ret = Py_None;
+  Py_INCREF(ret);
+done:
+  PyMem_Free(d);
+  PyMem_Free(seen);
+  PyBuffer_Release(&sizes);
+  PyBuffer_Release(&left);
+  PyBuffer_Release(&right);
+  PyBuffer_Release(&status);
+  PyBuffer_Release(&depth);
+  return ret;
+}
+
 static PyObject *np_source_hash(PyObject *self, PyObject *unused) {
   return PyUnicode_FromString(TC_SOURCE_HASH);
 }
@@ -811,6 +916,7 @@ static PyMethodDef methods[] = {
     {"parse", np_parse, METH_VARARGS, "parse(data, spans, out, kind) -> 0 ok, 1 invalid, 2 wide"},
     {"ubj_decode", np_ubj_decode, METH_VARARGS, "ubj_decode(data, strict, alloc) -> (value,) or None"},
     {"addresses", np_addresses, METH_VARARGS, "addresses(seq, out): buffer addresses and sizes"},
+    {"tree_shapes", np_tree_shapes, METH_VARARGS, "tree_shapes(sizes, left, right, wide, status, depth)"},
     {"source_hash", np_source_hash, METH_NOARGS, "sha256 of the numparse.c it was built from"},
     {NULL, NULL, 0, NULL}};
 

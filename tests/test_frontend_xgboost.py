@@ -686,6 +686,51 @@ def test_ubjson_typed_arrays_of_a_key_are_one_array(monkeypatch):
     assert forest_from_document(py).digest() == want
 
 
+def _digest_or_error(doc):
+    try:
+        return forest_from_document(doc).digest()
+    except InvalidModelError as exc:
+        return f"error: {exc}"
+
+
+def test_broken_children_with_and_without_the_native_checks(monkeypatch):
+    """Children out of range, below -1, one-sided, before their parent, shared, or renumbered
+    validly, in one tree of many: the same Forest or the same error (naming the tree) whether
+    the trees' shapes are checked by numparse.tree_shapes or by numpy."""
+    if not numparse.available():
+        pytest.skip(f"the native parser is not built: {numparse.UNAVAILABLE}")
+    base = doc_of(zoo.get("xgboost:reg_squarederror").model)
+    rng = np.random.default_rng(11)
+    docs = []
+    for _ in range(40):
+        doc = json.loads(json.dumps(base))
+        trees = doc["learner"]["gradient_booster"]["model"]["trees"]
+        t = trees[int(rng.integers(len(trees)))]
+        n = len(t["left_children"])
+        internal = [j for j in range(n) if t["left_children"][j] >= 0]
+        j = internal[int(rng.integers(len(internal)))]
+        how = int(rng.integers(6))
+        key = "left_children" if rng.random() < 0.5 else "right_children"
+        if how == 0:
+            t[key][j] = n + int(rng.integers(0, 3))
+        elif how == 1:
+            t[key][j] = -2
+        elif how == 2:
+            t[key][j] = -1
+        elif how == 3:
+            t[key][j] = j
+        elif how == 4:
+            t["right_children"][j] = t["left_children"][j]
+        else:  # swap a node's children: still a valid tree (the same predictions)
+            t["left_children"][j], t["right_children"][j] = t["right_children"][j], t["left_children"][j]
+        docs.append(doc)
+    native = [_digest_or_error(d) for d in docs]
+    monkeypatch.setattr(numparse, "available", lambda: False)
+    assert native == [_digest_or_error(d) for d in docs]
+    errors = sum(v.startswith("error: ") for v in native)
+    assert errors > 15 and len(native) - errors > 3
+
+
 class _NoFastLength:
     """Stands in for ubjson._INT64 in the string fast path: every length it reads is -1 (so
     the general path reads it). The typed-array fast path is off by then too."""

@@ -170,3 +170,25 @@ def addresses(arrays: Any) -> np.ndarray:
     out = np.empty((len(arrays), 2), np.int64)
     _load().addresses(arrays, out)
     return out
+
+
+def tree_shapes(sizes: Any, left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For forest-wide child arrays (tree i the `sizes[i]` nodes after trees 0..i-1, child ids
+    local to the tree, -1 at leaves), per tree: a status (uint8) and its depth (int64, the
+    root's 0). Status 0: canonical (every node a leaf, both children -1, or internal with both
+    children in (its id, n), every node but the root the child of exactly one node: ids in
+    parent-before-child order, all reachable), its depth given; 1: some child < -1 or >= n,
+    or a node with one child negative and one not; 2: children in range but not canonical
+    (depth 0 for both). One pass in C, no temporaries of the nodes' size. ValueError where
+    the sizes are not >= 1 or do not add up to len(left). Needs :func:`available`."""
+    s = np.ascontiguousarray(sizes, dtype=np.int64)
+    wide = not (left.dtype == np.int32 and right.dtype == np.int32)
+    dt = np.int64 if wide else np.int32
+    left = np.ascontiguousarray(left, dtype=dt)
+    right = np.ascontiguousarray(right, dtype=dt)
+    if left.ndim != 1 or left.shape != right.shape:
+        raise ValueError("left and right must be 1-D arrays of one length")
+    status = np.empty(len(s), np.uint8)
+    depth = np.empty(len(s), np.int64)
+    _load().tree_shapes(s, left, right, wide, status, depth)
+    return status, depth

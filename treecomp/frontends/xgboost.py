@@ -720,9 +720,13 @@ def _convert_trees(trees: list, n_features: int, leaf_map=None) -> list[Tree]:
         if bad.any():
             raise InvalidModelError(f"XGBoost model: tree {int(tree_of[np.argmax(bad)])}: {msg}")
 
-    fail((left < -1) | (right < -1) | ((left < 0) != (right < 0)),
-         "children must both be -1 (leaf) or node ids")
-    fail(internal & ((left >= sizes[tree_of]) | (right >= sizes[tree_of])), "child index out of range")
+    # each tree's shape in one C pass (status 1: a child out of range, 2: ids to renumber)
+    status = numparse.tree_shapes(sizes, left, right)[0] if numparse.available() else None
+    if status is None or (status == 1).any():
+        fail((left < -1) | (right < -1) | ((left < 0) != (right < 0)),
+             "children must both be -1 (leaf) or node ids")
+        fail(internal & ((left >= sizes[tree_of]) | (right >= sizes[tree_of])),
+             "child index out of range")
     fail(internal & ((feat < 0) | (feat >= n_features)),
          f"split feature index out of range (num_feature={n_features})")
     fail((stype != 0) & (stype != 1), "unknown split_type")
@@ -746,16 +750,19 @@ def _convert_trees(trees: list, n_features: int, leaf_map=None) -> list[Tree]:
     # other node is a child exactly once: its 2 * internal children are distinct, and as many
     # as its nodes but the root
     del leaf_vals, cond32, cond, dleft, feat  # (peak memory)
-    n_int = np.bincount(tree_of, internal, minlength=len(trees)).astype(np.int64)
-    seen = np.zeros(offs[-1], bool)
-    base = offs[tree_of[internal]]
-    seen[left[internal] + base] = True
-    seen[right[internal] + base] = True
-    del base
-    reorder = (np.bincount(tree_of, internal & ((left <= local) | (right <= local)),
-                           minlength=len(trees)) > 0) \
-        | (2 * n_int != sizes - 1) | (np.bincount(tree_of, seen, minlength=len(trees)) != sizes - 1)
-    del seen, n_int
+    if status is not None:
+        reorder = status == 2
+    else:
+        n_int = np.bincount(tree_of, internal, minlength=len(trees)).astype(np.int64)
+        seen = np.zeros(offs[-1], bool)
+        base = offs[tree_of[internal]]
+        seen[left[internal] + base] = True
+        seen[right[internal] + base] = True
+        del base
+        reorder = (np.bincount(tree_of, internal & ((left <= local) | (right <= local)),
+                               minlength=len(trees)) > 0) \
+            | (2 * n_int != sizes - 1) | (np.bincount(tree_of, seen, minlength=len(trees)) != sizes - 1)
+        del seen, n_int
 
     # the common trees (numeric splits, scalar leaves, ids in order, a usable cover) are built
     # in one pass over all their nodes; the others one by one below
