@@ -160,6 +160,48 @@ static int slow_double(const unsigned char *p, size_t len, double *out) {
   return OK;
 }
 
+static const uint64_t U64_POW10[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+
+/* The run of decimal digits at p when it is 1 to 7 long and its 8 bytes lie before end, its
+   value in *v: the run's length; 0 otherwise (no digit, 8 or more, too near the end, or a
+   big-endian host): the caller reads digit by digit then. (SWAR: each byte's digit value as
+   byte ^ '0'; a byte is no digit where that, or that + 6, has its high nibble set; a carry
+   out of such a byte only reaches the bytes after it, past the run.) */
+static inline int swar_digits(const unsigned char *p, const unsigned char *end, uint64_t *v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
+  if (end - p < 8) return 0;
+  uint64_t x;
+  memcpy(&x, p, 8);
+  x ^= 0x3030303030303030ULL;
+  const uint64_t other = (x | (x + 0x0606060606060606ULL)) & 0xF0F0F0F0F0F0F0F0ULL;
+  if (!other) return 0; /* 8 digits or more */
+  const int run = __builtin_ctzll(other) >> 3;
+  if (run == 0) return 0;
+  /* the run's digits in the high bytes, the first highest-but-(run-1): leading zero bytes */
+  uint64_t y = x << (8 * (8 - run));
+  y = (y * 10 + (y >> 8)) & 0x00FF00FF00FF00FFULL;
+  y = (y * 100 + (y >> 16)) & 0x0000FFFF0000FFFFULL;
+  y = (y * 10000 + (y >> 32)) & 0x00000000FFFFFFFFULL;
+  *v = y;
+  return run;
+#else
+  (void)p;
+  (void)end;
+  (void)v;
+  return 0;
+#endif
+}
+
+/* decimal digits of v (0 for 0), v < 10^8 */
+static inline int64_t decimal_digits(uint64_t v) {
+  int64_t n = 0;
+  while (v) {
+    v /= 10;
+    n++;
+  }
+  return n;
+}
+
 /* One span's numbers: integers (kind 0/1) or floats (2/3) into out from index *pos; returns
    OK / BAD / WIDE / FAIL. */
 static int parse_span(const unsigned char *p, const unsigned char *end, char *out, int kind,
@@ -178,9 +220,13 @@ static int parse_span(const unsigned char *p, const unsigned char *end, char *ou
     uint64_t m = 0;
     int64_t sig = 0;  /* significant digits in m (leading zeros not counted) */
     int64_t frac = 0; /* digits after the '.' */
+    int run;
     if (*p == '0') {
       p++;
       if (p != end && (unsigned)(*p - '0') <= 9) return BAD; /* a leading zero */
+    } else if ((run = swar_digits(p, end, &m)) > 0) { /* (1-7 digits: the common case) */
+      sig = run;
+      p += run;
     } else {
       while (p != end && (unsigned)(*p - '0') <= 9) {
         if (sig < 19) m = m * 10 + (uint64_t)(*p - '0');
@@ -194,6 +240,21 @@ static int parse_span(const unsigned char *p, const unsigned char *end, char *ou
     if (p != end && *p == '.') {
       is_float = 1;
       if (++p == end || (unsigned)(*p - '0') > 9) return BAD;
+      uint64_t v;
+      if ((run = swar_digits(p, end, &v)) > 0) {
+        /* the loop below, at once: leading zeros (while m is 0) are no significant digits,
+           so v's own digits are those counted; m takes them while they fit 19 digits (when
+           they do not, sig > 19 sends the number to the slow path, which does not read m) */
+        if (sig == 0) {
+          m = v;
+          sig = decimal_digits(v);
+        } else {
+          if (sig + run <= 19) m = m * U64_POW10[run] + v;
+          sig += run;
+        }
+        frac += run;
+        p += run;
+      }
       while (p != end && (unsigned)(*p - '0') <= 9) {
         if (sig || *p != '0') {
           if (sig < 19) m = m * 10 + (uint64_t)(*p - '0');

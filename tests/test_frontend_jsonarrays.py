@@ -93,6 +93,30 @@ def test_parse_numbers_matches_json(monkeypatch, chunk, way):
         assert _same(_json_kind(ints.encode(), False), jsonarrays.parse_numbers(ints.encode(), False))
 
 
+def test_parse_numbers_digit_runs(way):
+    """Every length of digit run (the native parser reads runs of 1-7 digits 8 bytes at a
+    time, longer ones and those near a list's end digit by digit), integer parts of '0' and
+    fractions with leading zeros (not significant digits while the mantissa is 0), 17-21
+    significant digits in all: json.loads' values."""
+    rng = random.Random(38)
+
+    def run(n: int, lead: str = "123456789") -> str:
+        return "".join([rng.choice(lead)] + [rng.choice("0123456789") for _ in range(n - 1)]) if n else ""
+    for _ in range(400):
+        toks, ints = [], []
+        for _ in range(rng.randint(1, 12)):
+            i = rng.choice(["0", run(rng.randint(1, 10))])
+            f = "0" * rng.choice([0, 0, 1, 3, 7, 9]) + run(rng.randint(1, 12), "0123456789")
+            e = rng.choice(["", "", "E-1", "e+07", "E-15", "E3"])
+            toks.append(rng.choice(["", "-"]) + i + "." + f + e)
+            ints.append(rng.choice(["", "-"]) + rng.choice(["0", run(rng.randint(1, 17))]))
+        for buf, floats in ((",".join(toks).encode(), True), (",".join(ints).encode(), False)):
+            assert _same(_json_kind(buf, floats), jsonarrays.parse_numbers(buf, floats)), buf
+            bad = buf.replace(b"1", b"x", 1)  # (a non-digit inside a run: refused)
+            if bad != buf:
+                assert jsonarrays.parse_numbers(bad, floats) is None
+
+
 @pytest.mark.parametrize("chunk", [None, 8])
 def test_parse_numbers_refuses_what_json_refuses(monkeypatch, chunk, way):
     """Seeded mutations of valid lists: parse_numbers gives json.loads' values or None, and

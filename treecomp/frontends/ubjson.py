@@ -32,6 +32,7 @@ decoder here, which words it. ``NATIVE = False`` forces this decoder (the tests 
 
 from __future__ import annotations
 
+import gc
 import struct
 from typing import Any
 
@@ -246,7 +247,13 @@ def decode(data: bytes | bytearray | memoryview, strict: bool = False) -> Any:
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"UBJSON input must be bytes, not {type(data).__name__}")
     if NATIVE and numparse.available():
-        got = numparse.ubj_decode(data, strict)
+        enabled = gc.isenabled()
+        gc.disable()  # (no cycles among the new objects: see jsonarrays.loads)
+        try:
+            got = numparse.ubj_decode(data, strict)
+        finally:
+            if enabled:
+                gc.enable()
         if got is not None:
             return got[0]
     r = _Reader(bytes(data), strict)
