@@ -29,6 +29,7 @@
 #include <Python.h>
 
 #include <float.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -351,6 +352,148 @@ done:
   PyBuffer_Release(&data);
   PyBuffer_Release(&spans);
   PyBuffer_Release(&out);
+  return ret;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * JSON documents (treecomp.frontends.jsonarrays' native path): the number arrays under
+ * given keys found, and the document rebuilt around them.
+ *
+ *   find_arrays(data, keys, min_bytes) -> (spans, key_index, counts, flags)
+ *       what re.finditer(b'"(' + b"|".join(keys) + b')":\[', data) finds (the keys tried in
+ *       their order, matches not overlapping), keeping each match whose quote follows '{' or
+ *       ',': the body data[a:b] from after its '[' to the first ']' after it, when that is at
+ *       least min_bytes long and holds only "-+.0123456789eE,". Returned as bytes: spans
+ *       int64 (a, b) pairs, key_index int32 (the key's position in keys), counts int64 (the
+ *       body's commas + 1), flags uint8 (1 where it holds '.', 'e' or 'E'); in document order.
+ *   strip(data, spans) -> bytes
+ *       data with each span data[a:b] (int64 pairs, in order, not overlapping) replaced by
+ *       the JSON string "\u0000tc<i>" (i its index).
+ * --------------------------------------------------------------------------------------- */
+
+typedef struct {
+  char *buf;
+  Py_ssize_t len, cap;
+} np_grow;
+
+static int grow_put(np_grow *g, const void *p, Py_ssize_t n) {
+  if (g->len + n > g->cap) {
+    Py_ssize_t cap = g->cap ? g->cap : 4096;
+    while (cap < g->len + n) cap *= 2;
+    char *b = (char *)PyMem_Realloc(g->buf, (size_t)cap);
+    if (!b) {
+      PyErr_NoMemory();
+      return -1;
+    }
+    g->buf = b;
+    g->cap = cap;
+  }
+  memcpy(g->buf + g->len, p, (size_t)n);
+  g->len += n;
+  return 0;
+}
+
+static PyObject *np_find_arrays(PyObject *self, PyObject *args) {
+  Py_buffer data;
+  PyObject *keys;
+  Py_ssize_t min_bytes;
+  if (!PyArg_ParseTuple(args, "y*O!n", &data, &PyTuple_Type, &keys, &min_bytes)) return NULL;
+  PyObject *ret = NULL;
+  np_grow spans = {0}, kidx = {0}, counts = {0}, flags = {0};
+  const Py_ssize_t nk = PyTuple_GET_SIZE(keys);
+  for (Py_ssize_t j = 0; j < nk; j++) {
+    if (!PyBytes_Check(PyTuple_GET_ITEM(keys, j))) {
+      PyErr_SetString(PyExc_TypeError, "find_arrays: keys must be bytes");
+      goto done;
+    }
+  }
+  const unsigned char *d = (const unsigned char *)data.buf;
+  const Py_ssize_t n = data.len;
+  Py_ssize_t pos = 0;
+  while (pos < n) {
+    const unsigned char *q = (const unsigned char *)memchr(d + pos, '"', (size_t)(n - pos));
+    if (!q) break;
+    const Py_ssize_t s = q - d;
+    Py_ssize_t key = -1, after = 0;
+    for (Py_ssize_t j = 0; j < nk && key < 0; j++) {
+      PyObject *k = PyTuple_GET_ITEM(keys, j);
+      const Py_ssize_t kl = PyBytes_GET_SIZE(k);
+      if (kl + 4 <= n - s && memcmp(d + s + 1, PyBytes_AS_STRING(k), (size_t)kl) == 0 &&
+          d[s + 1 + kl] == '"' && d[s + 2 + kl] == ':' && d[s + 3 + kl] == '[') {
+        key = j;
+        after = s + 4 + kl;
+      }
+    }
+    if (key < 0) {
+      pos = s + 1;
+      continue;
+    }
+    pos = after; /* (finditer goes on after the match, kept or not) */
+    if (s == 0 || (d[s - 1] != '{' && d[s - 1] != ',')) continue;
+    const unsigned char *close = (const unsigned char *)memchr(d + after, ']', (size_t)(n - after));
+    if (!close || (close - d) - after < min_bytes) continue;
+    const int64_t a = after, b = close - d;
+    int64_t commas = 0;
+    int other = 0, fl = 0;
+    scan_bytes(d + a, b - a, &commas, &other, &fl);
+    if (other) continue;
+    const int64_t ab[2] = {a, b}, cnt = commas + 1;
+    const int32_t ki = (int32_t)key;
+    const unsigned char f = (unsigned char)fl;
+    if (grow_put(&spans, ab, 16) < 0 || grow_put(&kidx, &ki, 4) < 0 ||
+        grow_put(&counts, &cnt, 8) < 0 || grow_put(&flags, &f, 1) < 0)
+      goto done;
+  }
+  ret = Py_BuildValue("(y#y#y#y#)", spans.buf ? spans.buf : "", spans.len, kidx.buf ? kidx.buf : "",
+                      kidx.len, counts.buf ? counts.buf : "", counts.len,
+                      flags.buf ? flags.buf : "", flags.len);
+done:
+  PyMem_Free(spans.buf);
+  PyMem_Free(kidx.buf);
+  PyMem_Free(counts.buf);
+  PyMem_Free(flags.buf);
+  PyBuffer_Release(&data);
+  return ret;
+}
+
+static PyObject *np_strip(PyObject *self, PyObject *args) {
+  Py_buffer data, spans;
+  if (!PyArg_ParseTuple(args, "y*y*", &data, &spans)) return NULL;
+  PyObject *ret = NULL;
+  Py_ssize_t ns;
+  if (get_spans(&data, &spans, &ns) < 0) goto done;
+  /* the result's size: the data less the spans, plus each placeholder */
+  Py_ssize_t size = data.len;
+  int64_t prev = 0;
+  for (Py_ssize_t i = 0; i < ns; i++) {
+    const int64_t a = span_at(&spans, i, 0), b = span_at(&spans, i, 1);
+    if (a < prev) {
+      PyErr_SetString(PyExc_ValueError, "strip: spans must be in order and not overlap");
+      goto done;
+    }
+    char tmp[48];
+    size += snprintf(tmp, sizeof tmp, "\"\\u0000tc%zd\"", i) - (b - a);
+    prev = b;
+  }
+  ret = PyBytes_FromStringAndSize(NULL, size);
+  if (!ret) goto done;
+  char *o = PyBytes_AS_STRING(ret);
+  const char *d = (const char *)data.buf;
+  prev = 0;
+  for (Py_ssize_t i = 0; i < ns; i++) {
+    const int64_t a = span_at(&spans, i, 0), b = span_at(&spans, i, 1);
+    memcpy(o, d + prev, (size_t)(a - prev));
+    o += a - prev;
+    char tmp[48];
+    const int k = snprintf(tmp, sizeof tmp, "\"\\u0000tc%zd\"", i);
+    memcpy(o, tmp, (size_t)k);
+    o += k;
+    prev = b;
+  }
+  memcpy(o, d + prev, (size_t)(data.len - prev));
+done:
+  PyBuffer_Release(&data);
+  PyBuffer_Release(&spans);
   return ret;
 }
 
@@ -975,6 +1118,8 @@ static PyObject *np_source_hash(PyObject *self, PyObject *unused) {
 static PyMethodDef methods[] = {
     {"scan", np_scan, METH_VARARGS, "scan(data, spans, counts, flags): count and classify spans"},
     {"parse", np_parse, METH_VARARGS, "parse(data, spans, out, kind) -> 0 ok, 1 invalid, 2 wide"},
+    {"find_arrays", np_find_arrays, METH_VARARGS, "find_arrays(data, keys, min_bytes) -> (spans, key_index, counts, flags)"},
+    {"strip", np_strip, METH_VARARGS, "strip(data, spans) -> the data with placeholders for the spans"},
     {"ubj_decode", np_ubj_decode, METH_VARARGS, "ubj_decode(data, strict, alloc) -> (value,) or None"},
     {"addresses", np_addresses, METH_VARARGS, "addresses(seq, out): buffer addresses and sizes"},
     {"tree_shapes", np_tree_shapes, METH_VARARGS, "tree_shapes(sizes, left, right, wide, status, depth)"},

@@ -93,6 +93,59 @@ def test_parse_numbers_matches_json(monkeypatch, chunk, way):
         assert _same(_json_kind(ints.encode(), False), jsonarrays.parse_numbers(ints.encode(), False))
 
 
+def test_native_find_arrays_and_strip_are_the_python_passes():
+    """Seeded fuzz: numparse.find_arrays finds what jsonarrays' regex pass and byte check
+    find (keys that prefix one another, keys after '{' / ',' / elsewhere, inside strings,
+    escaped quotes, no closing ']', short bodies, other bytes in the body, overlapping
+    matches) with the same counts and float flags; numparse.strip rebuilds the document as
+    the Python pieces do."""
+    if not numparse.available():
+        pytest.skip(f"the native parser is not built: {numparse.UNAVAILABLE}")
+    rng = random.Random(38)
+    keys = ("a", "ab", "left_children", "x\u00e9")
+    parts = ['"a":[', '"ab":[', '"left_children":[', '"x\u00e9":[', '{', ',', '"', '\\"', ']', '[',
+             '1,2,3', '-1.5E3', ',,', ' ', 'e', '"a":"', '"ab"', '{"a":[1,2', '0' * 70, '9,' * 40,
+             '{"a":[1,2,3]', ',"ab":[1.5,-2e3]', ',"left_children":[' + '1,' * 40 + '2]']
+    found = 0
+    for trial in range(400):
+        doc = "".join(rng.choice(parts) for _ in range(rng.randint(0, 40))).encode()
+        min_bytes = rng.choice([0, 1, 5, jsonarrays.MIN_BYTES])
+        kt = tuple(sorted(keys))
+        want = [(a, b, key) for a, b, key in jsonarrays._candidates(doc, kt) if b - a >= min_bytes] \
+            if min_bytes == jsonarrays.MIN_BYTES else None
+        # the regex pass, with this min_bytes
+        pat = jsonarrays._pattern(kt)
+        cands = []
+        for m in pat.finditer(doc):
+            st = m.start()
+            if st == 0 or doc[st - 1] not in b"{,":
+                continue
+            b = doc.find(b"]", m.end())
+            if b - m.end() >= min_bytes:
+                cands.append((m.end(), b, m.group(1)))
+        if want is not None:
+            assert want == cands
+        ok = [(a, b, key) for a, b, key in cands if set(doc[a:b]) <= set(b"-+.0123456789eE,")]
+        spans, kidx, counts, flags = numparse.find_arrays(doc, tuple(k.encode() for k in kt), min_bytes)
+        got = [(a, b, kt[k].encode()) for (a, b), k in zip(spans.tolist(), kidx.tolist())]
+        assert got == ok, doc
+        found += len(got)
+        assert counts.tolist() == [doc.count(b",", a, b) + 1 for a, b, _ in ok]
+        assert flags.tolist() == [any(c in doc[a:b] for c in (b".", b"e", b"E")) for a, b, _ in ok]
+        cut = [(a - 1, b + 1) for a, b, _ in ok]
+        pieces, pos = [], 0
+        for i, (a, b) in enumerate(cut):
+            pieces += [doc[pos:a], b'"\\u0000tc%d"' % i]
+            pos = b
+        pieces.append(doc[pos:])
+        assert numparse.strip(doc, np.array(cut, np.int64).reshape(-1, 2)) == b"".join(pieces)
+    assert found > 500
+    with pytest.raises(ValueError):
+        numparse.strip(b"abcdef", [[3, 4], [1, 2]])
+    with pytest.raises(ValueError):
+        numparse.strip(b"abc", [[1, 9]])
+
+
 def test_parse_numbers_digit_runs(way):
     """Every length of digit run (the native parser reads runs of 1-7 digits 8 bytes at a
     time, longer ones and those near a list's end digit by digit), integer parts of '0' and

@@ -192,3 +192,25 @@ def tree_shapes(sizes: Any, left: np.ndarray, right: np.ndarray) -> tuple[np.nda
     depth = np.empty(len(s), np.int64)
     _load().tree_shapes(s, left, right, wide, status, depth)
     return status, depth
+
+
+def find_arrays(data: bytes, keys: tuple[bytes, ...],
+                min_bytes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The JSON number arrays directly under one of `keys` in `data`, in document order: what
+    ``re.finditer(b'"(' + b"|".join(map(re.escape, keys)) + b')":\\[', data)`` matches (keys
+    tried in their order), each match whose quote follows '{' or ',' (no escaped quote inside
+    a string), its body from after the '[' to the first ']', kept when at least `min_bytes`
+    long and made of ``-+.0123456789eE,`` only. Returns (spans (n, 2) int64 of (start, end)
+    of each body, key index int32 into `keys`, counts int64 (commas + 1), is_float bool
+    (holds '.', 'e' or 'E')). Needs :func:`available`."""
+    s, k, c, f = _load().find_arrays(data, tuple(keys), int(min_bytes))
+    return (np.frombuffer(s, np.int64).reshape(-1, 2).copy(), np.frombuffer(k, np.int32),
+            np.frombuffer(c, np.int64), np.frombuffer(f, np.uint8).view(np.bool_))
+
+
+def strip(data: bytes, spans: Any) -> bytes:
+    """`data` with each span ``data[a:b]`` of `spans` ((a, b) pairs in order, not
+    overlapping) replaced by the JSON string ``"\\u0000tc<i>"``, i the span's index (the
+    placeholders treecomp.frontends.jsonarrays puts its arrays back by). Needs
+    :func:`available`."""
+    return _load().strip(data, _spans(spans))
