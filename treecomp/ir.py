@@ -635,16 +635,15 @@ def _bulk_arrays(sizes: np.ndarray, left: Any, right: Any, feature: Any, thresho
     leaf = left < 0
     if (left < -1).any() or ((right < 0) != leaf).any() or (right < -1).any():
         return None
-    if (feature[leaf] != -1).any() or not np.isfinite(a["value"][leaf]).all():
+    # (element-wise tests under a mask: cheaper than gathering the masked nodes first)
+    if ((feature != -1) & leaf).any() or (~np.isfinite(a["value"]) & leaf[:, None]).any():
         return None
     if numparse.available():
         # the same checks (children in range and after their parent, every node but the
         # roots a child once) and depths, in one pass in C without node-sized temporaries
-        internal = ~leaf
-        del leaf
-        if (feature[internal] < 0).any() or np.isnan(a["threshold"][internal]).any():
+        if ((feature < 0) & ~leaf).any() or (np.isnan(a["threshold"]) & ~leaf).any():
             return None
-        del internal
+        del leaf
         status, depth = numparse.tree_shapes(sizes, left, right)
         if status.any():
             return None

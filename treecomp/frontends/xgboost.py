@@ -713,7 +713,10 @@ def _convert_trees(trees: list, n_features: int, leaf_map=None) -> list[Tree]:
         vecs = [None] * len(trees)
     offs = np.concatenate([[0], np.cumsum(sizes)])
     tree_of = np.repeat(np.arange(len(trees), dtype=np.int32), sizes)
-    local = np.arange(offs[-1]) - np.repeat(offs[:-1], sizes)  # (offs[tree_of], gathered faster)
+    # each node's position in its tree (its XGBoost id where kept), as offs[tree_of] gives it;
+    # int32 where every position fits (the IR's node_ids)
+    pos_dtype = np.int32 if offs[-1] < 2 ** 31 else np.int64
+    local = np.arange(offs[-1], dtype=pos_dtype) - np.repeat(offs[:-1].astype(pos_dtype), sizes)
     internal = left >= 0
 
     def fail(bad: np.ndarray, msg: str) -> None:
@@ -786,7 +789,7 @@ def _convert_trees(trees: list, n_features: int, leaf_map=None) -> list[Tree]:
             # views of the document's arrays when every tree is plain, are copied)
             built = build_trees(sizes[plain], pick(left), pick(right), pick(feature),
                                 pick(threshold), pick(default_left), pick(value),
-                                node_ids=pick(local).astype(np.int32), cover=pick(hess32),
+                                node_ids=pick(local).astype(np.int32, copy=False), cover=pick(hess32),
                                 copy=False)
         except TreeBuildError:  # some tree is invalid: one by one, in order, says which first
             plain[:] = False
