@@ -24,6 +24,9 @@
  *       rounded, locale-independent PyOS_string_to_double; float32 is that float64 rounded
  *       to nearest (a C cast, as numpy's astype; beyond float32's range: inf).
  *   source_hash() -> str: the sha256 of this file as setup.py embedded it.
+ *
+ * Further sections below, each with its own description: JSON documents (find_arrays,
+ * strip), UBJSON (ubj_decode, addresses), tree shapes (tree_shapes).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>

@@ -14,6 +14,13 @@ byte checked; the conversions are exactly those of ``json.loads`` then numpy's `
   rounded multiply or divide where mantissa and power of ten are exact doubles, else CPython's
   own correctly rounded, locale-independent conversion), or that float64 rounded to the
   nearest float32.
+
+The same extension holds the other passes over huge model files that would cost a Python
+step per tree or per array: finding a JSON document's number arrays and rebuilding it around
+them (:func:`find_arrays`, :func:`strip`), decoding UBJSON (:func:`ubj_decode`, for
+treecomp.frontends.ubjson), buffer addresses in bulk (:func:`addresses`), and the shape checks
+and depths of forest-wide child arrays (:func:`tree_shapes`, for treecomp.ir.build_trees).
+Each has its caller's Python / numpy path beside it, used where the extension is not there.
 """
 
 from __future__ import annotations
