@@ -80,7 +80,7 @@ static int64_t span_at(Py_buffer *spans, Py_ssize_t i, int which) {
 
 /* commas, any byte outside "-+.0123456789eE,", any '.' / 'e' / 'E' in p[0:n]: blocks of 64
    bytes with byte-wide accumulators (branch-free compares the compiler vectorises) */
-__attribute__((optimize("O3"))) static void scan_bytes(const unsigned char *p, int64_t n,
+__attribute__((optimize("O3"), noinline)) static void scan_bytes(const unsigned char *p, int64_t n,
                                                        int64_t *commas, int *other, int *fl) {
   int64_t cm = 0;
   unsigned char bad = 0, f = 0;
