@@ -731,6 +731,33 @@ def test_broken_children_with_and_without_the_native_checks(monkeypatch):
     assert errors > 15 and len(native) - errors > 3
 
 
+@pytest.mark.parametrize("key,node,value,message", [
+    ("split_indices", "internal", 99, "split feature index out of range (num_feature=5)"),
+    ("split_indices", "internal", -1, "split feature index out of range (num_feature=5)"),
+    ("split_indices", "leaf", 99, None),                    # (a leaf's is not read)
+    ("split_type", "internal", 7, "unknown split_type"),
+    ("split_type", "leaf", -1, "unknown split_type"),
+    ("split_conditions", "leaf", float("inf"), "non-finite leaf value"),
+    ("split_conditions", "leaf", float("nan"), "non-finite leaf value"),
+    ("split_conditions", "internal", float("nan"), "NaN split condition"),
+    ("split_conditions", "internal", float("inf"), None),   # (an infinite threshold is a split)
+])
+def test_node_value_errors_name_the_tree(key, node, value, message):
+    """A bad value at one node of tree 3 (of 10): the error names the tree and the rule,
+    whether the frontend's bulk checks find it by a reduction over all nodes or by the masked
+    tests; values the rules allow give a Forest."""
+    doc = doc_of(zoo.get("xgboost:reg_squarederror").model)
+    t = doc["learner"]["gradient_booster"]["model"]["trees"][3]
+    j = next(i for i, c in enumerate(t["left_children"]) if (c >= 0) == (node == "internal"))
+    t[key][j] = value
+    if message is None:
+        forest_from_document(doc)
+    else:
+        with pytest.raises(InvalidModelError) as got:
+            forest_from_document(doc)
+        assert str(got.value) == f"XGBoost model: tree 3: {message}"
+
+
 class _NoFastLength:
     """Stands in for ubjson._INT64 in the string fast path: every length it reads is -1 (so
     the general path reads it). The typed-array fast path is off by then too."""

@@ -730,20 +730,27 @@ def _convert_trees(trees: list, n_features: int, leaf_map=None) -> list[Tree]:
              "children must both be -1 (leaf) or node ids")
         fail(internal & ((left >= sizes[tree_of]) | (right >= sizes[tree_of])),
              "child index out of range")
-    fail(internal & ((feat < 0) | (feat >= n_features)),
-         f"split feature index out of range (num_feature={n_features})")
-    fail((stype != 0) & (stype != 1), "unknown split_type")
+    # (a model file passes the next checks by a few reductions over all nodes, without the
+    # node-wide temporaries of the masked tests, which run, in this order, where it may not)
+    ints = feat.dtype.kind in "iu" and stype.dtype.kind in "iu" and feat.size
+    if not (ints and feat.min() >= 0 and feat.max() < n_features):
+        fail(internal & ((feat < 0) | (feat >= n_features)),
+             f"split feature index out of range (num_feature={n_features})")
+    if not (ints and stype.min() >= 0 and stype.max() <= 1):
+        fail((stype != 0) & (stype != 1), "unknown split_type")
     with np.errstate(all="ignore"):
         cond32 = cond.astype(_F32, copy=False)  # JSON holds float32 values as shortest decimals
-    fail(~internal & ~np.isfinite(cond32), "non-finite leaf value")
-    is_cat = internal & (stype == 1)
-    fail(internal & ~is_cat & np.isnan(cond32), "NaN split condition")
+    any_cat = bool(stype.any())
+    is_cat = internal & (stype == 1) if any_cat else np.zeros(len(internal), bool)
+    if not np.isfinite(cond32).all():
+        fail(~internal & ~np.isfinite(cond32), "non-finite leaf value")
+        fail(internal & ~is_cat & np.isnan(cond32), "NaN split condition")
 
     leaf_vals = np.where(internal, _F32(0), cond32)
     if leaf_map is not None:
         leaf_vals = np.where(internal, _F32(0), leaf_map(leaf_vals, tree_of))
     value = leaf_vals.astype(np.float64)
-    threshold = np.where(internal & ~is_cat, cond32, _F32(0)).astype(np.float64)
+    threshold = np.where(internal & ~is_cat if any_cat else internal, cond32, _F32(0)).astype(np.float64)
     feature = np.where(internal, feat, -1)
     default_left = dleft & internal
 
