@@ -24,11 +24,15 @@
  *       rounded, locale-independent PyOS_string_to_double; float32 is that float64 rounded
  *       to nearest (a C cast, as numpy's astype; beyond float32's range: inf).
  *   source_hash() -> str: the sha256 of this file as setup.py embedded it.
+ *
+ * Further sections below, each with its own description: JSON documents (find_arrays,
+ * strip), UBJSON (ubj_decode, addresses), tree shapes (tree_shapes).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 
 #include <float.h>
+#include <stdio.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -76,7 +80,7 @@ static int64_t span_at(Py_buffer *spans, Py_ssize_t i, int which) {
 
 /* commas, any byte outside "-+.0123456789eE,", any '.' / 'e' / 'E' in p[0:n]: blocks of 64
    bytes with byte-wide accumulators (branch-free compares the compiler vectorises) */
-__attribute__((optimize("O3"))) static void scan_bytes(const unsigned char *p, int64_t n,
+__attribute__((optimize("O3"), noinline)) static void scan_bytes(const unsigned char *p, int64_t n,
                                                        int64_t *commas, int *other, int *fl) {
   int64_t cm = 0;
   unsigned char bad = 0, f = 0;
@@ -160,6 +164,48 @@ static int slow_double(const unsigned char *p, size_t len, double *out) {
   return OK;
 }
 
+static const uint64_t U64_POW10[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
+
+/* The run of decimal digits at p when it is 1 to 7 long and its 8 bytes lie before end, its
+   value in *v: the run's length; 0 otherwise (no digit, 8 or more, too near the end, or a
+   big-endian host): the caller reads digit by digit then. (SWAR: each byte's digit value as
+   byte ^ '0'; a byte is no digit where that, or that + 6, has its high nibble set; a carry
+   out of such a byte only reaches the bytes after it, past the run.) */
+static inline int swar_digits(const unsigned char *p, const unsigned char *end, uint64_t *v) {
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ && defined(__GNUC__)
+  if (end - p < 8) return 0;
+  uint64_t x;
+  memcpy(&x, p, 8);
+  x ^= 0x3030303030303030ULL;
+  const uint64_t other = (x | (x + 0x0606060606060606ULL)) & 0xF0F0F0F0F0F0F0F0ULL;
+  if (!other) return 0; /* 8 digits or more */
+  const int run = __builtin_ctzll(other) >> 3;
+  if (run == 0) return 0;
+  /* the run's digits in the high bytes, the first highest-but-(run-1): leading zero bytes */
+  uint64_t y = x << (8 * (8 - run));
+  y = (y * 10 + (y >> 8)) & 0x00FF00FF00FF00FFULL;
+  y = (y * 100 + (y >> 16)) & 0x0000FFFF0000FFFFULL;
+  y = (y * 10000 + (y >> 32)) & 0x00000000FFFFFFFFULL;
+  *v = y;
+  return run;
+#else
+  (void)p;
+  (void)end;
+  (void)v;
+  return 0;
+#endif
+}
+
+/* decimal digits of v (0 for 0), v < 10^8 */
+static inline int64_t decimal_digits(uint64_t v) {
+  int64_t n = 0;
+  while (v) {
+    v /= 10;
+    n++;
+  }
+  return n;
+}
+
 /* One span's numbers: integers (kind 0/1) or floats (2/3) into out from index *pos; returns
    OK / BAD / WIDE / FAIL. */
 static int parse_span(const unsigned char *p, const unsigned char *end, char *out, int kind,
@@ -178,9 +224,13 @@ static int parse_span(const unsigned char *p, const unsigned char *end, char *ou
     uint64_t m = 0;
     int64_t sig = 0;  /* significant digits in m (leading zeros not counted) */
     int64_t frac = 0; /* digits after the '.' */
+    int run;
     if (*p == '0') {
       p++;
       if (p != end && (unsigned)(*p - '0') <= 9) return BAD; /* a leading zero */
+    } else if ((run = swar_digits(p, end, &m)) > 0) { /* (1-7 digits: the common case) */
+      sig = run;
+      p += run;
     } else {
       while (p != end && (unsigned)(*p - '0') <= 9) {
         if (sig < 19) m = m * 10 + (uint64_t)(*p - '0');
@@ -194,6 +244,21 @@ static int parse_span(const unsigned char *p, const unsigned char *end, char *ou
     if (p != end && *p == '.') {
       is_float = 1;
       if (++p == end || (unsigned)(*p - '0') > 9) return BAD;
+      uint64_t v;
+      if ((run = swar_digits(p, end, &v)) > 0) {
+        /* the loop below, at once: leading zeros (while m is 0) are no significant digits,
+           so v's own digits are those counted; m takes them while they fit 19 digits (when
+           they do not, sig > 19 sends the number to the slow path, which does not read m) */
+        if (sig == 0) {
+          m = v;
+          sig = decimal_digits(v);
+        } else {
+          if (sig + run <= 19) m = m * U64_POW10[run] + v;
+          sig += run;
+        }
+        frac += run;
+        p += run;
+      }
       while (p != end && (unsigned)(*p - '0') <= 9) {
         if (sig || *p != '0') {
           if (sig < 19) m = m * 10 + (uint64_t)(*p - '0');
@@ -293,6 +358,762 @@ done:
   return ret;
 }
 
+/* ---------------------------------------------------------------------------------------
+ * JSON documents (treecomp.frontends.jsonarrays' native path): the number arrays under
+ * given keys found, and the document rebuilt around them.
+ *
+ *   find_arrays(data, keys, min_bytes) -> (spans, key_index, counts, flags)
+ *       what re.finditer(b'"(' + b"|".join(keys) + b')":\[', data) finds (the keys tried in
+ *       their order, matches not overlapping), keeping each match whose quote follows '{' or
+ *       ',': the body data[a:b] from after its '[' to the first ']' after it, when that is at
+ *       least min_bytes long and holds only "-+.0123456789eE,". Returned as bytes: spans
+ *       int64 (a, b) pairs, key_index int32 (the key's position in keys), counts int64 (the
+ *       body's commas + 1), flags uint8 (1 where it holds '.', 'e' or 'E'); in document order.
+ *   strip(data, spans) -> bytes
+ *       data with each span data[a:b] (int64 pairs, in order, not overlapping) replaced by
+ *       the JSON string "\u0000tc<i>" (i its index).
+ * --------------------------------------------------------------------------------------- */
+
+typedef struct {
+  char *buf;
+  Py_ssize_t len, cap;
+} np_grow;
+
+static int grow_put(np_grow *g, const void *p, Py_ssize_t n) {
+  if (g->len + n > g->cap) {
+    Py_ssize_t cap = g->cap ? g->cap : 4096;
+    while (cap < g->len + n) cap *= 2;
+    char *b = (char *)PyMem_Realloc(g->buf, (size_t)cap);
+    if (!b) {
+      PyErr_NoMemory();
+      return -1;
+    }
+    g->buf = b;
+    g->cap = cap;
+  }
+  memcpy(g->buf + g->len, p, (size_t)n);
+  g->len += n;
+  return 0;
+}
+
+static PyObject *np_find_arrays(PyObject *self, PyObject *args) {
+  Py_buffer data;
+  PyObject *keys;
+  Py_ssize_t min_bytes;
+  if (!PyArg_ParseTuple(args, "y*O!n", &data, &PyTuple_Type, &keys, &min_bytes)) return NULL;
+  PyObject *ret = NULL;
+  np_grow spans = {0}, kidx = {0}, counts = {0}, flags = {0};
+  const Py_ssize_t nk = PyTuple_GET_SIZE(keys);
+  for (Py_ssize_t j = 0; j < nk; j++) {
+    if (!PyBytes_Check(PyTuple_GET_ITEM(keys, j))) {
+      PyErr_SetString(PyExc_TypeError, "find_arrays: keys must be bytes");
+      goto done;
+    }
+  }
+  const unsigned char *d = (const unsigned char *)data.buf;
+  const Py_ssize_t n = data.len;
+  Py_ssize_t pos = 0;
+  while (pos < n) {
+    const unsigned char *q = (const unsigned char *)memchr(d + pos, '"', (size_t)(n - pos));
+    if (!q) break;
+    const Py_ssize_t s = q - d;
+    Py_ssize_t key = -1, after = 0;
+    for (Py_ssize_t j = 0; j < nk && key < 0; j++) {
+      PyObject *k = PyTuple_GET_ITEM(keys, j);
+      const Py_ssize_t kl = PyBytes_GET_SIZE(k);
+      if (kl + 4 <= n - s && memcmp(d + s + 1, PyBytes_AS_STRING(k), (size_t)kl) == 0 &&
+          d[s + 1 + kl] == '"' && d[s + 2 + kl] == ':' && d[s + 3 + kl] == '[') {
+        key = j;
+        after = s + 4 + kl;
+      }
+    }
+    if (key < 0) {
+      pos = s + 1;
+      continue;
+    }
+    pos = after; /* (finditer goes on after the match, kept or not) */
+    if (s == 0 || (d[s - 1] != '{' && d[s - 1] != ',')) continue;
+    const unsigned char *close = (const unsigned char *)memchr(d + after, ']', (size_t)(n - after));
+    if (!close || (close - d) - after < min_bytes) continue;
+    const int64_t a = after, b = close - d;
+    int64_t commas = 0;
+    int other = 0, fl = 0;
+    scan_bytes(d + a, b - a, &commas, &other, &fl);
+    if (other) continue;
+    const int64_t ab[2] = {a, b}, cnt = commas + 1;
+    const int32_t ki = (int32_t)key;
+    const unsigned char f = (unsigned char)fl;
+    if (grow_put(&spans, ab, 16) < 0 || grow_put(&kidx, &ki, 4) < 0 ||
+        grow_put(&counts, &cnt, 8) < 0 || grow_put(&flags, &f, 1) < 0)
+      goto done;
+  }
+  ret = Py_BuildValue("(y#y#y#y#)", spans.buf ? spans.buf : "", spans.len, kidx.buf ? kidx.buf : "",
+                      kidx.len, counts.buf ? counts.buf : "", counts.len,
+                      flags.buf ? flags.buf : "", flags.len);
+done:
+  PyMem_Free(spans.buf);
+  PyMem_Free(kidx.buf);
+  PyMem_Free(counts.buf);
+  PyMem_Free(flags.buf);
+  PyBuffer_Release(&data);
+  return ret;
+}
+
+static PyObject *np_strip(PyObject *self, PyObject *args) {
+  Py_buffer data, spans;
+  if (!PyArg_ParseTuple(args, "y*y*", &data, &spans)) return NULL;
+  PyObject *ret = NULL;
+  Py_ssize_t ns;
+  if (get_spans(&data, &spans, &ns) < 0) goto done;
+  /* the result's size: the data less the spans, plus each placeholder */
+  Py_ssize_t size = data.len;
+  int64_t prev = 0;
+  for (Py_ssize_t i = 0; i < ns; i++) {
+    const int64_t a = span_at(&spans, i, 0), b = span_at(&spans, i, 1);
+    if (a < prev) {
+      PyErr_SetString(PyExc_ValueError, "strip: spans must be in order and not overlap");
+      goto done;
+    }
+    char tmp[48];
+    size += snprintf(tmp, sizeof tmp, "\"\\u0000tc%zd\"", i) - (b - a);
+    prev = b;
+  }
+  ret = PyBytes_FromStringAndSize(NULL, size);
+  if (!ret) goto done;
+  char *o = PyBytes_AS_STRING(ret);
+  const char *d = (const char *)data.buf;
+  prev = 0;
+  for (Py_ssize_t i = 0; i < ns; i++) {
+    const int64_t a = span_at(&spans, i, 0), b = span_at(&spans, i, 1);
+    memcpy(o, d + prev, (size_t)(a - prev));
+    o += a - prev;
+    char tmp[48];
+    const int k = snprintf(tmp, sizeof tmp, "\"\\u0000tc%zd\"", i);
+    memcpy(o, tmp, (size_t)k);
+    o += k;
+    prev = b;
+  }
+  memcpy(o, d + prev, (size_t)(data.len - prev));
+done:
+  PyBuffer_Release(&data);
+  PyBuffer_Release(&spans);
+  return ret;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * UBJSON (treecomp.frontends.ubjson's native decoder) and buffer addresses.
+ *
+ *   ubj_decode(data, strict, alloc) -> (value,) or None
+ *       decodes one UBJSON value filling all of data, the forms XGBoost's writers use: Z T F
+ *       i U I l L d D S C, arrays '[' (uncounted, '#'-counted, and '$'-typed numeric with a
+ *       '#' count) and uncounted objects. None (nothing raised) on anything else or anything
+ *       wrong: no-op 'N', 'H', typed arrays of non-numbers, counted / typed objects, a
+ *       length not 'L' under strict, duplicate keys, bad UTF-8, truncation, trailing bytes,
+ *       nesting deeper than UBJ_MAX_DEPTH, ...: the Python decoder then decides (and words
+ *       the error). Two passes: the first checks the structure and counts the typed arrays'
+ *       elements per group (the key of the object member holding the array, and its element
+ *       marker); alloc(groups) (groups: a list of (marker, total count)) returns
+ *       (raw, ro): per group a native-order 1-D array of that many elements (raw, filled
+ *       here) and a read-only view of it (ro); the second pass builds the value, each typed
+ *       array a read-only slice of its group's ro, the groups' arrays in document order.
+ *   addresses(seq, out) -> None
+ *       out (int64, 2 per item): each item's buffer address and its length in bytes; every
+ *       item a C-contiguous 1-D buffer of one format (the first's), else ValueError.
+ * Never reads outside data; no recursion (an explicit stack); allocations bounded by the
+ * input's size.
+ * --------------------------------------------------------------------------------------- */
+
+#define UBJ_MAX_DEPTH 512
+#define UBJ_MAX_GROUPS 64
+#define UBJ_KEY_MAX 64
+#define UBJ_CACHE 1024
+
+typedef struct {
+  char marker;
+  int key_len; /* -1: no key (an array's element, the top value, or the shared overflow group) */
+  char key[UBJ_KEY_MAX];
+  int64_t total;  /* elements (pass 1) */
+  int64_t cursor; /* elements written (pass 2) */
+  char *raw;      /* pass 2: the group's native array */
+  PyObject *ro;   /* pass 2: its read-only view */
+} ubj_group;
+
+typedef struct {
+  PyObject *obj;       /* the dict / list (pass 2) */
+  int is_object;
+  int64_t remaining;   /* -1: uncounted */
+  const unsigned char *key; /* the pending member's key bytes (objects) */
+  Py_ssize_t key_len;
+  PyObject *key_str;   /* pass 2 */
+} ubj_frame;
+
+typedef struct {
+  const unsigned char *d;
+  Py_ssize_t n, pos;
+  int strict, build;
+  ubj_group groups[UBJ_MAX_GROUPS];
+  int n_groups;
+  struct {
+    PyObject *str;
+    Py_ssize_t len;
+    unsigned char bytes[UBJ_KEY_MAX];
+  } cache[UBJ_CACHE];
+} ubj_state;
+
+static int ubj_itemsize(unsigned char m) {
+  switch (m) {
+  case 'i': case 'U': return 1;
+  case 'I': return 2;
+  case 'l': case 'd': return 4;
+  case 'L': case 'D': return 8;
+  default: return 0;
+  }
+}
+
+/* a big-endian integer of marker m at p (ubj_itemsize(m) bytes there) */
+static int64_t ubj_int(unsigned char m, const unsigned char *p) {
+  switch (m) {
+  case 'i': return (int8_t)p[0];
+  case 'U': return p[0];
+  case 'I': return (int16_t)(uint16_t)((p[0] << 8) | p[1]);
+  case 'l': return (int32_t)(((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3]);
+  default: {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
+    return (int64_t)v;
+  }
+  }
+}
+
+static uint32_t ubj_u32(const unsigned char *p) {
+  return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static uint64_t ubj_u64(const unsigned char *p) {
+  uint64_t v = 0;
+  for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
+  return v;
+}
+
+/* a length / count: an integer marker and its value, >= 0, 'L' only under strict; -1: bail */
+static int64_t ubj_length(ubj_state *s) {
+  if (s->pos >= s->n) return -1;
+  unsigned char m = s->d[s->pos];
+  if (m != 'i' && m != 'U' && m != 'I' && m != 'l' && m != 'L') return -1;
+  if (s->strict && m != 'L') return -1;
+  int k = ubj_itemsize(m);
+  if (s->n - s->pos - 1 < k) return -1;
+  int64_t v = ubj_int(m, s->d + s->pos + 1);
+  if (v < 0) return -1;
+  s->pos += 1 + k;
+  return v;
+}
+
+/* a string's bytes (its length read first): 0, or -1 to bail */
+static int ubj_str_bytes(ubj_state *s, const unsigned char **p, Py_ssize_t *len) {
+  int64_t k = ubj_length(s);
+  if (k < 0 || k > s->n - s->pos) return -1;
+  *p = s->d + s->pos;
+  *len = (Py_ssize_t)k;
+  s->pos += (Py_ssize_t)k;
+  return 0;
+}
+
+/* a key's str (new reference), through a small cache: NULL with no exception set: bail */
+static PyObject *ubj_key(ubj_state *s, const unsigned char *p, Py_ssize_t len) {
+  if (len > UBJ_KEY_MAX) {
+    PyObject *r = PyUnicode_DecodeUTF8((const char *)p, len, "strict");
+    if (!r) PyErr_Clear();
+    return r;
+  }
+  uint32_t h = 2166136261u;
+  for (Py_ssize_t i = 0; i < len; i++) h = (h ^ p[i]) * 16777619u;
+  h = (h ^ (uint32_t)len) & (UBJ_CACHE - 1);
+  if (s->cache[h].str && s->cache[h].len == len && memcmp(s->cache[h].bytes, p, (size_t)len) == 0) {
+    Py_INCREF(s->cache[h].str);
+    return s->cache[h].str;
+  }
+  PyObject *r = PyUnicode_DecodeUTF8((const char *)p, len, "strict");
+  if (!r) {
+    PyErr_Clear();
+    return NULL;
+  }
+  Py_XDECREF(s->cache[h].str);
+  s->cache[h].str = r;
+  Py_INCREF(r);
+  s->cache[h].len = len;
+  memcpy(s->cache[h].bytes, p, (size_t)len);
+  return r;
+}
+
+/* the group of a typed array of marker `marker` under `key` (NULL: none): the group of that
+   key and marker; once UBJ_MAX_GROUPS - 8 groups exist, keys without one share a group a
+   marker (as arrays without a key do). Pass 1 creates groups, pass 2 only finds them (the
+   same ones: the same rule over the same document); -1: none. */
+static int ubj_group_of(ubj_state *s, unsigned char marker, const unsigned char *key, Py_ssize_t key_len) {
+  int kl = key && key_len <= UBJ_KEY_MAX ? (int)key_len : -1;
+  for (int g = 0; g < s->n_groups; g++) {
+    ubj_group *G = &s->groups[g];
+    if (G->marker == (char)marker && G->key_len == kl && (kl <= 0 || memcmp(G->key, key, (size_t)kl) == 0))
+      return g;
+  }
+  if (s->n_groups >= UBJ_MAX_GROUPS - 8) kl = -1;
+  if (kl < 0) {
+    for (int g = 0; g < s->n_groups; g++)
+      if (s->groups[g].marker == (char)marker && s->groups[g].key_len < 0) return g;
+  }
+  if (s->build || s->n_groups >= UBJ_MAX_GROUPS) return -1; /* (the latter cannot happen) */
+  ubj_group *G = &s->groups[s->n_groups];
+  memset(G, 0, sizeof *G);
+  G->marker = (char)marker;
+  G->key_len = kl;
+  if (kl > 0) memcpy(G->key, key, (size_t)kl);
+  return s->n_groups++;
+}
+
+/* a typed array's elements (count of marker m at s->pos) into its group; pass 2: its view
+   (new reference) in *out. 0, -1 bail, -2 a Python error. */
+static int ubj_typed(ubj_state *s, unsigned char m, int64_t count, const unsigned char *key,
+                     Py_ssize_t key_len, PyObject **out) {
+  int size = ubj_itemsize(m);
+  if (count > (s->n - s->pos) / size) return -1;
+  int g = ubj_group_of(s, m, key, key_len);
+  if (g < 0) return -1;
+  ubj_group *G = &s->groups[g];
+  const unsigned char *p = s->d + s->pos;
+  s->pos += (Py_ssize_t)(count * size);
+  if (!s->build) {
+    G->total += count;
+    return 0;
+  }
+  if (G->cursor + count > G->total) return -1; /* (the passes disagree: cannot happen) */
+  char *dst = G->raw + G->cursor * size;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+  memcpy(dst, p, (size_t)(count * size));
+#else
+  if (size == 1) {
+    memcpy(dst, p, (size_t)count);
+  } else if (size == 2) {
+    for (int64_t i = 0; i < count; i++) {
+      uint16_t v = (uint16_t)((p[2 * i] << 8) | p[2 * i + 1]);
+      memcpy(dst + 2 * i, &v, 2);
+    }
+  } else if (size == 4) {
+    for (int64_t i = 0; i < count; i++) {
+      uint32_t v = ubj_u32(p + 4 * i);
+      memcpy(dst + 4 * i, &v, 4);
+    }
+  } else {
+    for (int64_t i = 0; i < count; i++) {
+      uint64_t v = ubj_u64(p + 8 * i);
+      memcpy(dst + 8 * i, &v, 8);
+    }
+  }
+#endif
+  PyObject *a = PyLong_FromLongLong(G->cursor), *b = PyLong_FromLongLong(G->cursor + count);
+  PyObject *sl = a && b ? PySlice_New(a, b, NULL) : NULL;
+  Py_XDECREF(a);
+  Py_XDECREF(b);
+  if (!sl) return -2;
+  *out = PyObject_GetItem(G->ro, sl);
+  Py_DECREF(sl);
+  if (!*out) return -2;
+  G->cursor += count;
+  return 0;
+}
+
+/* One pass over the document. Returns 0 with *result (pass 2: a new reference), -1 bail,
+   -2 a Python error. */
+static int ubj_walk(ubj_state *s, PyObject **result) {
+  ubj_frame stack[UBJ_MAX_DEPTH];
+  int depth = 0;
+  int rc = -1;
+  PyObject *value = NULL;
+  *result = NULL;
+  for (;;) {
+    ubj_frame *top = depth ? &stack[depth - 1] : NULL;
+    if (top) {
+      /* the container ends? */
+      int ends = 0;
+      if (top->remaining == 0) {
+        ends = 1;
+      } else if (top->remaining < 0) {
+        if (s->pos >= s->n) goto out;
+        if (s->d[s->pos] == (top->is_object ? '}' : ']')) {
+          s->pos++;
+          ends = 1;
+        }
+      }
+      if (ends) {
+        value = top->obj; /* (pass 2: the frame's reference moves to value) */
+        top->obj = NULL;
+        Py_CLEAR(top->key_str);
+        depth--;
+        goto attach;
+      }
+      if (top->remaining > 0) top->remaining--;
+      if (top->is_object) {
+        Py_CLEAR(top->key_str);
+        if (ubj_str_bytes(s, &top->key, &top->key_len) < 0) goto out;
+        if (s->build) {
+          top->key_str = ubj_key(s, top->key, top->key_len);
+          if (!top->key_str) goto out;
+        }
+      }
+    }
+    if (s->pos >= s->n) goto out;
+    {
+      unsigned char m = s->d[s->pos++];
+      int size;
+      switch (m) {
+      case 'Z': case 'T': case 'F':
+        if (s->build) {
+          value = m == 'Z' ? Py_None : m == 'T' ? Py_True : Py_False;
+          Py_INCREF(value);
+        }
+        break;
+      case 'i': case 'U': case 'I': case 'l': case 'L':
+        size = ubj_itemsize(m);
+        if (s->n - s->pos < size) goto out;
+        if (s->build && !(value = PyLong_FromLongLong(ubj_int(m, s->d + s->pos)))) goto error;
+        s->pos += size;
+        break;
+      case 'd': case 'D':
+        size = ubj_itemsize(m);
+        if (s->n - s->pos < size) goto out;
+        if (s->build) {
+          double v;
+          if (m == 'd') {
+            uint32_t u = ubj_u32(s->d + s->pos);
+            float f;
+            memcpy(&f, &u, 4);
+            v = f;
+          } else {
+            uint64_t u = ubj_u64(s->d + s->pos);
+            memcpy(&v, &u, 8);
+          }
+          if (!(value = PyFloat_FromDouble(v))) goto error;
+        }
+        s->pos += size;
+        break;
+      case 'C':
+        if (s->pos >= s->n) goto out;
+        if (!s->strict && s->d[s->pos] > 127) goto out;
+        if (s->build) {
+          value = s->strict ? PyLong_FromLong((signed char)s->d[s->pos])
+                            : PyUnicode_FromStringAndSize((const char *)s->d + s->pos, 1);
+          if (!value) goto error;
+        }
+        s->pos++;
+        break;
+      case 'S': {
+        const unsigned char *p;
+        Py_ssize_t len;
+        if (ubj_str_bytes(s, &p, &len) < 0) goto out;
+        if (s->build && !(value = PyUnicode_DecodeUTF8((const char *)p, len, "strict"))) {
+          PyErr_Clear();
+          goto out;
+        }
+        break;
+      }
+      case '[': {
+        if (s->pos < s->n && s->d[s->pos] == '$') {
+          if (s->n - s->pos < 2) goto out;
+          unsigned char t = s->d[s->pos + 1];
+          if (!ubj_itemsize(t) || s->n - s->pos < 3 || s->d[s->pos + 2] != '#') goto out;
+          s->pos += 3;
+          int64_t count = ubj_length(s);
+          if (count < 0) goto out;
+          int r = ubj_typed(s, t, count, top && top->is_object ? top->key : NULL,
+                            top && top->is_object ? top->key_len : 0, &value);
+          if (r == -1) goto out;
+          if (r == -2) goto error;
+          break;
+        }
+        int64_t count = -1;
+        if (s->pos < s->n && s->d[s->pos] == '#') {
+          s->pos++;
+          count = ubj_length(s);
+          if (count < 0 || count > s->n - s->pos) goto out;
+        }
+        if (depth >= UBJ_MAX_DEPTH - 1) goto out;
+        ubj_frame *f = &stack[depth];
+        memset(f, 0, sizeof *f);
+        f->remaining = count;
+        if (s->build && !(f->obj = PyList_New(0))) goto error;
+        depth++;
+        continue;
+      }
+      case '{': {
+        if (s->pos < s->n && (s->d[s->pos] == '$' || s->d[s->pos] == '#')) goto out;
+        if (depth >= UBJ_MAX_DEPTH - 1) goto out;
+        ubj_frame *f = &stack[depth];
+        memset(f, 0, sizeof *f);
+        f->is_object = 1;
+        f->remaining = -1;
+        if (s->build && !(f->obj = PyDict_New())) goto error;
+        depth++;
+        continue;
+      }
+      default:
+        goto out; /* 'N', 'H', ']', '}', unknown */
+      }
+    }
+  attach:
+    if (!depth) break;
+    if (s->build) {
+      ubj_frame *p = &stack[depth - 1];
+      if (p->is_object) {
+        Py_ssize_t before = PyDict_GET_SIZE(p->obj);
+        int r = PyDict_SetItem(p->obj, p->key_str, value);
+        Py_CLEAR(value);
+        if (r < 0) goto error;
+        if (PyDict_GET_SIZE(p->obj) == before) goto out; /* a duplicate key */
+      } else {
+        int r = PyList_Append(p->obj, value);
+        Py_CLEAR(value);
+        if (r < 0) goto error;
+      }
+    }
+  }
+  if (s->pos != s->n) goto out;
+  *result = value;
+  value = NULL;
+  rc = 0;
+  goto out;
+error:
+  rc = -2;
+out:
+  Py_XDECREF(value);
+  while (depth > 0) {
+    depth--;
+    Py_XDECREF(stack[depth].obj);
+    Py_XDECREF(stack[depth].key_str);
+  }
+  return rc;
+}
+
+static PyObject *np_ubj_decode(PyObject *self, PyObject *args) {
+  Py_buffer data;
+  int strict;
+  PyObject *alloc;
+  if (!PyArg_ParseTuple(args, "y*pO", &data, &strict, &alloc)) return NULL;
+  PyObject *ret = NULL, *groups = NULL, *got = NULL, *result = NULL;
+  Py_buffer raw[UBJ_MAX_GROUPS];
+  int n_raw = 0;
+  ubj_state *s = (ubj_state *)PyMem_Calloc(1, sizeof(ubj_state));
+  if (!s) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  s->d = (const unsigned char *)data.buf;
+  s->n = data.len;
+  s->strict = strict;
+  int rc = ubj_walk(s, &result);
+  if (rc == -2) goto done;
+  if (rc == -1) {
+    ret = Py_None;
+    Py_INCREF(ret);
+    goto done;
+  }
+  if (!(groups = PyList_New(s->n_groups))) goto done;
+  for (int g = 0; g < s->n_groups; g++) {
+    PyObject *t = Py_BuildValue("(C L)", s->groups[g].marker, (long long)s->groups[g].total);
+    if (!t) goto done;
+    PyList_SET_ITEM(groups, g, t);
+  }
+  if (!(got = PyObject_CallFunctionObjArgs(alloc, groups, NULL))) goto done;
+  PyObject *raws, *ros;
+  if (!PyArg_ParseTuple(got, "OO", &raws, &ros) || !PyList_Check(raws) || !PyList_Check(ros) ||
+      PyList_GET_SIZE(raws) != s->n_groups || PyList_GET_SIZE(ros) != s->n_groups) {
+    if (!PyErr_Occurred()) PyErr_SetString(PyExc_ValueError, "alloc must return two lists, one array a group");
+    goto done;
+  }
+  for (int g = 0; g < s->n_groups; g++) {
+    if (PyObject_GetBuffer(PyList_GET_ITEM(raws, g), &raw[g], PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0) goto done;
+    n_raw++;
+    if (raw[g].len != s->groups[g].total * ubj_itemsize((unsigned char)s->groups[g].marker)) {
+      PyErr_SetString(PyExc_ValueError, "alloc's arrays do not match the groups");
+      goto done;
+    }
+    s->groups[g].raw = (char *)raw[g].buf;
+    s->groups[g].ro = PyList_GET_ITEM(ros, g);
+    s->groups[g].cursor = 0;
+  }
+  int n_groups = s->n_groups;
+  s->pos = 0;
+  s->build = 1;
+  rc = ubj_walk(s, &result);
+  if (rc == -2) goto done;
+  if (rc == -1 || s->n_groups != n_groups) {
+    Py_CLEAR(result);
+    ret = Py_None;
+    Py_INCREF(ret);
+    goto done;
+  }
+  for (int g = 0; g < n_groups; g++) {
+    if (s->groups[g].cursor != s->groups[g].total) {
+      Py_CLEAR(result);
+      ret = Py_None;
+      Py_INCREF(ret);
+      goto done;
+    }
+  }
+  ret = PyTuple_Pack(1, result);
+done:
+  Py_XDECREF(result);
+  for (int g = 0; g < n_raw; g++) PyBuffer_Release(&raw[g]);
+  if (s) {
+    for (int i = 0; i < UBJ_CACHE; i++) Py_XDECREF(s->cache[i].str);
+    PyMem_Free(s);
+  }
+  Py_XDECREF(got);
+  Py_XDECREF(groups);
+  PyBuffer_Release(&data);
+  return ret;
+}
+
+static PyObject *np_addresses(PyObject *self, PyObject *args) {
+  PyObject *seq;
+  Py_buffer out;
+  if (!PyArg_ParseTuple(args, "Ow*", &seq, &out)) return NULL;
+  PyObject *ret = NULL;
+  PyObject *fast = PySequence_Fast(seq, "addresses needs a sequence");
+  if (!fast) goto done;
+  Py_ssize_t n = PySequence_Fast_GET_SIZE(fast);
+  if (out.len != 16 * n) {
+    PyErr_SetString(PyExc_ValueError, "out must hold two int64 an item");
+    goto done;
+  }
+  char fmt0[16] = "";
+  for (Py_ssize_t i = 0; i < n; i++) {
+    Py_buffer b;
+    if (PyObject_GetBuffer(PySequence_Fast_GET_ITEM(fast, i), &b, PyBUF_C_CONTIGUOUS | PyBUF_FORMAT) < 0)
+      goto done;
+    const char *fmt = b.format ? b.format : "B";
+    int same = b.ndim == 1 && strlen(fmt) < sizeof fmt0 && (i == 0 || strcmp(fmt, fmt0) == 0);
+    if (same && i == 0) strcpy(fmt0, fmt);
+    int64_t v[2] = {(int64_t)(intptr_t)b.buf, (int64_t)b.len};
+    PyBuffer_Release(&b);
+    if (!same) {
+      PyErr_SetString(PyExc_ValueError, "addresses: the items must be 1-D buffers of one format");
+      goto done;
+    }
+    memcpy((char *)out.buf + 16 * i, v, 16);
+  }
+  ret = Py_None;
+  Py_INCREF(ret);
+done:
+  Py_XDECREF(fast);
+  PyBuffer_Release(&out);
+  return ret;
+}
+
+/* ---------------------------------------------------------------------------------------
+ * Tree shapes (treecomp.ir.build_trees, the XGBoost frontend): forest-wide child arrays.
+ *
+ *   tree_shapes(sizes, left, right, wide, status, depth) -> None
+ *       sizes: int64, every one >= 1, summing to the length of left and right (int64 where
+ *       wide, else int32), tree i's nodes the slice after trees 0..i-1, child ids local to it.
+ *       status[i] (uint8): 0 where tree i is "canonical": every node a leaf (both children
+ *       -1) or internal with both children in (its id, n), and every node but the root the
+ *       child of exactly one node; 1 where some child is < -1 or >= n, or one child of a node
+ *       is negative and the other not; 2 where the children are in range but the tree is not
+ *       canonical. depth[i] (int64): the tree's depth where canonical (root 0), else 0.
+ * --------------------------------------------------------------------------------------- */
+
+static PyObject *np_tree_shapes(PyObject *self, PyObject *args) {
+  Py_buffer sizes, left, right, status, depth;
+  int wide;
+  if (!PyArg_ParseTuple(args, "y*y*y*pw*w*", &sizes, &left, &right, &wide, &status, &depth)) return NULL;
+  PyObject *ret = NULL;
+  int32_t *d = NULL;
+  unsigned char *seen = NULL;
+  const Py_ssize_t T = sizes.len / 8, w = wide ? 8 : 4;
+  if (sizes.len % 8 || left.len % w || left.len != right.len || status.len != T || depth.len != 8 * T) {
+    PyErr_SetString(PyExc_ValueError, "tree_shapes: arrays of mismatched sizes");
+    goto done;
+  }
+  const int64_t total = left.len / w;
+  int64_t sum = 0, most = 0;
+  for (Py_ssize_t i = 0; i < T; i++) {
+    int64_t n;
+    memcpy(&n, (const char *)sizes.buf + 8 * i, 8);
+    if (n < 1 || n > total - sum) {
+      PyErr_SetString(PyExc_ValueError, "tree_shapes: sizes must be >= 1 and sum to the nodes");
+      goto done;
+    }
+    sum += n;
+    if (n > most) most = n;
+  }
+  if (sum != total) {
+    PyErr_SetString(PyExc_ValueError, "tree_shapes: sizes must be >= 1 and sum to the nodes");
+    goto done;
+  }
+  d = (int32_t *)PyMem_Malloc((size_t)(most ? most : 1) * sizeof(int32_t));
+  seen = (unsigned char *)PyMem_Malloc((size_t)(most ? most : 1));
+  if (!d || !seen) {
+    PyErr_NoMemory();
+    goto done;
+  }
+  const char *L = (const char *)left.buf, *R = (const char *)right.buf;
+  int64_t off = 0;
+  for (Py_ssize_t i = 0; i < T; i++) {
+    int64_t n;
+    memcpy(&n, (const char *)sizes.buf + 8 * i, 8);
+    unsigned char st = 0;
+    int32_t deepest = 0;
+    int64_t n_int = 0, n_seen = 0;
+    memset(seen, 0, (size_t)n);
+    memset(d, 0, (size_t)n * sizeof(int32_t));
+    for (int64_t j = 0; j < n; j++) {
+      int64_t l, r;
+      if (wide) {
+        memcpy(&l, L + 8 * (off + j), 8);
+        memcpy(&r, R + 8 * (off + j), 8);
+      } else {
+        int32_t a, b;
+        memcpy(&a, L + 4 * (off + j), 4);
+        memcpy(&b, R + 4 * (off + j), 4);
+        l = a;
+        r = b;
+      }
+      if (l < -1 || r < -1 || l >= n || r >= n || ((l < 0) != (r < 0))) {
+        st = 1;
+        break;
+      }
+      if (l < 0) continue;
+      n_int++;
+      if (st) continue; /* (not canonical: the range checks go on) */
+      if (l <= j || r <= j || l == r) {
+        st = 2;
+        continue;
+      }
+      n_seen += !seen[l] + !seen[r];
+      seen[l] = seen[r] = 1;
+      /* (children come after their parent: d[j] is final when j is read, if j is reached) */
+      d[l] = d[r] = d[j] + 1;
+      if (d[l] > deepest) deepest = d[l];
+    }
+    if (!st && (2 * n_int != n - 1 || n_seen != n - 1)) st = 2;
+    ((unsigned char *)status.buf)[i] = st;
+    int64_t dep = st ? 0 : deepest;
+    memcpy((char *)depth.buf + 8 * i, &dep, 8);
+    off += n;
+  }
+  ret = Py_None;
+  Py_INCREF(ret);
+done:
+  PyMem_Free(d);
+  PyMem_Free(seen);
+  PyBuffer_Release(&sizes);
+  PyBuffer_Release(&left);
+  PyBuffer_Release(&right);
+  PyBuffer_Release(&status);
+  PyBuffer_Release(&depth);
+  return ret;
+}
+
 static PyObject *np_source_hash(PyObject *self, PyObject *unused) {
   return PyUnicode_FromString(TC_SOURCE_HASH);
 }
@@ -300,6 +1121,11 @@ static PyObject *np_source_hash(PyObject *self, PyObject *unused) {
 static PyMethodDef methods[] = {
     {"scan", np_scan, METH_VARARGS, "scan(data, spans, counts, flags): count and classify spans"},
     {"parse", np_parse, METH_VARARGS, "parse(data, spans, out, kind) -> 0 ok, 1 invalid, 2 wide"},
+    {"find_arrays", np_find_arrays, METH_VARARGS, "find_arrays(data, keys, min_bytes) -> (spans, key_index, counts, flags)"},
+    {"strip", np_strip, METH_VARARGS, "strip(data, spans) -> the data with placeholders for the spans"},
+    {"ubj_decode", np_ubj_decode, METH_VARARGS, "ubj_decode(data, strict, alloc) -> (value,) or None"},
+    {"addresses", np_addresses, METH_VARARGS, "addresses(seq, out): buffer addresses and sizes"},
+    {"tree_shapes", np_tree_shapes, METH_VARARGS, "tree_shapes(sizes, left, right, wide, status, depth)"},
     {"source_hash", np_source_hash, METH_NOARGS, "sha256 of the numparse.c it was built from"},
     {NULL, NULL, 0, NULL}};
 

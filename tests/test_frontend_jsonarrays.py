@@ -93,6 +93,83 @@ def test_parse_numbers_matches_json(monkeypatch, chunk, way):
         assert _same(_json_kind(ints.encode(), False), jsonarrays.parse_numbers(ints.encode(), False))
 
 
+def test_native_find_arrays_and_strip_are_the_python_passes():
+    """Seeded fuzz: numparse.find_arrays finds what jsonarrays' regex pass and byte check
+    find (keys that prefix one another, keys after '{' / ',' / elsewhere, inside strings,
+    escaped quotes, no closing ']', short bodies, other bytes in the body, overlapping
+    matches) with the same counts and float flags; numparse.strip rebuilds the document as
+    the Python pieces do."""
+    if not numparse.available():
+        pytest.skip(f"the native parser is not built: {numparse.UNAVAILABLE}")
+    rng = random.Random(38)
+    keys = ("a", "ab", "left_children", "x\u00e9")
+    parts = ['"a":[', '"ab":[', '"left_children":[', '"x\u00e9":[', '{', ',', '"', '\\"', ']', '[',
+             '1,2,3', '-1.5E3', ',,', ' ', 'e', '"a":"', '"ab"', '{"a":[1,2', '0' * 70, '9,' * 40,
+             '{"a":[1,2,3]', ',"ab":[1.5,-2e3]', ',"left_children":[' + '1,' * 40 + '2]']
+    found = 0
+    for trial in range(400):
+        doc = "".join(rng.choice(parts) for _ in range(rng.randint(0, 40))).encode()
+        min_bytes = rng.choice([0, 1, 5, jsonarrays.MIN_BYTES])
+        kt = tuple(sorted(keys))
+        want = [(a, b, key) for a, b, key in jsonarrays._candidates(doc, kt) if b - a >= min_bytes] \
+            if min_bytes == jsonarrays.MIN_BYTES else None
+        # the regex pass, with this min_bytes
+        pat = jsonarrays._pattern(kt)
+        cands = []
+        for m in pat.finditer(doc):
+            st = m.start()
+            if st == 0 or doc[st - 1] not in b"{,":
+                continue
+            b = doc.find(b"]", m.end())
+            if b - m.end() >= min_bytes:
+                cands.append((m.end(), b, m.group(1)))
+        if want is not None:
+            assert want == cands
+        ok = [(a, b, key) for a, b, key in cands if set(doc[a:b]) <= set(b"-+.0123456789eE,")]
+        spans, kidx, counts, flags = numparse.find_arrays(doc, tuple(k.encode() for k in kt), min_bytes)
+        got = [(a, b, kt[k].encode()) for (a, b), k in zip(spans.tolist(), kidx.tolist())]
+        assert got == ok, doc
+        found += len(got)
+        assert counts.tolist() == [doc.count(b",", a, b) + 1 for a, b, _ in ok]
+        assert flags.tolist() == [any(c in doc[a:b] for c in (b".", b"e", b"E")) for a, b, _ in ok]
+        cut = [(a - 1, b + 1) for a, b, _ in ok]
+        pieces, pos = [], 0
+        for i, (a, b) in enumerate(cut):
+            pieces += [doc[pos:a], b'"\\u0000tc%d"' % i]
+            pos = b
+        pieces.append(doc[pos:])
+        assert numparse.strip(doc, np.array(cut, np.int64).reshape(-1, 2)) == b"".join(pieces)
+    assert found > 500
+    with pytest.raises(ValueError):
+        numparse.strip(b"abcdef", [[3, 4], [1, 2]])
+    with pytest.raises(ValueError):
+        numparse.strip(b"abc", [[1, 9]])
+
+
+def test_parse_numbers_digit_runs(way):
+    """Every length of digit run (the native parser reads runs of 1-7 digits 8 bytes at a
+    time, longer ones and those near a list's end digit by digit), integer parts of '0' and
+    fractions with leading zeros (not significant digits while the mantissa is 0), 17-21
+    significant digits in all: json.loads' values."""
+    rng = random.Random(38)
+
+    def run(n: int, lead: str = "123456789") -> str:
+        return "".join([rng.choice(lead)] + [rng.choice("0123456789") for _ in range(n - 1)]) if n else ""
+    for _ in range(400):
+        toks, ints = [], []
+        for _ in range(rng.randint(1, 12)):
+            i = rng.choice(["0", run(rng.randint(1, 10))])
+            f = "0" * rng.choice([0, 0, 1, 3, 7, 9]) + run(rng.randint(1, 12), "0123456789")
+            e = rng.choice(["", "", "E-1", "e+07", "E-15", "E3"])
+            toks.append(rng.choice(["", "-"]) + i + "." + f + e)
+            ints.append(rng.choice(["", "-"]) + rng.choice(["0", run(rng.randint(1, 17))]))
+        for buf, floats in ((",".join(toks).encode(), True), (",".join(ints).encode(), False)):
+            assert _same(_json_kind(buf, floats), jsonarrays.parse_numbers(buf, floats)), buf
+            bad = buf.replace(b"1", b"x", 1)  # (a non-digit inside a run: refused)
+            if bad != buf:
+                assert jsonarrays.parse_numbers(bad, floats) is None
+
+
 @pytest.mark.parametrize("chunk", [None, 8])
 def test_parse_numbers_refuses_what_json_refuses(monkeypatch, chunk, way):
     """Seeded mutations of valid lists: parse_numbers gives json.loads' values or None, and

@@ -17,7 +17,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import json
-import pickle
 import platform
 import struct
 import subprocess
@@ -31,7 +30,7 @@ import pytest
 xgb = pytest.importorskip("xgboost")
 
 import treecomp  # noqa: E402
-from treecomp import interp, outputs  # noqa: E402
+from treecomp import interp, numparse, outputs  # noqa: E402
 from treecomp.errors import InvalidModelError, NotFittedError, UnsupportedModelError  # noqa: E402
 from treecomp.frontends import ubjson  # noqa: E402
 from treecomp.frontends.xgboost import forest_from_document, parse_xgboost_file  # noqa: E402
@@ -429,7 +428,31 @@ def _u8(s: str) -> bytes:
     return b"U" + bytes([len(b)]) + b
 
 
-def test_ubjson_scalars_and_containers():
+@pytest.fixture(params=["native", "python"])
+def ubj_way(request, monkeypatch):
+    """Each test that takes it runs twice: with treecomp.numparse's C decoder first (where it
+    is built), and with ubjson's Python decoder only (ubjson.NATIVE = False)."""
+    if request.param == "native" and not numparse.available():
+        pytest.skip(f"the native parser is not built: {numparse.UNAVAILABLE}")
+    monkeypatch.setattr(ubjson, "NATIVE", request.param == "native")
+    return request.param
+
+
+def _canon(v):
+    """A decoded UBJSON value as a comparable structure: types, float bits, arrays' dtype,
+    shape, bytes and writeability (pickle's bytes would also tell shared key objects apart)."""
+    if isinstance(v, np.ndarray):
+        return ("a", v.dtype.str, v.shape, v.tobytes(), v.flags.writeable)
+    if isinstance(v, dict):
+        return ("o", [(k, _canon(x)) for k, x in v.items()])
+    if isinstance(v, list):
+        return ("l", [_canon(x) for x in v])
+    if isinstance(v, float):
+        return ("f", struct.pack(">d", v))
+    return (type(v).__name__, v)
+
+
+def test_ubjson_scalars_and_containers(ubj_way):
     cases = [
         (b"Z", None), (b"T", True), (b"F", False), (b"NNi\x85", -123), (b"U\xff", 255),
         (b"I\x80\x00", -32768), (b"l\x00\x00\x01\x00", 256), (b"L\xff\xff\xff\xff\xff\xff\xff\xfe", -2),
@@ -453,12 +476,15 @@ def test_ubjson_scalars_and_containers():
 
 @pytest.mark.parametrize("marker,dtype", [(b"i", ">i1"), (b"U", ">u1"), (b"I", ">i2"), (b"l", ">i4"),
                                           (b"L", ">i8"), (b"d", ">f4"), (b"D", ">f8")])
-def test_ubjson_typed_arrays_are_native_numpy(marker, dtype):
+def test_ubjson_typed_arrays_are_native_numpy(marker, dtype, ubj_way):
     vals = np.array([0, 1, 2, 100, 127], dtype=dtype)
-    data = b"[$" + marker + b"#U\x05" + vals.tobytes()
-    got = ubjson.decode(data)
-    assert isinstance(got, np.ndarray) and got.dtype == np.dtype(dtype).newbyteorder("=")
-    assert_same(vals.astype(got.dtype), got)
+    for data in (b"[$" + marker + b"#U\x05" + vals.tobytes(),
+                 b"[$" + marker + b"#L" + (5).to_bytes(8, "big") + vals.tobytes()):
+        for got in (ubjson.decode(data), ubjson.decode(b"{U\x01a" + data + b"}")["a"],
+                    ubjson.decode(b"[" + data + data + b"]")[1]):
+            assert isinstance(got, np.ndarray) and got.dtype == np.dtype(dtype).newbyteorder("=")
+            assert not got.flags.writeable and (got.base is None or not got.base.flags.writeable)
+            assert_same(vals.astype(got.dtype), got)
     assert ubjson.decode(b"[$d#U\x00").shape == (0,)
 
 
@@ -484,7 +510,7 @@ BAD_UBJSON = [
 
 
 @pytest.mark.parametrize("data", BAD_UBJSON, ids=range(len(BAD_UBJSON)))
-def test_ubjson_rejects_corrupt_input(data):
+def test_ubjson_rejects_corrupt_input(data, ubj_way):
     with pytest.raises(InvalidModelError):
         ubjson.decode(data)
 
@@ -520,7 +546,7 @@ def _decode_or_error(data: bytes, strict: bool):
         v = ubjson.decode(data, strict=strict)
     except InvalidModelError as exc:
         return f"error: {exc}"
-    return pickle.dumps(v)  # numpy arrays by value, dtype and shape
+    return _canon(v)  # numpy arrays by value, dtype and shape
 
 
 @pytest.mark.parametrize("strict", [False, True])
@@ -542,12 +568,194 @@ def test_ubjson_fast_paths_decode_as_the_general_path(strict, monkeypatch):
         cases.append(bytes(buf))
     fast = [_decode_or_error(c, strict) for c in cases]
     with monkeypatch.context() as m:
+        m.setattr(ubjson, "NATIVE", False)                # no C decoder
         m.setattr(ubjson, "_TYPED_DTYPES", {})           # no typed-array fast path
         m.setattr(ubjson, "_INT64", _NoFastLength())      # no string fast path
         slow = [_decode_or_error(c, strict) for c in cases]
     assert fast == slow
     errors = sum(isinstance(f, str) for f in fast)
     assert errors > 100 and len(fast) - errors > 5
+
+
+def _random_ubjson(rng, strict: bool) -> bytes:
+    """A random UBJSON document (seeded): nested objects / arrays (uncounted, counted, typed),
+    every scalar marker, keys repeated across objects (the C decoder's groups and key cache),
+    and, unless `strict`, the forms only the Python decoder reads (no-ops, 'H', lengths of
+    other integer markers, typed arrays of strings, counted objects)."""
+    def length(k):
+        if strict or rng.random() < 0.5:
+            return b"L" + int(k).to_bytes(8, "big", signed=True)
+        return b"U" + bytes([k]) if k < 256 else b"l" + int(k).to_bytes(4, "big", signed=True)
+
+    def key():
+        k = ["left_children", "split_conditions", "a", "b", "\u00e9t\u00e9", "x" * 70][rng.integers(6)]
+        return length(len(k.encode())) + k.encode()
+
+    def value(depth):
+        r = rng.random()
+        if depth > 3 or r < 0.35:
+            c = rng.integers(12)
+            if c < 7:
+                m = b"iUIlLdD"[c:c + 1]
+                size = {b"i": 1, b"U": 1, b"I": 2, b"l": 4, b"L": 8, b"d": 4, b"D": 8}[m]
+                return m + rng.bytes(size)
+            if c == 7:
+                return b"ZTF"[rng.integers(3):][:1]
+            if c == 8:
+                t = ["", "abc", "\u00fc\u00f1\u00ee", "z" * 100][rng.integers(4)].encode()
+                return b"S" + length(len(t)) + t
+            if c == 9:
+                return b"C" + bytes([rng.integers(0, 128 if not strict else 256)])
+            if c == 10 and not strict:
+                return b"H" + length(4) + b"1234"
+            return b"N" + b"Z" if not strict else b"Z"
+        if r < 0.6:
+            m = b"iUIlLdD"[rng.integers(7):][:1]
+            size = {b"i": 1, b"U": 1, b"I": 2, b"l": 4, b"L": 8, b"d": 4, b"D": 8}[m]
+            n = int(rng.integers(0, 9))
+            return b"[$" + m + b"#" + length(n) + rng.bytes(n * size)
+        if r < 0.8:
+            items = [value(depth + 1) for _ in range(rng.integers(0, 5))]
+            if rng.random() < 0.4:
+                return b"[#" + length(len(items)) + b"".join(items)
+            if not strict and rng.random() < 0.2:
+                return b"[$S#" + length(2) + length(1) + b"p" + length(1) + b"q"
+            return b"[" + b"".join(items) + b"]"
+        items = [key() + value(depth + 1) for _ in range(rng.integers(0, 5))]
+        if not strict and rng.random() < 0.15:
+            return b"{#" + length(len(items)) + b"".join(items)
+        return b"{" + b"".join(items) + b"}"
+
+    return value(0)
+
+
+@pytest.mark.parametrize("strict", [False, True])
+def test_ubjson_native_decoder_is_the_python_decoder(strict, monkeypatch):
+    """Seeded fuzz: the C decoder (treecomp.numparse.ubj_decode, tried first) and the Python
+    decoder give the same value or the same error on random documents, their prefixes and
+    byte mutations; the C decoder decodes most valid documents itself, and refuses (leaves
+    to Python) every invalid one."""
+    if not numparse.available():
+        pytest.skip(f"the native parser is not built: {numparse.UNAVAILABLE}")
+    rng = np.random.default_rng(38)
+    cases = []
+    for _ in range(300):
+        doc = _random_ubjson(rng, strict)
+        cases.append(doc)
+        cases.append(doc[:int(rng.integers(0, len(doc) + 1))])
+        buf = bytearray(doc)
+        for pos in rng.integers(0, len(buf), int(rng.integers(1, 3))):
+            buf[pos] = int(rng.integers(0, 256))
+        cases.append(bytes(buf))
+        cases.append(doc + doc[:1])  # trailing bytes
+    native = [_decode_or_error(c, strict) for c in cases]
+    by_c = [numparse.ubj_decode(c, strict) is not None for c in cases]
+    monkeypatch.setattr(ubjson, "NATIVE", False)
+    python = [_decode_or_error(c, strict) for c in cases]
+    assert native == python
+    ok = [not isinstance(p, str) for p in python]
+    assert sum(ok) > 200 and sum(map(lambda o: not o, ok)) > 200
+    assert not any(c and not o for c, o in zip(by_c, ok))  # C never accepts what Python refuses
+    assert sum(c for c in by_c) > 0.5 * sum(ok)
+
+
+def test_ubjson_typed_arrays_of_a_key_are_one_array(monkeypatch):
+    """Decoded by the C decoder, a model's typed arrays of one key are consecutive slices of
+    one array, which the frontend joins without a copy; the Forest is the Python decoder's."""
+    if not numparse.available():
+        pytest.skip(f"the native parser is not built: {numparse.UNAVAILABLE}")
+    from treecomp.frontends import xgboost as xgb_frontend
+    b = zoo.get("xgboost:reg_squarederror").model
+    data = bytes(b.save_raw("ubj"))
+    doc = ubjson.decode(data, strict=True)
+    trees = doc["learner"]["gradient_booster"]["model"]["trees"]
+    assert len(trees) > 2
+    for key in ("left_children", "split_conditions", "default_left"):
+        parts = [t[key] for t in trees]
+        base = parts[0].base
+        assert base is not None and all(p.base is base for p in parts)
+        joined = xgb_frontend._joined(parts)
+        assert joined.base is base and np.shares_memory(joined, parts[-1])
+        assert_same(np.concatenate(parts), joined)
+        assert_same(np.concatenate(parts[1:]), xgb_frontend._joined(parts[1:]))
+        assert not np.shares_memory(xgb_frontend._joined(parts[::-1]), base)  # (not in order)
+    want = forest_from_document(doc).digest()
+    monkeypatch.setattr(ubjson, "NATIVE", False)
+    py = ubjson.decode(data, strict=True)
+    assert _canon(py) == _canon(doc)
+    assert forest_from_document(py).digest() == want
+
+
+def _digest_or_error(doc):
+    try:
+        return forest_from_document(doc).digest()
+    except InvalidModelError as exc:
+        return f"error: {exc}"
+
+
+def test_broken_children_with_and_without_the_native_checks(monkeypatch):
+    """Children out of range, below -1, one-sided, before their parent, shared, or renumbered
+    validly, in one tree of many: the same Forest or the same error (naming the tree) whether
+    the trees' shapes are checked by numparse.tree_shapes or by numpy."""
+    if not numparse.available():
+        pytest.skip(f"the native parser is not built: {numparse.UNAVAILABLE}")
+    base = doc_of(zoo.get("xgboost:reg_squarederror").model)
+    rng = np.random.default_rng(11)
+    docs = []
+    for _ in range(40):
+        doc = json.loads(json.dumps(base))
+        trees = doc["learner"]["gradient_booster"]["model"]["trees"]
+        t = trees[int(rng.integers(len(trees)))]
+        n = len(t["left_children"])
+        internal = [j for j in range(n) if t["left_children"][j] >= 0]
+        j = internal[int(rng.integers(len(internal)))]
+        how = int(rng.integers(6))
+        key = "left_children" if rng.random() < 0.5 else "right_children"
+        if how == 0:
+            t[key][j] = n + int(rng.integers(0, 3))
+        elif how == 1:
+            t[key][j] = -2
+        elif how == 2:
+            t[key][j] = -1
+        elif how == 3:
+            t[key][j] = j
+        elif how == 4:
+            t["right_children"][j] = t["left_children"][j]
+        else:  # swap a node's children: still a valid tree (the same predictions)
+            t["left_children"][j], t["right_children"][j] = t["right_children"][j], t["left_children"][j]
+        docs.append(doc)
+    native = [_digest_or_error(d) for d in docs]
+    monkeypatch.setattr(numparse, "available", lambda: False)
+    assert native == [_digest_or_error(d) for d in docs]
+    errors = sum(v.startswith("error: ") for v in native)
+    assert errors > 15 and len(native) - errors > 3
+
+
+@pytest.mark.parametrize("key,node,value,message", [
+    ("split_indices", "internal", 99, "split feature index out of range (num_feature=5)"),
+    ("split_indices", "internal", -1, "split feature index out of range (num_feature=5)"),
+    ("split_indices", "leaf", 99, None),                    # (a leaf's is not read)
+    ("split_type", "internal", 7, "unknown split_type"),
+    ("split_type", "leaf", -1, "unknown split_type"),
+    ("split_conditions", "leaf", float("inf"), "non-finite leaf value"),
+    ("split_conditions", "leaf", float("nan"), "non-finite leaf value"),
+    ("split_conditions", "internal", float("nan"), "NaN split condition"),
+    ("split_conditions", "internal", float("inf"), None),   # (an infinite threshold is a split)
+])
+def test_node_value_errors_name_the_tree(key, node, value, message):
+    """A bad value at one node of tree 3 (of 10): the error names the tree and the rule,
+    whether the frontend's bulk checks find it by a reduction over all nodes or by the masked
+    tests; values the rules allow give a Forest."""
+    doc = doc_of(zoo.get("xgboost:reg_squarederror").model)
+    t = doc["learner"]["gradient_booster"]["model"]["trees"][3]
+    j = next(i for i, c in enumerate(t["left_children"]) if (c >= 0) == (node == "internal"))
+    t[key][j] = value
+    if message is None:
+        forest_from_document(doc)
+    else:
+        with pytest.raises(InvalidModelError) as got:
+            forest_from_document(doc)
+        assert str(got.value) == f"XGBoost model: tree 3: {message}"
 
 
 class _NoFastLength:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from hypothesis import given, strategies as st
 
-from treecomp import interp, passes
+from treecomp import interp, numparse, passes
 from treecomp.errors import InvalidModelError
 from treecomp.ir import Forest, Tree, leaf_tree
 from tests.randforest import FOREST_VARIANTS, chain_tree, random_forest, random_rows, random_tree
@@ -379,8 +379,74 @@ def _same_tree(a: Tree, b: Tree) -> None:
     assert a.max_depth == b.max_depth and a.n_leaves == b.n_leaves
 
 
+@pytest.fixture(params=["native", "numpy"])
+def shapes_way(request, monkeypatch):
+    """Each test that takes it runs twice: build_trees' tree checks and depths by
+    treecomp.numparse.tree_shapes (where built), and by its numpy passes."""
+    if request.param == "native" and not numparse.available():
+        pytest.skip(f"the native parser is not built: {numparse.UNAVAILABLE}")
+    if request.param == "numpy":
+        monkeypatch.setattr(numparse, "available", lambda: False)
+    return request.param
+
+
+def _shape_of(left, right):
+    """tree_shapes' (status, depth) of one tree, by its definition, in Python."""
+    n = len(left)
+    for l, r in zip(left, right):
+        if l < -1 or r < -1 or l >= n or r >= n or (l < 0) != (r < 0):
+            return 1, 0
+    parent = [0] * n
+    for j, (l, r) in enumerate(zip(left, right)):
+        if l < 0:
+            continue
+        if l <= j or r <= j:
+            return 2, 0
+        parent[l] += 1
+        parent[r] += 1
+    if parent[0] != 0 or any(c != 1 for c in parent[1:]):
+        return 2, 0
+    depth = [0] * n
+    for j, l in enumerate(left):
+        if l >= 0:
+            depth[l] = depth[right[j]] = depth[j] + 1
+    return 0, max(depth)
+
+
+@pytest.mark.parametrize("wide", [False, True])
+def test_tree_shapes_is_its_definition(wide):
+    """Seeded fuzz: numparse.tree_shapes on random forests with children broken at random
+    (out of range, before the parent, shared, one-sided, renumbered but valid) gives each
+    tree's status and depth as the definition says."""
+    if not numparse.available():
+        pytest.skip(f"the native parser is not built: {numparse.UNAVAILABLE}")
+    rng = np.random.default_rng(38)
+    for _ in range(60):
+        trees = [random_tree(rng, 5, max_depth=int(rng.integers(0, 7))) for _ in range(int(rng.integers(1, 12)))]
+        sizes = [t.n_nodes for t in trees]
+        left = np.concatenate([t.left for t in trees]).astype(np.int64 if wide else np.int32)
+        right = np.concatenate([t.right for t in trees]).astype(left.dtype)
+        status, depth = numparse.tree_shapes(sizes, left, right)
+        assert not status.any() and depth.tolist() == [t.max_depth for t in trees]
+        for _ in range(int(rng.integers(0, 4))):
+            i = int(rng.integers(len(left)))
+            arr = left if rng.random() < 0.5 else right
+            arr[i] = [-2, -1, 0, 1, 2, 40, int(rng.integers(-1, 9))][int(rng.integers(7))]
+        if rng.random() < 0.3:  # swap two nodes' children: often still a valid tree
+            i, j = rng.integers(len(left), size=2)
+            left[[i, j]], right[[i, j]] = left[[j, i]], right[[j, i]]
+        status, depth = numparse.tree_shapes(sizes, left, right)
+        offs = np.concatenate([[0], np.cumsum(sizes)])
+        want = [_shape_of(left[a:b].tolist(), right[a:b].tolist()) for a, b in zip(offs[:-1], offs[1:])]
+        assert list(zip(status.tolist(), depth.tolist())) == want
+    with pytest.raises(ValueError):
+        numparse.tree_shapes([2], np.array([-1], np.int32), np.array([-1], np.int32))
+    with pytest.raises(ValueError):
+        numparse.tree_shapes([0, 1], np.array([-1], np.int32), np.array([-1], np.int32))
+
+
 @pytest.mark.parametrize("seed", range(6))
-def test_build_trees_equals_tree_by_tree(seed):
+def test_build_trees_equals_tree_by_tree(seed, shapes_way):
     from treecomp.ir import build_trees
     rng = np.random.default_rng(seed)
     width = 1 if seed < 4 else 3
@@ -422,7 +488,7 @@ def _bad_cases():
 
 @pytest.mark.parametrize("case", sorted(_bad_cases()))
 @pytest.mark.parametrize("where", [0, 5, 11])
-def test_build_trees_errors_are_tree_by_tree_errors(case, where):
+def test_build_trees_errors_are_tree_by_tree_errors(case, where, shapes_way):
     from treecomp.ir import TreeBuildError, build_trees
     rng = np.random.default_rng(3)
     trees = [random_tree(rng, 5, max_depth=3, p_leaf=0.0) for _ in range(12)]
@@ -439,7 +505,7 @@ def test_build_trees_errors_are_tree_by_tree_errors(case, where):
     assert got.value.index == where
 
 
-def test_build_trees_lengths_that_disagree():
+def test_build_trees_lengths_that_disagree(shapes_way):
     from treecomp.ir import TreeBuildError, build_trees
     rng = np.random.default_rng(5)
     trees = [random_tree(rng, 5, max_depth=3, p_leaf=0.0) for _ in range(4)]

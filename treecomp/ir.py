@@ -58,6 +58,7 @@ from typing import Any
 
 import numpy as np
 
+from . import numparse
 from .errors import InvalidModelError, UnsupportedModelError
 
 IR_FORMAT_VERSION = 1
@@ -634,8 +635,39 @@ def _bulk_arrays(sizes: np.ndarray, left: Any, right: Any, feature: Any, thresho
     leaf = left < 0
     if (left < -1).any() or ((right < 0) != leaf).any() or (right < -1).any():
         return None
-    if (feature[leaf] != -1).any() or not np.isfinite(a["value"][leaf]).all():
+    # (element-wise tests under a mask: cheaper than gathering the masked nodes first)
+    if ((feature != -1) & leaf).any() or (~np.isfinite(a["value"]) & leaf[:, None]).any():
         return None
+    if numparse.available():
+        # the same checks (children in range and after their parent, every node but the
+        # roots a child once) and depths, in one pass in C without node-sized temporaries
+        if ((feature < 0) & ~leaf).any() or (np.isnan(a["threshold"]) & ~leaf).any():
+            return None
+        del leaf
+        status, depth = numparse.tree_shapes(sizes, left, right)
+        if status.any():
+            return None
+    else:
+        depth = _bulk_depths(sizes, offs, left, right, leaf, a)
+        if depth is None:
+            return None
+    cover = a["cover"]
+    if cover is not None and (not np.isfinite(cover).all() or (cover < 0).any()):
+        return None
+    a["depth"] = depth
+    a["offs"] = offs
+    cat_index = np.full(total, -1, np.int32)
+    cat_index.flags.writeable = False
+    a["cat_index"] = cat_index
+    return a
+
+
+def _bulk_depths(sizes: np.ndarray, offs: np.ndarray, left: np.ndarray, right: np.ndarray,
+                 leaf: np.ndarray, a: dict) -> np.ndarray | None:
+    """_bulk_arrays' tree checks and depths where treecomp.numparse is not built: each tree's
+    depth, or None where some tree fails a check."""
+    feature = a["feature"]
+    total = len(left)
     node = np.flatnonzero(~leaf)  # the internal nodes
     del leaf
     if (feature[node] < 0).any() or np.isnan(a["threshold"][node]).any():
@@ -660,9 +692,6 @@ def _bulk_arrays(sizes: np.ndarray, left: Any, right: Any, feature: Any, thresho
     if 2 * len(l) != total - len(sizes) or np.count_nonzero(seen) != 2 * len(l):
         return None
     del seen, l, r
-    cover = a["cover"]
-    if cover is not None and (not np.isfinite(cover).all() or (cover < 0).any()):
-        return None
     # each tree's depth, level by level over all trees at once (as Tree.depths, per tree)
     depth = np.zeros(len(sizes), np.int64)
     level, d = offs[:-1], 0
@@ -672,13 +701,7 @@ def _bulk_arrays(sizes: np.ndarray, left: Any, right: Any, feature: Any, thresho
         base = offs[tree_of[level]]
         level = np.concatenate([left[level] + base, right[level] + base])
         d += 1
-    del tree_of
-    a["depth"] = depth
-    a["offs"] = offs
-    cat_index = np.full(total, -1, np.int32)
-    cat_index.flags.writeable = False
-    a["cat_index"] = cat_index
-    return a
+    return depth
 
 
 class _Outputs:

@@ -14,6 +14,13 @@ byte checked; the conversions are exactly those of ``json.loads`` then numpy's `
   rounded multiply or divide where mantissa and power of ten are exact doubles, else CPython's
   own correctly rounded, locale-independent conversion), or that float64 rounded to the
   nearest float32.
+
+The same extension holds the other passes over huge model files that would cost a Python
+step per tree or per array: finding a JSON document's number arrays and rebuilding it around
+them (:func:`find_arrays`, :func:`strip`), decoding UBJSON (:func:`ubj_decode`, for
+treecomp.frontends.ubjson), buffer addresses in bulk (:func:`addresses`), and the shape checks
+and depths of forest-wide child arrays (:func:`tree_shapes`, for treecomp.ir.build_trees).
+Each has its caller's Python / numpy path beside it, used where the extension is not there.
 """
 
 from __future__ import annotations
@@ -126,3 +133,91 @@ def parse_numbers(buf: bytes, floats: bool) -> np.ndarray | None:
     if counts[0] < 0:
         return None
     return parse_spans(buf, spans, int(counts[0]), np.float64 if floats else np.int64)
+
+
+#: UBJSON element marker -> the native-order dtype of its typed arrays
+UBJ_DTYPES = {"i": np.dtype(np.int8), "U": np.dtype(np.uint8), "I": np.dtype(np.int16),
+              "l": np.dtype(np.int32), "L": np.dtype(np.int64), "d": np.dtype(np.float32),
+              "D": np.dtype(np.float64)}
+
+
+def ubj_decode(data: Any, strict: bool) -> tuple[Any] | None:
+    """One UBJSON value filling `data` (bytes-like), decoded in C: ``(value,)``, or None where
+    the document is not entirely in the forms XGBoost writes (no-op / high-precision markers,
+    typed arrays of non-numbers, counted or typed objects, under `strict` a length that is
+    not an int64 'L'), has duplicate keys, or is invalid in any way: the caller's decoder
+    (treecomp.frontends.ubjson) then decides, and words the error. Values as that decoder
+    gives them (dict, list, str, int, float, bool, None; 'C' an int under `strict`, else a
+    one-character str), except that the typed numeric arrays are read-only native-order
+    slices of one array per object key and element type, in document order (consecutive
+    arrays of one key are consecutive in it). Needs :func:`available`."""
+    raws: list[np.ndarray] = []
+
+    def alloc(groups: list[tuple[str, int]]) -> tuple[list, list]:
+        ros = []
+        for marker, total in groups:
+            raw = np.empty(total, UBJ_DTYPES[marker])
+            ro = raw.view()
+            ro.flags.writeable = False
+            raws.append(raw)
+            ros.append(ro)
+        return raws, ros
+
+    got = _load().ubj_decode(data, strict, alloc)
+    for raw in raws:
+        raw.flags.writeable = False
+    return got
+
+
+def addresses(arrays: Any) -> np.ndarray:
+    """(n, 2) int64: each array's buffer address and size in bytes, without a Python call per
+    array; ValueError / BufferError unless every one is a C-contiguous 1-D buffer of the
+    first one's format. Needs :func:`available`."""
+    arrays = arrays if isinstance(arrays, (list, tuple)) else list(arrays)
+    out = np.empty((len(arrays), 2), np.int64)
+    _load().addresses(arrays, out)
+    return out
+
+
+def tree_shapes(sizes: Any, left: np.ndarray, right: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For forest-wide child arrays (tree i the `sizes[i]` nodes after trees 0..i-1, child ids
+    local to the tree, -1 at leaves), per tree: a status (uint8) and its depth (int64, the
+    root's 0). Status 0: canonical (every node a leaf, both children -1, or internal with both
+    children in (its id, n), every node but the root the child of exactly one node: ids in
+    parent-before-child order, all reachable), its depth given; 1: some child < -1 or >= n,
+    or a node with one child negative and one not; 2: children in range but not canonical
+    (depth 0 for both). One pass in C, no temporaries of the nodes' size. ValueError where
+    the sizes are not >= 1 or do not add up to len(left). Needs :func:`available`."""
+    s = np.ascontiguousarray(sizes, dtype=np.int64)
+    wide = not (left.dtype == np.int32 and right.dtype == np.int32)
+    dt = np.int64 if wide else np.int32
+    left = np.ascontiguousarray(left, dtype=dt)
+    right = np.ascontiguousarray(right, dtype=dt)
+    if left.ndim != 1 or left.shape != right.shape:
+        raise ValueError("left and right must be 1-D arrays of one length")
+    status = np.empty(len(s), np.uint8)
+    depth = np.empty(len(s), np.int64)
+    _load().tree_shapes(s, left, right, wide, status, depth)
+    return status, depth
+
+
+def find_arrays(data: bytes, keys: tuple[bytes, ...],
+                min_bytes: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The JSON number arrays directly under one of `keys` in `data`, in document order: what
+    ``re.finditer(b'"(' + b"|".join(map(re.escape, keys)) + b')":\\[', data)`` matches (keys
+    tried in their order), each match whose quote follows '{' or ',' (no escaped quote inside
+    a string), its body from after the '[' to the first ']', kept when at least `min_bytes`
+    long and made of ``-+.0123456789eE,`` only. Returns (spans (n, 2) int64 of (start, end)
+    of each body, key index int32 into `keys`, counts int64 (commas + 1), is_float bool
+    (holds '.', 'e' or 'E')). Needs :func:`available`."""
+    s, k, c, f = _load().find_arrays(data, tuple(keys), int(min_bytes))
+    return (np.frombuffer(s, np.int64).reshape(-1, 2).copy(), np.frombuffer(k, np.int32),
+            np.frombuffer(c, np.int64), np.frombuffer(f, np.uint8).view(np.bool_))
+
+
+def strip(data: bytes, spans: Any) -> bytes:
+    """`data` with each span ``data[a:b]`` of `spans` ((a, b) pairs in order, not
+    overlapping) replaced by the JSON string ``"\\u0000tc<i>"``, i the span's index (the
+    placeholders treecomp.frontends.jsonarrays puts its arrays back by). Needs
+    :func:`available`."""
+    return _load().strip(data, _spans(spans))

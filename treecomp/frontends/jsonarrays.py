@@ -28,6 +28,7 @@ forces the numpy path (the tests run both).
 from __future__ import annotations
 
 import functools
+import gc
 import json
 import re
 from typing import Any, Iterable
@@ -267,33 +268,53 @@ def _arrays(data: bytes, keys: tuple[str, ...]) -> list[tuple[int, int, bytes]]:
     return [ab for k, ab in enumerate(out) if k not in drop] if drop else out
 
 
-def _arrays_native(data: bytes, keys: tuple[str, ...]) -> list[tuple[int, int, bytes, bool, int]]:
-    """_arrays by treecomp.numparse: (start, end, key, is_float, count) of the same arrays,
-    with whether each holds '.', 'e' or 'E' (json.loads' floats) and its commas + 1."""
-    out = _candidates(data, keys)
-    if not out:
-        return []
-    counts, is_float = numparse.scan_spans(data, np.array([ab[:2] for ab in out], np.int64))
-    return [(a, b, key, f, c) for (a, b, key), c, f in zip(out, counts.tolist(), is_float.tolist())
-            if c >= 0]
+def _loads_native(data: bytes, keys: tuple[str, ...], narrow: set, int32: bool) -> Any:
+    """_loads by treecomp.numparse: the same arrays found (numparse.find_arrays: what
+    _candidates and _arrays find), each group (key, int / float) parsed in one call straight
+    into its result (float32 for the keys in `narrow`, else float64; integers int32 with
+    `int32` where every value fits, else int64), the document rebuilt around them in one call
+    (numparse.strip): no per-array Python work but the NumberArrays themselves."""
+    kb = tuple(k.encode() for k in keys)
+    spans, key_index, counts, is_float = numparse.find_arrays(data, kb, MIN_BYTES)
+    if not len(spans):
+        return json.loads(data)
+    arrays: list[NumberArray | None] = [None] * len(spans)
+    group = key_index.astype(np.int64) * 2 + is_float
+    for g in np.unique(group).tolist():
+        idx = np.flatnonzero(group == g)
+        key, floats = kb[g >> 1], bool(g & 1)
+        ends = np.cumsum(counts[idx])
+        n = int(ends[-1])
+        if floats:
+            values = numparse.parse_spans(data, spans[idx], n, np.float32 if key in narrow else np.float64)
+        else:
+            values = numparse.parse_spans(data, spans[idx], n, np.int32) if int32 else None
+            if values is None:  # (a value beyond int32, or not integers: int64 tells)
+                values = numparse.parse_spans(data, spans[idx], n, np.int64)
+        if values is None:
+            return json.loads(data)  # not all JSON numbers: json.loads decides (and words it)
+        starts = (ends - counts[idx]).tolist()
+        for i, a, b in zip(idx.tolist(), starts, ends.tolist()):
+            arrays[i] = NumberArray(values[a:b], floats, values, a)
+        del idx, ends, starts
+    spans[:, 0] -= 1  # (the brackets too)
+    spans[:, 1] += 1
+    stripped = numparse.strip(data, spans)
+    del spans
+    return _restored(data, stripped, keys, arrays)
 
 
-def _group_values_native(data: bytes, group: list[tuple[int, int, int]], counts: list[int],
-                         is_float: bool, narrow: bool) -> tuple[np.ndarray, np.ndarray] | None:
-    """_group_values by treecomp.numparse: every array of the group in one call, written
-    straight into the result (float32 with `narrow`, else float64; integers int32 with
-    `narrow` where every value fits, else int64): no per-batch parts, no joined copies.
-    (`counts`: each array's commas + 1, by its index in the document.)"""
-    ends = np.cumsum(np.fromiter((counts[i] for i, _, _ in group), np.int64, len(group)))
-    spans = np.array([(a, b) for _, a, b in group], np.int64)
-    n = int(ends[-1])
-    if is_float:
-        out = numparse.parse_spans(data, spans, n, np.float32 if narrow else np.float64)
-    else:
-        out = numparse.parse_spans(data, spans, n, np.int32) if narrow else None
-        if out is None:  # (a value beyond int32, or not integers: int64 tells)
-            out = numparse.parse_spans(data, spans, n, np.int64)
-    return None if out is None else (out, ends)
+def _restored(data: bytes, stripped: bytes, keys: Iterable[str], arrays: list) -> Any:
+    """json.loads of the document with placeholders (`stripped`), each put back by its array
+    (else json.loads of `data`, which decides and words any error)."""
+    restore = _Restore(frozenset(keys), arrays)
+    try:
+        doc = json.loads(stripped, object_hook=restore)
+    except ValueError:  # json.loads of the file itself says what is wrong (in its words)
+        return json.loads(data)
+    if not restore.done():
+        return json.loads(data)  # a placeholder somewhere else: hostile or odd; read it plainly
+    return doc
 
 
 def _in_set(u: np.ndarray) -> np.ndarray:
@@ -303,6 +324,20 @@ def _in_set(u: np.ndarray) -> np.ndarray:
 
 def loads(data: bytes, keys: Iterable[str], float32_keys: Iterable[str] = (),
           int32: bool = False) -> Any:
+    """_loads with the cyclic garbage collector paused: the document's objects (hundreds of
+    thousands of dicts, slices and NumberArrays in a huge model) hold no cycles, and the
+    collections their allocations trigger cost a few percent of the parse."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return _loads(data, keys, float32_keys, int32)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _loads(data: bytes, keys: Iterable[str], float32_keys: Iterable[str] = (),
+           int32: bool = False) -> Any:
     """``json.loads(data)``, with the large number arrays under `keys` (anywhere in the
     document) parsed by numpy and returned as :class:`NumberArray` (module docstring). Raises
     what json.loads raises on invalid JSON.
@@ -313,32 +348,26 @@ def loads(data: bytes, keys: Iterable[str], float32_keys: Iterable[str] = (),
     a consumer may ask for narrower values: the float arrays under `float32_keys` as float32
     (each value float64 first, then rounded to the nearest float32, as ``astype`` rounds), and
     with `int32` the integer arrays of every key whose values all fit int32 as int32."""
+    keys = tuple(keys)
+    narrow = {k.encode() for k in float32_keys}
+    if NATIVE and numparse.available():
+        return _loads_native(data, tuple(sorted(keys)), narrow, int32)
     spans: list[tuple[int, int]] = []
     #: (key, is_float) -> (array, start, end) of each array's numbers, in document order
     groups: dict[tuple[bytes, bool], list[tuple[int, int, int]]] = {}
-    native = NATIVE and numparse.available()
-    if native:
-        found = _arrays_native(data, tuple(sorted(keys)))
-    else:
-        find = data.find
-        found = [(a, b, key, find(b".", a, b) >= 0 or find(b"e", a, b) >= 0
-                  or find(b"E", a, b) >= 0, 0) for a, b, key in _arrays(data, tuple(sorted(keys)))]
-    counts = []
-    for a, b, key, is_float, count in found:
+    find = data.find
+    found = [(a, b, key, find(b".", a, b) >= 0 or find(b"e", a, b) >= 0 or find(b"E", a, b) >= 0)
+             for a, b, key in _arrays(data, tuple(sorted(keys)))]
+    for a, b, key, is_float in found:
         groups.setdefault((key, is_float), []).append((len(spans), a, b))
         spans.append((a - 1, b + 1))
-        counts.append(count)
     del found
     if not spans:
         return json.loads(data)
     arrays: list[NumberArray | None] = [None] * len(spans)
-    narrow = {k.encode() for k in float32_keys}
     for (key, is_float), group in groups.items():
         narrow_it = key in narrow if is_float else int32
-        if native:
-            got = _group_values_native(data, group, counts, is_float, narrow_it)
-        else:
-            got = _group_values(data, group, is_float, narrow_it)
+        got = _group_values(data, group, is_float, narrow_it)
         if got is None:
             return json.loads(data)  # not all JSON numbers: json.loads decides (and words it)
         values, ends = got
@@ -355,14 +384,7 @@ def loads(data: bytes, keys: Iterable[str], float32_keys: Iterable[str] = (),
         pieces.append(b'"\\u0000tc%d"' % i)
         pos = b
     pieces.append(data[pos:])
-    restore = _Restore(frozenset(keys), arrays)
-    try:
-        doc = json.loads(b"".join(pieces), object_hook=restore)
-    except ValueError:  # json.loads of the file itself says what is wrong (in its words)
-        return json.loads(data)
-    if not restore.done():
-        return json.loads(data)  # a placeholder somewhere else: hostile or odd; read it plainly
-    return doc
+    return _restored(data, b"".join(pieces), keys, arrays)
 
 
 def _group_values(data: bytes, group: list[tuple[int, int, int]], is_float: bool,

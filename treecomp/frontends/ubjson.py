@@ -21,16 +21,28 @@ Design:
   an integer, and the first of duplicate keys wins (``std::map::emplace``). Every XGBoost
   writer since 1.6 stays within that (``UBJWriter``: ``L`` lengths, ``[#L`` / ``[$x#L`` arrays,
   uncounted objects).
+
+Where the package's native parser is built (:mod:`treecomp.numparse`, runtime/numparse.c) a
+document entirely in those forms is decoded in C (``numparse.ubj_decode``): the same values,
+except that each typed numeric array is a read-only slice of one array per object key and
+element type (the arrays of one key, in document order, are consecutive in it: a reader may
+take them as one slice without copying). Anything else, and every error, is left to the
+decoder here, which words it. ``NATIVE = False`` forces this decoder (the tests run both).
 """
 
 from __future__ import annotations
 
+import gc
 import struct
 from typing import Any
 
 import numpy as np
 
+from .. import numparse
 from ..errors import InvalidModelError
+
+#: whether to use treecomp.numparse's decoder where it is built (False: the one here only)
+NATIVE = True
 
 #: deepest container nesting accepted (XGBoost models nest about 8 levels)
 MAX_DEPTH = 512
@@ -234,6 +246,16 @@ def decode(data: bytes | bytearray | memoryview, strict: bool = False) -> Any:
     reader accepts (see the module docstring)."""
     if not isinstance(data, (bytes, bytearray, memoryview)):
         raise TypeError(f"UBJSON input must be bytes, not {type(data).__name__}")
+    if NATIVE and numparse.available():
+        enabled = gc.isenabled()
+        gc.disable()  # (no cycles among the new objects: see jsonarrays.loads)
+        try:
+            got = numparse.ubj_decode(data, strict)
+        finally:
+            if enabled:
+                gc.enable()
+        if got is not None:
+            return got[0]
     r = _Reader(bytes(data), strict)
     stack: list[_Container] = []
     while True:

@@ -103,6 +103,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import numparse
 from ..errors import InvalidModelError, NotFittedError, TreecompError, UnsupportedModelError
 from ..ir import Forest, Tree, TreeBuildError, build_trees, checked_category_values, leaf_tree
 from . import jsonarrays, ubjson
@@ -592,6 +593,21 @@ def _joined(parts: list) -> np.ndarray:
             pos += len(p.values)
         else:
             return base[p0.start:pos]
+    elif type(p0) is np.ndarray and p0.base is not None and numparse.available():
+        # slices of one array (ubjson's typed arrays of one key): consecutive in it?
+        base = p0.base
+        if type(base) is np.ndarray and base.ndim == 1 and base.flags.c_contiguous \
+                and base.dtype == p0.dtype and all(type(p) is np.ndarray and p.base is base for p in parts):
+            try:  # (each 1-D, contiguous, of p0's dtype; their addresses and sizes)
+                at = numparse.addresses(parts)
+            except (ValueError, BufferError):
+                at = None
+            if at is not None:
+                first, rem = divmod(int(at[0, 0]) - base.ctypes.data, base.itemsize)
+                n = int(at[:, 1].sum()) // base.itemsize
+                if rem == 0 and 0 <= first and first + n <= len(base) \
+                        and np.array_equal(at[1:, 0], at[:-1, 0] + at[:-1, 1]):
+                    return base[first:first + n]
     return np.concatenate([p.values if type(p) is jsonarrays.NumberArray else p for p in parts])
 
 
@@ -697,30 +713,44 @@ def _convert_trees(trees: list, n_features: int, leaf_map=None) -> list[Tree]:
         vecs = [None] * len(trees)
     offs = np.concatenate([[0], np.cumsum(sizes)])
     tree_of = np.repeat(np.arange(len(trees), dtype=np.int32), sizes)
-    local = np.arange(offs[-1]) - offs[tree_of]
+    # each node's position in its tree (its XGBoost id where kept), as offs[tree_of] gives it;
+    # int32 where every position fits (the IR's node_ids)
+    pos_dtype = np.int32 if offs[-1] < 2 ** 31 else np.int64
+    local = np.arange(offs[-1], dtype=pos_dtype) - np.repeat(offs[:-1].astype(pos_dtype), sizes)
     internal = left >= 0
 
     def fail(bad: np.ndarray, msg: str) -> None:
         if bad.any():
             raise InvalidModelError(f"XGBoost model: tree {int(tree_of[np.argmax(bad)])}: {msg}")
 
-    fail((left < -1) | (right < -1) | ((left < 0) != (right < 0)),
-         "children must both be -1 (leaf) or node ids")
-    fail(internal & ((left >= sizes[tree_of]) | (right >= sizes[tree_of])), "child index out of range")
-    fail(internal & ((feat < 0) | (feat >= n_features)),
-         f"split feature index out of range (num_feature={n_features})")
-    fail((stype != 0) & (stype != 1), "unknown split_type")
+    # each tree's shape in one C pass (status 1: a child out of range, 2: ids to renumber)
+    status = numparse.tree_shapes(sizes, left, right)[0] if numparse.available() else None
+    if status is None or (status == 1).any():
+        fail((left < -1) | (right < -1) | ((left < 0) != (right < 0)),
+             "children must both be -1 (leaf) or node ids")
+        fail(internal & ((left >= sizes[tree_of]) | (right >= sizes[tree_of])),
+             "child index out of range")
+    # (a model file passes the next checks by a few reductions over all nodes, without the
+    # node-wide temporaries of the masked tests, which run, in this order, where it may not)
+    ints = feat.dtype.kind in "iu" and stype.dtype.kind in "iu" and feat.size
+    if not (ints and feat.min() >= 0 and feat.max() < n_features):
+        fail(internal & ((feat < 0) | (feat >= n_features)),
+             f"split feature index out of range (num_feature={n_features})")
+    if not (ints and stype.min() >= 0 and stype.max() <= 1):
+        fail((stype != 0) & (stype != 1), "unknown split_type")
     with np.errstate(all="ignore"):
         cond32 = cond.astype(_F32, copy=False)  # JSON holds float32 values as shortest decimals
-    fail(~internal & ~np.isfinite(cond32), "non-finite leaf value")
-    is_cat = internal & (stype == 1)
-    fail(internal & ~is_cat & np.isnan(cond32), "NaN split condition")
+    any_cat = bool(stype.any())
+    is_cat = internal & (stype == 1) if any_cat else np.zeros(len(internal), bool)
+    if not np.isfinite(cond32).all():
+        fail(~internal & ~np.isfinite(cond32), "non-finite leaf value")
+        fail(internal & ~is_cat & np.isnan(cond32), "NaN split condition")
 
     leaf_vals = np.where(internal, _F32(0), cond32)
     if leaf_map is not None:
         leaf_vals = np.where(internal, _F32(0), leaf_map(leaf_vals, tree_of))
     value = leaf_vals.astype(np.float64)
-    threshold = np.where(internal & ~is_cat, cond32, _F32(0)).astype(np.float64)
+    threshold = np.where(internal & ~is_cat if any_cat else internal, cond32, _F32(0)).astype(np.float64)
     feature = np.where(internal, feat, -1)
     default_left = dleft & internal
 
@@ -730,24 +760,31 @@ def _convert_trees(trees: list, n_features: int, leaf_map=None) -> list[Tree]:
     # other node is a child exactly once: its 2 * internal children are distinct, and as many
     # as its nodes but the root
     del leaf_vals, cond32, cond, dleft, feat  # (peak memory)
-    n_int = np.bincount(tree_of, internal, minlength=len(trees)).astype(np.int64)
-    seen = np.zeros(offs[-1], bool)
-    base = offs[tree_of[internal]]
-    seen[left[internal] + base] = True
-    seen[right[internal] + base] = True
-    del base
-    reorder = (np.bincount(tree_of, internal & ((left <= local) | (right <= local)),
-                           minlength=len(trees)) > 0) \
-        | (2 * n_int != sizes - 1) | (np.bincount(tree_of, seen, minlength=len(trees)) != sizes - 1)
-    del seen, n_int
+    if status is not None:
+        reorder = status == 2
+    else:
+        n_int = np.bincount(tree_of, internal, minlength=len(trees)).astype(np.int64)
+        seen = np.zeros(offs[-1], bool)
+        base = offs[tree_of[internal]]
+        seen[left[internal] + base] = True
+        seen[right[internal] + base] = True
+        del base
+        reorder = (np.bincount(tree_of, internal & ((left <= local) | (right <= local)),
+                               minlength=len(trees)) > 0) \
+            | (2 * n_int != sizes - 1) | (np.bincount(tree_of, seen, minlength=len(trees)) != sizes - 1)
+        del seen, n_int
 
     # the common trees (numeric splits, scalar leaves, ids in order, a usable cover) are built
     # in one pass over all their nodes; the others one by one below
-    hess32 = hess.astype(_F32).astype(np.float64)
-    cover_ok = np.bincount(tree_of, ~(np.isfinite(hess32) & (hess32 >= 0)),
-                           minlength=len(trees)) == 0
-    plain = ~reorder & (np.bincount(tree_of, is_cat, minlength=len(trees)) == 0) & cover_ok \
-        & np.array([v is None for v in vecs], bool)
+    hess32 = hess.astype(_F32, copy=False).astype(np.float64)
+    bad_cover = ~(np.isfinite(hess32) & (hess32 >= 0))
+    # (bincount with bool weights converts them to float64 first: only where needed)
+    cover_ok = np.bincount(tree_of, bad_cover, minlength=len(trees)) == 0 if bad_cover.any() \
+        else np.ones(len(trees), bool)
+    del bad_cover
+    no_cat = np.bincount(tree_of, is_cat, minlength=len(trees)) == 0 if is_cat.any() \
+        else np.ones(len(trees), bool)
+    plain = ~reorder & no_cat & cover_ok & np.array([v is None for v in vecs], bool)
     out: list = [None] * len(trees)
     if plain.any():
         nodes = None if plain.all() else plain[tree_of]
@@ -759,7 +796,7 @@ def _convert_trees(trees: list, n_features: int, leaf_map=None) -> list[Tree]:
             # views of the document's arrays when every tree is plain, are copied)
             built = build_trees(sizes[plain], pick(left), pick(right), pick(feature),
                                 pick(threshold), pick(default_left), pick(value),
-                                node_ids=pick(local).astype(np.int32), cover=pick(hess32),
+                                node_ids=pick(local).astype(np.int32, copy=False), cover=pick(hess32),
                                 copy=False)
         except TreeBuildError:  # some tree is invalid: one by one, in order, says which first
             plain[:] = False
