@@ -37,6 +37,11 @@ by tests/test_frontend_lightgbm.py against the installed library):
   and are kept; a file that breaks that order is renumbered breadth first, one numpy step per
   level (no recursion anywhere: trees can be thousands of levels deep). The per-node arithmetic
   runs vectorised over the whole model, so a 1000-tree model parses in a fraction of a second.
+- Reading: where treecomp.numparse is built, its C reader finds every tree's lines in one pass
+  and parses each field of all trees into one array (_SpanTrees); anything it does not read
+  exactly as the Python reader (_KvTrees: a dict of lines per tree) does, errors included,
+  makes it give up (_NotNative) and the Python reader reads the file: the same Forest, the
+  same errors. NATIVE = False forces the Python reader.
 - Raw score = sum of the trees in float64 in tree order, starting at 0 (boost_from_average is
   already folded into the first trees). Tree i adds to class i % num_tree_per_iteration.
   Random-forest mode (`average_output`): GBDT::Predict divides each output by the number of
