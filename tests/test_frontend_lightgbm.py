@@ -1283,6 +1283,8 @@ def _blocks_cases() -> dict[str, str]:
         "spaces in ints": base.replace("num_leaves=3", "num_leaves= 3 "),
         "num_leaves 19 digits": base.replace("num_leaves=3", "num_leaves=0000000000000000003"),
         "num_leaves huge": base.replace("num_leaves=3", "num_leaves=123456789012345678"),
+        "num_leaves past int64": base.replace("num_leaves=3", "num_leaves=99999999999999999999"),
+        "num_leaves below int64": base.replace("num_leaves=3", "num_leaves=-9999999999999999999"),
         "is_linear blank": base.replace("is_linear=0", "is_linear= "),
         "is_linear tab": base.replace("is_linear=0", "is_linear=\t"),
         "is_linear word": base.replace("is_linear=0", "is_linear=no"),
@@ -1332,3 +1334,6 @@ def test_native_reader_tree_blocks_as_python_reader():
     assert seen["22 lines"][1] == seen["threshold 22nd"][1] == seen["plain"][1]
     assert seen["23 lines"][1] != seen["plain"][1]
     assert "no 'threshold' line" in seen["threshold 23rd, tree_sizes"][1]
+    # (an integer Atoi's 20 characters read past int64: refused, not an OverflowError)
+    assert "num_leaves=99999999999999999999 is out of range" in seen["num_leaves past int64"][1]
+    assert "out of range" in seen["num_leaves below int64"][1]

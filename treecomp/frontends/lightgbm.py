@@ -308,8 +308,11 @@ class _KvTrees:
         return self.kvs[i]
 
     def num_leaves(self) -> np.ndarray:
-        return np.array([_int_field(kv, "num_leaves", self.name(i)) for i, kv in enumerate(self.kvs)],
-                        np.int64)
+        v = [_int_field(kv, "num_leaves", self.name(i)) for i, kv in enumerate(self.kvs)]
+        for i, n in enumerate(v):
+            if not -2**63 <= n < 2**63:  # (_atoi reads up to 20 characters)
+                raise InvalidModelError(f"LightGBM tree {self.name(i)}: num_leaves={n} is out of range")
+        return np.array(v, np.int64)
 
     def check_num_cat(self) -> None:
         for i, kv in enumerate(self.kvs):
