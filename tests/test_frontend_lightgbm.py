@@ -827,12 +827,15 @@ def test_node_counts_are_cover_only():
         treecomp.compile(bad, backend="arrays").contributions(X)
 
 
-def test_bulk_numbers_fast_path_equals_float(monkeypatch):
-    """_bulk reads plain-number lines with one np.fromstring; the result must be what float() /
-    int() of every token gives (the list path), on a real model and on edge spellings."""
+@pytest.mark.parametrize("reader", ["native", "python"])
+def test_bulk_numbers_fast_path_equals_float(reader, monkeypatch):
+    """_bulk reads plain-number lines with one np.fromstring (the native reader: with
+    treecomp.numparse); the result must be what float() / int() of every token gives (the
+    Python reader's list path), on a real model and on edge spellings."""
     import re as _re
 
     from treecomp.frontends import lightgbm as lgbm_frontend
+    _use_reader(reader, monkeypatch)
     rng = np.random.default_rng(5)
     X = rng.normal(size=(400, 4))
     b = lgb.train({"objective": "regression", "num_leaves": 15, "verbose": -1},
@@ -847,6 +850,7 @@ def test_bulk_numbers_fast_path_equals_float(monkeypatch):
     for t in (text, edge):
         fast = parse_lightgbm_string(t).digest()
         with monkeypatch.context() as m:  # every line through the list path
+            m.setattr(lgbm_frontend, "NATIVE", False)
             m.setattr(lgbm_frontend, "_NAMED_FLOAT", _re.compile(r""))
             m.setattr(lgbm_frontend, "_LONG_INT", _re.compile(r""))
             try:
@@ -858,6 +862,16 @@ def test_bulk_numbers_fast_path_equals_float(monkeypatch):
     big = text.replace("split_feature=", "split_feature=1234567890123456789012345 ", 1)
     with pytest.raises(InvalidModelError):
         parse_lightgbm_string(big)
+
+
+def _use_reader(reader: str, monkeypatch) -> None:
+    """Parse with the native reader (treecomp.numparse; skipped where it is not built) or the
+    Python reader (lightgbm.NATIVE = False)."""
+    from treecomp import numparse
+    from treecomp.frontends import lightgbm as lgb_frontend
+    if reader == "native" and not numparse.available():
+        pytest.skip(f"the native number parser is not built: {numparse.UNAVAILABLE}")
+    monkeypatch.setattr(lgb_frontend, "NATIVE", reader == "native")
 
 
 # -- the bulk path (ir.build_trees over all plain trees at once) ----------------------------------
@@ -914,18 +928,22 @@ def test_bulk_trees_errors_are_tree_by_tree_errors(where, monkeypatch):
     assert a == b and a.startswith("InvalidModelError") and f"tree {where}" in a, (a, b)
 
 
+@pytest.mark.parametrize("reader", ["native", "python"])
 @pytest.mark.parametrize("counts", ["5 3 2", "5 -0 2", "5 3.5 2", "5 3e0 2", "5 +3 2",
-                                    "5 1234567890123456789012 2", "5 x 2"])
-def test_count_lines_read_as_before(counts, monkeypatch):
+                                    "5 1234567890123456789012 2", "5 x 2",
+                                    "5 123456789012345678 2", "5 1234567890123456789 2"])
+def test_count_lines_read_as_before(counts, reader, monkeypatch):
     """leaf_count / internal_count (the cover) are read as integers where that gives the same
     float64 values as reading them as floats (-0 and non-integers take the float path); a line
-    neither reads means no cover, as before."""
+    neither reads means no cover, as before. The native reader parses them as floats."""
     from treecomp.frontends import lightgbm as lgb_frontend
+    _use_reader(reader, monkeypatch)
     t = tree_text([0, 0], [0.5, 1.5], [10, 10], [1, -2], [-1, -3], [1.0, 2.0, 3.0])
     t = t.replace("leaf_count=1 1 1", f"leaf_count={counts}")
     text = lib_model_text([t, t])
     got = parse_lightgbm_string(text)
     with monkeypatch.context() as m:  # every count line through the float parse
+        m.setattr(lgb_frontend, "NATIVE", False)
         m.setattr(lgb_frontend, "_bulk_counts", lambda kvs, names, key, counts:
                   lgb_frontend._bulk(kvs, names, key, counts, np.float64))
         want = parse_lightgbm_string(text)
@@ -935,3 +953,396 @@ def test_count_lines_read_as_before(counts, monkeypatch):
         if a.cover is not None:
             assert a.cover.tobytes() == b.cover.tobytes()  # -0.0 kept
 
+
+
+# -- the native reader (treecomp.numparse's LightGBM functions) ------------------------------------
+def _native_or_skip():
+    from treecomp import numparse
+    if not numparse.available():
+        pytest.skip(f"the native number parser is not built: {numparse.UNAVAILABLE}")
+    return numparse
+
+
+def _near_halfway_tokens(rng, n: int) -> list[str]:
+    """Decimals of 16-20 significant digits within a few units of their last digit of the
+    midpoint between two adjacent doubles (where a once-rounded wider quotient can land
+    exactly on the midpoint while the decimal is not), over exponents 1e-27..1e27."""
+    import decimal
+    out = []
+    for _ in range(n):
+        x = float(rng.normal()) * 10.0 ** int(rng.integers(-27, 27))
+        mid = (decimal.Decimal(x) + decimal.Decimal(float(np.nextafter(x, np.inf)))) / 2
+        with decimal.localcontext() as c:
+            c.prec = int(rng.integers(16, 21))
+            c.rounding = (decimal.ROUND_DOWN, decimal.ROUND_UP, decimal.ROUND_HALF_EVEN)[int(rng.integers(3))]
+            out.append(str(+mid))
+    return out
+
+
+def _float_tokens(rng, n: int) -> list[str]:
+    out = []
+    for i in range(n):
+        r = rng.random()
+        if r < 0.45:  # what LightGBM writes: %.17g
+            out.append("%.17g" % (float(rng.normal()) * 10.0 ** int(rng.integers(-40, 40))))
+        elif r < 0.6:  # plain decimals of 1-25 digits, any spelling the grammar allows
+            digits = "".join(map(str, rng.integers(0, 10, int(rng.integers(1, 26)))))
+            cut = int(rng.integers(0, len(digits) + 1))
+            body = (digits[:cut] + "." + digits[cut:]) if rng.random() < 0.7 else digits
+            exp = ("", "e7", "E-3", "e+22", "e-22", "e23", "e-400", "e400", "e0")[int(rng.integers(9))]
+            out.append(("", "-", "+")[int(rng.integers(3))] + body + exp)
+        elif r < 0.75:  # integers near 2^53 .. 2^64 (exact in a long double, midpoints of doubles)
+            v = (1 << int(rng.integers(53, 64))) + int(rng.integers(-4096, 4096))
+            k = int(rng.integers(0, 8))
+            s = str(v)
+            out.append(s[:len(s) - k] + "." + s[len(s) - k:] if k else s)
+        else:
+            out.append("%.17g" % float(rng.choice([5e-324, 2.2250738585072014e-308, 1.7976931348623157e308,
+                                                    0.1, 1 / 3, 2.0 ** -1074, 9007199254740993.0])))
+    return out
+
+
+EXACT_TOKENS = [
+    "9007199254740993", "9007199254740993.0", "90071992547409930e-1", "9.007199254740993e15",
+    "900719925474099.3e1", "9007199254740995", "9007199254740997", "18014398509481987",
+    "4611686018427388416", "4611686018427388415", "4611686018427388417", "4611686018427389440",
+    "9223372036854775807", "9223372036854775808", "18446744073709551615", "18446744073709551616",
+    "0.1", "0.30000000000000004", "1e22", "1e23", "1e-22", "1e-23", "1e27", "1e-27", "1e28",
+    "123456789012345678e-27", "1234567890123456789e27", "2.2250738585072011e-308",
+    "2.2250738585072014e-308", "4.9406564584124654e-324", "2.4703282292062327e-324",
+    "2.4703282292062328e-324", "1.7976931348623157e308", "1.7976931348623159e308", "1e400",
+    "-0", "-0.0", "+0", "0e999999999", "-0e-999999999", "0000000000000000000000001", "1.",
+    ".5", "+.5e0", "-0000.25E+1", "00.0000000000000000000000000123", "1e-99999999999",
+    "1e99999999999", "-1e-400", "0.9999999999999999999999999", "3.9858935073887669",
+    "-0.071821823813025779", "1.0000000180025095e-35", "-1.0000000180025095e-35",
+]
+
+
+def test_native_numbers_are_float_of_each_token():
+    """numparse.lgbm_numbers gives float(token) bit for bit: what LightGBM writes (%.17g),
+    decimals near the midpoint of two doubles (the wider-quotient path's one hazard), integers
+    around 2^53..2^64, subnormals, overflow, signed zeros, every spelling of the grammar."""
+    numparse = _native_or_skip()
+    rng = np.random.default_rng(38)
+    toks = EXACT_TOKENS + _near_halfway_tokens(rng, 20000) + _float_tokens(rng, 30000)
+    line = " ".join(toks).encode()
+    got = numparse.lgbm_numbers(line, [[0, len(line)]], [len(toks)], np.float64)
+    assert got is not None
+    want = np.array([float(t) for t in toks])
+    bad = np.flatnonzero(got.view(np.int64) != want.view(np.int64))
+    assert not bad.size, [(toks[i], got[i], want[i]) for i in bad[:5]]
+    # split over many spans (trees), with counts, some spans read with count 0
+    cut = sorted(set(rng.integers(0, len(toks), 200).tolist()) | {0, len(toks)})
+    offs = np.cumsum([0] + [len(t) + 1 for t in toks])
+    spans = [[offs[a], offs[b] - 1] for a, b in zip(cut[:-1], cut[1:])]
+    counts = [b - a for a, b in zip(cut[:-1], cut[1:])]
+    got = numparse.lgbm_numbers(line, spans + [[0, 3]], counts + [0], np.float64)
+    assert got is not None and got.view(np.int64).tolist() == want.view(np.int64).tolist()
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.float64])
+def test_native_numbers_refuse_what_they_do_not_read(dtype):
+    """Anything but single-space-separated tokens of the kind's grammar, a count that does not
+    match, or a missing line gives None (the Python reader then decides, words errors)."""
+    numparse = _native_or_skip()
+    ints = np.dtype(dtype).kind == "i"
+
+    def read(text: str, n: int):
+        b = text.encode()
+        return numparse.lgbm_numbers(b, [[0, len(b)]], [n], dtype)
+    good = {"1 2 3": [1, 2, 3], "+1 -0 007": [1, 0, 7], "-5": [-5],
+            "123456789012345678 -123456789012345678": [123456789012345678, -123456789012345678]}
+    if np.dtype(dtype) == np.int32:
+        good = {"2147483647 -2147483648": [2147483647, -2147483648], "+1 -0 007": [1, 0, 7]}
+    for text, want in good.items():
+        got = read(text, len(want))
+        assert got is not None and got.dtype == dtype, text
+        assert got.tolist() == [float(t) if not ints else int(t) for t in text.split(" ")], text
+    bad = ["", " 1", "1 ", "1  2", "1\t2", "1\n2", "1,2", "0x10", "1_0", "\u0663", "+", "-",
+           "--1", "1-", "inf", "-inf", "nan", "NaN", "Infinity", "1e", "e1", ".", "1.2.3", "1e+",
+           "1 2 3 4", "1", "abc", "1 x"]
+    bad_ints = ["1.5", "1e3", "1.", ".5", "1234567890123456789", "0000000000000000001"]
+    if np.dtype(dtype) == np.int32:
+        bad_ints += ["2147483648", "-2147483649"]
+    for text in bad + (bad_ints if ints else []):
+        n = 2 if text in ("1 ", "1  2", "1\t2", "1\n2", "1,2", "1 x") else (3 if text == "1 2 3 4" else 1)
+        if text == "1":
+            n = 2
+        assert read(text, n) is None, text
+    # a missing line is refused even where its count is 0; a present one is not read then
+    assert numparse.lgbm_numbers(b"1 2", [[-1, -1]], [0], dtype) is None
+    assert numparse.lgbm_numbers(b"x y", [[0, 3]], [0], dtype).size == 0
+
+
+def test_native_ints_read_as_atoi_reads_a_field():
+    from treecomp.frontends.lightgbm import _atoi
+    numparse = _native_or_skip()
+    vals = ["12", " 12 ", "+3", "-0", "-7  ", "", " ", "1 2", "1.0", "abc", "\t1", "1\t",
+            "123456789012345678", "1234567890123456789", "-12345678901234567", "+", "\u0663", "007"]
+    data = "|".join(vals).encode()
+    offs = np.cumsum([0] + [len(v.encode()) + 1 for v in vals])
+    spans = [[offs[i], offs[i + 1] - 1] for i in range(len(vals))] + [[-1, -1]]
+    got, state = numparse.lgbm_ints(data, spans)
+    assert state[-1] == 0
+    for v, g, st in zip(vals, got.tolist(), state.tolist()):
+        want = _atoi(v)
+        if st == 1:
+            assert g == want, v
+        else:  # left to the Python reader: a value _atoi refuses, or one past 18 characters
+            assert st == 2 and (want is None or len(v.strip()) > 18), v
+
+
+def _outcomes(text: str) -> tuple:
+    """(native reader alone, Python reader alone, the public parse): each the Forest's digest or
+    the error; the native reader's is None where it leaves the file to the Python reader."""
+    from treecomp.errors import TreecompError
+    from treecomp.frontends import lightgbm as lgb_frontend
+
+    def run(fn):
+        try:
+            return fn().digest()
+        except lgb_frontend._NotNative:
+            return None
+        except (TreecompError, ValueError, TypeError) as exc:
+            return f"{type(exc).__name__}: {exc}"
+    data = text.encode("utf-8")
+    return (run(lambda: lgb_frontend._parse_trees([data], True)),
+            run(lambda: lgb_frontend._parse_trees([data], False)),
+            run(lambda: parse_lightgbm_string(text)))
+
+
+_NUMBER_KEYS = ("threshold", "leaf_value", "split_feature", "left_child", "right_child",
+                "decision_type", "leaf_count", "internal_count", "num_leaves", "num_cat",
+                "is_linear", "leaf_const", "leaf_coeff", "leaf_features", "num_features",
+                "cat_threshold", "cat_boundaries")
+
+
+def _respell(tok: str, rng) -> str:
+    """`tok` spelt another way: the same value (most), or something near what readers differ on."""
+    r = rng.random()
+    try:
+        v = float(tok)
+    except ValueError:
+        v = None
+    if v is not None and r < 0.5:
+        forms = ["+" + tok, "00" + tok.lstrip("+-") if not tok.startswith("-") else tok,
+                 "%.17e" % v, "%.25g" % v, "%.19g" % v, "%.20e" % v, tok.upper(), repr(v) + "0" * 5,
+                 "%.0f." % v if abs(v) < 1e15 and v == int(v) else tok, tok + "e0",
+                 ("%.17g" % v).replace("e-", "E-")]
+        return forms[int(rng.integers(len(forms)))]
+    weird = ["inf", "-inf", "nan", "-nan", "Infinity", "INF", "1e400", "-1e-400", "1e999999999999",
+             "123456789012345678901234", "1234567890123456789", "123456789012345678", "-0", "+0",
+             "0000", "2147483648", "-2147483649", "1.", ".5", "1e", "", "1\t", "\u00b2",
+             "1_0", "0x1", str(rng.integers(-3, 70)), "%.17g" % float(rng.normal())]
+    return weird[int(rng.integers(len(weird)))]
+
+
+def _mutate_tokens(text: str, rng) -> str:
+    """One to three edits of tree lines' numbers, spacing and line structure."""
+    lines = text.split("\n")
+    for _ in range(int(rng.integers(1, 4))):
+        idx = [i for i, ln in enumerate(lines) if ln.split("=", 1)[0] in _NUMBER_KEYS]
+        if not idx:
+            break
+        i = idx[int(rng.integers(len(idx)))]
+        key, _, val = lines[i].partition("=")
+        toks = val.split(" ")
+        how = rng.random()
+        if how < 0.55 and toks:
+            j = int(rng.integers(len(toks)))
+            toks[j] = _respell(toks[j], rng)
+            lines[i] = f"{key}=" + " ".join(toks)
+        elif how < 0.65:
+            lines[i] = f"{key}=" + ("  " if rng.random() < 0.5 else " ").join(toks) + \
+                ("", " ", "\t", "\r")[int(rng.integers(4))]
+        elif how < 0.75:
+            lines.insert(i + 1, f"{key}={' '.join(toks[::-1])}")  # a second line: the last counts
+        elif how < 0.8:
+            lines.insert(i, ("unknown_key=1 2", " threshold=0.5", "Tree=99", "noequals",
+                             "=5")[int(rng.integers(5))])
+        elif how < 0.85:
+            for k in range(int(rng.integers(1, 9))):  # blocks past LightGBM's 22 lines
+                lines.insert(i, f"pad{k}=0")
+        elif how < 0.9:
+            lines[i] = f"{key}="
+        elif how < 0.95:
+            del lines[i]
+        else:
+            lines[i] = f"{key}=" + " ".join(toks[:-1] if len(toks) > 1 else toks + toks)
+    return "\n".join(lines)
+
+
+@pytest.fixture(scope="module")
+def reader_seeds(tmp_path_factory):
+    """Small models of every kind the reader meets: tree_sizes or not, CRLF, v3, categorical,
+    linear, zero-as-missing, multiclass, single leaves."""
+    from tests.test_fuzz_frontends import LgbTxt
+    sd = tmp_path_factory.mktemp("lgb-seeds")
+    LgbTxt().make_seeds(sd)
+    texts = {n: (sd / f"{n}.txt").read_text() for n in ("reg", "bin", "multi", "zero", "cat")}
+    rng = np.random.default_rng(7)
+    X = rng.normal(size=(300, 3))
+    b = lgb.train({**BASE, "objective": "regression", "linear_tree": True, "num_leaves": 5},
+                  lgb.Dataset(X, X[:, 0] * 3 + X[:, 1]), 3)
+    texts["linear"] = b.model_to_string()
+    b = lgb.train({**BASE, "objective": "regression", "num_leaves": 31, "min_data_in_leaf": 2},
+                  lgb.Dataset(X, rng.normal(size=300)), 4)
+    texts["wide"] = b.model_to_string()
+    texts["nosizes"] = re.sub(r"tree_sizes=[^\n]*\n", "", texts["wide"])
+    texts["crlf"] = texts["bin"].replace("\n", "\r\n")
+    texts["v3"] = texts["nosizes"].replace("version=v4", "version=v3")
+    texts["single"] = lib_model_text([tree_text([], [], [], [], [], [0.25]),
+                                      tree_text([0], [0.5], [2], [-1], [-2], [1.0, 2.0])])
+    return texts
+
+
+def test_native_reader_reads_what_the_python_reader_reads(reader_seeds):
+    """Seeded, bounded fuzz: every model, mutated by line-level edits (tests.test_fuzz_frontends'
+    lgb_mutate) and by edits of numbers, spacing and tree lines, parses to the same Forest or
+    the same error with the native reader as with the Python reader (it reads the file itself
+    where the native one leaves it). Both kinds of case must occur."""
+    from tests.test_fuzz_frontends import lgb_fix_tree_sizes, lgb_mutate
+    _native_or_skip()
+    rng = np.random.default_rng(3833)
+    names = sorted(reader_seeds)
+    decided = left = 0
+    for case in range(900):
+        name = names[case % len(names)]
+        text = reader_seeds[name]
+        if case >= len(names):
+            if rng.random() < 0.4:
+                text, _, _ = lgb_mutate(text, rng)
+            else:
+                text = _mutate_tokens(text, rng)
+            if "tree_sizes=" in text and rng.random() < 0.7:
+                text = lgb_fix_tree_sizes(text)
+        native, python, public = _outcomes(text)
+        assert public == python, (case, name, public, python)
+        if native is None:
+            left += 1
+        else:
+            decided += 1
+            assert native == python, (case, name, native, python)
+    assert decided > 400 and left > 50, (decided, left)
+
+
+def test_native_reader_real_files_and_file_reads(tmp_path):
+    """The real-model files (TREECOMP_REALMODELS) and the bench's LightGBM model parse to the
+    same Forest (or error) with both readers, all decided natively where valid; a file's bytes
+    are checked as UTF-8 as before (ASCII needs no decoded copy)."""
+    import os
+    from pathlib import Path as _Path
+    from treecomp.frontends import lightgbm as lgb_frontend
+    _native_or_skip()
+    root = os.environ.get("TREECOMP_REALMODELS")
+    files = sorted(_Path(root).rglob("*.txt")) if root else []
+    for f in files:
+        head = f.read_bytes()[:5]
+        if head != b"tree\n" and head[:4] != b"tree":
+            continue
+        native, python, public = _outcomes(f.read_bytes().decode("utf-8"))
+        assert public == python and native in (python, None), f
+        assert native is not None or " " in python, f  # (a valid file is decided natively)
+    text = lib_model_text([tree_text([0], [0.5], [2], [-1], [-2], [1.0, 2.0])])
+    p = tmp_path / "m.txt"
+    p.write_bytes(text.replace("feature_names=f0", "feature_names=f\u00e9").encode())
+    assert lgb_frontend.parse_lightgbm_file(p).digest() == parse_lightgbm_string(text).digest()
+    p.write_bytes(text.encode().replace(b"feature_names=f0", b"feature_names=f\xe9"))
+    with pytest.raises(InvalidModelError, match="not UTF-8"):
+        lgb_frontend.parse_lightgbm_file(p)
+
+
+def _blocks_cases() -> dict[str, str]:
+    """Hand-made tree sections at the edges of Tree(const char*)'s block reading."""
+    t0 = tree_text([0], [0.5], [2], [-1], [-2], [1.0, 2.0])
+    t1 = tree_text([0, 0], [0.25, 1.5], [2, 2], [1, -2], [-1, -3], [3.0, 4.0, 5.0])
+    base = lib_model_text([t0, t1])
+    n_lines = t0.count("\n") + 1
+    pad = lambda k: "\n".join(f"pad{i}=0" for i in range(k))  # noqa: E731
+    out = {
+        "plain": base,
+        "22 lines": lib_model_text([t0 + "\n" + pad(22 - n_lines), t1]),
+        "23 lines": lib_model_text([t0 + "\n" + pad(23 - n_lines), t1]),
+        "23 lines, key last": lib_model_text([pad(23 - n_lines) + "\n" + t0, t1]),
+        "30 lines": lib_model_text([pad(30 - n_lines) + "\n" + t0, t1]),
+        "threshold 23rd": lib_model_text([pad(23 - n_lines) + "\n" + t0.replace("threshold=0.5\n", "")
+                                          + "\nthreshold=0.5", t1]),
+        "threshold 22nd": lib_model_text([pad(22 - n_lines) + "\n" + t0.replace("threshold=0.5\n", "")
+                                          + "\nthreshold=0.5", t1]),
+        "last key wins": base.replace("threshold=0.5", "threshold=0.5\nthreshold=0.75", 1),
+        "first of two bad": base.replace("threshold=0.5", "threshold=x\nthreshold=0.75", 1),
+        "last of two bad": base.replace("threshold=0.5", "threshold=0.75\nthreshold=x", 1),
+        "key with a space": base.replace("threshold=0.5", " threshold=0.5", 1),
+        "key then space": base.replace("threshold=0.5", "threshold =0.5", 1),
+        "no '='": base.replace("shrinkage=1", "shrinkage", 1),
+        "'=' in a value": base.replace("threshold=0.5", "threshold=0.5=1", 1),
+        "empty value": base.replace("leaf_count=1 1", "leaf_count=", 1),
+        "Tree= inside": base.replace("shrinkage=1", "Tree=7", 1),
+        "CRLF": base.replace("\n", "\r\n"),
+        "CR only": base.replace("\n", "\r"),
+        "LF CR": base.replace("\n", "\n\r"),
+        "blank lines between": base.replace("\n\nTree=1", "\n\n\n\n\r\nTree=1"),
+        "no end line": base.replace("end of trees\n", ""),
+        "no final newline": base.replace("\n\nend of trees\n", "\n"),
+        "ends inside a tree": base[:base.index("leaf_value=3")],
+        "name spaces": base.replace("Tree=1", "Tree= 1 \t"),
+        "name non-ASCII": base.replace("Tree=1", "Tree=\u00e9\u4e00"),
+        "value non-ASCII": base.replace("threshold=0.25", "threshold=0.25\u00e9"),
+        "tab in numbers": base.replace("left_child=1 -2", "left_child=1\t-2"),
+        "spaces in ints": base.replace("num_leaves=3", "num_leaves= 3 "),
+        "num_leaves 19 digits": base.replace("num_leaves=3", "num_leaves=0000000000000000003"),
+        "num_leaves huge": base.replace("num_leaves=3", "num_leaves=123456789012345678"),
+        "num_leaves past int64": base.replace("num_leaves=3", "num_leaves=99999999999999999999"),
+        "num_leaves below int64": base.replace("num_leaves=3", "num_leaves=-9999999999999999999"),
+        "is_linear blank": base.replace("is_linear=0", "is_linear= "),
+        "is_linear tab": base.replace("is_linear=0", "is_linear=\t"),
+        "is_linear word": base.replace("is_linear=0", "is_linear=no"),
+        "is_linear absent": base.replace("is_linear=0\n", ""),
+        "num_cat absent": base.replace("num_cat=0\n", ""),
+        "num_cat negative": base.replace("num_cat=0", "num_cat=-1", 1),
+        "num_cat without sets": base.replace("num_cat=0", "num_cat=1", 1),
+        "no leaf_value": base.replace("leaf_value=1.0 2.0\n", ""),
+        "no threshold": base.replace("threshold=0.5\n", ""),
+        "single leaf without splits": lib_model_text(["num_leaves=1\nnum_cat=0\nleaf_value=0.5"]),
+        "no trees": lib_model_text([]),
+    }
+    sized = lambda text: lgb_fix_tree_sizes(text.replace(  # noqa: E731
+        "feature_infos=[-1:1]\n", "feature_infos=[-1:1]\ntree_sizes=0 0\n"))
+    from tests.test_fuzz_frontends import lgb_fix_tree_sizes
+    for name in list(out):
+        if "non-ASCII" not in name:
+            out[name + ", tree_sizes"] = sized(out[name])
+    out["tree_sizes short"] = out["plain, tree_sizes"].replace("tree_sizes=", "tree_sizes=1 ")
+    out["tree_sizes zero"] = re.sub(r"tree_sizes=\d+", "tree_sizes=0", out["plain, tree_sizes"])
+    out["tree_sizes one tree"] = re.sub(r"tree_sizes=(\d+) \d+", r"tree_sizes=\1", out["plain, tree_sizes"])
+    out["tree_sizes spaced"] = out["plain, tree_sizes"].replace("tree_sizes=", "tree_sizes= ")
+    out["tree_sizes signed"] = out["plain, tree_sizes"].replace("tree_sizes=", "tree_sizes=+")
+    return out
+
+
+def test_native_reader_tree_blocks_as_python_reader():
+    """Every hand-made edge of the tree blocks (22-line limit, repeated keys, line endings,
+    tree_sizes offsets, odd integer fields...) reads the same with both readers; the valid
+    ones are decided natively, and the 22-line limit cuts the trees where LightGBM does."""
+    _native_or_skip()
+    seen = {}
+    for name, text in _blocks_cases().items():
+        native, python, public = _outcomes(text)
+        assert public == python, (name, public, python)
+        assert native in (python, None), (name, native, python)
+        seen[name] = (native, python)
+    for name in ("plain", "22 lines", "23 lines", "threshold 22nd", "last key wins",
+                 "first of two bad", "Tree= inside", "CRLF", "CR only", "blank lines between",
+                 "no end line", "name spaces", "name non-ASCII", "spaces in ints",
+                 "is_linear blank", "is_linear tab", "is_linear absent",
+                 "single leaf without splits", "plain, tree_sizes", "22 lines, tree_sizes",
+                 "23 lines, tree_sizes", "threshold 22nd, tree_sizes", "last key wins, tree_sizes",
+                 "tree_sizes one tree", "tree_sizes spaced", "tree_sizes signed"):
+        assert seen[name][0] is not None and " " not in seen[name][0], (name, seen[name])
+    # (a block is read to its 22nd line: without tree_sizes the trees end at a 23rd line)
+    assert seen["22 lines"][1] == seen["threshold 22nd"][1] == seen["plain"][1]
+    assert seen["23 lines"][1] != seen["plain"][1]
+    assert "no 'threshold' line" in seen["threshold 23rd, tree_sizes"][1]
+    # (an integer Atoi's 20 characters read past int64: refused, not an OverflowError)
+    assert "num_leaves=99999999999999999999 is out of range" in seen["num_leaves past int64"][1]
+    assert "out of range" in seen["num_leaves below int64"][1]

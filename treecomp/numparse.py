@@ -1,4 +1,6 @@
-"""JSON number arrays checked and converted in one pass, in C (runtime/numparse.c).
+"""Model files' numbers and structure read in C (runtime/numparse.c): JSON number arrays checked
+and converted in one pass, the UBJSON decoder, forest-wide tree checks, and the tree lines of
+LightGBM text models (lgbm_blocks, lgbm_ints, lgbm_numbers: see their docstrings).
 
 A bottom-layer module (it imports nothing of treecomp): the native part is the package's
 ``treecomp._numparse`` extension, built at install time by setup.py from runtime/numparse.c and
@@ -221,3 +223,62 @@ def strip(data: bytes, spans: Any) -> bytes:
     placeholders treecomp.frontends.jsonarrays puts its arrays back by). Needs
     :func:`available`."""
     return _load().strip(data, _spans(spans))
+
+
+# -- LightGBM text models (treecomp.frontends.lightgbm) ------------------------------------------
+#: lgbm_numbers' output dtypes
+LGBM_KINDS = {np.dtype(np.int64): 0, np.dtype(np.int32): 1, np.dtype(np.float64): 2}
+
+
+def lgbm_blocks(data: bytes, start: int, bounds: Any,
+                keys: tuple[bytes, ...]) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """The trees of a LightGBM text model `data`, found as treecomp.frontends.lightgbm's Python
+    reader finds them: with `bounds` (tree_sizes: tree i's "Tree=" line at bounds[i], its
+    block ending before bounds[i + 1]) or, where `bounds` is None, the consecutive "Tree="
+    blocks from offset `start`. Returns (spans, names, after): spans[i, k] the (a, b) offsets
+    of the value of tree i's last line with key keys[k] ((-1, -1): none), names[i] the offsets
+    of the text after "Tree=" on its first line, and the offset where the trees end; None
+    where the Python reader must decide (it raises there: a line without '=', a block
+    without its closing empty line, a tree_sizes offset not at a "Tree=" line). Needs
+    :func:`available`."""
+    sized = bounds is not None
+    b = np.ascontiguousarray(bounds if sized else np.zeros(0), dtype=np.int64)
+    rc, after, spans, names = _load().lgbm_blocks(data, int(start), b, int(sized), tuple(keys))
+    if rc:
+        return None
+    return (np.frombuffer(spans, np.int64).reshape(-1, len(keys), 2),
+            np.frombuffer(names, np.int64).reshape(-1, 2), after)
+
+
+def lgbm_ints(data: bytes, spans: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Integer fields as LightGBM's Atoi reads a whole value (" *[+-]?[0-9]+ *"): for each
+    (a, b) of `spans`, (value, state): state 0 no value (a < 0), 1 the value (at most 18
+    characters of sign and digits), 2 anything else. Needs :func:`available`."""
+    s = _spans(spans)
+    out = np.zeros(len(s), np.int64)
+    state = np.empty(len(s), np.uint8)
+    _load().lgbm_ints(data, s, out, state)
+    return out, state
+
+
+def lgbm_numbers(data: bytes, spans: Any, counts: Any, dtype: Any) -> np.ndarray | None:
+    """The numbers of the values ``data[a:b]`` of `spans`, ``counts[i]`` from span i (a span with
+    count 0 is not read, but must be there: a >= 0), as one array of `dtype`: int64 / int32
+    (tokens ``[+-]?[0-9]+`` of at most 18 digits), float64 (LightGBM's plain decimal grammar,
+    converted to what ``float(token)`` gives). Tokens are separated by single spaces. None
+    when any span does not hold exactly that (the Python reader then decides: "inf" / "nan",
+    longer integers, other spacing, errors). Needs :func:`available`."""
+    dt = np.dtype(dtype)
+    if dt not in LGBM_KINDS:
+        raise ValueError(f"dtype {dt} is not one of int64, int32, float64")
+    c = np.ascontiguousarray(counts, dtype=np.int64)
+    s = _spans(spans)
+    if len(c) != len(s):
+        raise ValueError("one count a span")
+    # (a count beyond what its span can hold, or a negative one, is refused before allocating:
+    # k numbers take at least 2k - 1 bytes)
+    if len(c) and ((c < 0).any() or (c > (s[:, 1] - s[:, 0] + 1) // 2).any()):
+        return None
+    out = np.empty(int(c.sum()) if len(c) else 0, dt)
+    rc = _load().lgbm_numbers(data, s, c, out, LGBM_KINDS[dt])
+    return out if rc == 0 else None

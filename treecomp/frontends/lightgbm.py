@@ -37,6 +37,11 @@ by tests/test_frontend_lightgbm.py against the installed library):
   and are kept; a file that breaks that order is renumbered breadth first, one numpy step per
   level (no recursion anywhere: trees can be thousands of levels deep). The per-node arithmetic
   runs vectorised over the whole model, so a 1000-tree model parses in a fraction of a second.
+- Reading: where treecomp.numparse is built, its C reader finds every tree's lines in one pass
+  and parses each field of all trees into one array (_SpanTrees); anything it does not read
+  exactly as the Python reader (_KvTrees: a dict of lines per tree) does, errors included,
+  makes it give up (_NotNative) and the Python reader reads the file: the same Forest, the
+  same errors. NATIVE = False forces the Python reader.
 - Raw score = sum of the trees in float64 in tree order, starting at 0 (boost_from_average is
   already folded into the first trees). Tree i adds to class i % num_tree_per_iteration.
   Random-forest mode (`average_output`): GBDT::Predict divides each output by the number of
@@ -72,6 +77,7 @@ from typing import Any
 
 import numpy as np
 
+from .. import numparse
 from ..errors import InvalidModelError, NotFittedError, UnsupportedModelError
 from ..ir import Forest, Tree, TreeBuildError, build_trees, checked_category_values, leaf_tree
 
@@ -94,6 +100,10 @@ _SUPPORTED_OBJECTIVES = ("regression, regression_l1, huber, fair, quantile, mape
                          "rank_xendcg, poisson, gamma, tweedie, binary (sigmoid:1 or 2), "
                          "cross_entropy, multiclass, multiclassova (sigmoid:1 or 2), custom")
 _KNOWN_VERSIONS = ("v2", "v3", "v4")
+
+#: whether to read tree lines with treecomp.numparse where it is built (False: the Python reader
+#: below; both give the same Forest and the same errors)
+NATIVE = True
 
 
 # -- text format ------------------------------------------------------------------------------
@@ -171,18 +181,33 @@ def _tree_block(data: bytes, pos: int, limit: int, where: str) -> tuple[dict[str
     return kv, pos
 
 
-def _split_model_text(text: str) -> tuple[dict[str, str], list[dict[str, str]], str]:
-    """(header key/values, one key/value dict per tree, the text after the trees), read the
+#: the tree lines the frontend reads (the native reader records where each tree's values lie)
+_KEYS = ("num_leaves", "num_cat", "cat_boundaries", "cat_threshold", "split_feature", "threshold",
+         "decision_type", "left_child", "right_child", "leaf_value", "leaf_count", "internal_count",
+         "is_linear", "leaf_const", "num_features", "leaf_features", "leaf_coeff")
+_KEY_INDEX = {k: i for i, k in enumerate(_KEYS)}
+_KEYS_BYTES = tuple(k.encode() for k in _KEYS)
+#: tree_sizes as the fast path reads it (plain integers of at most 18 digits, single spaces)
+_PLAIN_SIZES = re.compile(r"[0-9]{1,18}(?: [0-9]{1,18})*")
+
+
+class _NotNative(Exception):
+    """The native reader cannot decide (an error to word, a spelling it does not read): the
+    Python reader reads the file instead, with the same results and errors."""
+
+
+def _split_model_text(box: list, native: bool) -> tuple[dict[str, str], Any, str]:
+    """(header key/values, the trees (_SpanTrees or _KvTrees), the text after the trees) of the
+    model text ``box[0]`` (bytes; the box lets the trees' reader drop it early), read the
     way GBDT::LoadModelFromString does (LightGBM 4.7, src/boosting/gbdt_model_text.cpp):
     the header is every line before the first "Tree=" line; with a `tree_sizes` line the
     trees are found at those byte offsets (exactly as many trees as sizes; trees beyond them
     are ignored, as LightGBM does), without one they are the consecutive "Tree=" blocks
     separated by empty lines (no "end of trees" line needed). What LightGBM would read out of
     bounds (offsets past the end, a tree not where its offset says, a last tree without its
-    closing empty line, NUL bytes on which LightGBM's line reader stops) is refused."""
-    if not isinstance(text, str):
-        raise InvalidModelError("a LightGBM text model must be a str")
-    data = text.encode("utf-8")
+    closing empty line, NUL bytes on which LightGBM's line reader stops) is refused.
+    native: trees found by treecomp.numparse (raises _NotNative where it cannot decide)."""
+    data = box[0]
     if b"\0" in data:
         raise InvalidModelError("not a LightGBM text model (it holds NUL bytes)")
     first = data[:_line_end(data, 0)].decode("utf-8").strip()
@@ -205,9 +230,13 @@ def _split_model_text(text: str) -> tuple[dict[str, str], list[dict[str, str]], 
                 header[parts[0]] = line[len(parts[0]) + 1:] if len(parts) > 1 else ""
         pos = _skip_newline(data, end)
 
-    trees: list[dict[str, str]] = []
+    bounds = None
     if "tree_sizes" in header:
-        sizes = [_atoi(s) for s in header["tree_sizes"].split(" ") if s]
+        line = header["tree_sizes"]
+        if _PLAIN_SIZES.fullmatch(line):  # (what the list below reads, in one numpy call)
+            sizes = np.fromstring(line, dtype=np.int64, sep=" ").tolist()
+        else:
+            sizes = [_atoi(s) for s in line.split(" ") if s]
         if any(v is None for v in sizes):
             raise InvalidModelError("LightGBM model header: malformed tree_sizes")
         if any(s < 0 for s in sizes):
@@ -220,7 +249,17 @@ def _split_model_text(text: str) -> tuple[dict[str, str], list[dict[str, str]], 
                 f"LightGBM model: tree_sizes lists {len(sizes)} trees ({int(bounds[-1] - tree_start)} "
                 f"bytes) but the file holds only {len(data) - tree_start} bytes of trees (about "
                 f"{n_in} of them): truncated or edited file (LightGBM reads past its buffer here)")
-        for i in range(len(sizes)):
+    if native:
+        got = numparse.lgbm_blocks(data, tree_start, None if bounds is None else
+                                   bounds.astype(np.int64), _KEYS_BYTES)
+        if got is None:
+            raise _NotNative("the trees' lines")
+        spans, names, after = got
+        return header, _SpanTrees(box, spans, names), data[after:].decode("utf-8", "replace")
+
+    trees: list[dict[str, str]] = []
+    if bounds is not None:
+        for i in range(len(bounds) - 1):
             b, nxt = int(bounds[i]), int(bounds[i + 1])
             end = _line_end(data, b)
             line = data[b:end].decode("utf-8", "replace")
@@ -247,7 +286,150 @@ def _split_model_text(text: str) -> tuple[dict[str, str], list[dict[str, str]], 
                 trees.append(kv)
             pos = _skip_newline(data, pos)
         after = pos
-    return header, trees, data[after:].decode("utf-8", "replace")
+    return header, _KvTrees(trees), data[after:].decode("utf-8", "replace")
+
+
+class _KvTrees:
+    """The Python reader's trees: one dict of key -> value text per tree (_tree_block)."""
+
+    def __init__(self, kvs: list[dict[str, str]]) -> None:
+        self.kvs = kvs
+
+    def __len__(self) -> int:
+        return len(self.kvs)
+
+    def take(self, n: int) -> "_KvTrees":
+        return _KvTrees(self.kvs[:n])
+
+    def name(self, i: int) -> str:
+        return self.kvs[i].get("Tree", "?")
+
+    def kv(self, i: int) -> dict[str, str]:
+        return self.kvs[i]
+
+    def num_leaves(self) -> np.ndarray:
+        v = [_int_field(kv, "num_leaves", self.name(i)) for i, kv in enumerate(self.kvs)]
+        for i, n in enumerate(v):
+            if not -2**63 <= n < 2**63:  # (_atoi reads up to 20 characters)
+                raise InvalidModelError(f"LightGBM tree {self.name(i)}: num_leaves={n} is out of range")
+        return np.array(v, np.int64)
+
+    def check_num_cat(self) -> None:
+        for i, kv in enumerate(self.kvs):
+            # Tree::Tree(const char*) (LightGBM 4.x): num_cat is required, and num_cat > 0 needs
+            # cat_boundaries and cat_threshold even without categorical splits (a Fatal, thrown
+            # inside OpenMP: the process aborts)
+            nm = self.name(i)
+            num_cat = _int_field(kv, "num_cat", nm)
+            if num_cat < 0:
+                raise InvalidModelError(f"LightGBM tree {nm}: num_cat={num_cat}")
+            for key in ("cat_boundaries", "cat_threshold"):
+                if num_cat > 0 and key not in kv:
+                    raise InvalidModelError(f"LightGBM tree {nm}: num_cat={num_cat} but no {key} "
+                                            "line (LightGBM aborts on it)")
+
+    def _sel(self, sel: np.ndarray | None) -> tuple[list, list]:
+        idx = range(len(self.kvs)) if sel is None else sel.tolist()
+        return [self.kvs[i] for i in idx], [self.name(i) for i in idx]
+
+    def numbers(self, key: str, sel: np.ndarray | None, counts: np.ndarray, dtype: Any) -> np.ndarray:
+        """The `key` arrays of the trees `sel` (None: all), concatenated (_bulk)."""
+        return _bulk(*self._sel(sel), key, counts, dtype)
+
+    def counts(self, key: str, sel: np.ndarray | None, counts: np.ndarray) -> np.ndarray:
+        return _bulk_counts(*self._sel(sel), key, counts)
+
+    def counted(self, n_leaves: np.ndarray) -> bool:
+        return all("leaf_count" in kv and ("internal_count" in kv or n < 2)
+                   for kv, n in zip(self.kvs, n_leaves.tolist()))
+
+    def linear(self) -> np.ndarray:
+        return np.array([bool(kv.get("is_linear", "").strip()) and _atoi(kv["is_linear"]) != 0
+                         for kv in self.kvs], bool)
+
+    def release(self, keep: np.ndarray) -> None:
+        pass
+
+
+class _SpanTrees:
+    """The native reader's trees: where each tree's values lie in the model's bytes (box[0]),
+    read by treecomp.numparse; every method gives what _KvTrees' gives or raises _NotNative.
+    Integer arrays come as int32 (wider values: _NotNative, and the Python reader's checks
+    refuse them). :meth:`release` drops the bytes once every array is read."""
+
+    def __init__(self, box: list, spans: np.ndarray, names: np.ndarray) -> None:
+        self.box, self.spans, self.names = box, spans, names
+        self.kept: dict[int, dict[str, str]] = {}
+        self.name_text: list[str] | None = None
+
+    def __len__(self) -> int:
+        return len(self.spans)
+
+    def take(self, n: int) -> "_SpanTrees":
+        return _SpanTrees(self.box, self.spans[:n], self.names[:n])
+
+    def _text(self, a: int, b: int) -> str:
+        return self.box[0][a:b].decode("utf-8", "replace")
+
+    def name(self, i: int) -> str:
+        if self.name_text is not None:
+            return self.name_text[i]
+        return self._text(*self.names[i].tolist()).strip()
+
+    def kv(self, i: int) -> dict[str, str]:
+        if i in self.kept:
+            return self.kept[i]
+        return {k: self._text(a, b) for k, (a, b) in zip(_KEYS, self.spans[i].tolist()) if a >= 0}
+
+    def _ints(self, key: str) -> tuple[np.ndarray, np.ndarray]:
+        return numparse.lgbm_ints(self.box[0], self.spans[:, _KEY_INDEX[key]])
+
+    def _present(self, key: str) -> np.ndarray:
+        return self.spans[:, _KEY_INDEX[key], 0] >= 0
+
+    def num_leaves(self) -> np.ndarray:
+        v, state = self._ints("num_leaves")
+        if (state != 1).any():
+            raise _NotNative("num_leaves")
+        return v
+
+    def check_num_cat(self) -> None:
+        v, state = self._ints("num_cat")
+        if (state != 1).any() or (v < 0).any() or ((v > 0) & ~(
+                self._present("cat_boundaries") & self._present("cat_threshold"))).any():
+            raise _NotNative("num_cat")
+
+    def numbers(self, key: str, sel: np.ndarray | None, counts: np.ndarray, dtype: Any) -> np.ndarray:
+        col = self.spans[:, _KEY_INDEX[key]]
+        dt = np.int32 if np.dtype(dtype).kind in "iu" else np.float64
+        out = numparse.lgbm_numbers(self.box[0], col if sel is None else col[sel], counts, dt)
+        if out is None:
+            raise _NotNative(key)
+        return out
+
+    def counts(self, key: str, sel: np.ndarray | None, counts: np.ndarray) -> np.ndarray:
+        # the float parse gives what _bulk_counts gives wherever it reads the line: integers
+        # of at most 18 digits convert to the same float64 either way
+        return self.numbers(key, sel, counts, np.float64)
+
+    def counted(self, n_leaves: np.ndarray) -> bool:
+        return bool(np.all(self._present("leaf_count")
+                           & (self._present("internal_count") | (n_leaves < 2))))
+
+    def linear(self) -> np.ndarray:
+        v, state = self._ints("is_linear")
+        out = (state == 1) & (v != 0)
+        for i in np.flatnonzero(state == 2).tolist():  # blank, or not an integer (_linear words it)
+            s = self._text(*self.spans[i, _KEY_INDEX["is_linear"]].tolist())
+            out[i] = bool(s.strip()) and _atoi(s) != 0
+        return out
+
+    def release(self, keep: np.ndarray) -> None:
+        """Drop the model's bytes, keeping the lines of the trees `keep` marks and every name."""
+        data, nm = self.box[0], self.names.tolist()
+        self.name_text = [data[a:b].decode("utf-8", "replace").strip() for a, b in nm]
+        self.kept = {i: self.kv(i) for i in np.flatnonzero(keep).tolist()}
+        self.box.clear()
 
 
 def _check_parameters(tail: str) -> None:
@@ -602,49 +784,40 @@ def _plain_trees(plain: np.ndarray, n_int: np.ndarray, n_leaves: np.ndarray, tid
                        cover=cover, copy=False)
 
 
-def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree]:
-    """All trees at once: the per-node arithmetic runs vectorised over the whole model."""
-    T = len(tree_kvs)
-    names = [kv.get("Tree", "?") for kv in tree_kvs]
-    n_leaves = np.array([_int_field(kv, "num_leaves", nm) for kv, nm in zip(tree_kvs, names)], np.int64)
-    for kv, nm in zip(tree_kvs, names):
-        # Tree::Tree(const char*) (LightGBM 4.x): num_cat is required, and num_cat > 0 needs
-        # cat_boundaries and cat_threshold even without categorical splits (a Fatal, thrown
-        # inside OpenMP: the process aborts)
-        num_cat = _int_field(kv, "num_cat", nm)
-        if num_cat < 0:
-            raise InvalidModelError(f"LightGBM tree {nm}: num_cat={num_cat}")
-        for key in ("cat_boundaries", "cat_threshold"):
-            if num_cat > 0 and key not in kv:
-                raise InvalidModelError(f"LightGBM tree {nm}: num_cat={num_cat} but no {key} "
-                                        "line (LightGBM aborts on it)")
+def _convert_trees(src: Any, n_features: int) -> list[Tree]:
+    """All trees at once: the per-node arithmetic runs vectorised over the whole model. `src`:
+    the trees' lines (_KvTrees, or _SpanTrees, which may raise _NotNative until it is
+    released here, once every array is read)."""
+    T = len(src)
+    n_leaves = src.num_leaves()
+    src.check_num_cat()
     if np.any(n_leaves < 1):
-        raise InvalidModelError(f"LightGBM tree {names[int(np.argmax(n_leaves < 1))]}: num_leaves < 1")
+        raise InvalidModelError(f"LightGBM tree {src.name(int(np.argmax(n_leaves < 1)))}: num_leaves < 1")
     n_int = n_leaves - 1
-    leaf_all = _bulk(tree_kvs, names, "leaf_value", n_leaves, np.float64)
+    leaf_all = src.numbers("leaf_value", None, n_leaves, np.float64)
     leaf_off = np.concatenate([[0], np.cumsum(n_leaves)])
     int_off = np.concatenate([[0], np.cumsum(n_int)])
 
     sp = np.flatnonzero(n_int > 0)
-    kvs_s, names_s, ni_s = [tree_kvs[i] for i in sp], [names[i] for i in sp], n_int[sp]
-    feat = _bulk(kvs_s, names_s, "split_feature", ni_s, np.int64)
-    thr = _bulk(kvs_s, names_s, "threshold", ni_s, np.float64)
-    dtype = _bulk(kvs_s, names_s, "decision_type", ni_s, np.int64)
-    lc = _bulk(kvs_s, names_s, "left_child", ni_s, np.int64)
-    rc = _bulk(kvs_s, names_s, "right_child", ni_s, np.int64)
+    ni_s = n_int[sp]
+    feat = src.numbers("split_feature", sp, ni_s, np.int64)
+    thr = src.numbers("threshold", sp, ni_s, np.float64)
+    dtype = src.numbers("decision_type", sp, ni_s, np.int64)
+    lc = src.numbers("left_child", sp, ni_s, np.int64)
+    rc = src.numbers("right_child", sp, ni_s, np.int64)
     # node counts, LightGBM's own TreeSHAP cover (data_count); optional, for SHAP only
-    counted = all("leaf_count" in kv and ("internal_count" in kv or n < 2)
-                  for kv, n in zip(tree_kvs, n_leaves.tolist()))
+    counted = src.counted(n_leaves)
     # (single-leaf trees' counts are not read: LightGBM writes an empty leaf_count there, and a
     # constant tree needs no cover); counts LightGBM could not parse mean no cover, not no model
     lc_off = np.concatenate([[0], np.cumsum(np.where(n_int > 0, n_leaves, 0))])
     icount = lcount = None
     if counted:
         try:
-            icount = _bulk_counts(kvs_s, names_s, "internal_count", ni_s)
-            lcount = _bulk_counts(kvs_s, names_s, "leaf_count", n_leaves[sp])
+            icount = src.counts("internal_count", sp, ni_s)
+            lcount = src.counts("leaf_count", sp, n_leaves[sp])
         except InvalidModelError:
             counted = False
+    linear = src.linear()
 
     # per internal node: its tree, its index within the tree, the tree's sizes
     tid = np.repeat(np.arange(T), n_int)
@@ -653,7 +826,7 @@ def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree
 
     def fail(mask: np.ndarray, what: str) -> None:
         if mask.any():
-            raise InvalidModelError(f"LightGBM tree {names[int(tid[np.argmax(mask)])]}: {what}")
+            raise InvalidModelError(f"LightGBM tree {src.name(int(tid[np.argmax(mask)]))}: {what}")
 
     fail((lc >= ni) | (lc < -nl) | (rc >= ni) | (rc < -nl), "child index out of range")
     fail((feat < 0) | (feat >= n_features),
@@ -697,9 +870,9 @@ def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree
 
     # the common trees (numeric splits in LightGBM's own order, no linear leaves) are built in
     # one pass over all their nodes (ir.build_trees), single leaves in another; the rest one
-    # by one below (a tree with an odd is_linear line too: _linear words its error)
-    linear = np.array([bool(kv.get("is_linear", "").strip()) and _atoi(kv["is_linear"]) != 0
-                       for kv in tree_kvs], bool)
+    # by one below (a tree with an odd is_linear line too: _linear words its error). Only
+    # categorical and linear trees read their lines again: the model's text goes here.
+    src.release(has_cat | linear)
     plain = ~renumber & ~expanding & ~has_cat & ~linear & (n_int > 0)
     single = (n_int == 0) & ~linear
     trees: list = [None] * T
@@ -726,22 +899,24 @@ def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree
         lv = leaf_all[leaf_off[i]:leaf_off[i + 1]]
         k = int(n_int[i])
         if k == 0:
-            trees[i] = _linear(dataclasses.replace(leaf_tree(lv[0]), node_ids=[0]), tree_kvs[i], names[i])
+            trees[i] = dataclasses.replace(leaf_tree(lv[0]), node_ids=[0])
+            if linear[i]:  # (_linear leaves any other tree as it is)
+                trees[i] = _linear(trees[i], src.kv(i), src.name(i))
             continue
         a, b = int_off[i], int_off[i + 1]
         if has_cat[i]:
-            cat_bits, cat_row = _cat_sets(tree_kvs[i], names[i], is_cat[a:b], thr[a:b])
+            cat_bits, cat_row = _cat_sets(src.kv(i), src.name(i), is_cat[a:b], thr[a:b])
         else:
             cat_bits, cat_row = np.zeros((0, 1), np.uint32), np.full(k, -1, np.int64)
         if expanding[i]:
-            _bfs_order(names[i], k, lu[a:b], ru[a:b])   # validate the links first
-            arrays = _expand_tree(names[i], k, lu[a:b], ru[a:b], feat[a:b], t[a:b],
+            _bfs_order(src.name(i), k, lu[a:b], ru[a:b])   # validate the links first
+            arrays = _expand_tree(src.name(i), k, lu[a:b], ru[a:b], feat[a:b], t[a:b],
                                   default_left[a:b], expand[a:b], cat_row, lv)
         else:
             n = k + k + 1
             if renumber[i]:
                 new_of = np.empty(n, np.int64)
-                new_of[_bfs_order(names[i], k, lu[a:b], ru[a:b])] = np.arange(n)
+                new_of[_bfs_order(src.name(i), k, lu[a:b], ru[a:b])] = np.arange(n)
             else:
                 new_of = np.arange(n)
             inner = new_of[:k]
@@ -763,11 +938,10 @@ def _convert_trees(tree_kvs: list[dict[str, str]], n_features: int) -> list[Tree
                 arrays["cover"][inner] = icount[a:b]
                 arrays["cover"][new_of[k:]] = lcount[lc_off[i]:lc_off[i + 1]]
         try:
-            trees[i] = _linear(Tree(**arrays, cat_bits=cat_bits,
-                                    cat_other_left=np.zeros(cat_bits.shape[0], bool)),
-                               tree_kvs[i], names[i])
+            tree = Tree(**arrays, cat_bits=cat_bits, cat_other_left=np.zeros(cat_bits.shape[0], bool))
+            trees[i] = _linear(tree, src.kv(i), src.name(i)) if linear[i] else tree
         except InvalidModelError as exc:
-            raise InvalidModelError(f"LightGBM tree {names[i]}: {exc}") from None
+            raise InvalidModelError(f"LightGBM tree {src.name(i)}: {exc}") from None
     return trees
 
 
@@ -842,8 +1016,34 @@ def parse_lightgbm_string(text: str, *, num_iteration: int | None = None,
     is an LGBMModel, whose predict converts arrays as sklearn's check_array first
     (Forest.input_rule "lightgbm_sklearn").
     """
-    header, tree_kvs, tail = _split_model_text(text)
-    del text  # (peak memory: the trees' lines are all that is read from here on)
+    if not isinstance(text, str):
+        raise InvalidModelError("a LightGBM text model must be a str")
+    box = [text.encode("utf-8")]
+    del text  # (peak memory: the model's bytes are all that is read from here on)
+    return _parse_model(box, num_iteration=num_iteration, classes=classes,
+                        provenance=provenance, wrapper=wrapper)
+
+
+def _parse_model(box: list, **kw: Any) -> Forest:
+    """parse_lightgbm_string of the model's UTF-8 bytes ``box[0]`` (the box is emptied once
+    they are read): the native reader where NATIVE and treecomp.numparse is built, the Python
+    reader where that cannot decide (the same Forest, or the same error)."""
+    if NATIVE and numparse.available():
+        try:
+            return _parse_trees(box, True, **kw)
+        except _NotNative:
+            if not box:  # (_SpanTrees.release comes after the last _NotNative)
+                raise RuntimeError("LightGBM reader: the native reader gave up after its "
+                                   "release") from None
+    return _parse_trees(box, False, **kw)
+
+
+def _parse_trees(box: list, native: bool, *, num_iteration: int | None = None,
+                 classes: np.ndarray | None = None, provenance: str = "",
+                 wrapper: bool = False) -> Forest:
+    header, tree_lines, tail = _split_model_text(box, native)  # (the trees' lines)
+    if not native:
+        box.clear()  # (peak memory: the trees' lines are all that is read from here on)
     _check_parameters(tail)
     version = header.get("version", "")
     if version not in _KNOWN_VERSIONS:
@@ -868,18 +1068,18 @@ def parse_lightgbm_string(text: str, *, num_iteration: int | None = None,
         if n_listed != n_features:
             raise InvalidModelError(f"LightGBM model header: {key} lists {max(n_listed, 0)} "
                                     f"features, max_feature_idx says {n_features}")
-    if not tree_kvs:
+    if not tree_lines:
         raise InvalidModelError("LightGBM model holds no trees")
     # LightGBM predicts with len(trees) // num_tree_per_iteration iterations: the trees of an
     # incomplete last iteration are ignored, here too
-    n_iter = len(tree_kvs) // per_iter
+    n_iter = len(tree_lines) // per_iter
     if n_iter == 0:
-        raise InvalidModelError(f"LightGBM model holds {len(tree_kvs)} trees, less than one "
+        raise InvalidModelError(f"LightGBM model holds {len(tree_lines)} trees, less than one "
                                 f"iteration of num_tree_per_iteration={per_iter}")
-    tree_kvs = tree_kvs[:n_iter * per_iter]
+    tree_lines = tree_lines.take(n_iter * per_iter)
     if num_iteration is not None and 0 < num_iteration < n_iter:
         n_iter = int(num_iteration)
-        tree_kvs = tree_kvs[:n_iter * per_iter]
+        tree_lines = tree_lines.take(n_iter * per_iter)
     objective, transform = _objective(header)
     average = "average_output" in header
     obj_classes = _objective_num_class(header)
@@ -888,7 +1088,7 @@ def parse_lightgbm_string(text: str, *, num_iteration: int | None = None,
         raise InvalidModelError(f"LightGBM model: objective {header.get('objective')!r} has "
                                 f"num_class:{obj_classes} but the header num_class={num_class}")
 
-    trees = tuple(_convert_trees(tree_kvs, n_features))
+    trees = tuple(_convert_trees(tree_lines, n_features))
     tree_output = np.arange(len(trees), dtype=np.int32) % per_iter
 
     decision, cls = "none", ()
@@ -967,14 +1167,16 @@ def pandas_categorical(tail: str, n_features: int) -> tuple[tuple | None, str]:
 def parse_lightgbm_file(path: str | os.PathLike) -> Forest:
     """Parse a LightGBM text model file (`booster.save_model(...)`), without lightgbm."""
     p = Path(path)
-    try:
-        # bytes as they are: LightGBM reads the file raw, and tree_sizes are byte offsets into
-        # it (read_text() would turn CRLF into LF and make stale offsets land)
-        texts = [p.read_bytes().decode("utf-8")]
-    except UnicodeDecodeError:
-        raise InvalidModelError(f"{p.name} is not a LightGBM text model (not UTF-8 text)") from None
-    # (the text handed over, not kept here: parse_lightgbm_string frees it once it is split)
-    return parse_lightgbm_string(texts.pop(), provenance=f"file {p.name}")
+    # bytes as they are: LightGBM reads the file raw, and tree_sizes are byte offsets into it
+    # (read_text() would turn CRLF into LF and make stale offsets land)
+    box = [p.read_bytes()]
+    if not box[0].isascii():  # (ASCII is UTF-8: the common case needs no decoded copy)
+        try:
+            box[0].decode("utf-8")
+        except UnicodeDecodeError:
+            raise InvalidModelError(f"{p.name} is not a LightGBM text model (not UTF-8 text)") from None
+    # (the bytes handed over in the box, not kept here: the reader frees them once read)
+    return _parse_model(box, provenance=f"file {p.name}")
 
 
 def _booster_iterations(booster: Any) -> int:

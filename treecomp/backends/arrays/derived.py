@@ -325,12 +325,14 @@ def bitvec_tables(A: dict[str, np.ndarray], order: np.ndarray | None = None) -> 
     `order`, a file's, is used where sort_order finds it is exactly that sort's), "bv_lo1"
     (lo - 1) and "bv_hi" in that order, and "bv_leaf": the leaf vectors in left-to-right order.
     """
+    # (temporaries of 8 bytes a node, each freed once used: peak memory of huge models)
     nint, nleaf = A["tree_nint"].astype(np.int64), A["tree_nleaf"].astype(np.int64)
     T, C = len(nint), len(A["c_ff"])
     coff = excl_cumsum(nint)
+    cl, cr = A["c_left"], A["c_right"]                      # int32: ~child is the leaf index
     base = np.repeat(coff[:-1], nint)                       # global index of each tree's node 0
-    cl, cr = A["c_left"].astype(np.int64), A["c_right"].astype(np.int64)
     gl, gr = np.where(cl >= 0, cl + base, -1), np.where(cr >= 0, cr + base, -1)
+    del base
     # the levels top-down (children have larger indices than parents, so this terminates)
     frontier = coff[:-1][nint > 0]
     levels = []
@@ -349,12 +351,15 @@ def bitvec_tables(A: dict[str, np.ndarray], order: np.ndarray | None = None) -> 
     roots = coff[:-1][nint > 0]
     if len(seen) != C or np.any(np.bincount(seen, minlength=C) != 1) or np.any(nl[roots] != nleaf[nint > 0]):
         raise bad_table("a tree's nodes do not form a tree")
+    del seen
     nl_left = np.where(gl >= 0, nl[np.maximum(gl, 0)], 1)
+    del nl
     lo = np.zeros(C, np.int64)                              # first leaf below each node, top-down
     for fr in levels:
         a, b = gl[fr], gr[fr]
         lo[a[a >= 0]] = lo[fr[a >= 0]]
         lo[b[b >= 0]] = (lo[fr] + nl_left[fr])[b >= 0]
+    del gl, gr, levels, frontier
     tree_of = np.repeat(np.arange(T), nint)
     order = sort_order(order, (lo, tree_of), "interval node")[0]
     # a leaf child's position: its parent's lo, plus the parent's left leaves if it is the right one
@@ -363,19 +368,28 @@ def bitvec_tables(A: dict[str, np.ndarray], order: np.ndarray | None = None) -> 
     for child, right in ((cl, False), (cr, True)):
         is_leaf = child < 0
         leaf_pos[loff[tree_of[is_leaf]] + ~child[is_leaf]] = lo[is_leaf] + (nl_left[is_leaf] if right else 0)
+    del tree_of, is_leaf
+    bv_lo1, bv_hi = (lo[order] - 1).astype(np.int8), (lo + nl_left)[order].astype(np.int8)
+    del lo, nl_left
     # leaf vectors to their positions (width w each; a one-leaf tree keeps its leaf 0)
     w = A["tree_width"].astype(np.int64)
+    bv_leaf = np.zeros_like(A["leaf_values"])  # every entry is written (validate): zeros anyway
+    if T and (w == 1).all():  # (one value a leaf: leaf i of the tree at loff moves to loff + pos)
+        leaf_pos += np.repeat(loff[:-1], nleaf)
+        bv_leaf[leaf_pos] = A["leaf_values"]
+        return {"order": order, "bv_lo1": bv_lo1, "bv_hi": bv_hi, "bv_leaf": bv_leaf}
     leaf_tree = np.repeat(np.arange(T), nleaf)
     iw = w[leaf_tree]
     voff = excl_cumsum(nleaf * w)[leaf_tree]
     rank = np.arange(int(loff[-1])) - loff[leaf_tree]
+    del leaf_tree
     j = np.arange(int(iw.sum())) - np.repeat(excl_cumsum(iw)[:-1], iw)
     src = np.repeat(voff + rank * iw, iw) + j
+    del rank
     dst = np.repeat(voff + leaf_pos * iw, iw) + j
-    bv_leaf = np.zeros_like(A["leaf_values"])  # every entry is written (validate): zeros anyway
+    del voff, leaf_pos, iw, j
     bv_leaf[dst] = A["leaf_values"][src]
-    return {"order": order, "bv_lo1": (lo[order] - 1).astype(np.int8),
-            "bv_hi": (lo + nl_left)[order].astype(np.int8), "bv_leaf": bv_leaf}
+    return {"order": order, "bv_lo1": bv_lo1, "bv_hi": bv_hi, "bv_leaf": bv_leaf}
 
 
 def interval_masks(lo1: np.ndarray, hi: np.ndarray) -> np.ndarray:
