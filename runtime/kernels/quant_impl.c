@@ -776,6 +776,25 @@ static TC_ATTR void tc_zquant(const tc_tables *T, const float *xb, int64_t nf, i
 }
 #endif
 
+#if TC_QVEC == 2
+/* does the AVX-512 batch quantiser (tc_zquant) take a float32 block of these tables: from
+ * TC_ZQ_MINCOLS columns, or where most columns have at most 32 thresholds. Below, columns of
+ * 64-256 thresholds keep the rows-in-lanes quantiser over the transposed block (tc_qlanes),
+ * which its level-3 gathers aside measured as fast or faster there (paired in one process:
+ * CatBoost binary, 50 columns of up to 254 borders, 0.94x-0.95x the speed through tc_zquant;
+ * the 90-column XGBoost regression of 128-256 thresholds a column 1.25x through it against
+ * 1.16x without it, both with the 64-row node mux) */
+#ifndef TC_ZQ_MINCOLS
+#define TC_ZQ_MINCOLS 64
+#endif
+static inline __attribute__((always_inline)) TC_ATTR int FN(zquant_pays)(const tc_tables *T) {
+  if (T->q_ncols >= TC_ZQ_MINCOLS) return 1;
+  int32_t small = 0;
+  for (int32_t c = 0; c < T->q_ncols; ++c) small += T->q_len[c] <= 32;
+  return 2 * small >= T->q_ncols;
+}
+#endif
+
 /* rq: where the few-row walk reads a contiguous table of each row (zrowsq: 128 bytes a row), or
  * NULL */
 static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
@@ -794,7 +813,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
   (void)rq;
 #if TC_QVEC == 2
   /* float32 rows: every numeric column by tc_zquant (category columns below) */
-  const int zq = sizeof(TC_XT) == 4 && T->q_lvl;
+  const int zq = sizeof(TC_XT) == 4 && T->q_lvl && FN(zquant_pays)(T);
   if (zq) tc_zquant(T, (const float *)xb, nf, nb, qb, gs, strict);
 #else
   const int zq = 0;
