@@ -1529,3 +1529,76 @@ def test_bitvec_tables_peak_memory_per_node():
     finally:
         tracemalloc.stop()
     assert peak / n < 60, peak / n
+
+
+def _wide_forest(nf, x, cmp, depth=8, n_trees=12, seed=0):
+    """Heap trees of `depth` over nf features (> 256 columns) whose columns hold 1 threshold
+    (feature 1), 15-16 and 31 thresholds (the AVX-512 batch quantiser's P = 16 / 32 columns),
+    100 (P = 128) and 300 (two chunks, P = 256), the rest a few: thresholds on a 0.1 grid so
+    that rows land on them; NaN sent both ways (twin columns) on some features."""
+    rng = np.random.default_rng(seed)
+    grid = {1: [0.5], 2: np.round(np.linspace(-1.5, 1.5, 15), 1), 3: np.round(np.linspace(-1.5, 1.5, 31), 1),
+            4: np.round(np.linspace(-5, 5, 100), 1), 5: np.round(np.linspace(-15, 15, 300), 1)}
+    trees = []
+    for _ in range(n_trees):
+        t = _complete_tree(rng, depth, nf)
+        internal = t.left >= 0
+        feat = t.feature.copy()
+        thr = np.round(t.threshold, 1)
+        k = np.flatnonzero(internal)
+        pick = rng.integers(0, 10, len(k))   # 0, 6-9: a random feature and value
+        for j, g in zip(k, pick):
+            if 1 <= g <= 5:
+                feat[j] = g
+                thr[j] = rng.choice(grid[g])
+            else:  # (features 0-5: only their grids' thresholds)
+                feat[j] = 6 + feat[j] % (nf - 6)
+        thr = np.where(internal, thr, 0.0)
+        feat = np.where(internal, feat, t.feature)
+        # NaN left on feature 2, both ways on feature 3 (twin columns), random elsewhere
+        dl = np.where(feat == 2, True, np.where(feat == 3, np.arange(len(feat)) % 2 == 0, t.default_left))
+        value = t.value.astype(np.float32).astype(np.float64) if x == "float32" else t.value
+        trees.append(dataclasses.replace(t, feature=feat, threshold=thr, value=value, default_left=dl))
+    return Forest(trees=tuple(trees), n_features=nf, n_outputs=1, tree_output=np.zeros(len(trees), np.int64),
+                  base_score=[0.5], comparison=cmp,
+                  input_dtype=x, accumulate_dtype=x)
+
+
+def _wide_rows(f, n, seed):
+    """Rows of f: on the thresholds' grid, +- 1 ULP (float32 and float64), NaN, +-inf, -0.0."""
+    rng = np.random.default_rng(seed)
+    on = np.round(rng.normal(scale=4.0, size=(n, f.n_features)), 1)
+    up = np.where(rng.random(on.shape) < 0.5, np.inf, -np.inf)
+    pick = rng.random(on.shape)
+    X = np.where(pick < 0.5, on, np.where(pick < 0.7, np.nextafter(on.astype(np.float32),
+                 up.astype(np.float32)).astype(np.float64), np.nextafter(on, up)))
+    X[pick > 0.96] = np.nan
+    X[(pick > 0.94) & (pick <= 0.95)] = -0.0
+    X[(pick > 0.93) & (pick <= 0.94)] = up[(pick > 0.93) & (pick <= 0.94)]
+    return X
+
+
+@pytest.mark.parametrize("isa", ISAS[:3])
+@pytest.mark.parametrize("nf,x,cmp", [(300, "float32", "<"), (700, "float32", "<="),
+                                      (300, "float64", "<")])
+def test_wide_depth8_byte_walk(isa, nf, x, cmp):
+    """Wide models (300-700 features, > 256 columns: no column mux) of depth-8 heap trees: the
+    quantiser over columns of 1 to 300 thresholds (the AVX-512 batch quantiser for float32
+    tables: rows in lanes from 16 x 16 tiles, P = 16 / 32 by an in-register binary search in
+    batches, P >= 64 by the level tables; twin columns for NaN both ways) and the 64-row node
+    mux of depth 7-8 heaps; 1 / 7 / 17 / 64 / 2,000 rows and a short last group, float32 and
+    float64 input, against the interpreter bit for bit."""
+    f = _wide_forest(nf, x, cmp, seed=nf)
+    p = treecomp.compile(f, backend="arrays", layout="quant", isa=isa)
+    k = p._kernel
+    assert k.isa == isa and k.tables.meta["quant"]
+    q = k._keep
+    P = q["q_len"][q["q_kind"] == 0]
+    assert len(q["q_len"]) > 256 and {16, 32, 128, 256} <= set(P.tolist())
+    assert np.any(q["q_src"] >= 0) and np.any(q["q_count"] == 1)
+    X = _wide_rows(f, 2000, seed=nf + 1)
+    for Xin in (X, X.astype(np.float32)):
+        want = interp.predict_raw(f, Xin)
+        np.testing.assert_array_equal(p.predict_raw(Xin), want)
+        for i, n in ((0, 1), (3, 7), (20, 17), (50, 64), (200, 100), (300, 131)):
+            np.testing.assert_array_equal(p.predict_raw(Xin[i:i + n]), want[i:i + n])

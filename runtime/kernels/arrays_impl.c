@@ -831,7 +831,12 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
   /* bins 32 rows at once (quant_impl.c, tc_qlanes) read the block transposed: as float32 at
    * xq and, for float64 rows, exact at xd; xu: per 4 features, does a numeric column read one
    * (only those are moved) */
-  const int use_xq = (TC_QVEC || TC_QARM) && qn && T->q_lvl && B >= 32 && nf > 0;
+#if TC_QVEC == 2
+  const int zq = sizeof(TC_XT) == 4 && T->q_lvl && FN(zquant_pays)(T);  /* no transposed copy */
+#else
+  const int zq = 0;
+#endif
+  const int use_xq = (TC_QVEC || TC_QARM) && qn && T->q_lvl && B >= 32 && nf > 0 && !zq;
   /* several outputs, every leaf a scalar (XGBoost / LightGBM multiclass: a tree per class and
    * round): the byte walks add into class-major margins (a column of the block's rows per
    * output), so each tree's leaves go into contiguous values, 8 rows a vector add, as for one

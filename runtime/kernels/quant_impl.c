@@ -500,6 +500,301 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zq1)(const tc_table
 #undef TC_ZQ1_OUT
 #endif
 
+#if TC_QVEC == 2 && !defined(TC_ZQUANT_ONCE)
+#define TC_ZQUANT_ONCE
+/* ---- the AVX-512 batch quantiser of float32 rows (tc_zquant) -------------------------------
+ * Rows in lanes, 16 a vector, over the block's 64-row groups: for each group, the features are
+ * taken 16 at a time (a tile: 16 x 16 transposes of the rows' 64-byte pieces into a 4 KB
+ * buffer that stays in the first-level cache) and every column of those features is binned
+ * from the tile at once. No transposed copy of the block (tc_xpose) goes through memory: on
+ * wide rows (968-2,000 features) writing that copy and reading it back cost more than the
+ * binning.
+ * A column's bins are those of the binary search in quantise (right at u: u <= x for "<",
+ * u < x for "<="; the NaN padding never; NaN x takes q_nanc), bit for bit: P <= 32 (up to 31
+ * thresholds, most columns of wide models) by that binary search itself, each step's
+ * thresholds picked from the column's P thresholds held in one or two registers by a
+ * permute; P >= 64 by the level tables' two counts (tc_qlanes8: how many of every P / 8-th
+ * threshold, then of every g2-th within that group, send x right), then the binary search
+ * within the g2-group left, its thresholds picked by permutes and blends of the column's P
+ * thresholds (no gathers: 16-lane gathers cost about 18 cycles here). */
+#define TC_ZCMP(t, v) (strict ? _mm512_cmp_ps_mask((t), (v), _CMP_LE_OQ) : _mm512_cmp_ps_mask((t), (v), _CMP_LT_OQ))
+/* u[i] for each lane's i (0 <= i < P): a permute of each 32-threshold half-pair, then blends
+ * by bits 5.. of i */
+static inline __attribute__((always_inline)) TC_ATTR __m512 tc_zthr(const float *u, const __m512i i, const int P) {
+  if (P == 16) return _mm512_permutexvar_ps(i, _mm512_loadu_ps(u));
+  __m512 t[8];
+#pragma GCC unroll 8
+  for (int h = 0; h < P / 32; ++h)
+    t[h] = _mm512_permutex2var_ps(_mm512_loadu_ps(u + 32 * h), i, _mm512_loadu_ps(u + 32 * h + 16));
+#pragma GCC unroll 3
+  for (int b = 0, n = P / 32; n > 1; ++b, n /= 2) {
+    const __mmask16 m = _mm512_test_epi32_mask(i, _mm512_set1_epi32(32 << b));
+#pragma GCC unroll 4
+    for (int h = 0; h < n / 2; ++h) t[h] = _mm512_mask_blend_ps(m, t[2 * h], t[2 * h + 1]);
+  }
+  return t[0];
+}
+/* the bins (unbiased, one a dword lane) of 16 values v of a column of P thresholds u, level
+ * tables lv (see tc_qlanes8) */
+static inline __attribute__((always_inline)) TC_ATTR __m512i tc_zbins(const float *u, const float *lv,
+                                                                        const __m512 v, const int P,
+                                                                        const int strict) {
+  __m512i p = _mm512_setzero_si512();
+  int h = P / 2;
+  if (P >= 64) {
+    const int g1 = P / 8, g2 = g1 / 8 > 1 ? g1 / 8 : 1;
+    const __m512i one = _mm512_set1_epi32(1);
+    __m512i b1 = p, b2 = p;
+#pragma GCC unroll 7
+    for (int k = 0; k < 7; ++k)
+      b1 = _mm512_mask_add_epi32(b1, TC_ZCMP(_mm512_set1_ps(lv[k]), v), b1, one);
+#pragma GCC unroll 7
+    for (int j = 0; j < g1 / g2 - 1; ++j)
+      b2 = _mm512_mask_add_epi32(b2, TC_ZCMP(_mm512_permutexvar_ps(b1, _mm512_castps256_ps512(
+                                                 _mm256_loadu_ps(lv + 8 + 8 * j))), v), b2, one);
+    p = _mm512_add_epi32(_mm512_mullo_epi32(b1, _mm512_set1_epi32(g1)),
+                         _mm512_mullo_epi32(b2, _mm512_set1_epi32(g2)));
+    h = g2 / 2;
+  }
+#pragma GCC unroll 8
+  for (; h; h /= 2) {
+    const __m512 t = tc_zthr(u, _mm512_add_epi32(p, _mm512_set1_epi32(h - 1)), P);
+    p = _mm512_mask_add_epi32(p, TC_ZCMP(t, v), p, _mm512_set1_epi32(h));
+  }
+  return p;
+}
+/* rows a pass of tc_zquant (16 or 32), and columns binned at once (their steps interleaved) */
+#ifndef TC_ZQ_RZ
+#define TC_ZQ_RZ 16
+#endif
+#define TC_ZQ_NV (TC_ZQ_RZ / 16)
+#ifndef TC_ZQ_NC
+#define TC_ZQ_NC (4 / TC_ZQ_NV)
+#endif
+/* n columns of P = 16 or 32 thresholds (P a constant), TC_ZQ_RZ rows each: column i's
+ * thresholds at u[i], its rows' values at xv[i], its bytes to q[i] (NaN: nanb[i]). The binary
+ * search's first step compares the broadcast u[P / 2 - 1], the others pick each lane's
+ * threshold from the column's P held in one or two registers by a permute; the n columns'
+ * steps interleaved (a step's permute, compare and masked add take ~12 cycles in a chain). A
+ * NaN value fails every compare, so its bin is 0: the NaN code is written only where some
+ * column's is not 0 */
+static inline __attribute__((always_inline)) TC_ATTR void tc_zcols(
+    const float *const *u, const float *const *xv, uint8_t *const *q, const uint8_t *nanb,
+    const int n, const int P, const int strict) {
+  __m512 u0[TC_ZQ_NC], u1[TC_ZQ_NC], v[TC_ZQ_NC][TC_ZQ_NV];
+  __m512i p[TC_ZQ_NC][TC_ZQ_NV];
+#pragma GCC unroll 4
+  for (int i = 0; i < n; ++i) {
+    u0[i] = _mm512_loadu_ps(u[i]);
+    if (P == 32) u1[i] = _mm512_loadu_ps(u[i] + 16);
+    const __m512 t = _mm512_set1_ps(u[i][P / 2 - 1]);
+#pragma GCC unroll 2
+    for (int s = 0; s < TC_ZQ_NV; ++s) {
+      v[i][s] = _mm512_load_ps(xv[i] + 16 * s);
+      const __mmask16 m = strict ? _mm512_cmp_ps_mask(t, v[i][s], _CMP_LE_OQ)
+                                 : _mm512_cmp_ps_mask(t, v[i][s], _CMP_LT_OQ);
+      p[i][s] = _mm512_maskz_mov_epi32(m, _mm512_set1_epi32(P / 2));
+    }
+  }
+#pragma GCC unroll 4
+  for (int h = P / 4; h; h /= 2) {
+#pragma GCC unroll 4
+    for (int i = 0; i < n; ++i) {
+#pragma GCC unroll 2
+      for (int s = 0; s < TC_ZQ_NV; ++s) {
+        const __m512i j = _mm512_add_epi32(p[i][s], _mm512_set1_epi32(h - 1));
+        const __m512 t = P == 16 ? _mm512_permutexvar_ps(j, u0[i]) : _mm512_permutex2var_ps(u0[i], j, u1[i]);
+        const __mmask16 m = strict ? _mm512_cmp_ps_mask(t, v[i][s], _CMP_LE_OQ)
+                                   : _mm512_cmp_ps_mask(t, v[i][s], _CMP_LT_OQ);
+        p[i][s] = _mm512_mask_add_epi32(p[i][s], m, p[i][s], _mm512_set1_epi32(h));
+      }
+    }
+  }
+  int fix = 0;
+#pragma GCC unroll 4
+  for (int i = 0; i < n; ++i) fix |= nanb[i] != 0x80;
+#pragma GCC unroll 4
+  for (int i = 0; i < n; ++i) {
+#pragma GCC unroll 2
+    for (int s = 0; s < TC_ZQ_NV; ++s) {
+      __m512i b = _mm512_xor_si512(p[i][s], _mm512_set1_epi32(0x80));
+      if (fix)
+        b = _mm512_mask_mov_epi32(b, _mm512_cmp_ps_mask(v[i][s], v[i][s], _CMP_UNORD_Q), _mm512_set1_epi32(nanb[i]));
+      _mm_store_si128((__m128i *)(q[i] + 16 * s), _mm512_cvtepi32_epi8(b));
+    }
+  }
+}
+#define TC_ZCOLS(PP)                                                                          \
+  switch (n) {                                                                                \
+    case 1: tc_zcols(u, xv, q, nanb, 1, PP, strict); break;                                   \
+    case 2: tc_zcols(u, xv, q, nanb, 2, PP, strict); break;                                   \
+    case 3: tc_zcols(u, xv, q, nanb, 3, PP, strict); break;                                   \
+    case 4: tc_zcols(u, xv, q, nanb, 4, PP, strict); break;                                   \
+    default: break;                                                                           \
+  }
+static inline __attribute__((always_inline)) TC_ATTR void tc_zcolsn(
+    const float *const *u, const float *const *xv, uint8_t *const *q, const uint8_t *nanb,
+    const int n, const int P, const int strict) {
+  if (P == 16) { TC_ZCOLS(16) }
+  else { TC_ZCOLS(32) }
+}
+#undef TC_ZCOLS
+/* a column of P >= 64 thresholds (level tables lv), TC_ZQ_RZ rows */
+static __attribute__((noinline)) TC_ATTR void tc_zcolp(const float *u, const float *lv, const float *xv,
+                                                       uint8_t *q, const uint8_t nanb, const int P,
+                                                       const int strict) {
+#define TC_ZCOLP_CASE(PP)                                                                     \
+  if (P == PP || PP == 256) {                                                                 \
+    for (int s = 0; s < TC_ZQ_NV; ++s) {                                                      \
+      const __m512 v = _mm512_load_ps(xv + 16 * s);                                           \
+      const __m512i p = strict ? tc_zbins(u, lv, v, PP, 1) : tc_zbins(u, lv, v, PP, 0);       \
+      _mm_store_si128((__m128i *)(q + 16 * s), _mm512_cvtepi32_epi8(_mm512_mask_mov_epi32(    \
+          _mm512_xor_si512(p, _mm512_set1_epi32(0x80)), _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), \
+          _mm512_set1_epi32(nanb))));                                                         \
+    }                                                                                         \
+    return;                                                                                   \
+  }
+  TC_ZCOLP_CASE(64) TC_ZCOLP_CASE(128) TC_ZCOLP_CASE(256)
+#undef TC_ZCOLP_CASE
+}
+#undef TC_ZCMP
+
+/* the tile: features f0 .. f0 + 15 of nr (<= TC_ZQ_RZ) rows at x (rows nf apart), transposed
+ * into xt (feature f0 + j's rows at xt + TC_ZQ_RZ j; rows past nr and features past nf read
+ * 0); and a prefetch of the rows' lines TC_ZQ_PF tiles ahead (the rows are far apart: no
+ * hardware prefetcher follows that many) */
+#ifndef TC_ZQ_PF
+#define TC_ZQ_PF 2
+#endif
+static inline __attribute__((always_inline)) TC_ATTR void tc_ztile(const float *x, int64_t nf, int64_t nr,
+                                                                     int64_t f0, float *xt) {
+  const int64_t w = nf - f0 < 16 ? nf - f0 : 16;
+  const __mmask16 fm = (__mmask16)((1u << w) - 1u);
+  if (f0 + 16 * TC_ZQ_PF < nf)
+    for (int64_t i = 0; i < nr; ++i) {
+      const float *p = x + i * nf + f0 + 16 * TC_ZQ_PF;
+      _mm_prefetch((const char *)p, _MM_HINT_T0);
+      _mm_prefetch((const char *)(p + 15), _MM_HINT_T0);
+    }
+  for (int s = 0; s < TC_ZQ_NV; ++s) {
+    __m512 a[16], b[16];
+#pragma GCC unroll 16
+    for (int i = 0; i < 16; ++i)
+      a[i] = 16 * s + i < nr ? _mm512_maskz_loadu_ps(fm, x + (16 * s + i) * nf + f0) : _mm512_setzero_ps();
+    /* 16 x 16: pairs, quads (as doubles), then 128-bit lanes twice */
+#pragma GCC unroll 8
+    for (int i = 0; i < 16; i += 2) {
+      b[i] = _mm512_unpacklo_ps(a[i], a[i + 1]);
+      b[i + 1] = _mm512_unpackhi_ps(a[i], a[i + 1]);
+    }
+#pragma GCC unroll 4
+    for (int i = 0; i < 16; i += 4) {
+      a[i] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(b[i]), _mm512_castps_pd(b[i + 2])));
+      a[i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(b[i]), _mm512_castps_pd(b[i + 2])));
+      a[i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(_mm512_castps_pd(b[i + 1]), _mm512_castps_pd(b[i + 3])));
+      a[i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(_mm512_castps_pd(b[i + 1]), _mm512_castps_pd(b[i + 3])));
+    }
+    /* a[4 q + j] (q: rows 4q .. 4q + 3): feature j + 4 l in its 128-bit lane l */
+    float *o = xt + 16 * s;
+#pragma GCC unroll 4
+    for (int j = 0; j < 4; ++j) {
+      const __m512 r01 = _mm512_shuffle_f32x4(a[j], a[4 + j], 0x44);   /* lanes 0 1 of q0, q1 */
+      const __m512 r23 = _mm512_shuffle_f32x4(a[8 + j], a[12 + j], 0x44);
+      const __m512 s01 = _mm512_shuffle_f32x4(a[j], a[4 + j], 0xEE);   /* lanes 2 3 */
+      const __m512 s23 = _mm512_shuffle_f32x4(a[8 + j], a[12 + j], 0xEE);
+      _mm512_store_ps(o + TC_ZQ_RZ * j, _mm512_shuffle_f32x4(r01, r23, 0x88));
+      _mm512_store_ps(o + TC_ZQ_RZ * (j + 4), _mm512_shuffle_f32x4(r01, r23, 0xDD));
+      _mm512_store_ps(o + TC_ZQ_RZ * (j + 8), _mm512_shuffle_f32x4(s01, s23, 0x88));
+      _mm512_store_ps(o + TC_ZQ_RZ * (j + 12), _mm512_shuffle_f32x4(s01, s23, 0xDD));
+    }
+  }
+}
+
+/* every numeric column (q_kind 0) of the nb rows at xb into qb (64-row groups gs bytes apart;
+ * a short last group's rows past nb get some valid byte, as the walks drop them), TC_ZQ_RZ
+ * rows at a time (rows far apart in memory at once: 64 strained the TLB and the prefetches),
+ * up to TC_ZQ_NC columns of P <= 32 at once. NaN-twin columns (q_src) copy their source's
+ * bytes but for NaN rows. Category columns: quantise. */
+static inline __attribute__((always_inline)) TC_ATTR void tc_zquant_s(
+    const tc_tables *T, const float *xb, int64_t nf, int64_t nb, uint8_t *qb, int64_t gs, const int strict) {
+  _Alignas(64) float xt[16 * TC_ZQ_RZ];
+  const float *thr = (const float *)T->q_thr;
+  /* columns waiting, by P (16, 32): their thresholds, values, bytes, NaN codes */
+  const float *bu[2][TC_ZQ_NC], *bx[2][TC_ZQ_NC];
+  uint8_t *bq[2][TC_ZQ_NC], bn[2][TC_ZQ_NC];
+  for (int64_t r0 = 0; r0 < nb; r0 += TC_ZQ_RZ) {
+    const int64_t nr = nb - r0 < TC_ZQ_RZ ? nb - r0 : TC_ZQ_RZ;
+    uint8_t *qg = qb + TC_QOFF(r0);
+    int64_t f0 = -16;
+    int n0 = 0, n1 = 0;  /* (of the tile in xt) */
+#define TC_ZQ_FLUSH                                                                           \
+    tc_zcolsn(bu[0], bx[0], bq[0], bn[0], n0, 16, strict);                                    \
+    tc_zcolsn(bu[1], bx[1], bq[1], bn[1], n1, 32, strict);                                    \
+    n0 = n1 = 0;
+    for (int32_t c = 0; c < T->q_ncols; ++c) {
+      if (T->q_kind[c]) continue;
+      const int64_t f = T->q_feat[c];
+      if (f < f0 || f >= f0 + 16) {
+        TC_ZQ_FLUSH
+        f0 = f & ~(int64_t)15;
+        tc_ztile(xb + r0 * nf, nf, nr, f0, xt);
+      }
+      const float *xv = xt + TC_ZQ_RZ * (f - f0);
+      uint8_t *q = qg + 64 * (int64_t)c;
+      const uint8_t nanb = (uint8_t)(T->q_nanc[c] ^ 0x80);
+      if (T->q_src[c] >= 0) {
+        TC_ZQ_FLUSH  /* (its source may be waiting) */
+        const uint8_t *p = qg + 64 * (int64_t)T->q_src[c];
+        for (int s = 0; s < TC_ZQ_NV; ++s) {
+          const __m512 v = _mm512_load_ps(xv + 16 * s);
+          _mm_store_si128((__m128i *)(q + 16 * s), _mm_mask_blend_epi8(
+              _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q), _mm_load_si128((const __m128i *)(p + 16 * s)),
+              _mm_set1_epi8((char)nanb)));
+        }
+        continue;
+      }
+      const int P = T->q_len[c];
+      const float *u = thr + T->q_off[c];
+      if (P > 32) {
+        tc_zcolp(u, T->q_lvl + 64 * (int64_t)c, xv, q, nanb, P, strict);
+      } else if (P == 16) {
+        bu[0][n0] = u; bx[0][n0] = xv; bq[0][n0] = q; bn[0][n0] = nanb;
+        if (++n0 == TC_ZQ_NC) { tc_zcolsn(bu[0], bx[0], bq[0], bn[0], n0, 16, strict); n0 = 0; }
+      } else {
+        bu[1][n1] = u; bx[1][n1] = xv; bq[1][n1] = q; bn[1][n1] = nanb;
+        if (++n1 == TC_ZQ_NC) { tc_zcolsn(bu[1], bx[1], bq[1], bn[1], n1, 32, strict); n1 = 0; }
+      }
+    }
+    TC_ZQ_FLUSH
+#undef TC_ZQ_FLUSH
+  }
+}
+static TC_ATTR void tc_zquant(const tc_tables *T, const float *xb, int64_t nf, int64_t nb,
+                              uint8_t *qb, int64_t gs, const int strict) {
+  if (strict) tc_zquant_s(T, xb, nf, nb, qb, gs, 1);
+  else tc_zquant_s(T, xb, nf, nb, qb, gs, 0);
+}
+#endif
+
+#if TC_QVEC == 2
+/* does the AVX-512 batch quantiser (tc_zquant) take a float32 block of these tables: from
+ * TC_ZQ_MINCOLS columns, or where most columns have at most 32 thresholds. Below, columns of
+ * 64-256 thresholds keep the rows-in-lanes quantiser over the transposed block (tc_qlanes),
+ * which its level-3 gathers aside measured as fast or faster there (paired in one process:
+ * CatBoost binary, 50 columns of up to 254 borders, 0.94x-0.95x the speed through tc_zquant;
+ * the 90-column XGBoost regression of 128-256 thresholds a column 1.25x through it against
+ * 1.16x without it, both with the 64-row node mux) */
+#ifndef TC_ZQ_MINCOLS
+#define TC_ZQ_MINCOLS 64
+#endif
+static inline __attribute__((always_inline)) TC_ATTR int FN(zquant_pays)(const tc_tables *T) {
+  if (T->q_ncols >= TC_ZQ_MINCOLS) return 1;
+  int32_t small = 0;
+  for (int32_t c = 0; c < T->q_ncols; ++c) small += T->q_len[c] <= 32;
+  return 2 * small >= T->q_ncols;
+}
+#endif
+
 /* rq: where the few-row walk reads a contiguous table of each row (zrowsq: 128 bytes a row), or
  * NULL */
 static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
@@ -516,8 +811,15 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
   }
 #endif
   (void)rq;
+#if TC_QVEC == 2
+  /* float32 rows: every numeric column by tc_zquant (category columns below) */
+  const int zq = sizeof(TC_XT) == 4 && T->q_lvl && FN(zquant_pays)(T);
+  if (zq) tc_zquant(T, (const float *)xb, nf, nb, qb, gs, strict);
+#else
+  const int zq = 0;
+#endif
 #if TC_QVEC
-  if (xq && nb >= 32) {
+  if (xq && nb >= 32 && !zq) {
     if (sizeof(TC_XT) == 4) tc_xpose((const float *)xb, nf, nb, xq, xu);
     else tc_xpose64((const double *)xb, nf, nb, xq, xd, xu);
   }
@@ -537,6 +839,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(quantise)(
     uint8_t *q = qb + (int64_t)c * TC_QR;
 #define TC_QAT(r) q[TC_QOFF(r)]
     int64_t r = 0;
+    if (zq && !T->q_kind[c]) continue;
     if (T->q_kind[c]) {
       /* category codes: a valid value below 254 is its category (trunc, like the float walk's
        * cast), any other value 254, NaN 255; cat_byte_sets maps them per node */
@@ -1120,6 +1423,7 @@ static inline __attribute__((always_inline)) TC_ATTR __m512i tc_zlut(const uint8
 #define TC_ZN16(i) _mm512_mask_blend_epi8(m3, TC_ZN8(i), TC_ZN8((i) + 8))
 #define TC_ZN32(i) _mm512_mask_blend_epi8(m4, TC_ZN16(i), TC_ZN16((i) + 16))
 #define TC_ZN64(i) _mm512_mask_blend_epi8(m5, TC_ZN32(i), TC_ZN32((i) + 32))
+#define TC_ZN128(i) _mm512_mask_blend_epi8(m6, TC_ZN64(i), TC_ZN64((i) + 64))
 #define TC_ZC1(i) _mm512_load_si512((const void *)(qg + 64 * (i)))
 #define TC_ZC2(i) _mm512_mask_blend_epi8(m0, TC_ZC1(i), TC_ZC1((i) + 1))
 #define TC_ZC4(i) _mm512_mask_blend_epi8(m1, TC_ZC2(i), TC_ZC2((i) + 2))
@@ -1135,6 +1439,7 @@ static inline __attribute__((always_inline)) TC_ATTR __mmask64 tc_zleveld(
     const __mmask64 m0 = l > 0 ? d[l - 1] : 0, m1 = l > 1 ? d[l - 2] : 0;
     const __mmask64 m2 = l > 2 ? d[l - 3] : 0, m3 = l > 3 ? d[l - 4] : 0;
     const __mmask64 m4 = l > 4 ? d[l - 5] : 0, m5 = l > 5 ? d[l - 6] : 0;
+    const __mmask64 m6 = l > 6 ? d[l - 7] : 0;
     __m512i x;
     switch (l) {
       case 0: x = TC_ZN1(0); break;
@@ -1143,7 +1448,8 @@ static inline __attribute__((always_inline)) TC_ATTR __mmask64 tc_zleveld(
       case 3: x = TC_ZN8(0); break;
       case 4: x = TC_ZN16(0); break;
       case 5: x = TC_ZN32(0); break;
-      default: x = TC_ZN64(0); break;
+      case 6: x = TC_ZN64(0); break;
+      default: x = TC_ZN128(0); break;
     }
     return _mm512_cmpgt_epi8_mask(x, t);
   }
@@ -1167,6 +1473,7 @@ static inline __attribute__((always_inline)) TC_ATTR __mmask64 tc_zleveld(
 #undef TC_ZN16
 #undef TC_ZN32
 #undef TC_ZN64
+#undef TC_ZN128
 #undef TC_ZC1
 #undef TC_ZC2
 #undef TC_ZC4
@@ -1570,6 +1877,8 @@ static TC_ATTR void AFN(qheap_vec)(const int32_t *co, const int8_t *tb, int D, c
     TC_ZDEEP(8, 16) TC_ZDEEP(8, 17) TC_ZDEEP(8, 32) TC_ZDEEP(8, 33) TC_ZDEEP(8, 64) TC_ZDEEP(8, 65)
 #undef TC_ZDEEP
   }
+  if (!cx && D == 7) { AFN(zheap_deep)(co, tb, 0, 256, 7, qb, gs, nb, lidx, lv, acc, lb); return; }
+  if (!cx && D == 8) { AFN(zheap_deep)(co, tb, 0, 256, 8, qb, gs, nb, lidx, lv, acc, lb); return; }
 #endif
   switch (obl ? D : 0) {  /* symmetric trees: one column a level */
     case 1: AFN(qheap_d)(co, tb, 1, qb, gs, nb, lidx, lv, acc, lb, 2, 0, 0); return;
