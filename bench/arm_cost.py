@@ -13,7 +13,8 @@ by default, SVE2). Per path (the `isa` forced at compile time):
 1. dynamic instruction counts. The installed qemu-aarch64 is static (no TCG plugins), so its own
    logs count: `-d in_asm,exec,nochain` (QEMU_LOG) filtered to the kernel library's text
    (QEMU_DFILTER), with QEMU_RESERVED_VA fixing the guest's address layout so that a first run
-   (no logging) finds where the kernel is mapped. in_asm gives each translation block's
+   (no logging) finds where the kernel is mapped (the counting run reports its own mapping,
+   and is run again if it moved: a fresh stage's first run writes .pyc files). in_asm gives each translation block's
    instructions, exec (nochain: every block execution is logged) how often each ran; the count
    is taken between two calls of tc_arrays_abi() (a marker) around one predict_raw of N rows,
    after a warm-up call of the same size. Instructions / N = instructions per row. A block that
@@ -67,22 +68,21 @@ p = treecomp.compile(model, backend="arrays", isa=isa)
 assert p._kernel.isa == isa, (p._kernel.isa, isa)
 lib = an.native_library()
 p.predict_raw(X, n_threads=1)  # warm-up: every block translated, lazy tables built
-if mode == "maps":
-    path = str(an.KERNEL_PATH)
-    spans = []
-    for line in open("/proc/self/maps"):
-        f = line.split()
-        if len(f) >= 6 and f[5] == path and "x" in f[1]:
-            a, b = (int(v, 16) for v in f[0].split("-"))
-            spans.append([a, b, int(f[2], 16)])  # (start, end, file offset)
-    marker = ctypes.cast(lib.tc_arrays_abi, ctypes.c_void_p).value
-    print("ARMCOST " + json.dumps({"spans": spans, "marker": marker, "path": path,
-                                   "isas": an.native_isas()}))
-else:
+path = str(an.KERNEL_PATH)
+spans = []
+for line in open("/proc/self/maps"):
+    f = line.split()
+    if len(f) >= 6 and f[5] == path and "x" in f[1]:
+        a, b = (int(v, 16) for v in f[0].split("-"))
+        spans.append([a, b, int(f[2], 16)])  # (start, end, file offset)
+marker = ctypes.cast(lib.tc_arrays_abi, ctypes.c_void_p).value
+info = {"spans": spans, "marker": marker, "path": path, "isas": an.native_isas()}
+if mode == "count":
     lib.tc_arrays_abi()
     out = p.predict_raw(X, n_threads=1)
     lib.tc_arrays_abi()
-    print("ARMCOST " + json.dumps({"sum": float(np.sum(out, dtype=np.float64))}))
+    info["sum"] = float(np.sum(out, dtype=np.float64))
+print("ARMCOST " + json.dumps(info))
 """
 
 BRANCH = re.compile(r"^(b|bl|br|blr|ret|cbz|cbnz|tbz|tbnz|b\.\w+)$")
@@ -218,12 +218,21 @@ def measure(lane, stage: Path, work: Path, model: Path, rows: Path, isa: str, n:
     info = guest_run(lane, stage, work, ["maps", *args])
     if isa not in info["isas"]:
         return {"isa": isa, "error": f"not offered here (supported: {info['isas']})"}
-    spans = ",".join(f"0x{a:x}..0x{b - 1:x}" for a, b, _ in info["spans"])
     logf = work / f"exec-{isa}.log"
-    logf.unlink(missing_ok=True)
-    guest_run(lane, stage, work, ["count", *args],
-              {"QEMU_LOG": "in_asm,exec,nochain", "QEMU_DFILTER": spans,
-               "QEMU_LOG_FILENAME": str(logf)})
+    # the counting run must map the kernel where the first run found it (the log is filtered
+    # to that range): a first run on a fresh stage writes the package's .pyc files, which can
+    # move later mappings; then the next run, with the .pyc files in place, maps it again
+    for _ in range(3):
+        spans = ",".join(f"0x{a:x}..0x{b - 1:x}" for a, b, _ in info["spans"])
+        logf.unlink(missing_ok=True)
+        got = guest_run(lane, stage, work, ["count", *args],
+                        {"QEMU_LOG": "in_asm,exec,nochain", "QEMU_DFILTER": spans,
+                         "QEMU_LOG_FILENAME": str(logf)})
+        if got["spans"] == info["spans"] and got["marker"] == info["marker"]:
+            break
+        info = got
+    else:
+        raise SystemExit(f"the kernel's mapping moved between runs ({isa})")
     blocks, execs = parse_log(logf, info["marker"])
     # the parsed log (the executed blocks and their counts) beside it, for another look
     (work / f"blocks-{isa}.json").write_text(json.dumps(

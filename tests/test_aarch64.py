@@ -2,8 +2,8 @@
 host, a CPython 3.11 for arm64 under QEMU user-mode emulation with the libraries' aarch64 wheels,
 treecomp's native parts built there by its own setup.py with the aarch64 cross compiler.
 
-On each CPU model of tests/aarch64/lane.py's CPUS in turn (QEMU's `max`: NEON, SVE, SVE2;
-`cortex-a72`: NEON only) one pytest session of the emulated Python runs tests/aarch64/suite.py's
+On each CPU model of tests/aarch64/lane.py's CPUS in turn (QEMU's `max`: NEON, SVE, SVE2; the
+same with SVE at 128 and 256 bits, a short run each; `cortex-a72`: NEON only) one pytest session of the emulated Python runs tests/aarch64/suite.py's
 selection: the kernel-path test families forced through each native path, every file in
 shared/realmodels and a seeded differential zoo, bit for bit against the libraries on the same
 emulated host.

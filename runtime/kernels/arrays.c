@@ -275,6 +275,8 @@ typedef struct {
 #define TC_QVEC 0
 #define TC_QARM 2
 #include "kernels/arrays_isa.c"
+/* SVE's vector length in bytes on this thread (svcntb: 16 .. 256; tc_arrays_auto_mask) */
+__attribute__((target("+sve"))) int32_t tc_sve_bytes(void) { return (int32_t)svcntb(); }
 #endif
 
 #if TC_PART == -1 || TC_PART == 0
@@ -297,6 +299,7 @@ TC_RUN_PROTO(f64_f32_neon)
 TC_RUN_PROTO(f64_f64_neon)
 #endif
 #if TC_WITHSVE
+int32_t tc_sve_bytes(void);
 TC_RUN_PROTO(f32_f32_sve)
 TC_RUN_PROTO(f32_f64_sve)
 TC_RUN_PROTO(f64_f32_sve)
@@ -383,6 +386,20 @@ TC_EXPORT int32_t tc_arrays_isa_mask(void) {
 #endif
 #if TC_ARM
   m |= tc_arm_isa_bits();
+#endif
+  return m;
+}
+
+/* bit i set: isa="auto" (and an arrays .so's own choice) may pick TC_ISA i on this CPU: the
+ * isa mask less the paths that gain nothing here. aarch64's sve only where SVE's vectors hold
+ * 32 bytes or more (Neoverse V1 / Graviton 3 at 256 bits, A64FX at 512): there its heap walk
+ * (quant_sve.c) runs, which bench/arm_cost.py counts cheaper than neon's; at 128 bits (Neoverse
+ * N2, V2) the SVE unit runs the NEON kernels compiled for SVE, and auto takes neon. (The vector
+ * length is read on the calling thread; the kernel checks it again on every call.) */
+TC_EXPORT int32_t tc_arrays_auto_mask(void) {
+  int32_t m = tc_arrays_isa_mask();
+#if TC_WITHSVE
+  if (((m >> TC_ISA_SVE) & 1) && tc_sve_bytes() < 32) m &= ~(1 << TC_ISA_SVE);
 #endif
   return m;
 }

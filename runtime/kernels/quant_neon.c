@@ -357,8 +357,9 @@ TC_NI tc_nv tc_nwalk(const uint8_t *qg, const int32_t *co, const int8_t *tb, con
     }
     ga[l] = vcgtq_s8(sa[l], ta);
     gb[l] = vcgtq_s8(sb[l], tc);
-    ka = vsubq_s8(vaddq_s8(ka, ka), vreinterpretq_s8_u8(ga[l]));
-    kb = vsubq_s8(vaddq_s8(kb, kb), vreinterpretq_s8_u8(gb[l]));
+    /* k = 2k + (went right) by one SABA, k + |k - g| (g 0 or -1, k < 64): as tc_nstep */
+    ka = vabaq_s8(ka, ka, vreinterpretq_s8_u8(ga[l]));
+    kb = vabaq_s8(kb, kb, vreinterpretq_s8_u8(gb[l]));
   }
   const tc_nv r = {ka, kb};
   return r;

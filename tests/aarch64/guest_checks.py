@@ -5,7 +5,8 @@ the oracle, in this same process.
 
 - the host: aarch64; the package's own kernel and small-batch entry are the ones in use; the
   CPU model's hardware capabilities are what QEMU_CPU promises (`max`: NEON, SVE, SVE2;
-  `cortex-a72`: NEON only), and `isa="auto"` takes the last (best) native path offered;
+  `cortex-a72`: NEON only; SVE's vector length), and `isa="auto"` takes the best native path
+  offered (sve where SVE's vectors hold 32 bytes or more, else neon);
 - a seeded zoo (scikit-learn random forest, gradient boosting and HistGradientBoosting with
   categories, XGBoost and LightGBM binary / multiclass / regression, NaN in the rows), trained
   here, predicted bit for bit for 1, 7 and 2,000 rows (threshold-adjacent edge rows among them)
@@ -49,11 +50,18 @@ REPORT = os.environ.get("TREECOMP_AARCH64_REPORT")
 AT_HWCAP, AT_HWCAP2 = 16, 26
 HWCAP_ASIMD, HWCAP_SVE, HWCAP2_SVE2 = 1 << 1, 1 << 22, 1 << 1
 #: what each CPU model the lane uses must report
-EXPECTED_HWCAPS = {"max": {"neon": True, "sve": True, "sve2": True},
+_SVE = {"neon": True, "sve": True, "sve2": True}
+EXPECTED_HWCAPS = {"max": _SVE, "max,sve128=on": _SVE, "max,sve256=on": _SVE,
                    "cortex-a72": {"neon": True, "sve": False, "sve2": False}}
+#: SVE's vector length in bytes on each CPU model (prctl PR_SVE_GET_VL; 0: no SVE): QEMU's `max`
+#: runs 512 bits in user mode
+EXPECTED_SVE_BYTES = {"max": 64, "max,sve128=on": 16, "max,sve256=on": 32, "cortex-a72": 0}
 #: the arrays kernel's native paths each CPU model must offer (tc_arrays_isa_mask: getauxval's
-#: HWCAP_ASIMD and HWCAP_SVE), and the one isa="auto" must pick there
-EXPECTED_PATHS = {"max": (["scalar", "neon", "sve"], "neon"),
+#: HWCAP_ASIMD and HWCAP_SVE), and the one isa="auto" must pick there (tc_arrays_auto_mask: sve
+#: where its vectors hold 32 bytes or more, its heap walk's width; neon at 128 bits)
+EXPECTED_PATHS = {"max": (["scalar", "neon", "sve"], "sve"),
+                  "max,sve128=on": (["scalar", "neon", "sve"], "neon"),
+                  "max,sve256=on": (["scalar", "neon", "sve"], "sve"),
                   "cortex-a72": (["scalar", "neon"], "neon")}
 
 
@@ -65,18 +73,28 @@ def hwcaps() -> dict[str, bool]:
     return {"neon": bool(hw & HWCAP_ASIMD), "sve": bool(hw & HWCAP_SVE), "sve2": bool(hw2 & HWCAP2_SVE2)}
 
 
+def sve_bytes() -> int:
+    """SVE's vector length in bytes on this thread (prctl PR_SVE_GET_VL), 0 without SVE."""
+    libc = ctypes.CDLL(None)
+    libc.prctl.restype = ctypes.c_int
+    vl = libc.prctl(51, 0, 0, 0, 0)  # PR_SVE_GET_VL: the length in bits 0-15, flags above
+    return vl & 0xFFFF if vl > 0 else 0
+
+
 def test_emulated_host():
     assert platform.machine() == "aarch64"
     caps = hwcaps()
     if REPORT:
         Path(REPORT).write_text(json.dumps({"cpu": CPU, "hwcaps": caps, "supported_isas": HAVE,
                                             "auto": arrays.resolve_isa("auto"),
+                                            "sve_bytes": sve_bytes(),
                                             "executable": sys.executable}))
     # sys.executable is the lane's wrapper script (the host execs it: a child Python is emulated)
     with open(sys.executable, "rb") as f:
         assert f.read(2) == b"#!", sys.executable
     assert CPU in EXPECTED_HWCAPS, f"QEMU_CPU={CPU!r}: not one of the lane's CPU models"
     assert caps == EXPECTED_HWCAPS[CPU]
+    assert sve_bytes() == EXPECTED_SVE_BYTES[CPU], (sve_bytes(), CPU)
     # the package's own native parts, built by setup.py on this host, are the ones in use
     arrays.native.native_library()
     assert arrays.native.KERNEL_ORIGIN == "prebuilt", arrays.native.PREBUILT_ERROR
@@ -87,6 +105,7 @@ def test_emulated_host():
     # the ARM vector paths the CPU has, and auto's pick among them (each passes its self-test)
     paths, best = EXPECTED_PATHS[CPU]
     assert NATIVE == paths, (NATIVE, paths)
+    assert arrays.native.auto_isas() == [i for i in paths if i != "sve" or best == "sve"]
     assert arrays.resolve_isa("auto") == best
 
 

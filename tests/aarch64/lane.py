@@ -94,9 +94,11 @@ SETUP = {"layout": LAYOUT, "debian": DEBIAN, "arm64": DEBS_ARM64, "host": DEBS_H
          "wheels": WHEELS, "platforms": PLATFORMS}
 KEY = hashlib.sha256(json.dumps(SETUP, sort_keys=True).encode()).hexdigest()[:16]
 
-#: the emulated CPUs the lane runs on: QEMU's `max` (SVE2, every extension QEMU has) and a
-#: NEON-only core; each ARM path treecomp offers is forced on each
-CPUS = ("max", "cortex-a72")
+#: the emulated CPUs the lane runs on: QEMU's `max` (SVE2, every extension QEMU has; SVE at 512
+#: bits in user mode), the same with SVE's vectors at 128 and 256 bits (QEMU_CPU takes -cpu's
+#: properties: where auto's choice between neon and sve changes, and the SVE code at each
+#: length), and a NEON-only core; each ARM path treecomp offers is forced on each
+CPUS = ("max", "max,sve128=on", "max,sve256=on", "cortex-a72")
 PYTHON = "usr/bin/python3"          # the wrapper, inside the sysroot
 PYTHON_BIN = "usr/bin/python3.11"
 SITE = "usr/lib/python3/dist-packages"

@@ -5,7 +5,9 @@ those of them in suite.SVE_FAMILIES), and of those
 only the native paths this host offers (arrays.supported_isas() less the compiler-free paths
 kernel.FREE_ISAS: "llvm-vec", "llvm" and "numpy", which the lane's zoo covers), and of those the vector paths (neon, sve)
 where there are any: the portable path's families run on the x86 lanes (the same C), and the
-zoo and the real files run it here (guest_checks.py)."""
+zoo and the real files run it here (guest_checks.py). $TREECOMP_AARCH64_ISAS (comma-separated;
+empty: every one) narrows the paths further: the SVE vector-length runs (suite.SVE_VL_CPUS)
+force sve alone."""
 
 from __future__ import annotations
 
@@ -21,6 +23,9 @@ def pytest_collection_modifyitems(config, items):
         # the vector paths' families only: the portable path's are the x86 lanes' (the same C),
         # and guest_checks runs it here on the zoo and the real files (the lane's time budget)
         native.discard("scalar")
+    only = os.environ.get("TREECOMP_AARCH64_ISAS", "")
+    if only:
+        native &= set(only.split(","))
     names = os.environ.get("TREECOMP_AARCH64_FAMILIES", "all")
     wanted = None if names == "all" else set(names.split(","))
     keep, drop = [], []

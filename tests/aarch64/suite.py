@@ -39,6 +39,13 @@ SVE_FAMILIES = ("test_heap_every_depth", "test_quant_every_depth", "test_bitvec_
                 "test_few_rows_interval_walk", "test_depth_1000_tree_and_single_leaves",
                 "test_quant_node_mux_over_many_columns", "test_byte_walks_every_row_group")
 
+#: `max` with SVE's vectors at 128 and 256 bits (lane.CPUS): the host check (the vector length
+#: QEMU gives, and auto's pick: neon at 128 bits, where the SVE unit is the NEON code compiled
+#: for SVE, sve from 256) and SVE_FAMILIES on the sve path alone (at 256 bits the SVE heap walk
+#: on exactly its 32 lanes, at 128 the NEON kernels compiled for SVE): a few tests each, the
+#: rest of `max`'s run does not depend on the length
+SVE_VL_CPUS = ("max,sve128=on", "max,sve256=on")
+
 #: the guest pytest's selection per CPU model. `max` (NEON, SVE, SVE2: every path can be forced
 #: there): the install check, the kernel-path families, the library's refusal of the one real
 #: model file treecomp refuses for that reason, and the lane's checks (guest_checks.py: every
@@ -55,6 +62,8 @@ SELECTION = {
             "tests/test_frontend_lightgbm.py::test_native_numbers_are_float_of_each_token",
             "tests/aarch64/guest_checks.py"],
     "cortex-a72": ["tests/aarch64/guest_checks.py", "-k", "emulated_host"],
+    **{cpu: ["tests/aarch64/guest_checks.py::test_emulated_host", *FAMILY_FILES]
+       for cpu in SVE_VL_CPUS},
 }
 #: a guest session that runs longer has hung (`max` takes 2.5 minutes on a quiet machine, 6 on
 #: a crowded one)
@@ -66,6 +75,11 @@ def selection(cpu: str, have_realmodels: bool) -> list[str]:
     module skips as a whole then, and pytest refuses node ids it did not collect (exit 4)."""
     return [a for a in SELECTION[cpu]
             if have_realmodels or not a.startswith("tests/test_realfiles.py::")]
+
+
+def slug(cpu: str) -> str:
+    """`cpu` (QEMU_CPU, with -cpu's properties: "max,sve128=on") as a file name part."""
+    return "".join(c if c.isalnum() else "-" for c in cpu)
 
 
 def realmodels_dir() -> Path:
@@ -91,6 +105,8 @@ class Result:
 
     def summary(self) -> str:
         caps = ", ".join(k for k, v in self.host.get("hwcaps", {}).items() if v) or "?"
+        if self.host.get("sve_bytes"):
+            caps += f"; SVE {8 * self.host['sve_bytes']}-bit"
         isas = ", ".join(self.host.get("supported_isas", [])) or "?"
         counts = ", ".join(f"{v} {k}" for k, v in self.counts.items() if v) or "no results"
         head = (f"aarch64 lane, qemu -cpu {self.cpu} ({caps}; supported_isas: {isas}; auto: "
@@ -136,15 +152,17 @@ def run(lane, staged: Path, cpu: str, extra: list[str] | tuple = (), timeout: fl
     """Run the selection for `cpu` on the treecomp staged in `staged` (lane.stage)."""
     import resource
     import subprocess
-    xml, report = staged / f"junit-{cpu}.xml", staged / f"host-{cpu}.json"
+    xml, report = staged / f"junit-{slug(cpu)}.xml", staged / f"host-{slug(cpu)}.json"
     for p in (xml, report):
         p.unlink(missing_ok=True)
     argv = ["-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "tests.aarch64.plugin",
-            f"--basetemp={staged / ('tmp-' + cpu)}", f"--junitxml={xml}", "--durations=10",
+            f"--basetemp={staged / ('tmp-' + slug(cpu))}", f"--junitxml={xml}", "--durations=10",
             *selection(cpu, realmodels_dir().is_dir()), *extra]
     rm = realmodels_dir()
+    families = SVE_FAMILIES if cpu in SVE_VL_CPUS else CI_FAMILIES
     env = {"PYTHONPATH": str(staged), "TREECOMP_AARCH64_REPORT": str(report),
-           "TREECOMP_AARCH64_FAMILIES": "all" if all_families else ",".join(CI_FAMILIES),
+           "TREECOMP_AARCH64_FAMILIES": "all" if all_families else ",".join(families),
+           "TREECOMP_AARCH64_ISAS": "sve" if cpu in SVE_VL_CPUS else "",
            "TREECOMP_REALMODELS": str(rm) if rm.is_dir() else ""}
     t0, r0 = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
     try:

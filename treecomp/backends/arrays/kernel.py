@@ -247,7 +247,7 @@ def resolve_isa(isa: str, strict: bool = True) -> str:
             if vec.available():
                 return "llvm-vec"
             return "llvm" if native.have_llvm() else "numpy"
-        for cand in reversed([p for p in paths[1:] if p not in native.AUTO_SKIP]):
+        for cand in reversed([p for p in native.auto_isas() if p != "scalar"]):
             if self_test(cand):
                 return cand
         return "scalar"

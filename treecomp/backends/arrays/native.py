@@ -58,11 +58,6 @@ ABI = 4
 NATIVE_ISAS = ("scalar", "avx2", "avx512", "neon", "sve")
 #: the paths each architecture's kernel holds (arrays.c: x86-64's parts 1 and 2, aarch64's)
 ARCH_ISAS = {"x86_64": ("scalar", "avx2", "avx512"), "aarch64": ("scalar", "neon", "sve")}
-#: paths isa="auto" (and an arrays .so's own choice) passes over: run only when forced. "sve"
-#: runs the NEON byte kernels compiled for SVE but for its heap walk at >= 256-bit vectors
-#: (quant_sve.c; bench/arm_cost.py counts it cheaper than "neon" on Neoverse V1); at 128 bits
-#: the unit is the NEON code compiled with +sve, not counted there (docs/benchmarks.md, "ARM")
-AUTO_SKIP = ("sve",)
 
 
 def arch_isas() -> tuple[str, ...]:
@@ -154,6 +149,7 @@ def _declare(lib: Any) -> Any:
     layouts differ from the ctypes / numpy mirrors here."""
     lib.tc_arrays_abi.restype = ctypes.c_int32
     lib.tc_arrays_isa_mask.restype = ctypes.c_int32
+    lib.tc_arrays_auto_mask.restype = ctypes.c_int32
     lib.tc_arrays_sizeof_tables.restype = ctypes.c_int32
     lib.tc_arrays_sizeof_node.restype = ctypes.c_int32
     lib.tc_arrays_sizeof_node.argtypes = [ctypes.c_int32]
@@ -271,6 +267,19 @@ def native_isas() -> list[str]:
     """The C kernel's paths this CPU runs (NATIVE_ISAS order; none without the kernel)."""
     try:
         mask = native_library().tc_arrays_isa_mask()
+    except CompileError:
+        return []
+    return [n for i, n in enumerate(NATIVE_ISAS) if mask >> i & 1]
+
+
+def auto_isas() -> list[str]:
+    """The C kernel's paths isa="auto" (and an arrays .so's own choice) may pick on this CPU
+    (tc_arrays_auto_mask): native_isas() less those that gain nothing here. "sve" only where
+    SVE's vectors hold 32 bytes or more: its heap walk (quant_sve.c) runs there, which
+    bench/arm_cost.py counts cheaper than "neon" on Neoverse V1; at 128 bits the SVE unit is the
+    NEON code compiled with +sve, and auto takes "neon" (docs/benchmarks.md, "ARM")."""
+    try:
+        mask = native_library().tc_arrays_auto_mask()
     except CompileError:
         return []
     return [n for i, n in enumerate(NATIVE_ISAS) if mask >> i & 1]

@@ -25,7 +25,7 @@ package's kernel. A .so must stand alone, honouring runtime/treecomp.h, so it ho
   transform code (c.transform_code), exactly what a c-backend .so computes.
 
 Instruction set: chosen once, on the first call, as the in-process path does: the best vector
-path tc_arrays_isa_mask reports (native.AUTO_SKIP's paths, aarch64's "sve", only when forced) whose results agree bit for bit with the baseline path on a
+path tc_arrays_auto_mask offers (native.auto_isas: aarch64's "sve" only at vectors of 32 bytes or more) whose results agree bit for bit with the baseline path on a
 built-in sample of rows (SELF_TEST_ROWS rows drawn at compile time around this model's own
 thresholds, with NaN and +/-inf), else the baseline. This runs the model's own layout on both
 paths (~2 x 100 rows, well under a millisecond for 500 trees) and guards the .so on any CPU it is
@@ -55,7 +55,7 @@ from ...errors import CompileError
 from ...native import BASE_SYMBOL
 from . import native
 from .tables import FF_CAT, FF_FEAT
-from .native import AUTO_SKIP, KERNEL_CFLAGS, NATIVE_ISAS, CTables
+from .native import KERNEL_CFLAGS, NATIVE_ISAS, CTables
 from ..c import blob_code, c_string
 from ...platform import incbin
 
@@ -148,7 +148,6 @@ def emit(kernel: Any) -> tuple[str, bytes]:
     tkind = outputs.native_transform(head)
     ccode = "" if tkind else cbackend.transform_code(head)
     want = NATIVE_ISAS.index(kernel.requested_isa) if kernel.requested_isa in NATIVE_ISAS else -1
-    skip = sum(1 << NATIVE_ISAS.index(i) for i in AUTO_SKIP)
     init = [f"  .{k} = {int(scalars[k])}," for k in SCALAR_FIELDS if k in scalars]
     init += [f"  .{k} = TC_P({offs[k]})," for k in POINTER_FIELDS if k in offs]
     base_decl = ""
@@ -177,6 +176,7 @@ _Static_assert(sizeof(tc_tables) == {ctypes.sizeof(CTables)}, "tc_tables differs
 int32_t tc_arrays_predict(const tc_tables *T, const void *X, int32_t x_bits, int64_t n_rows,
                           void *out, int32_t isa, int32_t transform);
 int32_t tc_arrays_isa_mask(void);
+int32_t tc_arrays_auto_mask(void);
 
 {blob_code('tc_blob', 'blob.bin', blob, incbin())}
 #define TC_P(off) ((const void *)(tc_blob + (off)))
@@ -184,7 +184,6 @@ typedef {acc_t} tc_acc;
 #define TC_NO {head.n_outputs}
 #define TC_TKIND {tkind}
 #define TC_WANT_ISA {want}
-#define TC_AUTO_SKIP {skip}
 #define TC_TEST_ROWS {len(X)}
 
 {base_decl}{"" if ir is None else cbackend.ir_code(len(ir), f"TC_P({offs['tc_ir']})")}
@@ -216,8 +215,9 @@ static int32_t tc_pick_isa(void) {{
   if (TC_WANT_ISA >= 0 && ((mask >> TC_WANT_ISA) & 1)) {{
     isa = TC_WANT_ISA;
   }} else {{
-    for (int32_t i = TC_ISA_LAST; i > TC_ISA_SCALAR; --i)  /* TC_AUTO_SKIP: native.AUTO_SKIP */
-      if (((mask >> i) & 1) && !((TC_AUTO_SKIP >> i) & 1) && tc_agrees(i)) {{ isa = i; break; }}
+    const int32_t autom = tc_arrays_auto_mask();  /* native.auto_isas */
+    for (int32_t i = TC_ISA_LAST; i > TC_ISA_SCALAR; --i)
+      if (((autom >> i) & 1) && tc_agrees(i)) {{ isa = i; break; }}
   }}
   __atomic_store_n(&tc_isa, isa, __ATOMIC_RELEASE);
   return isa;
