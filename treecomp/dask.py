@@ -136,7 +136,7 @@ def feature_columns(predictor: Any, available: Sequence[Any], columns: Sequence[
 
 
 def _digest_key(predictor: Any) -> str:
-    kernel = predictor._kernel
+    kernel = predictor.kernel
     h = hashlib.sha256(kernel.to_bytes())
     h.update(repr((kernel.kind, predictor.n_threads)).encode())
     return "treecomp-predictor-" + h.hexdigest()[:32]

@@ -299,6 +299,12 @@ class Predictor:
         return self.head.digest
 
     @property
+    def kernel(self) -> Any:
+        """The compiled kernel behind this predictor (its ``kind``, ``to_bytes()``: the artifact
+        ``save`` writes), for layers built on predictions (treecomp.dask keys graphs by it)."""
+        return self._kernel
+
+    @property
     def classes_(self):
         if not self.head.is_classifier:
             raise AttributeError("classes_ is only defined for classifiers")

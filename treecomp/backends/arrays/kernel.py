@@ -328,19 +328,25 @@ class ArraysKernel:
         self.requested_isa = isa
         self.isa = resolve_isa(isa, strict=strict_isa)
         m, A = tables.meta, tables.arrays
-        self._strict = m["comparison"] == "<"
-        # derived offsets: cumulative sums of the validated counts, never read from the file
+        #: the model's comparison is "<" (go right when x >= t) rather than "<="
+        self.strict = m["comparison"] == "<"
+        # derived offsets: cumulative sums of the validated counts, never read from the file.
+        # Public for the walkers without the C kernel (walkers.py), which read the same tables.
         heap = A["tree_layout"] == 0
         nint, nleaf, w = A["tree_nint"], A["tree_nleaf"], A["tree_width"].astype(np.int64)
         hoff = excl_cumsum(np.where(heap, nint, 0))
         coff = excl_cumsum(np.where(heap, 0, nint))
-        self._tree_node = np.where(heap, hoff[:-1], np.where(nint > 0, coff[:-1], -1)).astype(np.int64)
-        self._tree_leaf = excl_cumsum(nleaf * w)[:-1]
-        self._cat_off = excl_cumsum(A["cat_nwords"])[:-1]
-        self._cat_nbits = (A["cat_nwords"].astype(np.int64) * 32).astype(np.int32)
+        #: per tree: its first node in h_* (heap trees) or c_* (compact trees; -1: a lone leaf)
+        self.tree_node = np.where(heap, hoff[:-1], np.where(nint > 0, coff[:-1], -1)).astype(np.int64)
+        #: per tree: its first leaf value in leaf_values
+        self.tree_leaf = excl_cumsum(nleaf * w)[:-1]
+        #: per category set: its first word in cat_words, and its width in bits
+        self.cat_off = excl_cumsum(A["cat_nwords"])[:-1]
+        self.cat_nbits = (A["cat_nwords"].astype(np.int64) * 32).astype(np.int32)
         ctree_off = np.repeat(coff[:-1][~heap], nint[~heap])
-        self._c_left_g = np.where(A["c_left"] >= 0, A["c_left"] + ctree_off, A["c_left"]).astype(np.int32)
-        self._c_right_g = np.where(A["c_right"] >= 0, A["c_right"] + ctree_off, A["c_right"]).astype(np.int32)
+        #: the compact nodes' children as forest-wide node numbers (a leaf: ~leaf, as in c_left)
+        self.c_left_global = np.where(A["c_left"] >= 0, A["c_left"] + ctree_off, A["c_left"]).astype(np.int32)
+        self.c_right_global = np.where(A["c_right"] >= 0, A["c_right"] + ctree_off, A["c_right"]).astype(np.int32)
         # the quantised walk's tables, derived; their sorts' results from the file where it has
         # them (`sorts`: checked to be exactly the sorts', derived.py)
         stored = sorts or {}
@@ -394,8 +400,9 @@ class ArraysKernel:
         if self._vec is not None:
             pass
         elif self.isa in ("llvm", "llvm-vec"):  # llvm-vec on tables without a byte walk too
-            self._walk = walkers.llvm_walker(m["x_dtype"], m["acc_dtype"])
-            self._llvm_args = walkers.llvm_tables(self)
+            #: the llvmlite walker, its table arrays (kept alive here) and their addresses
+            self.llvm_walk = walkers.llvm_walker(m["x_dtype"], m["acc_dtype"])
+            self.llvm_keep, self.llvm_args = walkers.llvm_tables(self)
         elif self.isa != "numpy":
             self._lib = native_library()
             self._struct = self._pack()
@@ -436,20 +443,20 @@ class ArraysKernel:
         x64 = m["x_dtype"] == "float64"
         C = len(A["c_ff"])
         nodes = np.zeros(C, NODE64 if x64 else NODE32)
-        nodes["ff"], nodes["l"], nodes["r"] = A["c_ff"], self._c_left_g, self._c_right_g
+        nodes["ff"], nodes["l"], nodes["r"] = A["c_ff"], self.c_left_global, self.c_right_global
         if x64:
             nodes["cat"], nodes["t"] = A["c_cat"], A["c_thr"]
         else:  # the threshold's bits, or the category set of a categorical node
             is_cat = (A["c_ff"].view(np.uint32) & FF_CAT) != 0
             nodes["u"] = np.where(is_cat, A["c_cat"], A["c_thr"].view(np.int32))
         keep = {"tree_layout": A["tree_layout"].astype(np.int32), "tree_depth": A["tree_depth"],
-                "tree_node": self._tree_node, "tree_leaf": self._tree_leaf,
+                "tree_node": self.tree_node, "tree_leaf": self.tree_leaf,
                 "tree_out": A["tree_out"], "tree_width": A["tree_width"],
                 # padded: the vector walks load whole 8/16-entry level slices (arrays_impl.c)
                 "h_ff": np.concatenate([A["h_ff"], np.zeros(HEAP_PAD, np.int32)]),
                 "h_thr": np.concatenate([A["h_thr"], np.zeros(HEAP_PAD, A["h_thr"].dtype)]),
                 "c_nodes": nodes, "cat_words": A["cat_words"],
-                "cat_off": self._cat_off, "cat_nbits": self._cat_nbits,
+                "cat_off": self.cat_off, "cat_nbits": self.cat_nbits,
                 "cat_other_left": A["cat_other_left"], "leaf_values": A["leaf_values"],
                 "base": A["base"]}
         if self._bitvec:
@@ -485,15 +492,15 @@ class ArraysKernel:
                     c7 = q["h_qcol"]
                 keep["h_qc7"] = np.concatenate([c7.astype(np.uint8), np.zeros(64, np.uint8)])
                 heap = A["tree_layout"] == 0  # (quant: every tree; see derived.zrow_slots)
-                keep["h_zq"] = zrow_slots(keep["h_qc7"], keep["h_qthr"], self._tree_node,
+                keep["h_zq"] = zrow_slots(keep["h_qc7"], keep["h_qthr"], self.tree_node,
                                           A["tree_depth"], heap & (A["tree_depth"] <= 6), (0,))
                 if np.any(heap & (A["tree_depth"] > 6)):  # depth 7, 8: four 64-slot windows
-                    keep["h_zq8"] = zrow_slots(keep["h_qc7"], keep["h_qthr"], self._tree_node,
+                    keep["h_zq8"] = zrow_slots(keep["h_qc7"], keep["h_qthr"], self.tree_node,
                                                A["tree_depth"], heap & (A["tree_depth"] > 6),
                                                (0, 63, 127, 191))
                 elif len(heap) >= ZLANES_MIN_TREES and np.all(heap) and np.all(A["tree_width"] == 1):
                     # every tree of depth <= 6: one row walks 64 trees a vector (zlanes)
-                    keep["h_zt"] = zrow_lanes(keep["h_qc7"], keep["h_qthr"], self._tree_node,
+                    keep["h_zt"] = zrow_lanes(keep["h_qc7"], keep["h_qthr"], self.tree_node,
                                               A["tree_depth"])
             if self._bitvec and len(q["q_feat"]) <= ZROW_MAX_COLS \
                     and int(A["tree_nleaf"].max()) <= 64 and not np.any(q["q_kind"]):
@@ -506,7 +513,7 @@ class ArraysKernel:
                                                  A["tree_nint"])
             if m.get("quant") and np.all(A["tree_width"] == 1):
                 keep["q_leafb"], keep["q_leafb_off"] = leaf_planes(A["leaf_values"], A["tree_depth"])
-        deep = (deep_tables(A, self._c_left_g, self._c_right_g, m["n_features"], DEEP_TOP_MAX)
+        deep = (deep_tables(A, self.c_left_global, self.c_right_global, m["n_features"], DEEP_TOP_MAX)
                 if not m["naive"] else None)
         d_nint = 0
         if deep is not None:
@@ -514,7 +521,7 @@ class ArraysKernel:
             keep.update(deep)
         scalars = dict(n_trees=m["n_trees"], n_features=m["n_features"], n_outputs=m["n_outputs"],
                        x_bits=64 if x64 else 32, acc_bits=64 if m["acc_dtype"] == "float64" else 32,
-                       strict=int(self._strict), average=int(bool(m["average"])),
+                       strict=int(self.strict), average=int(bool(m["average"])),
                        naive=int(bool(m["naive"])), block_rows=self.block_rows,
                        cat_rule=CATEGORY_RULES.index(m["category_rule"]),
                        quant=int(bool(q) and bool(m.get("quant"))),

@@ -211,9 +211,10 @@ def have_llvm() -> bool:
 
 
 # -- the kernel's tables walked without the C kernel ---------------------------------------------
-def llvm_tables(k) -> tuple:
+def llvm_tables(k) -> tuple[dict[str, np.ndarray], tuple]:
     """One explicit-children node table for the llvmlite walker of kernel `k`: the compact nodes, then the
-    heap trees' slots (children 2i+1, 2i+2; slots past the last level are leaves)."""
+    heap trees' slots (children 2i+1, 2i+2; slots past the last level are leaves). Returns the
+    arrays (the caller keeps them alive) and their addresses, the walker's table arguments."""
     A = k.tables.arrays
     heap = A["tree_layout"] == 0
     nint = A["tree_nint"]
@@ -228,27 +229,26 @@ def llvm_tables(k) -> tuple:
     def child(c):
         return np.where(c < slot_n, base + c, ~(c - slot_n))
     keep = {
-        "root": np.where(heap, np.where(nint > 0, C + hstart[:-1], -1), k._tree_node).astype(np.int64),
-        "leafoff": k._tree_leaf.astype(np.int64),
+        "root": np.where(heap, np.where(nint > 0, C + hstart[:-1], -1), k.tree_node).astype(np.int64),
+        "leafoff": k.tree_leaf.astype(np.int64),
         "tout": A["tree_out"], "twidth": A["tree_width"],
         "ff": np.concatenate([A["c_ff"], A["h_ff"]]),
         "thr": np.concatenate([A["c_thr"], A["h_thr"]]),
         "cat": np.concatenate([A["c_cat"], np.full(H, -1, np.int32)]),
-        "cl": np.concatenate([k._c_left_g, child(2 * local + 1)]).astype(np.int32),
-        "cr": np.concatenate([k._c_right_g, child(2 * local + 2)]).astype(np.int32),
-        "words": A["cat_words"], "woff": k._cat_off.astype(np.int64), "nbits": k._cat_nbits,
+        "cl": np.concatenate([k.c_left_global, child(2 * local + 1)]).astype(np.int32),
+        "cr": np.concatenate([k.c_right_global, child(2 * local + 2)]).astype(np.int32),
+        "words": A["cat_words"], "woff": k.cat_off.astype(np.int64), "nbits": k.cat_nbits,
         "other": A["cat_other_left"], "lv": A["leaf_values"]}
-    keep = {k: np.ascontiguousarray(v) for k, v in keep.items()}
-    k._llvm_keep = keep
-    return tuple(v.ctypes.data for v in keep.values())
+    keep = {name: np.ascontiguousarray(v) for name, v in keep.items()}
+    return keep, tuple(v.ctypes.data for v in keep.values())
 
 
 def run_llvm(k, X: np.ndarray, out: np.ndarray) -> None:
     m, A = k.tables.meta, k.tables.arrays
     x = np.ascontiguousarray(X, dtype=k.tables.x_dtype)  # round to nearest, like numpy
     out[...] = A["base"]
-    k._walk(x.shape[0], x.ctypes.data, out.ctypes.data, m["n_trees"], m["n_features"],
-               m["n_outputs"], *k._llvm_args, int(k._strict),
+    k.llvm_walk(x.shape[0], x.ctypes.data, out.ctypes.data, m["n_trees"], m["n_features"],
+               m["n_outputs"], *k.llvm_args, int(k.strict),
                CATEGORY_RULES.index(m["category_rule"]))
     if m["average"]:
         out /= k.tables.acc_dtype.type(m["n_trees"])
@@ -268,7 +268,7 @@ def run_numpy(k, X: np.ndarray) -> np.ndarray:
     with np.errstate(invalid="ignore"):
         for t in range(m["n_trees"]):
             if A["tree_layout"][t] == 0:
-                off, first = int(k._tree_node[t]), int(nint[t])
+                off, first = int(k.tree_node[t]), int(nint[t])
                 ff, th = A["h_ff"][off:off + first].view(np.uint32), A["h_thr"][off:off + first]
                 idx = np.zeros(n, np.int64)
                 for _ in range(int(A["tree_depth"][t])):
@@ -278,10 +278,10 @@ def run_numpy(k, X: np.ndarray) -> np.ndarray:
                     idx = 2 * idx + 1 + gr
                 leaf = idx - first
             else:
-                leaf = _walk_compact(k, x, int(k._tree_node[t]), c_ff)
+                leaf = _walk_compact(k, x, int(k.tree_node[t]), c_ff)
             wt = int(w[t])
             o = int(A["tree_out"][t])
-            vals = A["leaf_values"][k._tree_leaf[t] + leaf[:, None] * wt + np.arange(wt)]
+            vals = A["leaf_values"][k.tree_leaf[t] + leaf[:, None] * wt + np.arange(wt)]
             acc[:, o:o + wt] += vals
     if m["average"]:
         acc /= adt.type(m["n_trees"])
@@ -289,7 +289,7 @@ def run_numpy(k, X: np.ndarray) -> np.ndarray:
 
 
 def _num_right(k, v: np.ndarray, t: np.ndarray, f: np.ndarray) -> np.ndarray:
-    gr = (v >= t) if k._strict else (v > t)
+    gr = (v >= t) if k.strict else (v > t)
     return gr | (np.isnan(v) & ((f & FF_NANR) != 0))
 
 
@@ -307,17 +307,17 @@ def _walk_compact(k, x: np.ndarray, root: int, c_ff: np.ndarray) -> np.ndarray:
         if cat.any():
             s = A["c_cat"][nd[cat]]
             vc = v[cat]
-            nbits = k._cat_nbits[s]
+            nbits = k.cat_nbits[s]
             rule = k.tables.meta["category_rule"]
             valid = ((vc > -1) if rule == "trunc" else (vc >= 0)) & (vc < nbits)
             if rule == "integral":
                 valid &= vc == np.trunc(vc)
             c = np.where(valid, vc, 0).astype(np.int64)
-            bit = (A["cat_words"][k._cat_off[s] + (c >> 5)] >> (c & 31).astype(np.uint32)) & 1
+            bit = (A["cat_words"][k.cat_off[s] + (c >> 5)] >> (c & 31).astype(np.uint32)) & 1
             left = np.where(valid, bit.astype(bool), A["cat_other_left"][s].astype(bool))
             left = np.where(np.isnan(vc), (f[cat] & FF_NANR) == 0, left)
             gr[cat] = ~left
-        nxt = np.where(gr, k._c_right_g[nd], k._c_left_g[nd]).astype(np.int64)
+        nxt = np.where(gr, k.c_right_global[nd], k.c_left_global[nd]).astype(np.int64)
         node[active] = nxt
         active = active[nxt >= 0]
     return ~node
