@@ -825,6 +825,15 @@ def test_node_counts_are_cover_only():
     np.testing.assert_array_equal(interp.predict_raw(bad, X), interp.predict_raw(f, X))
     with pytest.raises(UnsupportedModelError, match="cover"):
         treecomp.compile(bad, backend="arrays").contributions(X)
+    # counts LightGBM reads and predicts with but no TreeSHAP can use: no cover either
+    for counts in ("1 inf", "1 nan", "1 -1", "-inf 1"):
+        odd = parse_lightgbm_string(lib_model_text([split.replace("leaf_count=1 1", f"leaf_count={counts}"),
+                                                     const]))
+        assert all(t.cover is None for t in odd.trees), counts
+        np.testing.assert_array_equal(interp.predict_raw(odd, X), interp.predict_raw(f, X))
+    odd = parse_lightgbm_string(lib_model_text([split.replace("internal_count=1", "internal_count=inf"),
+                                                 const]))
+    assert all(t.cover is None for t in odd.trees)
 
 
 @pytest.mark.parametrize("reader", ["native", "python"])
@@ -930,7 +939,8 @@ def test_bulk_trees_errors_are_tree_by_tree_errors(where, monkeypatch):
 
 @pytest.mark.parametrize("reader", ["native", "python"])
 @pytest.mark.parametrize("counts", ["5 3 2", "5 -0 2", "5 3.5 2", "5 3e0 2", "5 +3 2",
-                                    "5 1234567890123456789012 2", "5 x 2",
+                                    "5 1234567890123456789012 2", "5 x 2", "5 inf 2", "5 nan 2",
+                                    "5 -1 2",
                                     "5 123456789012345678 2", "5 1234567890123456789 2"])
 def test_count_lines_read_as_before(counts, reader, monkeypatch):
     """leaf_count / internal_count (the cover) are read as integers where that gives the same

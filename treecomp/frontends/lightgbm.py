@@ -808,7 +808,8 @@ def _convert_trees(src: Any, n_features: int) -> list[Tree]:
     # node counts, LightGBM's own TreeSHAP cover (data_count); optional, for SHAP only
     counted = src.counted(n_leaves)
     # (single-leaf trees' counts are not read: LightGBM writes an empty leaf_count there, and a
-    # constant tree needs no cover); counts LightGBM could not parse mean no cover, not no model
+    # constant tree needs no cover); counts LightGBM could not parse, and counts it reads but no
+    # TreeSHAP can use (inf, nan, negative: LightGBM predicts with them), mean no cover, not no model
     lc_off = np.concatenate([[0], np.cumsum(np.where(n_int > 0, n_leaves, 0))])
     icount = lcount = None
     if counted:
@@ -817,6 +818,9 @@ def _convert_trees(src: Any, n_features: int) -> list[Tree]:
             lcount = src.counts("leaf_count", sp, n_leaves[sp])
         except InvalidModelError:
             counted = False
+        else:
+            counted = bool(np.all(icount >= 0) and np.all(lcount >= 0)
+                           and np.isfinite(icount).all() and np.isfinite(lcount).all())
     linear = src.linear()
 
     # per internal node: its tree, its index within the tree, the tree's sizes
