@@ -1356,3 +1356,19 @@ def test_native_reader_tree_blocks_as_python_reader():
     # (an integer Atoi's 20 characters read past int64: refused, not an OverflowError)
     assert "num_leaves=99999999999999999999 is out of range" in seen["num_leaves past int64"][1]
     assert "out of range" in seen["num_leaves below int64"][1]
+
+
+def test_model_text_passed_as_a_path_is_named(tmp_path):
+    """A str is a model file's path: one holding a model's text instead (LightGBM's
+    model_to_string, an XGBoost JSON document) gets an error saying so, a name too long for the
+    OS a FileNotFoundError (not a bare OSError), and a real file whose name starts with '{' is
+    still read as the file it is."""
+    text = lib_model_text([tree_text([0], [0.5], [2], [-1], [-2], [1.0, 2.0])])
+    for s in (text, '{"learner": {"gradient_booster": {}}}'):
+        with pytest.raises(UnsupportedModelError, match="holds text.*write the model's text to a file"):
+            treecomp.parse(s)
+    with pytest.raises(FileNotFoundError, match=r"model file not found: x{200}\.\.\. \(300 characters\)"):
+        treecomp.parse("x" * 300)
+    odd = tmp_path / "{odd}.txt"
+    odd.write_text(text)
+    assert treecomp.parse(str(odd)).digest() == parse_lightgbm_string(text).digest()

@@ -153,9 +153,22 @@ def looks_like_pickle(head: bytes) -> bool:
 
 
 def parse_file(path: str | os.PathLike) -> Forest:
+    """Parse a model file (what :func:`parse` does with a path). A str is always a path: one
+    naming no file that holds a model's text instead (a line break, or a JSON object) gets an
+    error saying so."""
     p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"model file not found: {p}")
+    try:
+        found = p.is_file()
+    except OSError:  # a name too long, say: no such file either
+        found = False
+    if not found:
+        if isinstance(path, str) and ("\n" in path or path.lstrip()[:1] == "{"):
+            raise UnsupportedModelError(
+                f"treecomp reads a str as a model file's path, and this one holds text (it starts "
+                f"with {path[:24]!r}): write the model's text to a file and pass its path, or pass "
+                "the library's model object (for LightGBM text: lightgbm.Booster(model_str=text))")
+        shown = str(p) if len(str(p)) <= 200 else f"{str(p)[:200]}... ({len(str(p))} characters)"
+        raise FileNotFoundError(f"model file not found: {shown}")
     suffix = p.suffix.lower()
     with open(p, "rb") as f:
         head = f.read(4096)
