@@ -2,7 +2,8 @@
 
 numpy 2.x runs its own float64 exp on AVX-512 CPUs (last bit differs from glibc's for ~5% of
 inputs); LightGBM and scipy.special.expit (sklearn's sigmoid) call libm's exp, sklearn's softmax
-and log link call np.exp, XGBoost's survival:aft takes exp in double. So expected values are
+and log link call np.exp, XGBoost's survival:aft takes exp in double, XGBClassifier's multi:softmax
+predict_proba numpy's float32 exp. So expected values are
 never stored: each test asks the library in-process, and test_other_numpy_dispatch reruns this
 module with numpy's AVX-512 code switched off (NPY_DISABLE_CPU_FEATURES), so one machine checks
 both of numpy's dispatches.
@@ -62,6 +63,10 @@ MODELS = {
     "hgb-poisson": lambda: ensemble.HistGradientBoostingRegressor(loss="poisson", max_iter=8).fit(X_TRAIN, Y_POS),
     "hgb-gamma": lambda: ensemble.HistGradientBoostingRegressor(loss="gamma", max_iter=8).fit(X_TRAIN, Y_POS),
     "xgb-aft": _xgb_aft,
+    # predict_proba: scipy's float32 softmax of the margins (numpy's float32 exp, pairwise sum)
+    "xgb-softmax-9": lambda: xgb.XGBClassifier(
+        objective="multi:softmax", n_estimators=6, max_depth=3, n_jobs=1).fit(
+        X_TRAIN, (np.abs(X_TRAIN[:, 2]) * 4).astype(int) % 9),
 }
 _CACHE: dict = {}
 

@@ -282,13 +282,13 @@ def wrapper_classifier_multiclass() -> Case:
 
 
 def wrapper_classifier_softmax() -> Case:
-    """objective="multi:softmax": predict = int32 class index. predict_proba is scipy's
-    softmax, not XGBoost's (a few ULP apart): left out here, bounded in the frontend tests."""
+    """objective="multi:softmax": predict = int32 class index; predict_proba is scipy's
+    float32 softmax of the margins (numpy's exp), not XGBoost's softmax."""
     X = _X(35)
     y = np.digitize(_signal(X), [-0.5, 0.7])
     m = xgb.XGBClassifier(objective="multi:softmax", n_estimators=6, max_depth=3, n_jobs=1,
                           random_state=7).fit(X, y)
-    return wrapper_case(m, _rows(X, 35), proba=False)
+    return wrapper_case(m, _rows(X, 35))
 
 
 def wrapper_classifier_categorical() -> Case:

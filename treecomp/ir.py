@@ -748,7 +748,9 @@ class Forest(_Outputs):
     allow_nan: bool = True
     #: free text: where the model came from (not part of the digest)
     provenance: str = ""
-    #: which float64 exp the transform calls (EXP_LIBS)
+    #: which exp the transform calls (EXP_LIBS): float64 margins libm's exp, numpy's np.exp or
+    #: CatBoost's fmath; float32 margins glibc's expf ("libm") or numpy's float32 np.exp
+    #: ("numpy"; treecomp.outputs)
     exp_lib: str = "libm"
     #: features whose value, cast to input_dtype, may not be +/-inf where the source library
     #: refuses it (scikit-learn's trees: every feature, 1e39 included once cast to float32;

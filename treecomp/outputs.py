@@ -24,7 +24,10 @@ Floating-point notes (tests pin them against the libraries, in-process, on every
   elsewhere, and tested against XGBoost's own outputs (tests/test_frontend_xgboost.py). The
   non-FMA build of glibc differs from the FMA one for 2 float32 inputs; other C libraries
   (macOS, Windows) have their own expf: there XGBoost's transformed outputs may differ from
-  these in the last bit (raw margins are unaffected).
+  these in the last bit (raw margins are unaffected). exp_lib "numpy" on float32 margins is
+  numpy's float32 np.exp instead: XGBClassifier(objective="multi:softmax").predict_proba is
+  scipy.special.softmax of the float32 margins (max-subtract, np.exp, numpy row sum, divide,
+  all in float32), so the "softmax" transform with "numpy" on float32 is exactly that.
 - softmax: max-subtract, exp, numpy row sum (pairwise for >= 8 classes), divide: sklearn's
   utils.extmath.softmax.
 """
@@ -44,7 +47,7 @@ from .ir import MULTILABEL_DECISIONS, Forest
 
 def _exp(x: np.ndarray, lib: str = "libm") -> np.ndarray:
     if x.dtype == np.float32:
-        return _expf(x)
+        return np.exp(x) if lib == "numpy" else _expf(x)
     if lib == "numpy":
         return np.exp(x)
     if lib == "libm":
@@ -384,9 +387,9 @@ def _transform_rows(forest: Forest, raw: np.ndarray) -> np.ndarray:
     if t == "exp64":  # XGBoost's survival:aft: (float)exp((double)margin)
         return _exp(raw.astype(np.float64), lib).astype(raw.dtype)
     if t == "softmax":
-        if raw.dtype == np.float32:
+        if raw.dtype == np.float32 and lib != "numpy":
             return _softmax_f32(raw)
-        return _softmax(raw, lib, "C")
+        return _softmax(np.ascontiguousarray(raw), lib, "C")
     if t == "softmax_seq":
         # LightGBM's Common::Softmax (libm): exp(x - max) summed left to right, then divide;
         # sklearn HGB (numpy): its margins are Fortran-ordered, numpy sums them as such

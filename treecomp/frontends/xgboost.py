@@ -71,9 +71,9 @@ What the Forest reproduces (the source object decides):
   ``predict`` runs ``inplace_predict`` with the trees up to ``best_iteration`` (early
   stopping). XGBClassifier: labels ``np.arange(n_classes)`` (int64; int32 for multi:softmax),
   binary ``proba > 0.5``, multiclass argmax of the probabilities; ``predict_proba`` and
-  ``decision_function`` = ``predict(output_margin=True)``. Known inexactness:
-  XGBClassifier(objective="multi:softmax").predict_proba is scipy's float32 softmax (numpy's
-  SIMD exp), while the Forest applies XGBoost's softmax; they differ by a few ULP.
+  ``decision_function`` = ``predict(output_margin=True)``;
+  XGBClassifier(objective="multi:softmax").predict_proba is scipy.special.softmax of the float32
+  margins (numpy's float32 exp and row sum: exp_lib "numpy"), not XGBoost's softmax.
 Output transforms (sigmoid / softmax / exp in float32; survival:aft's exp in double) are in
 :mod:`treecomp.outputs`.
 
@@ -1030,7 +1030,9 @@ def _forest(doc: Any, mode: _Mode) -> Forest:
                   leaf_layout="xgboost",  # pred_leaf: float32, (n,) for a one-tree model
                   pandas_categories="reject" if cats is None else
                   "xgboost" if mode.wrapper is None else "xgboost_inplace",
-                  category_values=cats or ())
+                  category_values=cats or (),
+                  # XGBClassifier(objective="multi:softmax").predict_proba: scipy's softmax
+                  exp_lib="numpy" if mode.wrapper == "classifier" and kind == "softmax" else "libm")
 
 
 #: XGBoost's category index types (CatContainer::Save: the typed array's ValueKind, 3.1-3.2;
