@@ -1534,6 +1534,39 @@ def test_bitvec_tables_peak_memory_per_node():
     assert peak / n < 60, peak / n
 
 
+@pytest.mark.parametrize("isa", [i for i in ("scalar", NATIVE[-1] if NATIVE else "scalar", "llvm-vec", "llvm",
+                                         "numpy") if i in HAVE])
+@pytest.mark.parametrize("variant", ["f32-le", "f64-lt", "categorical"])
+def test_global_children_are_not_kept_beside_the_records(isa, variant):
+    """The compact nodes' forest-wide children (c_left_global / c_right_global, which the
+    walkers without the C kernel read) are no second copy beside the packed node records
+    (4 bytes a node of a huge LightGBM model's compile peak, 2026-11-28): where the tables are
+    packed (a native or llvm-vec kernel) they are the records' own fields, else derived once,
+    when a walker first asks; either way what the tables say (children_global)."""
+    f = random_forest(71, n_trees=12, **FOREST_VARIANTS[variant])
+    X = random_rows(f, 70)
+    for layout in ("compact", "bitvec"):
+        if layout == "bitvec" and variant == "categorical":
+            continue  # (the interval walk: numeric trees)
+        k = treecomp.compile(f, backend="arrays", layout=layout, isa=isa)._kernel
+        want = k.children_global()
+        assert len(want[0]) == len(k.tables.arrays["c_ff"]) > 0
+        packed = "c_nodes" in k._keep
+        assert packed == (k._struct is not None), (isa, layout)
+        # nothing derived yet, packed or not (the llvmlite walker copied them into its table)
+        assert k._c_children is None
+        for got, w in zip((k.c_left_global, k.c_right_global), want):
+            assert got.dtype == np.int32 and np.array_equal(got, w) and not got.flags.writeable
+            assert np.shares_memory(got, k._keep["c_nodes"]) if packed else got is not w
+        if packed:
+            assert k._c_children is None
+        else:  # derived once (above), kept for the numpy walker
+            assert k.c_left_global is k.c_left_global and k._c_children is not None
+        out = np.empty((len(X), f.n_outputs), k.tables.acc_dtype)
+        k.run(np.ascontiguousarray(X, np.dtype(f.input_dtype)), out)
+        np.testing.assert_array_equal(out, interp.predict_raw(f, X.astype(f.input_dtype)))
+
+
 def _wide_forest(nf, x, cmp, depth=8, n_trees=12, seed=0):
     """Heap trees of `depth` over nf features (> 256 columns) whose columns hold 1 threshold
     (feature 1), 15-16 and 31 thresholds (the AVX-512 batch quantiser's P = 16 / 32 columns),
