@@ -1470,6 +1470,34 @@ def test_flatten_peak_memory_per_node():
         assert peak / n < 80, (layout, peak / n)
 
 
+def test_used_features_is_its_definition_without_node_sized_temporaries():
+    """used_features counts the distinct features the splits test (features past n_features
+    too), marking a bounded chunk of arrays at a time: backend="auto"'s choice on a forest of
+    1.27M nodes allocated int64 copies of every split's feature, 13 bytes a node, which left
+    the compile's peak RSS 10 bytes a node higher (LightGBM 10,000 x 64 leaves, 2026-11-28)."""
+    import tracemalloc
+    rng = np.random.default_rng(4)
+    for _ in range(40):
+        arrays = [rng.integers(0, int(rng.integers(1, 60)), int(rng.integers(0, 30)))
+                  for _ in range(int(rng.integers(0, 20)))]
+        want = len(set(np.concatenate(arrays + [np.zeros(0, np.int64)]).tolist()))
+        assert arrays_tables.used_features(arrays, 10) == want
+        assert arrays_tables.used_features(iter(arrays), 100) == want
+    big = [rng.integers(0, 1000, 40000).astype(np.int32) for _ in range(5)]  # several chunks
+    assert arrays_tables.used_features(big, 1000) == len(np.unique(np.concatenate(big)))
+    with pytest.raises(ValueError):
+        arrays_tables.used_features([np.array([1, -1])], 5)
+    forest = _complete_forest(300, 8)
+    n = sum(t.n_nodes for t in forest.trees)
+    tracemalloc.start()
+    try:
+        walk = arrays_tables.forest_byte_walk(forest)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert walk == "quant" and peak / n < 6, peak / n
+
+
 @pytest.mark.parametrize("isa", ISAS[:3])
 @pytest.mark.parametrize("layout,nf,x,cmp,no", [("quant", 400, "float32", "<", 1),
                                                 ("quant", 260, "float64", "<=", 3),
@@ -1532,6 +1560,39 @@ def test_bitvec_tables_peak_memory_per_node():
     finally:
         tracemalloc.stop()
     assert peak / n < 60, peak / n
+
+
+@pytest.mark.parametrize("isa", [i for i in ("scalar", NATIVE[-1] if NATIVE else "scalar", "llvm-vec", "llvm",
+                                         "numpy") if i in HAVE])
+@pytest.mark.parametrize("variant", ["f32-le", "f64-lt", "categorical"])
+def test_global_children_are_not_kept_beside_the_records(isa, variant):
+    """The compact nodes' forest-wide children (c_left_global / c_right_global, which the
+    walkers without the C kernel read) are no second copy beside the packed node records
+    (4 bytes a node of a huge LightGBM model's compile peak, 2026-11-28): where the tables are
+    packed (a native or llvm-vec kernel) they are the records' own fields, else derived once,
+    when a walker first asks; either way what the tables say (children_global)."""
+    f = random_forest(71, n_trees=12, **FOREST_VARIANTS[variant])
+    X = random_rows(f, 70)
+    for layout in ("compact", "bitvec"):
+        if layout == "bitvec" and variant == "categorical":
+            continue  # (the interval walk: numeric trees)
+        k = treecomp.compile(f, backend="arrays", layout=layout, isa=isa)._kernel
+        want = k.children_global()
+        assert len(want[0]) == len(k.tables.arrays["c_ff"]) > 0
+        packed = "c_nodes" in k._keep
+        assert packed == (k._struct is not None), (isa, layout)
+        # nothing derived yet, packed or not (the llvmlite walker copied them into its table)
+        assert k._c_children is None
+        for got, w in zip((k.c_left_global, k.c_right_global), want):
+            assert got.dtype == np.int32 and np.array_equal(got, w) and not got.flags.writeable
+            assert np.shares_memory(got, k._keep["c_nodes"]) if packed else got is not w
+        if packed:
+            assert k._c_children is None
+        else:  # derived once (above), kept for the numpy walker
+            assert k.c_left_global is k.c_left_global and k._c_children is not None
+        out = np.empty((len(X), f.n_outputs), k.tables.acc_dtype)
+        k.run(np.ascontiguousarray(X, np.dtype(f.input_dtype)), out)
+        np.testing.assert_array_equal(out, interp.predict_raw(f, X.astype(f.input_dtype)))
 
 
 def _wide_forest(nf, x, cmp, depth=8, n_trees=12, seed=0):

@@ -465,6 +465,49 @@ def test_build_trees_equals_tree_by_tree(seed, shapes_way):
     assert g.digest() == f(tuple(want)).digest()
 
 
+def test_build_trees_stores_no_node_sized_cat_index(shapes_way):
+    """Trees without categorical splits from build_trees: every cat_index (all -1, as Tree's
+    default) is a read-only view of one array as long as the largest tree, not of one array of
+    4 bytes a node (a huge LightGBM model's IR, 2026-11-28), and means the same (digest, file)."""
+    from treecomp.ir import build_trees
+    rng = np.random.default_rng(17)
+    trees = [random_tree(rng, 5, max_depth=int(rng.integers(0, 8))) for _ in range(40)]
+    kw = _flat(trees)
+    got = build_trees(**kw)
+    shared = got[0].cat_index.base
+    assert shared is not None and len(shared) == max(t.n_nodes for t in trees)
+    for t, want in zip(got, _one_by_one(**kw)):
+        assert t.cat_index.base is shared and not t.cat_index.flags.writeable
+        assert t.cat_index.dtype == np.int32 and t.cat_index.tolist() == [-1] * t.n_nodes
+        _same_tree(t, want)
+    f = lambda ts: Forest(trees=tuple(ts), n_features=5, n_outputs=1,  # noqa: E731
+                          tree_output=[0] * len(ts), base_score=[0.0])
+    want = _one_by_one(**kw)
+    assert f(got).digest() == f(want).digest() == Forest.from_bytes(f(got).to_bytes()).digest()
+
+
+def test_digest_leaves_no_memory_behind():
+    """Forest.digest hashes every array's bytes without leaving numpy a description of an
+    exported buffer per array (~56 bytes each, kept as long as the array: 4 bytes a node of a
+    forest of 127-node trees, 2026-11-28); what stays is the digest itself."""
+    import tracemalloc
+    rng = np.random.default_rng(5)
+    trees = tuple(random_tree(rng, 5, max_depth=3) for _ in range(1500))
+    f = Forest(trees=trees, n_features=5, n_outputs=1, tree_output=np.zeros(len(trees), np.int32),
+               base_score=[0.0])
+    g = Forest(trees=trees, n_features=5, n_outputs=1, tree_output=np.zeros(len(trees), np.int32),
+               base_score=[0.0])
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        d = f.digest()
+        kept = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert kept < 4096, kept  # (1500 trees x 9 arrays: ~750 kB before)
+    assert d == g.digest() == f.digest()
+
+
 def _bad_cases():
     """(tree index to break, how): each a rule of Tree._validate (or of the conversions)."""
     def at(name, i, v):

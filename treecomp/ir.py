@@ -540,8 +540,9 @@ def build_trees(sizes: Any, left: Any, right: Any, feature: Any, threshold: Any,
     is the slice ``[off[i], off[i] + sizes[i])`` of each array (child indices local to the tree,
     as in Tree), every tree's `value` of the same width. The same trees as
     ``Tree(left=left[a:b], ...)`` one by one, with the same checks, but validated in one pass
-    over all nodes: each tree's arrays are read-only views into one copy per array, and each
-    tree's max_depth is computed here, for all trees at once. Where a check fails, the trees are
+    over all nodes: each tree's arrays are read-only views into one copy per array (its
+    cat_index, all -1, a view of one array as long as the largest tree), and each tree's
+    max_depth is computed here, for all trees at once. Where a check fails, the trees are
     built one by one up to the first that fails, so the error is exactly Tree()'s, raised as
     :class:`TreeBuildError` with that tree's index.
 
@@ -569,7 +570,7 @@ def build_trees(sizes: Any, left: Any, right: Any, feature: Any, threshold: Any,
         t = new(Tree)
         for k, col in zip(names, cols):
             setattr_(t, k, col[a:b])
-        setattr_(t, "cat_index", cat_index[a:b])
+        setattr_(t, "cat_index", cat_index[:b - a])
         setattr_(t, "cat_bits", _NO_CAT_BITS)
         setattr_(t, "cat_other_left", _NO_CAT_OTHER)
         for k in ("node_ids", "cover", "leaf_const", "linear_ptr", "linear_feature", "linear_coeff"):
@@ -656,7 +657,9 @@ def _bulk_arrays(sizes: np.ndarray, left: Any, right: Any, feature: Any, thresho
         return None
     a["depth"] = depth
     a["offs"] = offs
-    cat_index = np.full(total, -1, np.int32)
+    # no categorical split anywhere: every tree's cat_index (all -1) is a view of one array as
+    # long as the largest tree (not 4 bytes a node: peak memory of huge models)
+    cat_index = np.full(int(sizes.max()), -1, np.int32)
     cat_index.flags.writeable = False
     a["cat_index"] = cat_index
     return a
@@ -919,8 +922,10 @@ class Forest(_Outputs):
                 if head is None:
                     head = heads[key] = f":{arr.dtype.str}:{arr.shape}"
                 parts.append((name + head).encode())
-                # the array's bytes in C order (join reads a contiguous array's own buffer)
-                parts.append(arr if arr.flags.c_contiguous else np.ascontiguousarray(arr))
+                # the array's bytes in C order (join reads a contiguous array's own buffer,
+                # through a view: numpy keeps an exported buffer's description, ~56 bytes, until
+                # the array dies, 4 bytes a node on big forests of small trees)
+                parts.append(arr.view() if arr.flags.c_contiguous else np.ascontiguousarray(arr))
                 if len(parts) >= 512:
                     h.update(b"".join(parts))
                     parts.clear()

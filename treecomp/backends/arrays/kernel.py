@@ -343,10 +343,10 @@ class ArraysKernel:
         #: per category set: its first word in cat_words, and its width in bits
         self.cat_off = excl_cumsum(A["cat_nwords"])[:-1]
         self.cat_nbits = (A["cat_nwords"].astype(np.int64) * 32).astype(np.int32)
-        ctree_off = np.repeat(coff[:-1][~heap], nint[~heap])
-        #: the compact nodes' children as forest-wide node numbers (a leaf: ~leaf, as in c_left)
-        self.c_left_global = np.where(A["c_left"] >= 0, A["c_left"] + ctree_off, A["c_left"]).astype(np.int32)
-        self.c_right_global = np.where(A["c_right"] >= 0, A["c_right"] + ctree_off, A["c_right"]).astype(np.int32)
+        # the compact nodes' forest-wide children (c_left_global / c_right_global): derived
+        # when asked, not kept beside the packed node records (peak memory of huge models)
+        self._c_children: tuple[np.ndarray, np.ndarray] | None = None
+        self._keep: dict[str, np.ndarray] = {}
         # the quantised walk's tables, derived; their sorts' results from the file where it has
         # them (`sorts`: checked to be exactly the sorts', derived.py)
         stored = sorts or {}
@@ -425,6 +425,43 @@ class ArraysKernel:
         self.native_pairs = in_c and head.n_outputs == 1 and head.n_classes == (2,) \
             and (self._tkind != 0 or head.transform == "identity")
 
+    @property
+    def c_left_global(self) -> np.ndarray:
+        """The compact nodes' left children as forest-wide node numbers (a leaf: ~leaf, as in
+        c_left), int32, read-only: for the walkers without the C kernel (walkers.py). Not kept
+        beside the packed node records: where the tables are packed (a native or llvm-vec
+        kernel), a view of the records' ``l`` field; else derived once, when first asked."""
+        return self._children_global()[0]
+
+    @property
+    def c_right_global(self) -> np.ndarray:
+        """The compact nodes' right children, as c_left_global."""
+        return self._children_global()[1]
+
+    def _children_global(self) -> tuple[np.ndarray, np.ndarray]:
+        nodes = self._keep.get("c_nodes")
+        if nodes is not None:  # the packed records hold them
+            out = nodes["l"], nodes["r"]
+            for v in out:
+                v.flags.writeable = False
+            return out
+        if self._c_children is None:
+            self._c_children = self.children_global()
+            for v in self._c_children:
+                v.flags.writeable = False
+        return self._c_children
+
+    def children_global(self) -> tuple[np.ndarray, np.ndarray]:
+        """c_left_global and c_right_global computed afresh from the tables (not kept)."""
+        A = self.tables.arrays
+        heap = A["tree_layout"] == 0
+        nint = A["tree_nint"]
+        coff = excl_cumsum(np.where(heap, 0, nint))
+        ctree_off = np.repeat(coff[:-1][~heap], nint[~heap])
+        del coff
+        return tuple(np.where(c >= 0, c + ctree_off, c).astype(np.int32)  # type: ignore[return-value]
+                     for c in (A["c_left"], A["c_right"]))
+
     def _pack(self) -> CTables:
         scalars, keep = self.pack_arrays()
         # aligned, contiguous copies where the file's buffer is not (keeps them alive too)
@@ -443,7 +480,9 @@ class ArraysKernel:
         x64 = m["x_dtype"] == "float64"
         C = len(A["c_ff"])
         nodes = np.zeros(C, NODE64 if x64 else NODE32)
-        nodes["ff"], nodes["l"], nodes["r"] = A["c_ff"], self.c_left_global, self.c_right_global
+        c_left_g, c_right_g = self._c_children or self.children_global()
+        nodes["ff"], nodes["l"], nodes["r"] = A["c_ff"], c_left_g, c_right_g
+        del c_left_g, c_right_g  # (the records hold them: read below as their fields)
         if x64:
             nodes["cat"], nodes["t"] = A["c_cat"], A["c_thr"]
         else:  # the threshold's bits, or the category set of a categorical node
@@ -513,7 +552,7 @@ class ArraysKernel:
                                                  A["tree_nint"])
             if m.get("quant") and np.all(A["tree_width"] == 1):
                 keep["q_leafb"], keep["q_leafb_off"] = leaf_planes(A["leaf_values"], A["tree_depth"])
-        deep = (deep_tables(A, self.c_left_global, self.c_right_global, m["n_features"], DEEP_TOP_MAX)
+        deep = (deep_tables(A, nodes["l"], nodes["r"], m["n_features"], DEEP_TOP_MAX)
                 if not m["naive"] else None)
         d_nint = 0
         if deep is not None:

@@ -137,17 +137,39 @@ def forest_byte_walk(forest: Forest, heap_max_depth: int = 8) -> str | None:
     """byte_walk for `forest`: "quant", "bitvec" or None (see byte_walk)."""
     trees = forest.trees
     return byte_walk([t.max_depth for t in trees], [t.n_leaves for t in trees],
-                     used_features([t.feature[t.left >= 0] for t in trees], forest.n_features),
+                     used_features((t.feature[t.left >= 0] for t in trees), forest.n_features),
                      any(t.has_categorical for t in trees), forest.n_features, heap_max_depth)
 
 
 def used_features(split_features: Any, n_features: int) -> int:
     """How many distinct features the splits test (`split_features`: arrays of the internal
     nodes' features, e.g. one per tree); byte_walk's measure of the quantised row's width."""
-    f = np.concatenate([np.asarray(a, np.int64).ravel() for a in split_features] or [np.zeros(0, np.int64)])
-    if not len(f):
-        return 0
-    return int(np.count_nonzero(np.bincount(f, minlength=max(int(n_features), int(f.max()) + 1))))
+    # (marked a chunk of arrays at a time: no node-sized temporaries, the peak memory of huge
+    # models)
+    seen = np.zeros(max(int(n_features), 0), bool)
+    chunk: list = []
+    size = 0
+
+    def mark(seen: np.ndarray) -> np.ndarray:
+        a = np.concatenate(chunk)
+        chunk.clear()
+        if int(a.min()) < 0:
+            raise ValueError("negative feature index")
+        top = int(a.max())
+        if top >= len(seen):
+            seen = np.concatenate([seen, np.zeros(top + 1 - len(seen), bool)])
+        seen[a] = True
+        return seen
+    for a in split_features:
+        a = np.asarray(a).ravel()
+        if len(a):
+            chunk.append(a)
+            size += len(a)
+            if size >= 1 << 16:
+                seen, size = mark(seen), 0
+    if chunk:
+        seen = mark(seen)
+    return int(np.count_nonzero(seen))
 
 
 #: quant_pays's constants, ns per row (one thread), fitted by bench/layout_ab.py: the quantised

@@ -228,6 +228,7 @@ def llvm_tables(k) -> tuple[dict[str, np.ndarray], tuple]:
 
     def child(c):
         return np.where(c < slot_n, base + c, ~(c - slot_n))
+    c_left_g, c_right_g = k.children_global()  # (copied below: not kept on the kernel)
     keep = {
         "root": np.where(heap, np.where(nint > 0, C + hstart[:-1], -1), k.tree_node).astype(np.int64),
         "leafoff": k.tree_leaf.astype(np.int64),
@@ -235,8 +236,8 @@ def llvm_tables(k) -> tuple[dict[str, np.ndarray], tuple]:
         "ff": np.concatenate([A["c_ff"], A["h_ff"]]),
         "thr": np.concatenate([A["c_thr"], A["h_thr"]]),
         "cat": np.concatenate([A["c_cat"], np.full(H, -1, np.int32)]),
-        "cl": np.concatenate([k.c_left_global, child(2 * local + 1)]).astype(np.int32),
-        "cr": np.concatenate([k.c_right_global, child(2 * local + 2)]).astype(np.int32),
+        "cl": np.concatenate([c_left_g, child(2 * local + 1)]).astype(np.int32),
+        "cr": np.concatenate([c_right_g, child(2 * local + 2)]).astype(np.int32),
         "words": A["cat_words"], "woff": k.cat_off.astype(np.int64), "nbits": k.cat_nbits,
         "other": A["cat_other_left"], "lv": A["leaf_values"]}
     keep = {name: np.ascontiguousarray(v) for name, v in keep.items()}
