@@ -832,7 +832,10 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
    * xq and, for float64 rows, exact at xd; xu: per 4 features, does a numeric column read one
    * (only those are moved) */
 #if TC_QVEC == 2
-  const int zq = sizeof(TC_XT) == 4 && T->q_lvl && FN(zquant_pays)(T);  /* no transposed copy */
+  /* asked only for blocks of 32 rows or more (use_xq needs B >= 32): zquant_pays reads every
+   * column's table length, which a single row paid on every call (one row, kernel, paired
+   * against the earlier build: 1.01-1.03x on xgb-binary, xgb-d8-968, xgb-d8-2000) */
+  const int zq = B >= 32 && sizeof(TC_XT) == 4 && T->q_lvl && FN(zquant_pays)(T);  /* no transposed copy */
 #else
   const int zq = 0;
 #endif
