@@ -804,8 +804,31 @@ static TC_ATTR int FN(float_few)(const tc_tables *T, int64_t n) {
 #ifndef TC_STACK_SCRATCH
 #define TC_STACK_SCRATCH 16384 /* bytes of stack for a few rows' buffers (run) */
 #endif
+#if defined(TC_TIMING) && !defined(__x86_64__)
+#error "TC_TIMING (a measurement build: bench/row_pieces.py) reads the x86-64 time stamp counter"
+#endif
+#if defined(TC_TIMING) && !defined(TC_TIMING_ONCE)
+/* a measurement build only (bench/row_pieces.py): run adds the time stamp counter's ticks per
+ * piece, [0] before the quantiser, [1] in it, [2] in the byte walk (qblock / bvblock: the walk
+ * and the in-order leaf adds), [3] the count of blocks that took the byte walks, [4] the rest
+ * (after the last byte walk; the whole call where none ran: the float walks); tc_timing_read
+ * copies and clears them. Not thread-safe, and absent from every normal build. */
+#define TC_TIMING_ONCE
+#include <x86intrin.h>
+#if TC_PART == -1 || TC_PART == 0  /* one copy for the library's parts */
+uint64_t tc_tim[8];
+TC_EXPORT void tc_timing_read(uint64_t *o) {
+  for (int i = 0; i < 8; ++i) o[i] = tc_tim[i], tc_tim[i] = 0;
+}
+#else
+extern uint64_t tc_tim[8];
+#endif
+#endif
 TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64_t n,
                                void *out) {
+#ifdef TC_TIMING
+  uint64_t tt0 = __rdtsc();
+#endif
   const int64_t nf = T->n_features, no = T->n_outputs;
   /* rows per block: the buffers below are sized for a block, so never more than n (a single
    * row must not allocate and clear a full block's buffers) */
@@ -832,7 +855,10 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
    * xq and, for float64 rows, exact at xd; xu: per 4 features, does a numeric column read one
    * (only those are moved) */
 #if TC_QVEC == 2
-  const int zq = sizeof(TC_XT) == 4 && T->q_lvl && FN(zquant_pays)(T);  /* no transposed copy */
+  /* asked only for blocks of 32 rows or more (use_xq needs B >= 32): zquant_pays reads every
+   * column's table length, which a single row paid on every call (one row, kernel, paired
+   * against the earlier build: 1.01-1.03x on xgb-binary, xgb-d8-968, xgb-d8-2000) */
+  const int zq = B >= 32 && sizeof(TC_XT) == 4 && T->q_lvl && FN(zquant_pays)(T);  /* no transposed copy */
 #else
   const int zq = 0;
 #endif
@@ -899,8 +925,15 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
       if (nb < TC_QVEC_MIN && nb < TC_ZQ1_ROWS && T->quant && T->q_w1 && T->h_zq && T->q_ncols <= 128)
         rq = zrq;
 #endif
+#ifdef TC_TIMING
+      const uint64_t tt1 = __rdtsc();
+#endif
       if (T->strict) FN(quantise)(T, xb, nb, qb, gs, xq, xd, xu, 1, rq);
       else FN(quantise)(T, xb, nb, qb, gs, xq, xd, xu, 0, rq);
+#ifdef TC_TIMING
+      const uint64_t tt2 = __rdtsc();
+      tc_tim[0] += tt1 - tt0, tc_tim[1] += tt2 - tt1;
+#endif
       const int64_t cs = cm && nb >= TC_QVEC_MIN ? nb : 0;  /* class stride, or row-major */
       TC_AT *const acc = cs ? cm : ab;
       if (cs)
@@ -909,6 +942,10 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
       if (T->quant) FN(qblock)(T, qb, gs, nb, acc, lidx, cs, rq);
 #if TC_QVEC || TC_QARM
       else FN(bvblock)(T, qb, gs, nb, acc, lidx, cs);
+#endif
+#ifdef TC_TIMING
+      const uint64_t tt3 = __rdtsc();
+      tc_tim[2] += tt3 - tt2, tc_tim[3] += 1, tt0 = tt3;
 #endif
       if (cs)
         for (int64_t r = 0; r < nb; ++r)
@@ -921,6 +958,9 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
     }
   }
   if (mem != stk) free(mem);
+#ifdef TC_TIMING
+  tc_tim[4] += __rdtsc() - tt0;
+#endif
   return 0;
 }
 
