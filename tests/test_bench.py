@@ -813,3 +813,34 @@ def test_bounded_children_stops_a_build_that_runs_too_long():
     finally:
         keep.kill()
         keep.wait()
+
+
+def test_tree_columns_counts_groups_and_levels(capsys):
+    """bench.tree_columns: depths by a pass in node order, distinct features per tree group
+    (their sum over the groups) and per top levels, checked against a hand count."""
+    from bench import tree_columns
+    left = np.array([1, 3, 5, -1, -1, -1, -1])
+    right = np.array([2, 4, 6, -1, -1, -1, -1])
+    assert tree_columns.node_depths(left, right).tolist() == [0, 1, 1, 2, 2, 2, 2]
+    # a node after its parent but not next to it (children listed late)
+    assert tree_columns.node_depths(np.array([2, -1, 3, -1, -1]),
+                                    np.array([1, -1, 4, -1, -1])).tolist() == [0, 1, 1, 2, 2]
+    per_tree = [[(0, 0), (1, 1), (2, 1)], [(0, 0), (3, 1)], [(4, 0), (5, 1), (6, 2)]]
+    tree_columns.report("hand", per_tree, [1, 2, 3])
+    out = capsys.readouterr().out
+    assert "3 trees, 7 features read" in out
+    assert "groups of   1 trees: distinct features a group mean     2.7 max     3; summed over the groups      8 (1.14x" in out
+    assert "groups of   2 trees: distinct features a group mean     3.5 max     4; summed over the groups      7 (1.00x" in out
+    assert "levels 0..0: 2 features (0.29)" in out and "levels 0..1: 6 features (0.86)" in out
+    assert "levels 0..2: 7 features (1.00)" in out
+    from sklearn.ensemble import GradientBoostingRegressor
+    import treecomp
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 6))
+    model = GradientBoostingRegressor(n_estimators=4, max_depth=3, random_state=0).fit(X, X[:, 0] + X[:, 3])
+    got = tree_columns.tree_features(treecomp.parse(model))
+    for est, nodes in zip(model.estimators_[:, 0], got):
+        t = est.tree_
+        internal = t.children_left >= 0
+        assert sorted(f for f, _ in nodes) == sorted(t.feature[internal].tolist())
+        assert max(d for _, d in nodes) == 2
