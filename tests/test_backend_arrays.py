@@ -21,6 +21,7 @@ from treecomp.errors import ArtifactError, CompileError, UnsupportedModelError
 from treecomp.ir import Forest, Tree, leaf_tree
 from tests.edge import assert_backend_matches_interp, edge_rows
 from tests.randforest import FOREST_VARIANTS, chain_tree, random_forest, random_rows
+from tests.memtrace import traced_peak
 
 try:
     from tests import zoo
@@ -1457,16 +1458,10 @@ def test_flatten_peak_memory_per_node():
     """flatten's temporaries for a forest of 150k nodes: 188 bytes a node above the forest
     before they were narrowed and freed as used (2026-11-28), about 100 after; 63 (auto) and
     69 (compact) with the node-wide indices (children, depth, heap position, ranks) in int32."""
-    import tracemalloc
     forest = _complete_forest(300, 8)
     n = sum(t.n_nodes for t in forest.trees)
     for layout in ("auto", "compact"):
-        tracemalloc.start()
-        try:
-            arrays_tables.flatten(forest, layout)
-            _, peak = tracemalloc.get_traced_memory()
-        finally:
-            tracemalloc.stop()
+        _, peak = traced_peak(lambda: arrays_tables.flatten(forest, layout))
         assert peak / n < 80, (layout, peak / n)
 
 
@@ -1475,7 +1470,6 @@ def test_used_features_is_its_definition_without_node_sized_temporaries():
     too), marking a bounded chunk of arrays at a time: backend="auto"'s choice on a forest of
     1.27M nodes allocated int64 copies of every split's feature, 13 bytes a node, which left
     the compile's peak RSS 10 bytes a node higher (LightGBM 10,000 x 64 leaves, 2026-11-28)."""
-    import tracemalloc
     rng = np.random.default_rng(4)
     for _ in range(40):
         arrays = [rng.integers(0, int(rng.integers(1, 60)), int(rng.integers(0, 30)))
@@ -1489,12 +1483,7 @@ def test_used_features_is_its_definition_without_node_sized_temporaries():
         arrays_tables.used_features([np.array([1, -1])], 5)
     forest = _complete_forest(300, 8)
     n = sum(t.n_nodes for t in forest.trees)
-    tracemalloc.start()
-    try:
-        walk = arrays_tables.forest_byte_walk(forest)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    walk, peak = traced_peak(lambda: arrays_tables.forest_byte_walk(forest))
     assert walk == "quant" and peak / n < 6, peak / n
 
 
@@ -1547,18 +1536,12 @@ def test_bitvec_tables_peak_memory_per_node():
     """bitvec_tables' temporaries for a forest of 38k nodes (64-leaf trees): 101 bytes a node
     above its input while every int64 temporary lived to the end (2026-11-28), 40 with each
     freed once used and one-wide leaves moved without the general gather."""
-    import tracemalloc
     rng = np.random.default_rng(3)
     forest = Forest(trees=tuple(_complete_tree(rng, 6, 20) for _ in range(300)), n_features=20,
                     n_outputs=1, tree_output=np.zeros(300, np.int32), base_score=[0.0])
     n = sum(t.n_nodes for t in forest.trees)
     A = arrays_tables.flatten(forest, "bitvec").arrays
-    tracemalloc.start()
-    try:
-        arrays_derived.bitvec_tables(A)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    _, peak = traced_peak(lambda: arrays_derived.bitvec_tables(A))
     assert peak / n < 60, peak / n
 
 

@@ -16,6 +16,7 @@ from treecomp import numparse
 from treecomp.errors import InvalidModelError
 from treecomp.frontends import jsonarrays
 from treecomp.frontends import xgboost as xgb_frontend
+from tests.memtrace import traced_peak
 
 
 @pytest.fixture(params=["native", "numpy"])
@@ -690,15 +691,9 @@ def test_parse_peak_memory_per_node(tmp_path):
     """The whole parse of a 150k-node XGBoost JSON file (the file's bytes included, 59 a
     node): 318 bytes a node at its peak (tracemalloc) before the bulk paths (2026-11-28),
     about 180 after."""
-    import tracemalloc
     p = tmp_path / "big.json"
     p.write_bytes(_big_json(300))
-    tracemalloc.start()
-    try:
-        f = xgb_frontend.parse_xgboost_file(p)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
+    f, peak = traced_peak(lambda: xgb_frontend.parse_xgboost_file(p))
     n = sum(t.n_nodes for t in f.trees)
     assert n == 300 * 511
     assert peak / n < 230, peak / n

@@ -25,6 +25,7 @@ import treecomp  # noqa: E402
 from treecomp import interp  # noqa: E402
 from treecomp.errors import InvalidModelError, UnsupportedModelError  # noqa: E402
 from tests.edge import edge_rows  # noqa: E402
+from tests.memtrace import traced_peak  # noqa: E402
 
 from onnx import TensorProto, helper  # noqa: E402
 
@@ -545,17 +546,13 @@ def test_transforms_run_in_blocks(post, monkeypatch):
     """ORT's post transforms in numpy peak near the size of what they return (they peaked at
     ~30x: a dozen float64 temporaries of the whole batch inside expf), and the blocks change
     no bit: against ORT, and against one block for the whole batch."""
-    import tracemalloc
     from treecomp import outputs
     rng = np.random.default_rng(21)
     model = v3_model(random_trees(rng, 8, 4, 3, False, leaf_targets=3), 4, 3, post)
     p = treecomp.compile(model, backend="arrays")
     X = edge_grid(rng, 300_000, 4)
     p.predict(X[:10])
-    tracemalloc.start()
-    got = p.predict(X)
-    peak = tracemalloc.get_traced_memory()[1]
-    tracemalloc.stop()
+    got, peak = traced_peak(lambda: p.predict(X))
     # the margins, the outputs, and one block's temporaries (at most 16 float64 arrays of a
     # block): was ~30x the outputs (108 MB here)
     assert peak < 2 * got.nbytes + 16 * 8 * outputs.TRANSFORM_BLOCK, (peak, got.nbytes)
