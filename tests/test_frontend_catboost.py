@@ -129,11 +129,7 @@ def rows(forest, seed=0):
 
 def library_outputs(m, T):
     """CatBoost's own outputs: (predict, predict_proba or None, RawFormulaVal)."""
-    pred = m.predict(T)
-    multilabel = m.get_params().get("loss_function") in ("MultiLogloss", "MultiCrossEntropy")
-    if isinstance(m, cb.CatBoostClassifier) and pred.ndim == 2 and not multilabel:
-        assert pred.shape == (len(T), 1)  # CatBoost's multiclass labels come as a column
-        pred = pred[:, 0]
+    pred = m.predict(T)  # (n, 1): multiclass labels come as a column (label_shape "column")
     proba = m.predict_proba(T) if isinstance(m, cb.CatBoostClassifier) else None
     raw = cb.CatBoost.predict(m, T, prediction_type="RawFormulaVal")  # (CatBoostRanker hides it)
     return pred, proba, raw

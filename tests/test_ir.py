@@ -309,11 +309,41 @@ def test_head_from_json_checks_what_outputs_index():
                    dict(allow_nan="no"), dict(feature_names=["a"]), dict(feature_names=[1, 2, 3, 4, 5, 6]),
                    dict(input_dtype="float16"), dict(exp_lib="musl"), dict(digest=5),
                    dict(n_trees=0), dict(pandas_categories="maybe"),
-                   dict(classes=[{"dtype": "<i1", "values": [0, 1, 300]}])):
+                   dict(classes=[{"dtype": "<i1", "values": [0, 1, 300]}]), dict(label_shape="cell"),
+                   dict(label_shape="column", decision="none", classes=[])):
         with pytest.raises(InvalidModelError, match="corrupt model metadata"):
             Head.from_json(json.dumps({**good, **change}))
     with pytest.raises(InvalidModelError, match="corrupt model metadata"):
         Head.from_json("[1]")
+
+
+def test_label_shape_column_round_trips_and_shapes_labels(tmp_path):
+    """label_shape "column" (CatBoost's multiclass predict): predict's labels (n, 1), through
+    the interpreter, every backend and a single row; kept by IR files and artifacts; the digest
+    of a forest without it unchanged; refused where labels are not one argmax column."""
+    import treecomp
+    from treecomp.ir import head_of
+    f = random_forest(3, n_trees=3, n_outputs=3).replace(decision="argmax_raw",
+                                                         classes=(np.array([10, 20, 30]),))
+    g = f.replace(label_shape="column")
+    assert f.digest() != g.digest() and "label_shape" not in f.meta()
+    X = random_rows(f, 50)
+    want = interp.predict(f, X)[:, None]
+    assert want.shape == (len(X), 1) and np.array_equal(interp.predict(g, X), want)
+    assert head_of(g).label_shape == "column"
+    g.save(tmp_path / "g.tcir")
+    assert Forest.load(tmp_path / "g.tcir").label_shape == "column"
+    for backend, suffix in (("arrays", ".tc"), ("c", ".so")):
+        p = treecomp.compile(g, backend=backend)
+        np.testing.assert_array_equal(p.predict(X), want, strict=True)
+        np.testing.assert_array_equal(p.predict(X[:1]), want[:1], strict=True)
+        p.save(tmp_path / f"g{suffix}")
+        np.testing.assert_array_equal(treecomp.load(tmp_path / f"g{suffix}").predict(X), want, strict=True)
+    for bad in (dict(decision="raw_ge_0", classes=(np.array([0, 1]),), n_outputs=1,
+                     tree_output=np.zeros(3, np.int32), base_score=[0.0]),
+                dict(decision="none", classes=())):
+        with pytest.raises(InvalidModelError, match="label_shape"):
+            f.replace(label_shape="column", **bad)
 
 
 def test_base_link_is_validated_round_trips_and_is_evaluated():

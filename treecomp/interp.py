@@ -156,7 +156,7 @@ def leaf_id_forest(forest: Forest, node_index: bool = False) -> Forest:
                           tree_output=np.arange(forest.n_trees), base_score=np.zeros(forest.n_trees),
                           accumulate_dtype="float64", average=False, transform="identity",
                           decision="none", classes=(), exp_lib="libm", transform_params=(),
-                          base_link="identity", output_divisor=1, leaf_layout="trees",
+                          base_link="identity", output_divisor=1, leaf_layout="trees", label_shape="rows",
                           allow_nan=outputs.apply_allows_nan(forest))
 
 

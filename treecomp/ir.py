@@ -124,6 +124,11 @@ CATEGORY_RULES = ("nonneg", "trunc", "integral")
 #:   lightgbm_sklearn  the sklearn wrappers: check_array(dtype="numeric") first (object arrays
 #:                     to float64, strings refused), then as lightgbm   LGBMRegressor & co.
 INPUT_RULES = ("cast", "sklearn", "xgboost", "lightgbm", "lightgbm_sklearn")
+#: The shape of predict's labels for a one-output classifier (decision "argmax_raw" or
+#: "argmax_proba" over one set of classes):
+#:   rows    (n,)                                                  every library but:
+#:   column  (n, 1)                                                CatBoost MultiClass predict
+LABEL_SHAPES = ("rows", "column")
 #: What a pandas 'category' column means at predict time (treecomp.categories.recode):
 #:   reject           refused: the model records no categories, so what a code means cannot be
 #:                    checked (the library would read the frame's codes as they are)
@@ -327,7 +332,7 @@ def _checked_labels(d: Any) -> np.ndarray:
 _OPTIONAL_META: dict[str, type] = {
     "exp_lib": str, "reject_inf": list, "transform_params": list, "base_link": str,
     "category_hashes": list, "output_divisor": int, "leaf_layout": str, "input_rule": str,
-    "category_values": list}
+    "category_values": list, "label_shape": str}
 
 
 def _typed(meta: dict, types: dict[str, type]) -> None:
@@ -775,6 +780,8 @@ class Forest(_Outputs):
     leaf_layout: str = "trees"
     #: how a user's numbers become input_dtype values (INPUT_RULES)
     input_rule: str = "cast"
+    #: the shape of predict's labels (LABEL_SHAPES)
+    label_shape: str = "rows"
     #: the categories the model was trained on, for pandas_categories "sklearn", "xgboost",
     #: "xgboost_inplace" and "lightgbm": ((column, kind, (value, ...)), ...) with the values in
     #: code order (value i is code i); column is the feature index, or for "lightgbm" the
@@ -823,9 +830,10 @@ class Forest(_Outputs):
                               ("decision", DECISIONS), ("category_rule", CATEGORY_RULES),
                               ("pandas_categories", PANDAS_CATEGORIES),
                               ("exp_lib", EXP_LIBS), ("leaf_layout", LEAF_LAYOUTS),
-                              ("input_rule", INPUT_RULES)):
+                              ("input_rule", INPUT_RULES), ("label_shape", LABEL_SHAPES)):
             if getattr(self, name) not in allowed:
                 raise InvalidModelError(f"forest.{name}={getattr(self, name)!r}; expected one of {allowed}")
+        _check_label_shape(self)
         if (self.leaf_layout == "tree" and self.n_trees != 1) or \
                 (self.leaf_layout == "stages_classes" and self.n_trees % self.n_outputs):
             raise InvalidModelError(f"leaf_layout {self.leaf_layout!r} does not fit {self.n_trees} "
@@ -892,6 +900,7 @@ class Forest(_Outputs):
             **({"output_divisor": self.output_divisor} if self.output_divisor != 1 else {}),
             **({"leaf_layout": self.leaf_layout} if self.leaf_layout != "trees" else {}),
             **({"input_rule": self.input_rule} if self.input_rule != "cast" else {}),
+            **({"label_shape": self.label_shape} if self.label_shape != "rows" else {}),
             **({"category_values": category_values_json(self.category_values)}
                if self.category_values else {}),
         }
@@ -1031,6 +1040,7 @@ class Forest(_Outputs):
                            output_divisor=meta.get("output_divisor", 1),
                            leaf_layout=meta.get("leaf_layout", "trees"),
                            input_rule=meta.get("input_rule", "cast"),
+                           label_shape=meta.get("label_shape", "rows"),
                            category_values=meta.get("category_values", ()))
             except InvalidModelError as exc:  # the forest's own checks, named as the file's
                 raise _corrupt_ir(str(exc)) from None
@@ -1093,6 +1103,7 @@ class Head(_Outputs):
     output_divisor: int = 1
     input_rule: str = "cast"
     category_values: tuple[tuple[int, str, tuple[Any, ...]], ...] = ()
+    label_shape: str = "rows"
 
     def to_json(self, **extra: Any) -> str:
         d = {k: getattr(self, k) for k in ("n_features", "n_outputs", "input_dtype",
@@ -1112,6 +1123,8 @@ class Head(_Outputs):
             d["output_divisor"] = self.output_divisor
         if self.input_rule != "cast":
             d["input_rule"] = self.input_rule
+        if self.label_shape != "rows":
+            d["label_shape"] = self.label_shape
         if self.category_values:
             d["category_values"] = category_values_json(self.category_values)
         d.update(extra)
@@ -1146,13 +1159,14 @@ class Head(_Outputs):
                        category_hashes=_category_hashes(d.get("category_hashes", []), d["n_features"]),
                        output_divisor=_divisor(d.get("output_divisor", 1)),
                        input_rule=d.get("input_rule", "cast"),
+                       label_shape=d.get("label_shape", "rows"),
                        category_values=checked_category_values(d.get("category_values", []), d["n_features"]))
         except (ValueError, KeyError, TypeError, OverflowError, RecursionError) as exc:
             raise InvalidModelError(f"corrupt model metadata: {exc}") from None
         for name, allowed in (("input_dtype", DTYPES), ("accumulate_dtype", DTYPES),
                               ("transform", TRANSFORMS), ("decision", DECISIONS),
                               ("pandas_categories", PANDAS_CATEGORIES), ("exp_lib", EXP_LIBS),
-                              ("input_rule", INPUT_RULES)):
+                              ("input_rule", INPUT_RULES), ("label_shape", LABEL_SHAPES)):
             if getattr(head, name) not in allowed:
                 raise InvalidModelError(f"corrupt model metadata: {name}={getattr(head, name)!r}; "
                                         f"expected one of {allowed}")
@@ -1172,6 +1186,7 @@ class Head(_Outputs):
                                     f"{widths} and n_outputs={head.n_outputs}")
         try:
             _check_transform(head)
+            _check_label_shape(head)
             if head.base_link != "identity" or head.base_score:
                 if len(head.base_score) != head.n_outputs:
                     raise InvalidModelError(f"base_link {head.base_link!r} with "
@@ -1339,6 +1354,14 @@ def _check_base_link(link: Any, base: np.ndarray) -> None:
                                 f"{base.tolist()!r}"[:200])
 
 
+def _check_label_shape(f: Any) -> None:
+    """A Forest's / Head's label_shape "column" goes with one set of classes picked by argmax."""
+    if f.label_shape == "column" and (f.decision not in ("argmax_raw", "argmax_proba")
+                                      or len(f.classes) != 1):
+        raise InvalidModelError(f"label_shape 'column' needs decision argmax_raw / argmax_proba "
+                                f"over one set of classes, not {f.decision!r} over {len(f.classes)}")
+
+
 def _check_transform(f: Any) -> None:
     """A Forest's / Head's transform, its parameters and its decision agree (outputs.py)."""
     t, d, p = f.transform, f.decision, f.transform_params
@@ -1394,5 +1417,5 @@ def head_of(forest: Forest, linear_ok: bool = False) -> Head:
                 base_link=forest.base_link,
                 base_score=tuple(forest.base_score.tolist()) if forest.base_link != "identity" else (),
                 category_hashes=forest.category_hashes, output_divisor=forest.output_divisor,
-                input_rule=forest.input_rule,
+                input_rule=forest.input_rule, label_shape=forest.label_shape,
                 category_values=forest.category_values)

@@ -265,7 +265,7 @@ class Predictor:
                 plans["proba"] = (cfg, tf | PAIRS, OUT_2D, None)
             else:
                 plans["proba"] = (cfg, tf, OUT_2D, None)
-        mode = _LABEL_MODES.get(d)
+        mode = _LABEL_MODES.get(d) if h.label_shape == "rows" else None  # a column: numpy
         if mode is not None and (d in outputs.RAW_DECISIONS or tf is not None) \
                 and (mode != LAB_ARGMAX or h.n_outputs == len(classes)):
             plans["predict"] = (cfg, TREECOMP_RAW if d in outputs.RAW_DECISIONS else tf, mode,

@@ -689,7 +689,7 @@ def labels(forest: Forest, raw: np.ndarray, transformed: bool = False) -> np.nda
         cols.append(c.take(np.argmax(scores[:, start:start + len(c)], axis=1)))
         start += len(c)
     if len(cols) == 1:
-        return cols[0]
+        return cols[0][:, None] if forest.label_shape == "column" else cols[0]
     # multi-output classifiers return (n, n_targets) like sklearn (object dtype if labels differ)
     dtypes = {c.dtype for c in cols}
     return np.stack(cols, axis=1) if len(dtypes) == 1 else np.stack([c.astype(object) for c in cols], axis=1)

@@ -43,8 +43,8 @@ each point pinned by tests/test_frontend_catboost.py against the installed libra
   FastExpWithInfInplace is herumi fmath's expd_v on x86-64 (exp_lib "fmath",
   treecomp.outputs.fmath_exp) and std::exp elsewhere (exp_lib "libm").
 - Labels: class_params.class_names with CatBoost's predict dtypes: Integer -> int64, Float ->
-  float64, Boolean -> bool, String -> object (str). CatBoost's multiclass predict returns shape
-  (n, 1); treecomp's Predictor.predict returns (n,) (the IR has no column-shaped labels).
+  float64, Boolean -> bool, String -> object (str). MultiClass / MultiClassOneVsAll predict
+  returns them as a column, shape (n, 1) (label_shape "column").
 - Which estimator a file stands for: Logloss / CrossEntropy / MultiClass / MultiClassOneVsAll /
   MultiLogloss / MultiCrossEntropy files predict as CatBoostClassifier, others as
   CatBoostRegressor. A generic `CatBoost` or `CatBoostRanker` object predicts RawFormulaVal
@@ -621,6 +621,7 @@ def _forest(doc: dict, kind: str, source: str) -> Forest:
     if kind == "auto":
         kind = "classifier" if base in _CLASSIFICATION else "regressor"
     transform, decision, classes, exp_lib = "identity", "none", (), "libm"
+    label_shape = "rows"
     if kind == "classifier":
         if base in ("Logloss", "CrossEntropy") or (base == "" and dim == 1):
             if dim != 1:
@@ -632,9 +633,11 @@ def _forest(doc: dict, kind: str, source: str) -> Forest:
             classes = (np.array([0, 1], np.int64),) * dim
         elif base == "MultiClassOneVsAll":
             transform, decision, classes = "sigmoid", "argmax_raw", (_labels(info, dim),)
+            label_shape = "column"
         elif base in ("MultiClass", "") and dim > 1:
             transform, decision = "softmax_seq", "argmax_raw"
             classes, exp_lib = (_labels(info, dim),), _fast_exp_lib()
+            label_shape = "column"
         else:
             raise UnsupportedModelError(f"a CatBoostClassifier with loss {loss!r} is not supported")
     elif kind == "regressor" and base.startswith(_EXPONENT_PREFIXES):
@@ -649,7 +652,7 @@ def _forest(doc: dict, kind: str, source: str) -> Forest:
                   input_dtype="float32", comparison="<=", accumulate_dtype="float64",
                   transform=transform, decision=decision, classes=classes, feature_names=names,
                   allow_nan=True, exp_lib=exp_lib, category_hashes=table.category_hashes,
-                  provenance=f"catboost {source} (loss {loss or '?'})".strip())
+                  label_shape=label_shape, provenance=f"catboost {source} (loss {loss or '?'})".strip())
 
 
 # -- the binary .cbm format (flatbuffers, catboost/libs/model/flatbuffers/model.fbs) -----------
