@@ -1951,6 +1951,12 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(bvtree)(
 #ifndef TC_BVROWS_MAX
 #define TC_BVROWS_MAX 17
 #endif
+/* with categorical nodes (bv_catd) below this many: HGB, 200 trees of 31 leaves, 4 categorical
+ * features, us a call of 8, 12, 16 rows: 19.8, 39.1, 48.5 against the 64-row sweep's 23.0,
+ * 25.4, 25.5 (AMD Zen 4, one process, 2026-11-28) */
+#ifndef TC_BVCROWS_MAX
+#define TC_BVCROWS_MAX 9
+#endif
 /* the largest bv_catw (arrays_derived.py: CAT_ROWS_MAX nodes' bits, 16 bytes past them, a
  * multiple of 64) */
 #define TC_CATW_MAX 1088
@@ -2055,7 +2061,8 @@ static TC_ATTR void FN(bvblock)(const tc_tables *T, const uint8_t *qb, int64_t g
 #if TC_QVEC == 2
   /* (categorical decisions' rows: a whole number of vectors that the row's buffer holds) */
   const int catw_ok = !T->bv_catd || (T->bv_catw > 0 && T->bv_catw <= TC_CATW_MAX && !(T->bv_catw & 63));
-  if (nb < TC_BVROWS_MAX && T->bv_lmask && T->q_w1 && !cs && catw_ok) {  /* few rows: see zbvrows_w1 */
+  if (nb < (T->bv_catd ? TC_BVCROWS_MAX : TC_BVROWS_MAX) && T->bv_lmask && T->q_w1 && !cs && catw_ok) {
+    /* few rows: see zbvrows_w1 */
     FN(zbvrows_w1)(T, qb, gs, nb, ab);
     return;
   }
