@@ -881,6 +881,80 @@ def test_few_rows_interval_walk(isa, comparison, x, acc, no):
 
 @pytest.mark.parametrize("isa", ISAS[:3])
 @pytest.mark.parametrize("variant", ["categorical", "categorical-acc32", "categorical-trunc",
+                                     "categorical-integral"])
+def test_few_rows_interval_walk_categorical(isa, variant):
+    """Forests with categorical nodes a row at a time on the interval walk (trees of <= 64
+    leaves): on AVX-512 the row's categorical decisions are its codes' rows of bv_catd OR-ed
+    (one per category column), each tree's bits deposited at its categorical nodes (bv_catk),
+    the numeric nodes by the byte compare. Rows with unseen, negative, fractional, NaN and huge
+    categories, on thresholds, +-1 ULP, NaN; 1..15 rows, bit for bit against the interpreter."""
+    f = random_forest(700 + len(variant), n_trees=30, n_features=9, max_depth=6,
+                      **FOREST_VARIANTS[variant])
+    assert max(t.n_leaves for t in f.trees) <= 64
+    X = random_rows(f, 100, seed=11)
+    X[::7, 0] = 1e30
+    X = X[np.random.default_rng(7).permutation(len(X))]
+    p = treecomp.compile(f, backend="arrays", layout="bitvec", isa=isa)
+    k = p._kernel
+    assert k.isa == isa and k._bitvec and k._keep["q_kind"].any()
+    if isa == "avx512":  # (the other ISAs walk the float tables below 8 rows)
+        assert {"bv_lmask", "bv_catd", "bv_catk"} <= set(k._keep)
+        catk = k._keep["bv_catk"]
+        assert catk.any() and (catk != catk.max()).any()  # trees with and without such nodes
+    _few_row_checks(p, f, X)
+
+
+@pytest.mark.parametrize("isa", ISAS[:3])
+def test_few_rows_interval_walk_many_categorical_nodes(isa):
+    """Trees of 50..64 leaves whose every node is categorical, between trees of a few: some
+    trees' decision bits span two of the row's 8-byte words (bv_catd's k0 & 7 plus their
+    count past 64 bits), bit for bit against the interpreter."""
+    trees = []
+    for seed in range(40):  # (<= 30 big trees: bv_catd stays under CAT_ROWS_MAX_BYTES)
+        g = random_forest(900 + seed, n_trees=12, n_features=9, max_depth=7, p_cat=1.0)
+        trees += [t for t in g.trees if (50 <= t.n_leaves <= 64 and len(trees) < 60) or t.n_leaves <= 4]
+    assert sum(t.n_leaves >= 59 for t in trees) >= 8
+    f = g.replace(trees=tuple(trees), tree_output=np.zeros(len(trees), np.int32))
+    X = random_rows(f, 80, seed=4)
+    p = treecomp.compile(f, backend="arrays", layout="bitvec", isa=isa)
+    if isa == "avx512":
+        catk = p._kernel._keep["bv_catk"]
+        cnt = np.array([bin(int(c)).count("1") for c in catk])
+        k0 = np.cumsum(cnt) - cnt
+        assert np.sum(k0 % 8 + cnt > 64) >= 3  # bits from the second word
+    _few_row_checks(p, f, X)
+
+
+def test_few_rows_interval_walk_categorical_library():
+    """sklearn HistGradientBoosting with categorical features and missing values, one row, two
+    and seven at a time on every native ISA: bit for bit against the library's own margins
+    (its category re-coding: unknown, negative and NaN categories go its way)."""
+    ens = pytest.importorskip("sklearn.ensemble")
+    rng = np.random.default_rng(12)
+    n = 1500
+    X = rng.normal(size=(n, 6))
+    X[:, 0] = rng.integers(0, 12, n)
+    X[:, 3] = rng.integers(0, 40, n)
+    y = (X[:, 1] + np.isin(X[:, 0], [1, 4, 7]) + (X[:, 3] % 3 == 0) + rng.normal(0, 0.5, n)) > 0.8
+    X[rng.random(X.shape) < 0.1] = np.nan
+    m = ens.HistGradientBoostingClassifier(categorical_features=[0, 3], max_iter=30,
+                                           max_leaf_nodes=31, random_state=0).fit(X, y)
+    f = treecomp.parse(m)
+    Z = edge_rows(f, X[:200], n=80, seed=2)
+    Z[::5, 0] = rng.choice([-1.0, 12.0, 99.0, 2.5, np.nan], len(Z[::5]))
+    Z[1::5, 3] = rng.choice([-3.0, 40.0, 300.0, np.nan], len(Z[1::5]))
+    want = m.decision_function(Z)
+    for isa in NATIVE:
+        p = treecomp.compile(m, backend="arrays", isa=isa)
+        if isa == "avx512":
+            assert "bv_catd" in p._kernel._keep
+        for i, k in zip(range(0, len(Z), 5), itertools.cycle((1, 2, 7))):
+            np.testing.assert_array_equal(p.predict_raw(Z[i:i + k]).ravel(), want[i:i + k])
+            np.testing.assert_array_equal(p.predict_proba(Z[i:i + k]), m.predict_proba(Z[i:i + k]))
+
+
+@pytest.mark.parametrize("isa", ISAS[:3])
+@pytest.mark.parametrize("variant", ["categorical", "categorical-acc32", "categorical-trunc",
                                      "categorical-integral", "f32-le", "f64-lt"])
 def test_few_rows_eight_trees_at_once(isa, variant):
     """Single rows and small batches of forests the byte walks leave to the float node walk

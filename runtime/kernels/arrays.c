@@ -151,7 +151,7 @@ typedef struct {
    * Derived (arrays.py, pack_arrays). */
   const uint8_t *h_qc7;
   /* appended: per interval-walk node its left subtree's leaves [lo, hi) as bits (trees of <= 64
-   * leaves, no categorical nodes, <= 128 columns; padded by 8), or NULL: the AVX-512 few-row
+   * leaves, <= 128 columns, categorical nodes only with bv_catd; padded by 8), or NULL: the AVX-512 few-row
    * interval walk (quant_impl.c, zbvrows_w1). Derived (arrays_derived.py, interval_masks). */
   const uint64_t *bv_lmask;
   /* appended: 1 where some tree is compact, no compact node is categorical and every feature
@@ -172,6 +172,15 @@ typedef struct {
    * 128 bytes (the trees' h_qc7 bytes, then their h_qthr bytes; 127 past a tree's slots), or
    * NULL. Derived (arrays_derived.py, zrow_lanes). */
   const uint8_t *h_zt;
+  /* appended: the AVX-512 few-row interval walk's categorical decisions (with bv_lmask; NULL
+   * where no node is categorical or where there are too many): per category-code column and
+   * code a row of bv_catw bytes (a multiple of 64, <= TC_CATW_MAX) whose bit k is set where
+   * categorical node k (h_qcat) reads that column and sends the code right, and per tree the
+   * mask of its categorical nodes (bit i: node tree_node + i). Derived (arrays_derived.py,
+   * category_rows). */
+  const uint8_t *bv_catd;
+  const uint64_t *bv_catk;
+  int64_t bv_catw;
 } tc_tables;
 
 /* a deep-path record: 16 bytes, children as byte offsets into d_recs (no scaling in the walk);
@@ -249,7 +258,7 @@ typedef struct {
 #endif
 
 #if TC_WITH512 && TC_PART == 2
-#define TC_ATTR __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx2,popcnt")))
+#define TC_ATTR __attribute__((target("avx512f,avx512bw,avx512vl,avx512vbmi,avx2,popcnt,bmi2")))
 #define TC_ISA avx512
 #define TC_VEC_F32 16
 #define TC_QVEC 2
@@ -381,7 +390,8 @@ TC_EXPORT int32_t tc_arrays_isa_mask(void) {
   if (__builtin_cpu_supports("avx2")) m |= 1 << TC_ISA_AVX2;
   if (TC_WITH512 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw")
       && __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vbmi")
-      && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt"))
+      && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("popcnt")
+      && __builtin_cpu_supports("bmi2"))
     m |= 1 << TC_ISA_AVX512;
 #endif
 #if TC_ARM

@@ -403,6 +403,61 @@ def interval_masks(lo1: np.ndarray, hi: np.ndarray) -> np.ndarray:
     return np.concatenate([m, np.zeros(8, np.uint64)])
 
 
+#: the AVX-512 few-row interval walk's categorical decisions (category_rows): at most this many
+#: categorical nodes (a row's decision bits live on the kernel's stack: CAT_ROWS_MAX / 8 bytes)
+#: and this many bytes of table
+CAT_ROWS_MAX = 8192
+CAT_ROWS_MAX_BYTES = 1 << 20
+
+
+def category_rows(h_qcol: np.ndarray, h_qcat: np.ndarray, q_kind: np.ndarray, q_cat: np.ndarray,
+                  tree_node: np.ndarray, nint: np.ndarray) -> dict[str, np.ndarray] | None:
+    """The AVX-512 few-row interval walk's categorical decisions (quant_impl.c, zbvrows_w1),
+    by category code rather than by node: "bv_catd", per category-code column (q_kind 1, in
+    column order) and code c (0..255) a row of W bytes whose bit k is set where categorical
+    node k (h_qcat's numbering: node order, so a tree's categorical nodes are consecutive) reads
+    that column and its set (q_cat) sends code c right (bit c clear, as tc_zcat_right); W a
+    multiple of 64 with >= 16 bytes past the last node's (the walk's unaligned 8-byte loads).
+    A row's decisions are the OR of its codes' rows, one per column; a tree's are that bit
+    string's bits [k0, k0 + its categorical node count), deposited at its categorical nodes'
+    positions, "bv_catk": per tree a 64-bit mask of them (trees of <= 64 nodes; bit i: node
+    tree_node + i). None where the nodes' numbering is not so, or past CAT_ROWS_MAX nodes or
+    CAT_ROWS_MAX_BYTES of table."""
+    ncat = len(q_cat) // 32
+    kind = np.asarray(q_kind) == 1
+    nct = int(kind.sum())
+    if ncat == 0 or nct == 0 or ncat > CAT_ROWS_MAX:
+        return None
+    W = ((ncat + 7) // 8 + 16 + 63) // 64 * 64
+    if nct * 256 * W > CAT_ROWS_MAX_BYTES:
+        return None
+    is_cat = h_qcat >= 0
+    nodes = np.flatnonzero(is_cat)
+    if len(nodes) != ncat or np.any(h_qcat[nodes] != np.arange(ncat)):
+        return None
+    ordinal = np.cumsum(kind) - 1                       # a category column's rank among them
+    col = h_qcol[nodes]
+    if np.any(col < 0) or np.any(col >= len(kind)) or not np.all(kind[col]):
+        return None
+    corder = ordinal[col]
+    right = np.unpackbits(q_cat.reshape(ncat, 32), axis=1, bitorder="little") == 0  # (ncat, 256)
+    catd = np.zeros((nct, 256, W), np.uint8)
+    for j in range(nct):
+        bits = np.packbits((right & (corder == j)[:, None]).T, axis=1, bitorder="little")
+        catd[j, :, :bits.shape[1]] = bits
+    T = len(nint)
+    catk = np.zeros(T, np.uint64)
+    tn = np.asarray(tree_node, np.int64)
+    if np.any(np.diff(tn) < 0):
+        return None
+    tree = np.searchsorted(tn, nodes, side="right") - 1
+    pos = nodes - tn[tree]
+    if np.any(pos >= 64) or np.any(pos >= np.asarray(nint, np.int64)[tree]):
+        return None
+    np.bitwise_or.at(catk, tree, np.left_shift(np.uint64(1), pos.astype(np.uint64)))
+    return {"bv_catd": catd.reshape(-1), "bv_catk": catk}
+
+
 def oblivious_heaps(h_qcol: np.ndarray, h_qthr: np.ndarray, heap: np.ndarray,
                     nint: np.ndarray) -> np.ndarray:
     """Per tree 1 where it is a heap whose every level's slots read one column and one threshold

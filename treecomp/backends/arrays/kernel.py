@@ -55,7 +55,8 @@ from ...native import PAIRS, kernel_error
 from . import native, so, vec, walkers
 from .derived import (DEEP_TOP_MAX, HEAP_PAD, QCIX_MAX_COLS, QUANT_ARRAYS, ZLANES_MIN_TREES,
                       ZROW_MAX_COLS, bitvec_tables,
-                      cat_byte_sets, deep_tables, interval_masks, leaf_planes, merge_nan_columns,
+                      cat_byte_sets, category_rows, deep_tables, interval_masks, leaf_planes,
+                      merge_nan_columns,
                       oblivious_heaps, quant_levels, quant_tables, zrow_lanes,
                       zrow_slots)
 from .format import BACKEND, MAGIC, tables_from_bytes, tables_to_bytes, written_by  # noqa: F401 (MAGIC: the interface)
@@ -502,6 +503,7 @@ class ArraysKernel:
             keep.update(self._bitvec)
             keep["bv_nint"] = A["tree_nint"].astype(np.int64)
         q, cmux, cnan = self._quant, 0, False
+        bv_catw = 0  # bytes a code's row of bv_catd (category_rows)
         if q and m.get("quant"):  # the column mux's width (tc_qlevelc), NaN twins merged
             q, n_mux, cnan = merge_nan_columns(q, QCIX_MAX_COLS)
             cmux = next((w for w in (16, 32, 64) if n_mux <= w <= QCIX_MAX_COLS), 0)
@@ -542,11 +544,20 @@ class ArraysKernel:
                     keep["h_zt"] = zrow_lanes(keep["h_qc7"], keep["h_qthr"], self.tree_node,
                                               A["tree_depth"])
             if self._bitvec and len(q["q_feat"]) <= ZROW_MAX_COLS \
-                    and int(A["tree_nleaf"].max()) <= 64 and not np.any(q["q_kind"]):
+                    and int(A["tree_nleaf"].max()) <= 64:
                 # the AVX-512 few-row interval walk (quant_impl.c, zbvrows_w1): each node's
                 # column as a byte and its left subtree's leaves [lo, hi) as a 64-bit mask
+                # (categorical nodes: decided per row by category code, category_rows)
                 keep["h_qc7"] = np.concatenate([q["h_qcol"].astype(np.uint8), np.zeros(64, np.uint8)])
                 keep["bv_lmask"] = interval_masks(self._bitvec["bv_lo1"], self._bitvec["bv_hi"])
+                if np.any(q["q_kind"]):
+                    rows = category_rows(q["h_qcol"], q["h_qcat"], q["q_kind"], q["q_cat"],
+                                         self.tree_node, A["tree_nint"])
+                    if rows is None:  # (too many categorical nodes: the float walk)
+                        del keep["bv_lmask"]
+                    else:
+                        keep.update(rows)
+                        bv_catw = len(rows["bv_catd"]) // (256 * int(np.sum(q["q_kind"] == 1)))
             if m.get("quant"):  # symmetric trees: one column and byte a level (zobl)
                 keep["h_qobl"] = oblivious_heaps(q["h_qcol"], q["h_qthr"], A["tree_layout"] == 0,
                                                  A["tree_nint"])
@@ -567,6 +578,7 @@ class ArraysKernel:
                        q_ncols=len(q["q_feat"]) if q else 0,
                        q_w1=int(bool(np.all(A["tree_width"] == 1))), bitvec=int(bool(self._bitvec)),
                        d_nint=int(d_nint), q_cmux=cmux, q_cnan=int(cnan),
+                       bv_catw=bv_catw,
                        # the few-row walk's plain steps (arrays_impl.c, plain_trees)
                        c_plain=int(m["n_features"] <= 1 << 16 and bool(np.any(A["tree_layout"] == 1))
                                    and not np.any(A["c_ff"].view(np.uint32) & FF_CAT)))

@@ -116,7 +116,9 @@ class CTables(ctypes.Structure):
                           ("q_cnan", ctypes.c_int32), ("h_qobl", ctypes.c_void_p),
                           ("h_qc7", ctypes.c_void_p), ("bv_lmask", ctypes.c_void_p),
                           ("c_plain", ctypes.c_int32), ("h_zq", ctypes.c_void_p),
-                          ("h_zq8", ctypes.c_void_p), ("h_zt", ctypes.c_void_p)]
+                          ("h_zq8", ctypes.c_void_p), ("h_zt", ctypes.c_void_p),
+                          ("bv_catd", ctypes.c_void_p), ("bv_catk", ctypes.c_void_p),
+                          ("bv_catw", ctypes.c_int64)]
 
 def kernel_parts() -> dict[str, str]:
     """The kernel's translation units (baseline + entry points, AVX2 or NEON, AVX-512 or SVE),
