@@ -8,7 +8,8 @@ batches across threads and merges partial sums, which changes the float32 roundi
 
 The graph must be the ensemble node alone, fed by the graph's one float tensor input, plus the
 nodes converters add after it: ZipMap (probabilities as a list of dicts: a Predictor returns the
-(n, n_classes) array in classlabels order instead), and Cast / Identity that change nothing
+(n, n_classes) array in classlabels order instead; its predict gives a one-target regressor's
+(n, 1) scores as (n,), as scikit-learn's predict does, predict_raw as (n, 1)), and Cast / Identity that change nothing
 (a Cast to the type its input already has), and arithmetic on the float scores that changes no
 bit (onnxmltools' LightGBM classifier ends in Mul(probabilities, 1.0)): Mul / Div by 1.0, Add
 -0.0, Sub +0.0, a float32 constant (initializer or Constant node) of a shape that does not
