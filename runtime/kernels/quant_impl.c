@@ -1300,12 +1300,12 @@ static inline __attribute__((always_inline)) TC_ATTR void tc_bvsweep_g(
       const __m256i t = _mm256_set1_epi8(tb[i]);
 #pragma GCC unroll 4
       for (int g = 0; g < G; ++g)
-        r[g] = _mm256_cmpgt_epi8(_mm256_load_si256((const __m256i *)(q0 + g * gs + co[i])), t);
+        r[g] = _mm256_cmpgt_epi8(_mm256_load_si256((const __m256i *)(q0 + g * gs + TC_QCS * co[i])), t);
     } else {
       const uint8_t *st = sets + 32 * (int64_t)cat[i];
 #pragma GCC unroll 4
       for (int g = 0; g < G; ++g)
-        r[g] = tc_cat_right(_mm256_load_si256((const __m256i *)(q0 + g * gs + co[i])), st);
+        r[g] = tc_cat_right(_mm256_load_si256((const __m256i *)(q0 + g * gs + TC_QCS * co[i])), st);
     }
     /* lo <= pos  <=>  pos > lo - 1 (all values < 128: the signed compare is right) */
     const __m256i l = _mm256_set1_epi8(lo1[i]), h = _mm256_set1_epi8(hi[i]);
@@ -1928,6 +1928,16 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(bvtree)(
    * One process, four against two at once: LightGBM 0.92x-0.98x the time, HGB 0.97x (the
    * per-node broadcasts shared by more rows; still no spills) */
 #if TC_QVEC == 2
+  if (nb <= 64) {
+    /* one 64-row group: its two 32-row halves (column stride TC_QCS * 32) as two 256-bit
+     * chains, one for <= 32 rows. The sweep is a chain through pos, and the 256-bit compare,
+     * and, max is a shorter chain than the masked 512-bit one: a block of 8 rows twice as fast */
+    __m256i p[2];
+    const int G = nb > 32 ? 2 : 1;
+    tc_bvsweep(qb, 32, co, tb, lo1, hi, cat, sets, nn, p, G);
+    for (int k = 0; k < G; ++k) AFN(qleaves)(p[k], 32 * k, nb, lidx, lv, acc);
+    return;
+  }
   /* 64-row groups (qb holds whole ones: run rounds the block up), 4, 2 or 1 at once */
   for (int64_t r = 0; r < nb;) {
     const int G = nb - r > 192 ? 4 : nb - r > 64 ? 2 : 1;
