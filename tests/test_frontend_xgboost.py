@@ -964,8 +964,8 @@ def test_wrapper_errors():
     with pytest.raises(UnsupportedModelError, match="objective"):
         treecomp.parse(m)
     y = (X[:, 0] > 0).astype(int)
-    m = xgb.XGBClassifier(n_estimators=2, objective="binary:logitraw", n_jobs=1).fit(X, y)
-    with pytest.raises(UnsupportedModelError, match="logitraw"):
+    m = xgb.XGBClassifier(n_estimators=2, objective="binary:hinge", n_jobs=1).fit(X, y)
+    with pytest.raises(UnsupportedModelError, match="hinge"):
         treecomp.parse(m)
     # ... while its Booster (Booster.predict semantics) is fine
     f = treecomp.parse(m.get_booster())
@@ -1290,6 +1290,34 @@ def test_learner_attributes_and_tree_bookkeeping_types(edit):
         booster_from_doc(doc)
     with pytest.raises(InvalidModelError):
         forest_from_document(doc)
+
+
+@pytest.mark.parametrize("objective", ["binary:logitraw", "reg:logistic", "reg:squarederror",
+                                       "count:poisson", "reg:absoluteerror"])
+def test_classifier_of_any_value_objective(objective, tmp_path):
+    """XGBClassifier fits any one-output objective that predicts values: predict is int64
+    (p > 0.5) and predict_proba float32 [1 - p, p] of the objective's transformed value p
+    (binary:logitraw: the margin itself, so "probabilities" outside [0, 1]); bit for bit through
+    the interpreter, every backend, one row and the file the wrapper saves (was refused)."""
+    X = _X(63, n=300)
+    y = (np.nan_to_num(X[:, 0]) + X[:, 1] > 0).astype(int)
+    m = xgb.XGBClassifier(objective=objective, n_estimators=5, max_depth=3, n_jobs=1,
+                          random_state=3).fit(X, y)
+    f = treecomp.parse(m)
+    assert f.decision == "proba_gt_half"
+    rows = np.vstack([X, edge_rows(f, X, n=200, seed=5)])
+    want, want_p = m.predict(rows), m.predict_proba(rows)
+    assert 0 < want.sum() < len(want)  # both labels occur
+    assert_same(want, interp.predict(f, rows))
+    assert_same(want_p, interp.predict_proba(f, rows))
+    for backend in ("arrays", "c", "llvm"):
+        p = treecomp.compile(f, backend=backend)
+        assert_same(want, p.predict(rows))
+        assert_same(want_p, p.predict_proba(rows))
+        assert_same(want[:1], p.predict(rows[:1]))
+        assert_same(want_p[:1], p.predict_proba(rows[:1]))
+    m.save_model(tmp_path / "m.json")
+    assert_same(want_p, treecomp.compile(tmp_path / "m.json").predict_proba(rows))
 
 
 @pytest.mark.parametrize("strategy", ["one_output_per_tree", "multi_output_tree"])

@@ -159,10 +159,12 @@ MAX_CATEGORY_VALUES = 1 << 24
 #:   raw_ge_0      classes[raw >= 0]  (binary)        sklearn GradientBoostingClassifier
 #:   raw_gt_0      classes[raw > 0]   (binary)        sklearn HistGradientBoostingClassifier
 #:   raw_gt_0_each classes[j][raw[:, j] > 0] per output   CatBoost MultiLogloss / MultiCrossEntropy
-#:   proba_gt_half_each classes[j][sigmoid(raw[:, j]) > 0.5]   XGBoost sklearn wrapper, multi-label
+#:   proba_gt_half_each classes[j][transform(raw)[:, j] > 0.5]   XGBoost sklearn wrapper, multi-label
 #:                 (the two multi-label decisions: one margin and two labels per output; labels
 #:                 and predict_proba are (n, n_outputs))
-#:   proba_gt_half classes[sigmoid(raw) > 0.5]        XGBoost sklearn wrapper, binary
+#:   proba_gt_half classes[transform(raw) > 0.5]      XGBoost sklearn wrapper, binary (and
+#:                 ONNX two-class ensembles of positive scores: identity); predict_proba
+#:                 [1 - p, p] of p = transform(raw)
 #:   samme         from AdaBoost's decision_function  (transform "samme"; see outputs.py)
 #:   outlier       -1 where decision_function < 0, else 1; no classes (transform "iforest")
 DECISIONS = ("none", "argmax_raw", "argmax_proba", "raw_ge_0", "raw_gt_0", "proba_gt_half",

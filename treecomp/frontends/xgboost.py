@@ -70,7 +70,9 @@ What the Forest reproduces (the source object decides):
 - The sklearn wrappers (and files they saved: ``learner.attributes.scikit_learn``): their
   ``predict`` runs ``inplace_predict`` with the trees up to ``best_iteration`` (early
   stopping). XGBClassifier: labels ``np.arange(n_classes)`` (int64; int32 for multi:softmax),
-  binary ``proba > 0.5``, multiclass argmax of the probabilities; ``predict_proba`` and
+  binary ``p > 0.5`` and ``predict_proba`` ``[1 - p, p]`` of the objective's transformed float32
+  value p (the logistic objectives' probability; binary:logitraw's margin itself),
+  multiclass argmax of the probabilities, multi-label ``p > 0.5`` per target; ``predict_proba`` and
   ``decision_function`` = ``predict(output_margin=True)``;
   XGBClassifier(objective="multi:softmax").predict_proba is scipy.special.softmax of the float32
   margins (numpy's float32 exp and row sum: exp_lib "numpy"), not XGBoost's softmax.
@@ -85,7 +87,8 @@ tree adds its vector to all K outputs, in tree order, from the per-target base m
 releases (no ``leaf_weights``: it segfaults): refused.
 
 Refused with UnsupportedModelError: gblinear, unknown objectives, custom objectives and non-NaN
-``missing`` in the sklearn wrappers, multi-label and non-probabilistic XGBClassifiers.
+``missing`` in the sklearn wrappers, XGBClassifier with binary:hinge (its predict_proba is
+``[1 - h, h]`` of the 0 / 1 step h, a transform treecomp lacks; its Booster is read).
 """
 
 from __future__ import annotations
@@ -1144,7 +1147,12 @@ def _outputs(kind: str, K: int, objective: str, mode: _Mode):
         return "none", ()
     # XGBClassifier.predict (xgboost/sklearn.py): binary "probability > 0.5", multiclass argmax
     # of the probabilities, multi:softmax the class index cast to int32; labels arange(K)
-    if kind == "values" and objective == "binary:logistic" and K == 1:
+    # one output: every objective that predicts values (binary:logistic, and also reg:logistic,
+    # binary:logitraw, reg:squarederror, count:poisson, ...: XGBClassifier fits any of them on
+    # labels 0 / 1) gives labels (p > 0.5) and predict_proba [1 - p, p] of its transformed value
+    # p (_cls_predict_proba: float32). binary:hinge's p is its 0 / 1 step, a transform treecomp
+    # lacks: refused below.
+    if kind == "values" and K == 1:
         return "proba_gt_half", (_labels(mode, 2, np.int64),)
     if kind == "values" and objective == "binary:logistic":
         # multi-label (several targets): float64 0. / 1. where a target's probability > 0.5,
@@ -1156,7 +1164,8 @@ def _outputs(kind: str, K: int, objective: str, mode: _Mode):
         return "argmax_raw", (_labels(mode, K, np.int32),)
     raise UnsupportedModelError(
         f"XGBClassifier with objective {objective!r} and {K} output(s) is not supported "
-        "(supported: binary:logistic, multi:softprob, multi:softmax with >= 3 classes); "
+        "(supported: one output of an objective that predicts values, such as binary:logistic, "
+        "reg:logistic or binary:logitraw; multi:softprob; multi:softmax with >= 3 classes); "
         "parse its Booster (get_booster()) to reproduce Booster.predict instead")
 
 
