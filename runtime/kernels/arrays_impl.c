@@ -524,11 +524,10 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(add_leaves)(
 }
 
 /* heap trees [t0, t0 + k) (k <= TC_FEWTREES) for each of nb (< TC_FEW, or a quantised model's
- * < TC_FLOATFEW_ROWS: float_few) rows: the k walks of a
- * row in flight together, level by level (each tree's walk is one chain of dependent loads:
+ * < float_rows: float_few) rows: the k walks of a row in flight together, level by level (each tree's walk is one chain of dependent loads:
  * node word, the row's value, threshold), then the row's leaves added in tree order (per row
  * the interpreter's summation order: rows are independent). Also what a few rows of a
- * quantised model over many columns take (run: tc_float_few), where binning every column a
+ * quantised model over many columns take (run: float_few), where binning every column a
  * row has would cost more than the walks. */
 static inline __attribute__((always_inline)) TC_ATTR void FN(heap_trees)(
     const tc_tables *T, int64_t t0, int64_t k, const TC_XT *xb, int64_t nb, TC_AT *ab,
@@ -776,25 +775,55 @@ static TC_ATTR void FN(naive)(const tc_tables *T, const TC_XT *xb, int64_t nb, T
   }
 }
 
-/* does a few rows' call (n < TC_FLOATFEW_ROWS) of a quantised model walk its float heaps
- * (heap_trees, a row at a time: measured faster than heap_s's rows in lanes up to 15 rows)
- * instead of binning the rows? Binning a row costs every column the tables have (q_ncols: for
- * one row ~20-25 cycles a column on Zen 4, the columns' level tables mostly beyond the first
- * cache once there are hundreds), the float walk a dependent step per level of every tree
- * (TC_FEWTREES walks in flight); the byte walk after binning is cheaper per tree than the float
- * one, so narrow models keep it. Rule: q_ncols * TC_FLOATFEW_COL > the trees' depths summed,
- * from TC_FLOATFEW_MINCOLS columns (below, the sum is not worth taking). */
+/* does a few rows' call of a quantised model walk its float heaps (heap_trees, a row at a
+ * time: measured faster than heap_s's rows in lanes up to 15 rows) instead of binning the rows?
+ * Per row, binning costs every column the tables have (q_ncols), the float walk a dependent
+ * step per level of every tree (TC_FEWTREES walks in flight) where the byte walk after binning
+ * takes a cheaper one. Prices fitted on one row (AVX-512, Zen 4 guest, 2026-11-28, the
+ * -DTC_TIMING pieces of bench/row_pieces.py, 100 XGBoost trees of depth 8): binning ~7.5 ns a
+ * column (27 cycles; 90 columns 680 ns, 968 columns 3.7 us), a float step ~4.1 ns (800 steps
+ * 3.3 us), a byte step ~1.4 ns (1.1 us): the float walk pays where q_ncols x 7.5 > steps x
+ * (4.1 - 1.4), q_ncols x 2.8 > steps; rounded: q_ncols x TC_FLOATFEW_COL (3) > the trees' depths
+ * summed, from TC_FLOATFEW_MINCOLS columns (below, the sum is not worth taking). Both sides
+ * grow with the rows until the quantiser bins rows in lanes, where binning a column costs a
+ * fraction per row: the row count where that starts bounds the rule (float_rows). One row:
+ * 100 trees of depth 8 over 968 / 2,000 features, kernel 9.3 / 10.4 us -> 3.5 / 2.6 (the
+ * byte walk's quantiser 3.7 / 8-23 us of it); 90 features keep the byte walk (1.9 us against
+ * 3.3). */
 #ifndef TC_FLOATFEW_MINCOLS
 #define TC_FLOATFEW_MINCOLS 128
-#endif
-#ifndef TC_FLOATFEW_ROWS
-#define TC_FLOATFEW_ROWS 16
 #endif
 #ifndef TC_FLOATFEW_COL
 #define TC_FLOATFEW_COL 3
 #endif
+/* the rows below which a call can take the float walks (paired in one process against the byte
+ * walk, 100 trees of depth 8 over 968 / 2,000 features, Zen 4 guest, 2026-11-28): AVX-512 float32
+ * rows: TC_ZQ_MINROWS (8: from there tc_zquant bins the rows and the byte walk wins, 8 / 9 rows
+ * 1.0x / 1.1x and 1.3x / 1.4x, while 7 rows of zq1 lose 2.0x); AVX2: 32 (rows from 32 are binned
+ * in lanes from a transposed block: 31 rows float 1.02x / 1.9x faster, 32 rows 2.1x / 1.3x
+ * slower); the portable path bins a row at a time however many: float faster at 8-48 rows
+ * (1.2x-2.2x), up to one block (64); float64 rows on AVX-512 and aarch64 16 (unmeasured
+ * there beyond the first 15: zq1 / the NEON quantiser) */
+static TC_ATTR int64_t FN(float_rows)(const tc_tables *T) {
+#ifdef TC_FLOATFEW_ROWS
+  (void)T;
+  return TC_FLOATFEW_ROWS;
+#elif TC_QVEC == 2
+  return sizeof(TC_XT) == 4 && T->q_lvl && FN(zquant_pays)(T) ? TC_ZQ_MINROWS : TC_ZQ1_ROWS;
+#elif TC_QVEC == 1
+  (void)T;
+  return 32;
+#elif TC_QARM
+  (void)T;
+  return 16;
+#else
+  (void)T;
+  return 64;
+#endif
+}
 static TC_ATTR int FN(float_few)(const tc_tables *T, int64_t n) {
-  if (!T->quant || T->naive || n >= TC_FLOATFEW_ROWS || T->q_ncols < TC_FLOATFEW_MINCOLS) return 0;
+  if (!T->quant || T->naive || T->q_ncols < TC_FLOATFEW_MINCOLS || n >= FN(float_rows)(T))
+    return 0;
   int64_t steps = 0;
   for (int64_t t = 0; t < T->n_trees; ++t) steps += T->tree_depth[t];
   return (int64_t)T->q_ncols * TC_FLOATFEW_COL > steps;
