@@ -1780,7 +1780,8 @@ def test_wide_model_few_rows_float_walk_against_xgboost(isa):
         k = p._kernel
         assert k.isa == isa and k.tables.meta["quant"]
         n_cols, steps = len(k._keep["q_len"]), int(k.tables.arrays["tree_depth"].sum())
-        assert (n_cols >= 128 and n_cols * 3 > steps) == is_wide, (n_cols, steps)
+        assert (n_cols >= 128 and n_cols * 3 > steps and 15 * steps < 7 * n_cols) == is_wide, \
+            (n_cols, steps)
         want = m.predict(Z, output_margin=True).reshape(-1, 1)
         want_p = m.predict_proba(Z)
         for Zin in (Z, Z.astype(np.float64)):
@@ -1790,6 +1791,42 @@ def test_wide_model_few_rows_float_walk_against_xgboost(isa):
                 for i in range(0, len(Z) - n, 3 * n + 1):
                     np.testing.assert_array_equal(p.predict_raw(Zin[i:i + n]), want[i:i + n])
                     np.testing.assert_array_equal(p.predict_proba(Zin[i:i + n]), want_p[i:i + n])
-        for n in (1, 2, 7):
+        # (8 and 15 rows on AVX-512: 15 x 48 steps < q_ncols x 7, tc_zquant's price loses)
+        for n in (1, 2, 7, 8, 15):
             assert _float_walk_taken(p, Z[:n]) == is_wide, (isa, is_wide, n)
         assert not _float_walk_taken(p, Z[:64])  # a batch: the byte walk
+
+
+@pytest.mark.parametrize("isa", ISAS[:3])
+def test_float_walk_row_limits(isa):
+    """The float heap walk's row limits per path (arrays_impl.c, float_rows / float_few): below
+    the rows from which each path's quantiser bins rows in lanes (AVX2 32, AVX-512 16 and, for
+    float32 rows from 8 rows, while rows x the trees' depths summed < q_ncols x 7: tc_zquant's
+    price a column against the float walk's a step; the portable path 64: it bins a row at a
+    time; NEON / SVE 16). 40 trees of depth 8 over 140 columns: the float walk for one row
+    (140 x 3 > 320 steps), on AVX-512 the byte walk from 8 float32 rows (8 x 320 >= 140 x 7).
+    Checked by which walk each call takes (_float_walk_taken) and bit for bit against the
+    interpreter."""
+    rng = np.random.default_rng(40)
+    nf = 140
+    trees = []
+    for _ in range(40):
+        t = _complete_tree(rng, 8, nf)
+        thr = np.where(t.left >= 0, np.round(t.threshold, 1), 0.0).astype(np.float32).astype(np.float64)
+        trees.append(dataclasses.replace(t, threshold=thr,
+                                         value=t.value.astype(np.float32).astype(np.float64)))
+    f = Forest(trees=tuple(trees), n_features=nf, n_outputs=1, tree_output=np.zeros(40, int),
+               base_score=[0.5], comparison="<", input_dtype="float32", accumulate_dtype="float32")
+    p = treecomp.compile(f, backend="arrays", layout="quant", isa=isa)
+    k = p._kernel
+    assert k.isa == isa and k.tables.meta["quant"]
+    n_cols, steps = len(k._keep["q_len"]), int(k.tables.arrays["tree_depth"].sum())
+    assert n_cols >= 128 and n_cols * 3 > steps and 8 * steps >= 7 * n_cols, (n_cols, steps)
+    X = random_rows(f, 40, seed=3).astype(np.float32)
+    want = interp.predict_raw(f, X)
+    limit = {"scalar": 64, "avx2": 32}.get(isa, 16)
+    for n in (1, 7, 8, 15, 16, 31, 32, 63, 64):
+        float_walk = n < limit and not (isa == "avx512" and n >= 8 and n * steps >= 7 * n_cols)
+        assert _float_walk_taken(p, X[:n]) == float_walk, (isa, n)
+        np.testing.assert_array_equal(p.predict_raw(X[:n]), want[:n])
+        np.testing.assert_array_equal(p.predict_raw(X[:n].astype(np.float64)), want[:n])
