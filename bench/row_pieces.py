@@ -109,8 +109,8 @@ def main(argv=None) -> int:
             for k, piece in enumerate(pieces, 1):
                 line += f" {piece} {med[k]:5.0f} ns ({med[k] * ghz:5.0f} cyc)"
                 if i:
-                    q = statistics.median(a[k] / b[k] for a, b in zip(res[0], res[i]) if b[k])
-                    line += f" {q:.2f}x"
+                    q = [a[k] / b[k] for a, b in zip(res[0], res[i]) if b[k]]
+                    line += f" {statistics.median(q):.2f}x" if q else " -"  # (no such piece)
             print(line, flush=True)
     return 0
 

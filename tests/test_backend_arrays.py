@@ -1723,3 +1723,110 @@ def test_wide_depth8_byte_walk(isa, nf, x, cmp):
         np.testing.assert_array_equal(p.predict_raw(Xin), want)
         for i, n in ((0, 1), (3, 7), (20, 17), (50, 64), (200, 100), (300, 131)):
             np.testing.assert_array_equal(p.predict_raw(Xin[i:i + n]), want[i:i + n])
+
+
+def _float_walk_taken(p, Z) -> bool:
+    """Does the arrays kernel walk the float heaps (heap_trees / heap_s) for a call of len(Z)
+    rows? Only those walks read h_thr (the byte walks read the quantised tables derived from it
+    at load), so with every heap threshold spoilt in place (+inf: each finite value goes left)
+    the call's margins change exactly when the float walk runs."""
+    thr = p._kernel._keep["h_thr"]
+    good = p.predict_raw(Z)
+    saved = thr.copy()
+    try:
+        thr[:] = np.inf
+        spoilt = p.predict_raw(Z)
+    finally:
+        thr[:] = saved
+    np.testing.assert_array_equal(p.predict_raw(Z), good)  # (restored)
+    return not np.array_equal(spoilt, good)
+
+
+def _wide_xgb_model(nf):
+    """A small XGBoost binary model of 6 trees of depth 8 over nf features, most of them used,
+    missing values in the training rows; and rows on its thresholds, +-1 ULP, NaN, +-inf."""
+    xgb = pytest.importorskip("xgboost")
+    rng = np.random.default_rng(nf)
+    X = rng.normal(size=(1200, nf)).astype(np.float32)
+    w = rng.normal(size=nf)
+    y = (X @ w + rng.normal(scale=0.5, size=len(X)) > 0).astype(int)
+    X[rng.random(X.shape) < 0.05] = np.nan
+    m = xgb.XGBClassifier(n_estimators=6, max_depth=8, tree_method="hist", n_jobs=1,
+                          learning_rate=0.3, min_child_weight=0, random_state=0).fit(X, y)
+    f = treecomp.parse(m)
+    Z = edge_rows(f, X[:200], n=90, seed=nf).astype(np.float32)
+    nodes = [(t.feature[i], np.float32(t.threshold[i])) for t in f.trees
+             for i in np.flatnonzero(t.left >= 0)]
+    for r in range(0, len(Z), 2):  # every other row: a third of the nodes' features on or next to them
+        for k in rng.choice(len(nodes), len(nodes) // 3, replace=False):
+            feat, thr = nodes[k]
+            Z[r, feat] = np.nextafter(thr, np.float32(rng.choice([-np.inf, np.inf]))) \
+                if rng.random() < 0.5 else thr
+    return m, f, Z
+
+
+@pytest.mark.parametrize("isa", ISAS[:3])
+def test_wide_model_few_rows_float_walk_against_xgboost(isa):
+    """A few rows of a quantised model over many used columns walk the float heaps instead of
+    binning every column of the rows (arrays_impl.c, float_few: q_ncols x 3 > the trees' depths
+    summed, from 128 columns, below TC_FLOATFEW_ROWS rows); a narrow model's rows and a wide
+    model's larger batches keep the byte walk. Both give XGBoost's margins and probabilities bit
+    for bit (1, 2, 7 rows and a batch; float32 and float64 rows), and the path each call takes
+    is checked (_float_walk_taken), so a rule broken either way fails here."""
+    wide = _wide_xgb_model(480)
+    narrow = _wide_xgb_model(40)
+    for (m, f, Z), is_wide in ((wide, True), (narrow, False)):
+        p = treecomp.compile(m, backend="arrays", layout="quant", isa=isa)
+        k = p._kernel
+        assert k.isa == isa and k.tables.meta["quant"]
+        n_cols, steps = len(k._keep["q_len"]), int(k.tables.arrays["tree_depth"].sum())
+        assert (n_cols >= 128 and n_cols * 3 > steps and 15 * steps < 7 * n_cols) == is_wide, \
+            (n_cols, steps)
+        want = m.predict(Z, output_margin=True).reshape(-1, 1)
+        want_p = m.predict_proba(Z)
+        for Zin in (Z, Z.astype(np.float64)):
+            np.testing.assert_array_equal(p.predict_raw(Zin), want)
+            np.testing.assert_array_equal(p.predict_proba(Zin), want_p)
+            for n in (1, 2, 7):
+                for i in range(0, len(Z) - n, 3 * n + 1):
+                    np.testing.assert_array_equal(p.predict_raw(Zin[i:i + n]), want[i:i + n])
+                    np.testing.assert_array_equal(p.predict_proba(Zin[i:i + n]), want_p[i:i + n])
+        # (8 and 15 rows on AVX-512: 15 x 48 steps < q_ncols x 7, tc_zquant's price loses)
+        for n in (1, 2, 7, 8, 15):
+            assert _float_walk_taken(p, Z[:n]) == is_wide, (isa, is_wide, n)
+        assert not _float_walk_taken(p, Z[:64])  # a batch: the byte walk
+
+
+@pytest.mark.parametrize("isa", ISAS[:3])
+def test_float_walk_row_limits(isa):
+    """The float heap walk's row limits per path (arrays_impl.c, float_rows / float_few): below
+    the rows from which each path's quantiser bins rows in lanes (AVX2 32, AVX-512 16 and, for
+    float32 rows from 8 rows, while rows x the trees' depths summed < q_ncols x 7: tc_zquant's
+    price a column against the float walk's a step; the portable path 64: it bins a row at a
+    time; NEON / SVE 16). 40 trees of depth 8 over 140 columns: the float walk for one row
+    (140 x 3 > 320 steps), on AVX-512 the byte walk from 8 float32 rows (8 x 320 >= 140 x 7).
+    Checked by which walk each call takes (_float_walk_taken) and bit for bit against the
+    interpreter."""
+    rng = np.random.default_rng(40)
+    nf = 140
+    trees = []
+    for _ in range(40):
+        t = _complete_tree(rng, 8, nf)
+        thr = np.where(t.left >= 0, np.round(t.threshold, 1), 0.0).astype(np.float32).astype(np.float64)
+        trees.append(dataclasses.replace(t, threshold=thr,
+                                         value=t.value.astype(np.float32).astype(np.float64)))
+    f = Forest(trees=tuple(trees), n_features=nf, n_outputs=1, tree_output=np.zeros(40, int),
+               base_score=[0.5], comparison="<", input_dtype="float32", accumulate_dtype="float32")
+    p = treecomp.compile(f, backend="arrays", layout="quant", isa=isa)
+    k = p._kernel
+    assert k.isa == isa and k.tables.meta["quant"]
+    n_cols, steps = len(k._keep["q_len"]), int(k.tables.arrays["tree_depth"].sum())
+    assert n_cols >= 128 and n_cols * 3 > steps and 8 * steps >= 7 * n_cols, (n_cols, steps)
+    X = random_rows(f, 40, seed=3).astype(np.float32)
+    want = interp.predict_raw(f, X)
+    limit = {"scalar": 64, "avx2": 32}.get(isa, 16)
+    for n in (1, 7, 8, 15, 16, 31, 32, 63, 64):
+        float_walk = n < limit and not (isa == "avx512" and n >= 8 and n * steps >= 7 * n_cols)
+        assert _float_walk_taken(p, X[:n]) == float_walk, (isa, n)
+        np.testing.assert_array_equal(p.predict_raw(X[:n]), want[:n])
+        np.testing.assert_array_equal(p.predict_raw(X[:n].astype(np.float64)), want[:n])

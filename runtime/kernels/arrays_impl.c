@@ -524,11 +524,10 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(add_leaves)(
 }
 
 /* heap trees [t0, t0 + k) (k <= TC_FEWTREES) for each of nb (< TC_FEW, or a quantised model's
- * < TC_FLOATFEW_ROWS: float_few) rows: the k walks of a
- * row in flight together, level by level (each tree's walk is one chain of dependent loads:
+ * < float_rows: float_few) rows: the k walks of a row in flight together, level by level (each tree's walk is one chain of dependent loads:
  * node word, the row's value, threshold), then the row's leaves added in tree order (per row
  * the interpreter's summation order: rows are independent). Also what a few rows of a
- * quantised model over many columns take (run: tc_float_few), where binning every column a
+ * quantised model over many columns take (run: float_few), where binning every column a
  * row has would cost more than the walks. */
 static inline __attribute__((always_inline)) TC_ATTR void FN(heap_trees)(
     const tc_tables *T, int64_t t0, int64_t k, const TC_XT *xb, int64_t nb, TC_AT *ab,
@@ -776,28 +775,64 @@ static TC_ATTR void FN(naive)(const tc_tables *T, const TC_XT *xb, int64_t nb, T
   }
 }
 
-/* does a few rows' call (n < TC_FLOATFEW_ROWS) of a quantised model walk its float heaps
- * (heap_trees, a row at a time: measured faster than heap_s's rows in lanes up to 15 rows)
- * instead of binning the rows? Binning a row costs every column the tables have (q_ncols: for
- * one row ~20-25 cycles a column on Zen 4, the columns' level tables mostly beyond the first
- * cache once there are hundreds), the float walk a dependent step per level of every tree
- * (TC_FEWTREES walks in flight); the byte walk after binning is cheaper per tree than the float
- * one, so narrow models keep it. Rule: q_ncols * TC_FLOATFEW_COL > the trees' depths summed,
- * from TC_FLOATFEW_MINCOLS columns (below, the sum is not worth taking). */
+/* does a few rows' call of a quantised model walk its float heaps (heap_trees, a row at a
+ * time: measured faster than heap_s's rows in lanes up to 15 rows) instead of binning the rows?
+ * Per row, binning costs every column the tables have (q_ncols), the float walk a dependent
+ * step per level of every tree (TC_FEWTREES walks in flight) where the byte walk after binning
+ * takes a cheaper one. Prices fitted on one row (AVX-512, Zen 4 guest, 2026-11-28, the
+ * -DTC_TIMING pieces of bench/row_pieces.py, 100 XGBoost trees of depth 8): binning ~7.5 ns a
+ * column (27 cycles; 90 columns 680 ns, 968 columns 3.7 us), a float step ~4.1 ns (800 steps
+ * 3.3 us), a byte step ~1.4 ns (1.1 us): the float walk pays where q_ncols x 7.5 > steps x
+ * (4.1 - 1.4), q_ncols x 2.8 > steps; rounded: q_ncols x TC_FLOATFEW_COL (3) > the trees' depths
+ * summed, from TC_FLOATFEW_MINCOLS columns (below, the sum is not worth taking). Both sides
+ * grow with the rows until the quantiser bins rows in lanes, where binning a column costs a
+ * fraction per row: the row count where that starts bounds the rule (float_rows, and on
+ * AVX-512 TC_FLOATFEW_ZQ). One row, 100 trees of depth 8 over 968 / 2,000 features: kernel
+ * 9.3 / 10.4 us through the byte walk (its quantiser 3.7 / 8-23 us of it), 2.3 / 2.5 through
+ * the float walk; 90 features keep the byte walk (1.9 us against 3.3). */
 #ifndef TC_FLOATFEW_MINCOLS
 #define TC_FLOATFEW_MINCOLS 128
-#endif
-#ifndef TC_FLOATFEW_ROWS
-#define TC_FLOATFEW_ROWS 16
 #endif
 #ifndef TC_FLOATFEW_COL
 #define TC_FLOATFEW_COL 3
 #endif
+/* the rows below which a call can take the float walks (paired in one process against the byte
+ * walk, 100 trees of depth 8 over 968 / 2,000 features, Zen 4 guest, 2026-11-28): AVX2: 32 (rows
+ * from 32 are binned in lanes from a transposed block: 31 rows float 1.02x / 1.9x faster, 32
+ * rows 2.1x / 1.3x slower); the portable path bins a row at a time however many: float faster
+ * at 8-48 rows (1.2x-2.2x), up to one block (64); AVX-512 and aarch64 16 (AVX-512: zq1 below,
+ * and see float_few) */
+static TC_ATTR int64_t FN(float_rows)(void) {
+#ifdef TC_FLOATFEW_ROWS
+  return TC_FLOATFEW_ROWS;
+#elif TC_QVEC == 1
+  return 32;
+#elif TC_QVEC == 2 || TC_QARM
+  return 16;
+#else
+  return 64;
+#endif
+}
+/* AVX-512, float32 rows from TC_ZQ_MINROWS (8): tc_zquant bins the block's rows in lanes for
+ * about a price a column whatever the rows (~22-26 ns: 968 / 1,631 columns 25 / 35 us a call
+ * of 8-15 rows, the byte walk included), the float walk ~2.8-3.1 ns a step and row (rows in
+ * cache): the float walk while rows x steps < q_ncols x TC_FLOATFEW_ZQ (25 ns / 3 ns ~ 8;
+ * 7 from the crossovers measured with the rows in cache: 968 columns ~9.5 rows, 7.9; 1,631
+ * ~13.5 rows, 6.6). Rows streamed from memory move them (the float walk's reads of the rows
+ * miss): 968 ~10 rows, 1,631 below 8. */
+#ifndef TC_FLOATFEW_ZQ
+#define TC_FLOATFEW_ZQ 7
+#endif
 static TC_ATTR int FN(float_few)(const tc_tables *T, int64_t n) {
-  if (!T->quant || T->naive || n >= TC_FLOATFEW_ROWS || T->q_ncols < TC_FLOATFEW_MINCOLS) return 0;
+  if (!T->quant || T->naive || T->q_ncols < TC_FLOATFEW_MINCOLS || n >= FN(float_rows)()) return 0;
   int64_t steps = 0;
   for (int64_t t = 0; t < T->n_trees; ++t) steps += T->tree_depth[t];
-  return (int64_t)T->q_ncols * TC_FLOATFEW_COL > steps;
+  if ((int64_t)T->q_ncols * TC_FLOATFEW_COL <= steps) return 0;
+#if TC_QVEC == 2
+  if (n >= TC_ZQ_MINROWS && sizeof(TC_XT) == 4 && T->q_lvl && FN(zquant_pays)(T))
+    return n * steps < (int64_t)T->q_ncols * TC_FLOATFEW_ZQ;
+#endif
+  return 1;
 }
 
 /* ---- driver: cast blocks of rows to TC_XT, start from the base score, average ------------- */
