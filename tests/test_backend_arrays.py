@@ -880,6 +880,83 @@ def test_few_rows_interval_walk(isa, comparison, x, acc, no):
 
 
 @pytest.mark.parametrize("isa", ISAS[:3])
+@pytest.mark.parametrize("comparison,x,acc,no", [("<=", "float64", "float64", 1),
+                                                 ("<", "float32", "float32", 1),
+                                                 ("<=", "float64", "float64", 3)])
+@pytest.mark.parametrize("n_trees", [40, 90, 130])
+def test_few_rows_interval_lanes(isa, comparison, x, acc, no, n_trees):
+    """The AVX-512 few-row interval walk with 64 trees in a vector's lanes (bv_zl, zbvlanes):
+    forests of >= 32 trees of 1..128 leaves mixed in each 64-tree group (single leaves, chains,
+    complete and unbalanced trees; the group's slots are its largest tree's nodes, the others
+    padded), fewer than 64 trees, 65..128 and 129..192 (a last group alone or in a pair); NaN
+    sent both ways, rows on thresholds, +-1 ULP; 1..15 rows, bit for bit against the
+    interpreter. Several outputs: the leaves added into their own margins in tree order."""
+    rng = np.random.default_rng(31 + n_trees)
+    sizes = [1, 2, 3, 9, 31, 63, 64, 65, 100, 128]
+    trees = []
+    for i in range(n_trees):
+        k = sizes[rng.integers(len(sizes))] if i % 9 else (1, 64, 128)[i % 3]
+        if k == 1:
+            trees.append(leaf_tree(float(rng.normal())))
+        elif i % 11 == 5 and k <= 64:
+            trees.append(chain_tree(k - 1, 30, rng))
+        elif i % 7 == 3:
+            trees.append(_complete_tree(rng, 6, 30, p_leaf=0.2))
+        else:
+            trees.append(_unbalanced_tree(rng, k, 30))
+    trees = [dataclasses.replace(t, default_left=rng.random(t.n_nodes) < 0.5) for t in trees]
+    if acc == "float32":
+        trees = [dataclasses.replace(t, value=t.value.astype(np.float32).astype(np.float64)) for t in trees]
+    f = Forest(trees=tuple(trees), n_features=30, n_outputs=no, tree_output=np.arange(n_trees) % no,
+               base_score=np.full(no, 0.125), comparison=comparison, input_dtype=x, accumulate_dtype=acc)
+    assert max(t.n_leaves for t in trees) == 128
+    X = random_rows(f, 100, seed=9)
+    X = X[np.random.default_rng(4).permutation(len(X))]
+    p = treecomp.compile(f, backend="arrays", layout="bitvec", isa=isa)
+    k = p._kernel
+    assert k.isa == isa and k._bitvec
+    # (built on every ISA: the AVX-512 path reads it)
+    zlo, nint = k._keep["bv_zlo"], k.tables.arrays["tree_nint"]
+    groups = -(-n_trees // 64)
+    assert len(zlo) == groups + 1
+    for g in range(groups):
+        assert zlo[g + 1] - zlo[g] == nint[64 * g:64 * g + 64].max()
+    assert len(k._keep["bv_zl"]) == 256 * zlo[-1]
+    _few_row_checks(p, f, X)
+    # fewer than BV_LANES_MIN_TREES trees, or a categorical node: no lanes table
+    few = f.replace(trees=f.trees[:20], tree_output=np.arange(20) % no)
+    assert "bv_zl" not in treecomp.compile(few, backend="arrays", layout="bitvec", isa=isa)._kernel._keep
+
+
+def test_few_rows_interval_lanes_lightgbm():
+    """LightGBM models on the lanes walk (bv_zl): binary, 70 trees of 2..63 leaves, and 3
+    classes x 30 rounds of 7..100 leaves (> 64: no leaf masks, only the lanes walk); float64 rows with NaN, on thresholds, +-1 ULP; 1, 2 and 7 rows at a time on
+    every native ISA, bit for bit against LightGBM's raw scores and predict_proba."""
+    lgb = pytest.importorskip("lightgbm")
+    rng = np.random.default_rng(15)
+    X = rng.normal(size=(3000, 40))
+    X[:, 5] = rng.integers(0, 6, len(X))
+    X[rng.random(X.shape) < 0.1] = np.nan
+    s = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) * np.nan_to_num(X[:, 2]) + rng.normal(0, 0.3, len(X))
+    kw = dict(min_child_samples=3, min_split_gain=1.0, n_jobs=1, verbose=-1, random_state=0)
+    binary = lgb.LGBMClassifier(n_estimators=70, num_leaves=63, **kw).fit(X, s > 0)
+    multi = lgb.LGBMClassifier(n_estimators=30, num_leaves=100, **kw).fit(X, np.digitize(s, [-0.5, 0.5]))
+    for model in (binary, multi):
+        f = treecomp.parse(model)
+        assert len({t.n_leaves for t in f.trees}) > 5
+        assert (max(t.n_leaves for t in f.trees) > 64) == (model is multi)
+        Z = edge_rows(f, X[:300], n=120, seed=3)
+        want = model.booster_.predict(Z, raw_score=True)
+        for isa in NATIVE:
+            p = treecomp.compile(model, backend="arrays", isa=isa)
+            assert p._kernel.isa == isa and "bv_zl" in p._kernel._keep
+            for i, n in zip(range(0, len(Z), 5), itertools.cycle((1, 2, 7))):
+                np.testing.assert_array_equal(p.predict_raw(Z[i:i + n]).reshape(want[i:i + n].shape),
+                                              want[i:i + n])
+                np.testing.assert_array_equal(p.predict_proba(Z[i:i + n]), model.predict_proba(Z[i:i + n]))
+
+
+@pytest.mark.parametrize("isa", ISAS[:3])
 @pytest.mark.parametrize("variant", ["categorical", "categorical-acc32", "categorical-trunc",
                                      "categorical-integral"])
 def test_few_rows_interval_walk_categorical(isa, variant):

@@ -924,7 +924,7 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
      * 236 against 58; AMD Zen 4, 2026-11-28), or below where the AVX-512 few-row interval walk
      * takes the block (zbvrows_w1) */
     else if (qb && (T->quant || nb >= TC_QVEC_MIN || (TC_QVEC && nb >= TC_FEW)
-                    || (TC_QVEC == 2 && T->bv_lmask && T->q_w1))) {
+                    || (TC_QVEC == 2 && (T->bv_lmask || T->bv_zl) && T->q_w1))) {
       uint8_t *rq = 0;
 #if TC_QVEC == 2
       if (nb < TC_QVEC_MIN && nb < TC_ZQ1_ROWS && T->quant && T->q_w1 && T->h_zq && T->q_ncols <= 128)

@@ -2055,6 +2055,72 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zbvrows_g)(
     if (no == 1) a[0] = one;
   }
 }
+/* ---- trees in lanes, interval walk (few rows, AVX-512: bv_zl) ---------------------------------
+ * The interval sweep (bvtree) of one row over 64 trees at once, a byte lane a tree: per node
+ * slot k of a group of 64 trees (each tree's k-th node in bitvec_tables' order, sorted by lo)
+ * one vpermi2b picks the row's byte of each tree's column from the row's 128-byte table
+ * (zbvrows_g's), a compare with the thresholds gives the 64 decisions, a masked compare of
+ * the positions with lo - 1 and a masked byte max move pos to hi where the row goes right and
+ * lo <= pos (tc_zsweep_g's recurrence, the lanes trees instead of rows). A tree shorter than
+ * its group's longest is padded with slots that never fire (threshold 127, lo - 1 = 127).
+ * After the group's last slot each lane's pos is its tree's exit leaf; the leaf values are
+ * then added one by one in tree order (the same adds, in the same order and dtype, as
+ * zbvrows_g's). Two groups are swept together (two independent chains through pos). Per node
+ * slot of 64 trees: 4 aligned 64-byte loads (256 bytes: 4 bytes a node) and 4 vector
+ * instructions, against zbvrows_g's ~10 bytes a node (node bytes, thresholds, 8-byte leaf
+ * masks) and per-tree mask work. */
+#ifndef TC_ZBVL_ONCE
+#define TC_ZBVL_ONCE
+static inline __attribute__((always_inline)) TC_ATTR __m512i tc_zbvstep(__m512i p, const uint8_t *s,
+                                                                        __m512i q0, __m512i q1) {
+  const __m512i x = _mm512_permutex2var_epi8(q0, _mm512_load_si512((const void *)s), q1);
+  const __mmask64 r = _mm512_cmpgt_epi8_mask(x, _mm512_load_si512((const void *)(s + 64)));
+  /* lo <= pos  <=>  pos > lo - 1 (all values < 128: the signed compare is right) */
+  const __mmask64 m = _mm512_mask_cmpgt_epi8_mask(r, p, _mm512_load_si512((const void *)(s + 128)));
+  return _mm512_mask_max_epu8(p, m, p, _mm512_load_si512((const void *)(s + 192)));
+}
+#endif
+static inline __attribute__((always_inline)) TC_ATTR void FN(zbvlanes)(
+    const tc_tables *T, const uint8_t *qb, int64_t gs, int64_t nb, TC_AT *ab) {
+  const int64_t no = T->n_outputs, nt = T->n_trees, ng = (nt + 63) >> 6;
+  const int NC = T->q_ncols;
+  const TC_AT *lv = (const TC_AT *)T->bv_leaf;
+  const uint8_t *zl = T->bv_zl;
+  const int64_t *zo = T->bv_zlo;
+  _Alignas(64) uint8_t pos[128];
+  for (int64_t r = 0; r < nb; ++r) {
+    const uint8_t *qg = qb + TC_QOFF(r);
+    uint8_t row[128];
+    _mm512_storeu_si512((void *)row, _mm512_set1_epi8((char)0x80));
+    _mm512_storeu_si512((void *)(row + 64), _mm512_set1_epi8((char)0x80));
+    for (int c = 0, e = NC < 128 ? NC : 128; c < e; ++c) row[c] = qg[(int64_t)c * TC_QR];
+    const __m512i q0 = _mm512_loadu_si512((const void *)row);
+    const __m512i q1 = _mm512_loadu_si512((const void *)(row + 64));
+    TC_AT *a = ab + r * no;
+    TC_AT one = a[0];  /* one output: the margin in a register */
+    for (int64_t g = 0; g < ng; g += 2) {
+      const int two = g + 1 < ng;
+      const uint8_t *s0 = zl + 256 * zo[g], *s1 = zl + 256 * zo[two ? g + 1 : g];
+      const int64_t n0 = zo[g + 1] - zo[g], n1 = two ? zo[g + 2] - zo[g + 1] : 0;
+      __m512i p0 = _mm512_setzero_si512(), p1 = _mm512_setzero_si512();
+      int64_t k = 0;
+      for (const int64_t m = n0 < n1 ? n0 : n1; k < m; ++k) {
+        p0 = tc_zbvstep(p0, s0 + 256 * k, q0, q1);
+        p1 = tc_zbvstep(p1, s1 + 256 * k, q0, q1);
+      }
+      for (int64_t j = k; j < n0; ++j) p0 = tc_zbvstep(p0, s0 + 256 * j, q0, q1);
+      for (int64_t j = k; j < n1; ++j) p1 = tc_zbvstep(p1, s1 + 256 * j, q0, q1);
+      _mm512_store_si512((void *)pos, p0);
+      _mm512_store_si512((void *)(pos + 64), p1);
+      const int64_t t0 = 64 * g, e = nt - t0 < 128 ? nt - t0 : 128;
+      if (no == 1)
+        for (int64_t j = 0; j < e; ++j) one += lv[T->tree_leaf[t0 + j] + pos[j]];
+      else
+        for (int64_t j = 0; j < e; ++j) a[T->tree_out[t0 + j]] += lv[T->tree_leaf[t0 + j] + pos[j]];
+    }
+    if (no == 1) a[0] = one;
+  }
+}
 static inline __attribute__((always_inline)) TC_ATTR void FN(zbvrows_w1)(
     const tc_tables *T, const uint8_t *qb, int64_t gs, int64_t nb, TC_AT *ab) {
   if (T->bv_catd) FN(zbvrows_g)(T, qb, gs, nb, ab, 1);
@@ -2071,6 +2137,11 @@ static TC_ATTR void FN(bvblock)(const tc_tables *T, const uint8_t *qb, int64_t g
 #if TC_QVEC == 2
   /* (categorical decisions' rows: a whole number of vectors that the row's buffer holds) */
   const int catw_ok = !T->bv_catd || (T->bv_catw > 0 && T->bv_catw <= TC_CATW_MAX && !(T->bv_catw & 63));
+  if (nb < TC_BVROWS_MAX && T->bv_zl && T->q_w1 && !cs) {
+    /* few rows, numeric nodes: 64 trees in lanes (zbvlanes) */
+    FN(zbvlanes)(T, qb, gs, nb, ab);
+    return;
+  }
   if (nb < (T->bv_catd ? TC_BVCROWS_MAX : TC_BVROWS_MAX) && T->bv_lmask && T->q_w1 && !cs && catw_ok) {
     /* few rows: see zbvrows_w1 */
     FN(zbvrows_w1)(T, qb, gs, nb, ab);

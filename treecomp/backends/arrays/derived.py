@@ -733,3 +733,45 @@ def zrow_lanes(c7: np.ndarray, thr: np.ndarray, node: np.ndarray, depth: np.ndar
     zt[g, s[None, :], 0, lane] = np.where(live, c7[idx], 0)
     zt[g, s[None, :], 1, lane] = np.where(live, thr.view(np.uint8)[idx], 0x7F)
     return zt.reshape(-1)
+
+
+#: the one-row interval walk with 64 trees in lanes (interval_lanes) for forests of at least
+#: this many trees (a group costs its longest tree's nodes however few trees it holds)
+BV_LANES_MIN_TREES = 32
+
+
+def interval_lanes(c7: np.ndarray, thr: np.ndarray, lo1: np.ndarray, hi: np.ndarray,
+                   node: np.ndarray, nint: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The AVX-512 one-row interval walk with 64 trees in a vector's lanes (quant_impl.c,
+    zbvlanes), for interval-walk forests of numeric nodes, <= 128 leaves a tree, <= 128
+    columns: per group of 64 consecutive trees (the last one padded) as many node slots as
+    its largest tree has internal nodes, 256 bytes each, 64-byte aligned: slot k's row-table
+    index (c7: the node's column), biased threshold (thr), lo - 1 (lo1) and hi of the k-th
+    node (bitvec_tables' order: sorted by lo) of each of the group's 64 trees. Slots past a
+    tree's nodes (and every slot of a padding lane) hold index 0, threshold 127 (no byte
+    exceeds it: the row never goes right there) and lo - 1 = 127 (no position exceeds it):
+    they never move the sweep's position. Returns the table and "bv_zlo", per group its first
+    slot (groups + 1 entries)."""
+    n = len(node)
+    groups = (n + 63) // 64
+    nint = nint.astype(np.int64)
+    padded = np.zeros(groups * 64, np.int64)
+    padded[:n] = nint
+    zlo = np.zeros(groups + 1, np.int64)
+    np.cumsum(padded.reshape(groups, 64).max(axis=1), out=zlo[1:])
+    total = int(zlo[-1])
+    buf = np.zeros(total * 256 + 64, np.uint8)
+    a = (-buf.ctypes.data) % 64
+    zl = buf[a:a + total * 256].reshape(total, 4, 64)
+    zl[:, 1, :] = 0x7F
+    zl[:, 2, :] = 0x7F
+    t = np.repeat(np.arange(n, dtype=np.int64), nint)
+    s = np.arange(len(t), dtype=np.int64) - np.repeat(excl_cumsum(nint)[:-1], nint)
+    src = node.astype(np.int64)[t] + s
+    slot, lane = zlo[t // 64] + s, t % 64
+    del t, s
+    zl[slot, 0, lane] = c7[src]
+    zl[slot, 1, lane] = thr.view(np.uint8)[src]
+    zl[slot, 2, lane] = lo1.view(np.uint8)[src]
+    zl[slot, 3, lane] = hi.view(np.uint8)[src]
+    return zl.reshape(-1), zlo
