@@ -922,10 +922,42 @@ def test_few_rows_interval_lanes(isa, comparison, x, acc, no, n_trees):
     for g in range(groups):
         assert zlo[g + 1] - zlo[g] == nint[64 * g:64 * g + 64].max()
     assert len(k._keep["bv_zl"]) == 256 * zlo[-1]
+    if n_trees == 130 and isa == "scalar":  # filled 64 trees at a time: the same table
+        q = k._quant
+        args = (q["h_qcol"].astype(np.uint8), k._keep["h_qthr"], k._bitvec["bv_lo1"],
+                k._bitvec["bv_hi"], k.tree_node, k.tables.arrays["tree_nint"])
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(arrays_derived, "LANES_CHUNK", 64)
+            small = arrays_derived.interval_lanes(*args)
+        assert np.array_equal(small["bv_zl"], k._keep["bv_zl"])
     _few_row_checks(p, f, X)
-    # fewer than BV_LANES_MIN_TREES trees, or a categorical node: no lanes table
+    # fewer than BV_LANES_MIN_TREES trees: no lanes table
     few = f.replace(trees=f.trees[:20], tree_output=np.arange(20) % no)
     assert "bv_zl" not in treecomp.compile(few, backend="arrays", layout="bitvec", isa=isa)._kernel._keep
+
+
+@pytest.mark.parametrize("isa", ISAS[:3])
+@pytest.mark.parametrize("variant", ["categorical", "categorical-acc32", "categorical-trunc"])
+def test_few_rows_interval_lanes_categorical(isa, variant):
+    """The lanes walk with categorical nodes: their byte compares never fire (threshold 127)
+    and their decisions come from the row's codes' rows (bv_zcatd, the nodes numbered in
+    (slot, lane) order), deposited per slot at its categorical lanes (bv_zcatk, bv_zk0).
+    70 trees (a pair of groups, the second short); rows with unseen, negative, fractional,
+    NaN and huge categories, on thresholds, +-1 ULP; 1..15 rows against the interpreter."""
+    f = random_forest(760 + len(variant), n_trees=70, n_features=9, max_depth=6,
+                      **FOREST_VARIANTS[variant])
+    assert max(t.n_leaves for t in f.trees) <= 64
+    X = random_rows(f, 100, seed=13)
+    X[::7, 0] = 1e30
+    X = X[np.random.default_rng(8).permutation(len(X))]
+    p = treecomp.compile(f, backend="arrays", layout="bitvec", isa=isa)
+    k = p._kernel
+    assert k.isa == isa and k._bitvec and k._keep["q_kind"].any()
+    catk = k._keep["bv_zcatk"]
+    assert len(catk) == k._keep["bv_zlo"][-1] and catk.any() and (catk != catk.max()).any()
+    # every categorical node once, in (slot, lane) order
+    assert sum(bin(int(c)).count("1") for c in catk) == len(k._keep["q_cat"]) // 32
+    _few_row_checks(p, f, X)
 
 
 def test_few_rows_interval_lanes_lightgbm():
@@ -1002,10 +1034,12 @@ def test_few_rows_interval_walk_many_categorical_nodes(isa):
     _few_row_checks(p, f, X)
 
 
-def test_few_rows_interval_walk_categorical_library():
+@pytest.mark.parametrize("max_iter", [30, 40])
+def test_few_rows_interval_walk_categorical_library(max_iter):
     """sklearn HistGradientBoosting with categorical features and missing values, one row, two
     and seven at a time on every native ISA: bit for bit against the library's own margins
-    (its category re-coding: unknown, negative and NaN categories go its way)."""
+    (its category re-coding: unknown, negative and NaN categories go its way). On AVX-512, 30
+    trees take the per-tree mask walk, 40 the lanes walk (>= 32 trees: bv_zcatd)."""
     ens = pytest.importorskip("sklearn.ensemble")
     rng = np.random.default_rng(12)
     n = 1500
@@ -1014,9 +1048,10 @@ def test_few_rows_interval_walk_categorical_library():
     X[:, 3] = rng.integers(0, 40, n)
     y = (X[:, 1] + np.isin(X[:, 0], [1, 4, 7]) + (X[:, 3] % 3 == 0) + rng.normal(0, 0.5, n)) > 0.8
     X[rng.random(X.shape) < 0.1] = np.nan
-    m = ens.HistGradientBoostingClassifier(categorical_features=[0, 3], max_iter=30,
+    m = ens.HistGradientBoostingClassifier(categorical_features=[0, 3], max_iter=max_iter,
                                            max_leaf_nodes=31, random_state=0).fit(X, y)
     f = treecomp.parse(m)
+    assert f.n_trees == max_iter
     Z = edge_rows(f, X[:200], n=80, seed=2)
     Z[::5, 0] = rng.choice([-1.0, 12.0, 99.0, 2.5, np.nan], len(Z[::5]))
     Z[1::5, 3] = rng.choice([-3.0, 40.0, 300.0, np.nan], len(Z[1::5]))
@@ -1025,6 +1060,7 @@ def test_few_rows_interval_walk_categorical_library():
         p = treecomp.compile(m, backend="arrays", isa=isa)
         if isa == "avx512":
             assert "bv_catd" in p._kernel._keep
+            assert ("bv_zcatd" in p._kernel._keep) == (max_iter >= 32)
         for i, k in zip(range(0, len(Z), 5), itertools.cycle((1, 2, 7))):
             np.testing.assert_array_equal(p.predict_raw(Z[i:i + k]).ravel(), want[i:i + k])
             np.testing.assert_array_equal(p.predict_proba(Z[i:i + k]), m.predict_proba(Z[i:i + k]))

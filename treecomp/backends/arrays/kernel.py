@@ -558,14 +558,17 @@ class ArraysKernel:
                     else:
                         keep.update(rows)
                         bv_catw = len(rows["bv_catd"]) // (256 * int(np.sum(q["q_kind"] == 1)))
-            if self._bitvec and len(q["q_feat"]) <= ZROW_MAX_COLS and not np.any(q["q_kind"]) \
+            if self._bitvec and len(q["q_feat"]) <= ZROW_MAX_COLS \
+                    and (not np.any(q["q_kind"]) or "bv_catd" in keep) \
                     and len(self.tree_node) >= BV_LANES_MIN_TREES and np.all(A["tree_width"] == 1):
-                # the AVX-512 one-row interval walk, 64 trees in lanes (quant_impl.c, zbvlanes)
-                zl, zlo = interval_lanes(q["h_qcol"].astype(np.uint8), keep["h_qthr"],
-                                         self._bitvec["bv_lo1"], self._bitvec["bv_hi"],
-                                         self.tree_node, A["tree_nint"])
-                if len(zl):
-                    keep["bv_zl"], keep["bv_zlo"] = zl, zlo
+                # the AVX-512 one-row interval walk, 64 trees in lanes (quant_impl.c, zbvlanes;
+                # categorical nodes' decisions by code as bv_catd's, numbered in lane order)
+                lanes = interval_lanes(q["h_qcol"].astype(np.uint8), keep["h_qthr"],
+                                       self._bitvec["bv_lo1"], self._bitvec["bv_hi"],
+                                       self.tree_node, A["tree_nint"], q["h_qcat"], q["q_kind"],
+                                       q["q_cat"], bv_catw)
+                if len(lanes["bv_zl"]):
+                    keep.update(lanes)
             if m.get("quant"):  # symmetric trees: one column and byte a level (zobl)
                 keep["h_qobl"] = oblivious_heaps(q["h_qcol"], q["h_qthr"], A["tree_layout"] == 0,
                                                  A["tree_nint"])
