@@ -3,8 +3,9 @@
 Shape: the byte walks' columns (one per feature, chunk of <= 255 distinct thresholds and NaN
 direction: q_feat / q_off / q_len / q_thr ..., each heap slot's column and threshold byte
 h_qcol / h_qthr), the quantiser's level tables (64 floats per column), the heap leaves as byte
-planes, the interval walk's per-node leaf intervals (bitvec_tables) and the deep path's 16-byte
-records plus top heaps (deep_tables). Floating point: no arithmetic on values; thresholds are
+planes, the interval walk's per-node leaf intervals (bitvec_tables), the AVX-512 one-row walks'
+trees-in-lanes tables (zrow_lanes, interval_lanes) and the deep path's 16-byte records plus
+top heaps (deep_tables). Floating point: no arithmetic on values; thresholds are
 only sorted and compared (-0.0 == 0.0 is one threshold), float64 thresholds also rounded to
 float32 as the quantiser's first guess, float32 thresholds mapped to order-preserving int32 keys.
 Everything is vectorised numpy (no per-node Python loops) over tables that validate() checked;
