@@ -1,7 +1,7 @@
 """Two arrays kernels side by side in one process, on the same tables and rows.
 
     python -m bench.kernel_ab --old OLD.so [--new NEW.so] [--cases xgb-binary,...] [--rows N]
-        [--rounds R] [--isa avx512] [--shapes]
+        [--rounds R] [--isa avx512] [--shapes] [--calls C]
 
 OLD.so / NEW.so: arrays kernel libraries (treecomp/_arrays_kernel*.so of two checkouts; the
 default NEW is the one this treecomp loads). Each case's model is compiled once with the arrays
@@ -93,29 +93,42 @@ def load_lib(path: str):
     return lib
 
 
-def ab(kernel, X: np.ndarray, libs: list, isa: int, rounds: int) -> dict:
-    """Time each lib's raw-margin call on X, alternating; outputs compared byte for byte."""
-    outs = [np.empty((len(X), kernel.head.n_outputs), kernel.tables.acc_dtype) for _ in libs]
+def ab(kernel, X: np.ndarray, libs: list, isa: int, rounds: int, calls: int = 1,
+       rows: int = 0) -> dict:
+    """Time each lib's raw-margin call on X, alternating; outputs compared byte for byte.
+    calls > 1: each round times `calls` calls of `rows` rows each, cycling through X's
+    consecutive windows of `rows` rows (small batches: one call is too short to time alone)."""
+    rows = rows if calls > 1 and rows > 0 else len(X)
+    wins = [np.ascontiguousarray(X[i:i + rows]) for i in range(0, len(X) - rows + 1, rows)]
+    outs = [[np.empty((rows, kernel.head.n_outputs), kernel.tables.acc_dtype) for _ in wins]
+            for _ in libs]
     sref = ctypes.addressof(kernel._struct)
     bits = X.dtype.itemsize * 8
+    # the addresses once (numpy's .ctypes costs microseconds a call)
+    xp = [w.ctypes.data for w in wins]
+    op = [[o.ctypes.data for o in oi] for oi in outs]
 
-    def call(i):
-        rc = libs[i].tc_arrays_predict(sref, X.ctypes.data, bits, len(X), outs[i].ctypes.data, isa, 0)
+    def call(i, w):
+        rc = libs[i].tc_arrays_predict(sref, xp[w], bits, rows, op[i][w], isa, 0)
         if rc:
             raise RuntimeError(f"kernel {i}: rc {rc}")
     for i in range(len(libs)):
-        call(i)
-    same = all(np.array_equal(outs[0].view(np.uint8), o.view(np.uint8)) for o in outs[1:])
+        for w in range(len(wins)):
+            call(i, w)
+    same = all(np.array_equal(outs[0][w].view(np.uint8), o[w].view(np.uint8))
+               for o in outs[1:] for w in range(len(wins)))
     wall = [[] for _ in libs]
     cpu = [[] for _ in libs]
+    nw = len(wins)
     for r in range(rounds):
         order = range(len(libs)) if r % 2 == 0 else reversed(range(len(libs)))
         for i in order:
             t0, c0 = time.perf_counter_ns(), time.thread_time_ns()
-            call(i)
+            for c in range(calls):
+                call(i, c % nw)
             c1, t1 = time.thread_time_ns(), time.perf_counter_ns()
-            wall[i].append((t1 - t0) / len(X))
-            cpu[i].append((c1 - c0) / len(X))
+            wall[i].append((t1 - t0) / (rows * calls))
+            cpu[i].append((c1 - c0) / (rows * calls))
     ratio = [statistics.median(a / b for a, b in zip(cpu[0], cpu[i])) for i in range(len(libs))]
     return {"same": same, "wall": [statistics.median(w) for w in wall],
             "cpu": [statistics.median(c) for c in cpu], "ratio": ratio}
@@ -132,6 +145,9 @@ def main(argv=None) -> int:
     ap.add_argument("--rows", type=int, default=20_000)
     ap.add_argument("--rounds", type=int, default=11)
     ap.add_argument("--isa", default="avx512")
+    ap.add_argument("--calls", type=int, default=1,
+                    help="calls a round, each of --rows rows, cycling through 64 windows of the "
+                    "case's rows (small batches; ctypes' ~1 us a call included in both)")
     args = ap.parse_args(argv)
     import treecomp
     from treecomp.backends.arrays import native
@@ -154,9 +170,9 @@ def main(argv=None) -> int:
         else:
             model, X = shape_model(nf, regression=nf == 90)
         forest = treecomp.parse(model)
-        X = np.ascontiguousarray(X[:args.rows])
+        X = np.ascontiguousarray(X[:args.rows * (64 if args.calls > 1 else 1)])
         k = build(forest, isa=args.isa)
-        r = ab(k, X, libs, isa, args.rounds)
+        r = ab(k, X, libs, isa, args.rounds, args.calls, args.rows)
         print(f"{name:28s} {r['cpu'][0]:10.1f} {r['cpu'][1]:10.1f} {r['ratio'][1]:8.3f} "
               f"{r['cpu'][1] * ghz:11.0f} {r['wall'][0]:9.1f} {r['wall'][1]:9.1f} {r['same']}",
               flush=True)

@@ -880,6 +880,115 @@ def test_few_rows_interval_walk(isa, comparison, x, acc, no):
 
 
 @pytest.mark.parametrize("isa", ISAS[:3])
+@pytest.mark.parametrize("comparison,x,acc,no", [("<=", "float64", "float64", 1),
+                                                 ("<", "float32", "float32", 1),
+                                                 ("<=", "float64", "float64", 3)])
+@pytest.mark.parametrize("n_trees", [40, 90, 130])
+def test_few_rows_interval_lanes(isa, comparison, x, acc, no, n_trees):
+    """The AVX-512 few-row interval walk with 64 trees in a vector's lanes (bv_zl, zbvlanes):
+    forests of >= 32 trees of 1..128 leaves mixed in each 64-tree group (single leaves, chains,
+    complete and unbalanced trees; the group's slots are its largest tree's nodes, the others
+    padded), fewer than 64 trees, 65..128 and 129..192 (a last group alone or in a pair); NaN
+    sent both ways, rows on thresholds, +-1 ULP; 1..15 rows, bit for bit against the
+    interpreter. Several outputs: the leaves added into their own margins in tree order."""
+    rng = np.random.default_rng(31 + n_trees)
+    sizes = [1, 2, 3, 9, 31, 63, 64, 65, 100, 128]
+    trees = []
+    for i in range(n_trees):
+        k = sizes[rng.integers(len(sizes))] if i % 9 else (1, 64, 128)[i % 3]
+        if k == 1:
+            trees.append(leaf_tree(float(rng.normal())))
+        elif i % 11 == 5 and k <= 64:
+            trees.append(chain_tree(k - 1, 30, rng))
+        elif i % 7 == 3:
+            trees.append(_complete_tree(rng, 6, 30, p_leaf=0.2))
+        else:
+            trees.append(_unbalanced_tree(rng, k, 30))
+    trees = [dataclasses.replace(t, default_left=rng.random(t.n_nodes) < 0.5) for t in trees]
+    if acc == "float32":
+        trees = [dataclasses.replace(t, value=t.value.astype(np.float32).astype(np.float64)) for t in trees]
+    f = Forest(trees=tuple(trees), n_features=30, n_outputs=no, tree_output=np.arange(n_trees) % no,
+               base_score=np.full(no, 0.125), comparison=comparison, input_dtype=x, accumulate_dtype=acc)
+    assert max(t.n_leaves for t in trees) == 128
+    X = random_rows(f, 100, seed=9)
+    X = X[np.random.default_rng(4).permutation(len(X))]
+    p = treecomp.compile(f, backend="arrays", layout="bitvec", isa=isa)
+    k = p._kernel
+    assert k.isa == isa and k._bitvec
+    # (built on every ISA: the AVX-512 path reads it)
+    zlo, nint = k._keep["bv_zlo"], k.tables.arrays["tree_nint"]
+    groups = -(-n_trees // 64)
+    assert len(zlo) == groups + 1
+    for g in range(groups):
+        assert zlo[g + 1] - zlo[g] == nint[64 * g:64 * g + 64].max()
+    assert len(k._keep["bv_zl"]) == 256 * zlo[-1]
+    if n_trees == 130 and isa == "scalar":  # filled 64 trees at a time: the same table
+        q = k._quant
+        args = (q["h_qcol"].astype(np.uint8), k._keep["h_qthr"], k._bitvec["bv_lo1"],
+                k._bitvec["bv_hi"], k.tree_node, k.tables.arrays["tree_nint"])
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(arrays_derived, "LANES_CHUNK", 64)
+            small = arrays_derived.interval_lanes(*args)
+        assert np.array_equal(small["bv_zl"], k._keep["bv_zl"])
+    _few_row_checks(p, f, X)
+    # fewer than BV_LANES_MIN_TREES trees: no lanes table
+    few = f.replace(trees=f.trees[:20], tree_output=np.arange(20) % no)
+    assert "bv_zl" not in treecomp.compile(few, backend="arrays", layout="bitvec", isa=isa)._kernel._keep
+
+
+@pytest.mark.parametrize("isa", ISAS[:3])
+@pytest.mark.parametrize("variant", ["categorical", "categorical-acc32", "categorical-trunc"])
+def test_few_rows_interval_lanes_categorical(isa, variant):
+    """The lanes walk with categorical nodes: their byte compares never fire (threshold 127)
+    and their decisions come from the row's codes' rows (bv_zcatd, the nodes numbered in
+    (slot, lane) order), deposited per slot at its categorical lanes (bv_zcatk, bv_zk0).
+    70 trees (a pair of groups, the second short); rows with unseen, negative, fractional,
+    NaN and huge categories, on thresholds, +-1 ULP; 1..15 rows against the interpreter."""
+    f = random_forest(760 + len(variant), n_trees=70, n_features=9, max_depth=6,
+                      **FOREST_VARIANTS[variant])
+    assert max(t.n_leaves for t in f.trees) <= 64
+    X = random_rows(f, 100, seed=13)
+    X[::7, 0] = 1e30
+    X = X[np.random.default_rng(8).permutation(len(X))]
+    p = treecomp.compile(f, backend="arrays", layout="bitvec", isa=isa)
+    k = p._kernel
+    assert k.isa == isa and k._bitvec and k._keep["q_kind"].any()
+    catk = k._keep["bv_zcatk"]
+    assert len(catk) == k._keep["bv_zlo"][-1] and catk.any() and (catk != catk.max()).any()
+    # every categorical node once, in (slot, lane) order
+    assert sum(bin(int(c)).count("1") for c in catk) == len(k._keep["q_cat"]) // 32
+    _few_row_checks(p, f, X)
+
+
+def test_few_rows_interval_lanes_lightgbm():
+    """LightGBM models on the lanes walk (bv_zl): binary, 70 trees of 2..63 leaves, and 3
+    classes x 30 rounds of 7..100 leaves (> 64: no leaf masks, only the lanes walk); float64 rows with NaN, on thresholds, +-1 ULP; 1, 2 and 7 rows at a time on
+    every native ISA, bit for bit against LightGBM's raw scores and predict_proba."""
+    lgb = pytest.importorskip("lightgbm")
+    rng = np.random.default_rng(15)
+    X = rng.normal(size=(3000, 40))
+    X[:, 5] = rng.integers(0, 6, len(X))
+    X[rng.random(X.shape) < 0.1] = np.nan
+    s = np.nan_to_num(X[:, 0]) + np.nan_to_num(X[:, 1]) * np.nan_to_num(X[:, 2]) + rng.normal(0, 0.3, len(X))
+    kw = dict(min_child_samples=3, min_split_gain=1.0, n_jobs=1, verbose=-1, random_state=0)
+    binary = lgb.LGBMClassifier(n_estimators=70, num_leaves=63, **kw).fit(X, s > 0)
+    multi = lgb.LGBMClassifier(n_estimators=30, num_leaves=100, **kw).fit(X, np.digitize(s, [-0.5, 0.5]))
+    for model in (binary, multi):
+        f = treecomp.parse(model)
+        assert len({t.n_leaves for t in f.trees}) > 5
+        assert (max(t.n_leaves for t in f.trees) > 64) == (model is multi)
+        Z = edge_rows(f, X[:300], n=120, seed=3)
+        want = model.booster_.predict(Z, raw_score=True)
+        for isa in NATIVE:
+            p = treecomp.compile(model, backend="arrays", isa=isa)
+            assert p._kernel.isa == isa and "bv_zl" in p._kernel._keep
+            for i, n in zip(range(0, len(Z), 5), itertools.cycle((1, 2, 7))):
+                np.testing.assert_array_equal(p.predict_raw(Z[i:i + n]).reshape(want[i:i + n].shape),
+                                              want[i:i + n])
+                np.testing.assert_array_equal(p.predict_proba(Z[i:i + n]), model.predict_proba(Z[i:i + n]))
+
+
+@pytest.mark.parametrize("isa", ISAS[:3])
 @pytest.mark.parametrize("variant", ["categorical", "categorical-acc32", "categorical-trunc",
                                      "categorical-integral"])
 def test_few_rows_interval_walk_categorical(isa, variant):
@@ -925,10 +1034,12 @@ def test_few_rows_interval_walk_many_categorical_nodes(isa):
     _few_row_checks(p, f, X)
 
 
-def test_few_rows_interval_walk_categorical_library():
+@pytest.mark.parametrize("max_iter", [30, 40])
+def test_few_rows_interval_walk_categorical_library(max_iter):
     """sklearn HistGradientBoosting with categorical features and missing values, one row, two
     and seven at a time on every native ISA: bit for bit against the library's own margins
-    (its category re-coding: unknown, negative and NaN categories go its way)."""
+    (its category re-coding: unknown, negative and NaN categories go its way). On AVX-512, 30
+    trees take the per-tree mask walk, 40 the lanes walk (>= 32 trees: bv_zcatd)."""
     ens = pytest.importorskip("sklearn.ensemble")
     rng = np.random.default_rng(12)
     n = 1500
@@ -937,9 +1048,10 @@ def test_few_rows_interval_walk_categorical_library():
     X[:, 3] = rng.integers(0, 40, n)
     y = (X[:, 1] + np.isin(X[:, 0], [1, 4, 7]) + (X[:, 3] % 3 == 0) + rng.normal(0, 0.5, n)) > 0.8
     X[rng.random(X.shape) < 0.1] = np.nan
-    m = ens.HistGradientBoostingClassifier(categorical_features=[0, 3], max_iter=30,
+    m = ens.HistGradientBoostingClassifier(categorical_features=[0, 3], max_iter=max_iter,
                                            max_leaf_nodes=31, random_state=0).fit(X, y)
     f = treecomp.parse(m)
+    assert f.n_trees == max_iter
     Z = edge_rows(f, X[:200], n=80, seed=2)
     Z[::5, 0] = rng.choice([-1.0, 12.0, 99.0, 2.5, np.nan], len(Z[::5]))
     Z[1::5, 3] = rng.choice([-3.0, 40.0, 300.0, np.nan], len(Z[1::5]))
@@ -948,6 +1060,7 @@ def test_few_rows_interval_walk_categorical_library():
         p = treecomp.compile(m, backend="arrays", isa=isa)
         if isa == "avx512":
             assert "bv_catd" in p._kernel._keep
+            assert ("bv_zcatd" in p._kernel._keep) == (max_iter >= 32)
         for i, k in zip(range(0, len(Z), 5), itertools.cycle((1, 2, 7))):
             np.testing.assert_array_equal(p.predict_raw(Z[i:i + k]).ravel(), want[i:i + k])
             np.testing.assert_array_equal(p.predict_proba(Z[i:i + k]), m.predict_proba(Z[i:i + k]))

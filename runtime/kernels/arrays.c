@@ -181,6 +181,21 @@ typedef struct {
   const uint8_t *bv_catd;
   const uint64_t *bv_catk;
   int64_t bv_catw;
+  /* appended: the AVX-512 one-row interval walk with 64 trees in a vector's lanes (quant_impl.c,
+   * zbvlanes; forests of >= 32 trees of <= 128 leaves, <= 128 columns (categorical nodes: with bv_catd),
+   * scalar leaves), or NULL: per group of 64 trees as many 256-byte node slots as its largest
+   * tree has nodes (slot k: the 64 trees' k-th nodes' h_qc7, h_qthr, bv_lo1, bv_hi bytes; padded
+   * with slots that never fire), 64-byte aligned; bv_zlo: per group its first slot (groups + 1).
+   * Derived (arrays_derived.py, interval_lanes). */
+  const uint8_t *bv_zl;
+  const int64_t *bv_zlo;
+  /* appended: with bv_zl and bv_catd, the lanes walk's categorical decisions (their thresholds
+   * 127 in bv_zl): bv_catd's rows with the categorical nodes numbered in (slot, lane) order
+   * (bv_catw bytes a row), per slot the mask of its categorical lanes and its first node's
+   * number; or NULL (no categorical node). Derived (arrays_derived.py, interval_lanes). */
+  const uint8_t *bv_zcatd;
+  const uint64_t *bv_zcatk;
+  const int64_t *bv_zk0;
 } tc_tables;
 
 /* a deep-path record: 16 bytes, children as byte offsets into d_recs (no scaling in the walk);

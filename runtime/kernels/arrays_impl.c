@@ -957,9 +957,11 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
      * from TC_FEW, where the float walk goes a tree at a time: HGB 200 x 31 leaves, AVX2, 4 and
      * 7 rows 44.6 / 75.7 us a call against 8 rows' sweep 11.8; LightGBM 500 x 63 leaves 138 /
      * 236 against 58; AMD Zen 4, 2026-11-28), or below where the AVX-512 few-row interval walk
-     * takes the block (zbvrows_w1) */
+     * takes the block (zbvrows_w1, zbvlanes), or on AVX2 the lanes walk of numeric forests
+     * (qbvlanes) */
     else if (qb && (T->quant || nb >= TC_QVEC_MIN || (TC_QVEC && nb >= TC_FEW)
-                    || (TC_QVEC == 2 && T->bv_lmask && T->q_w1))) {
+                    || (TC_QVEC == 2 && (T->bv_lmask || T->bv_zl) && T->q_w1)
+                    || (TC_QVEC == 1 && T->bv_zl && !T->bv_zcatd && T->q_w1))) {
       uint8_t *rq = 0;
 #if TC_QVEC == 2
       if (nb < TC_QVEC_MIN && nb < TC_ZQ1_ROWS && T->quant && T->q_w1 && T->h_zq && T->q_ncols <= 128)

@@ -3,8 +3,9 @@
 Shape: the byte walks' columns (one per feature, chunk of <= 255 distinct thresholds and NaN
 direction: q_feat / q_off / q_len / q_thr ..., each heap slot's column and threshold byte
 h_qcol / h_qthr), the quantiser's level tables (64 floats per column), the heap leaves as byte
-planes, the interval walk's per-node leaf intervals (bitvec_tables) and the deep path's 16-byte
-records plus top heaps (deep_tables). Floating point: no arithmetic on values; thresholds are
+planes, the interval walk's per-node leaf intervals (bitvec_tables), the AVX-512 one-row walks'
+trees-in-lanes tables (zrow_lanes, interval_lanes) and the deep path's 16-byte records plus
+top heaps (deep_tables). Floating point: no arithmetic on values; thresholds are
 only sorted and compared (-0.0 == 0.0 is one threshold), float64 thresholds also rounded to
 float32 as the quantiser's first guess, float32 thresholds mapped to order-preserving int32 keys.
 Everything is vectorised numpy (no per-node Python loops) over tables that validate() checked;
@@ -410,6 +411,18 @@ CAT_ROWS_MAX = 8192
 CAT_ROWS_MAX_BYTES = 1 << 20
 
 
+def code_rows(corder: np.ndarray, sets: np.ndarray, nct: int, W: int) -> np.ndarray:
+    """Per category-code column j (< nct) and code c a row of W bytes whose bit k is set where
+    categorical node k (k-th of corder / sets: its column's rank among the code columns, its
+    32-byte set of left-going codes) reads column j and sends code c right; (nct * 256 * W,)."""
+    right = np.unpackbits(sets, axis=1, bitorder="little") == 0  # (nodes, 256)
+    catd = np.zeros((nct, 256, W), np.uint8)
+    for j in range(nct):
+        bits = np.packbits((right & (corder == j)[:, None]).T, axis=1, bitorder="little")
+        catd[j, :, :bits.shape[1]] = bits
+    return catd.reshape(-1)
+
+
 def category_rows(h_qcol: np.ndarray, h_qcat: np.ndarray, q_kind: np.ndarray, q_cat: np.ndarray,
                   tree_node: np.ndarray, nint: np.ndarray) -> dict[str, np.ndarray] | None:
     """The AVX-512 few-row interval walk's categorical decisions (quant_impl.c, zbvrows_w1),
@@ -439,12 +452,7 @@ def category_rows(h_qcol: np.ndarray, h_qcat: np.ndarray, q_kind: np.ndarray, q_
     col = h_qcol[nodes]
     if np.any(col < 0) or np.any(col >= len(kind)) or not np.all(kind[col]):
         return None
-    corder = ordinal[col]
-    right = np.unpackbits(q_cat.reshape(ncat, 32), axis=1, bitorder="little") == 0  # (ncat, 256)
-    catd = np.zeros((nct, 256, W), np.uint8)
-    for j in range(nct):
-        bits = np.packbits((right & (corder == j)[:, None]).T, axis=1, bitorder="little")
-        catd[j, :, :bits.shape[1]] = bits
+    catd = code_rows(ordinal[col], q_cat.reshape(ncat, 32), nct, W)
     T = len(nint)
     catk = np.zeros(T, np.uint64)
     tn = np.asarray(tree_node, np.int64)
@@ -455,7 +463,7 @@ def category_rows(h_qcol: np.ndarray, h_qcat: np.ndarray, q_kind: np.ndarray, q_
     if np.any(pos >= 64) or np.any(pos >= np.asarray(nint, np.int64)[tree]):
         return None
     np.bitwise_or.at(catk, tree, np.left_shift(np.uint64(1), pos.astype(np.uint64)))
-    return {"bv_catd": catd.reshape(-1), "bv_catk": catk}
+    return {"bv_catd": catd, "bv_catk": catk}
 
 
 def oblivious_heaps(h_qcol: np.ndarray, h_qthr: np.ndarray, heap: np.ndarray,
@@ -733,3 +741,78 @@ def zrow_lanes(c7: np.ndarray, thr: np.ndarray, node: np.ndarray, depth: np.ndar
     zt[g, s[None, :], 0, lane] = np.where(live, c7[idx], 0)
     zt[g, s[None, :], 1, lane] = np.where(live, thr.view(np.uint8)[idx], 0x7F)
     return zt.reshape(-1)
+
+
+#: the one-row interval walk with 64 trees in lanes (interval_lanes) for forests of at least
+#: this many trees (a group costs its longest tree's nodes however few trees it holds)
+BV_LANES_MIN_TREES = 32
+#: interval_lanes fills its table this many trees at a time
+LANES_CHUNK = 4096
+
+
+def interval_lanes(c7: np.ndarray, thr: np.ndarray, lo1: np.ndarray, hi: np.ndarray,
+                   node: np.ndarray, nint: np.ndarray, h_qcat: np.ndarray | None = None,
+                   q_kind: np.ndarray | None = None, q_cat: np.ndarray | None = None,
+                   catw: int = 0) -> dict[str, np.ndarray]:
+    """The AVX-512 one-row interval walk with 64 trees in a vector's lanes (quant_impl.c,
+    zbvlanes), for interval-walk forests of <= 128 leaves a tree, <= 128 columns: "bv_zl", per
+    group of 64 consecutive trees (the last one padded) as many node slots as its largest tree
+    has internal nodes, 256 bytes each, 64-byte aligned: slot k's row-table index (c7: the
+    node's column), biased threshold (thr), lo - 1 (lo1) and hi of the k-th node
+    (bitvec_tables' order: sorted by lo) of each of the group's 64 trees. Slots past a tree's
+    nodes (and every slot of a padding lane) hold index 0, threshold 127 (no byte exceeds it:
+    the row never goes right there) and lo - 1 = 127 (no position exceeds it): they never move
+    the sweep's position. "bv_zlo": per group its first slot (groups + 1 entries).
+
+    Categorical nodes (h_qcat >= 0; catw: category_rows' row width, which their count fixes):
+    threshold 127 in the table (the byte compare never sends the row right there), and their
+    decisions as category_rows gives them, numbered in (slot, lane) order instead: "bv_zcatd"
+    (code_rows), "bv_zcatk" per slot the mask of its categorical lanes, "bv_zk0" per slot its
+    first categorical node's number (a slot's are consecutive)."""
+    n = len(node)
+    groups = (n + 63) // 64
+    nint = nint.astype(np.int64)
+    padded = np.zeros(groups * 64, np.int64)
+    padded[:n] = nint
+    zlo = np.zeros(groups + 1, np.int64)
+    np.cumsum(padded.reshape(groups, 64).max(axis=1), out=zlo[1:])
+    total = int(zlo[-1])
+    buf = np.zeros(total * 256 + 64, np.uint8)
+    a = (-buf.ctypes.data) % 64
+    zl = buf[a:a + total * 256].reshape(total, 4, 64)
+    zl[:, 1, :] = 0x7F
+    zl[:, 2, :] = 0x7F
+    cats = h_qcat is not None and q_kind is not None and q_cat is not None
+    cslot, clane, csrc = [], [], []
+    node = node.astype(np.int64)
+    for c0 in range(0, n, LANES_CHUNK):  # (chunks of trees: bounded temporaries on huge models)
+        c1 = min(n, c0 + LANES_CHUNK)
+        cn = nint[c0:c1]
+        t = np.repeat(np.arange(c0, c1, dtype=np.int64), cn)
+        s = np.arange(len(t), dtype=np.int64) - np.repeat(excl_cumsum(cn)[:-1], cn)
+        src = node[t] + s
+        slot, lane = zlo[t // 64] + s, t % 64
+        del t, s
+        zl[slot, 0, lane] = c7[src]
+        zl[slot, 1, lane] = thr.view(np.uint8)[src]
+        zl[slot, 2, lane] = lo1.view(np.uint8)[src]
+        zl[slot, 3, lane] = hi.view(np.uint8)[src]
+        if cats:
+            cat = h_qcat[src] >= 0
+            cslot.append(slot[cat]), clane.append(lane[cat]), csrc.append(src[cat])
+    out = {"bv_zl": zl.reshape(-1), "bv_zlo": zlo}
+    if cats and sum(len(x) for x in csrc):  # (<= CAT_ROWS_MAX nodes: category_rows)
+        slot, lane, src = np.concatenate(cslot), np.concatenate(clane), np.concatenate(csrc)
+        zl[slot, 1, lane] = 0x7F
+        order = np.lexsort((lane, slot))               # (slot, lane) order
+        slot, lane, src = slot[order], lane[order], src[order]
+        kind = np.asarray(q_kind) == 1
+        ordinal = np.cumsum(kind) - 1
+        ncat = len(q_cat) // 32
+        out["bv_zcatd"] = code_rows(ordinal[c7[src]], q_cat.reshape(ncat, 32)[h_qcat[src]],
+                                    int(kind.sum()), catw)
+        catk = np.zeros(total, np.uint64)
+        np.bitwise_or.at(catk, slot, np.left_shift(np.uint64(1), lane.astype(np.uint64)))
+        out["bv_zcatk"] = catk
+        out["bv_zk0"] = np.searchsorted(slot, np.arange(total), side="left").astype(np.int64)
+    return out

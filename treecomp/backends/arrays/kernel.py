@@ -53,8 +53,8 @@ from ...errors import ArtifactError, CompileError, warn_slow_path
 from ...ir import Forest, Head, Tree, head_of
 from ...native import PAIRS, kernel_error
 from . import native, so, vec, walkers
-from .derived import (DEEP_TOP_MAX, HEAP_PAD, QCIX_MAX_COLS, QUANT_ARRAYS, ZLANES_MIN_TREES,
-                      ZROW_MAX_COLS, bitvec_tables,
+from .derived import (BV_LANES_MIN_TREES, DEEP_TOP_MAX, HEAP_PAD, QCIX_MAX_COLS, QUANT_ARRAYS,
+                      ZLANES_MIN_TREES, ZROW_MAX_COLS, bitvec_tables, interval_lanes,
                       cat_byte_sets, category_rows, deep_tables, interval_masks, leaf_planes,
                       merge_nan_columns,
                       oblivious_heaps, quant_levels, quant_tables, zrow_lanes,
@@ -558,6 +558,17 @@ class ArraysKernel:
                     else:
                         keep.update(rows)
                         bv_catw = len(rows["bv_catd"]) // (256 * int(np.sum(q["q_kind"] == 1)))
+            if self._bitvec and len(q["q_feat"]) <= ZROW_MAX_COLS \
+                    and (not np.any(q["q_kind"]) or "bv_catd" in keep) \
+                    and len(self.tree_node) >= BV_LANES_MIN_TREES and np.all(A["tree_width"] == 1):
+                # the AVX-512 one-row interval walk, 64 trees in lanes (quant_impl.c, zbvlanes;
+                # categorical nodes' decisions by code as bv_catd's, numbered in lane order)
+                lanes = interval_lanes(q["h_qcol"].astype(np.uint8), keep["h_qthr"],
+                                       self._bitvec["bv_lo1"], self._bitvec["bv_hi"],
+                                       self.tree_node, A["tree_nint"], q["h_qcat"], q["q_kind"],
+                                       q["q_cat"], bv_catw)
+                if len(lanes["bv_zl"]):
+                    keep.update(lanes)
             if m.get("quant"):  # symmetric trees: one column and byte a level (zobl)
                 keep["h_qobl"] = oblivious_heaps(q["h_qcol"], q["h_qthr"], A["tree_layout"] == 0,
                                                  A["tree_nint"])
