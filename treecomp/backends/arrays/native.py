@@ -118,7 +118,7 @@ class CTables(ctypes.Structure):
                           ("c_plain", ctypes.c_int32), ("h_zq", ctypes.c_void_p),
                           ("h_zq8", ctypes.c_void_p), ("h_zt", ctypes.c_void_p),
                           ("bv_catd", ctypes.c_void_p), ("bv_catk", ctypes.c_void_p),
-                          ("bv_catw", ctypes.c_int64)]
+                          ("bv_catw", ctypes.c_int64), ("bv_bias", ctypes.c_int32)]
 
 def kernel_parts() -> dict[str, str]:
     """The kernel's translation units (baseline + entry points, AVX2 or NEON, AVX-512 or SVE),
