@@ -491,16 +491,19 @@ def _unbalanced_tree(rng, n_leaves, nf):
 
 
 @pytest.mark.parametrize("isa", ISAS)
+@pytest.mark.parametrize("big", [False, True])
 @pytest.mark.parametrize("comparison,x,acc,width", [("<", "float32", "float32", 1), ("<=", "float32", "float64", 1),
                                                     ("<=", "float64", "float64", 1), ("<", "float64", "float32", 3)])
-def test_bitvec_any_shape(isa, comparison, x, acc, width):
+def test_bitvec_any_shape(isa, big, comparison, x, acc, width):
     """The interval walk: trees of 1..128 leaves of any shape (random, deep chains), every tail
-    (64-row pairs, a lone 32-row group, fewer than 8 rows: the float walk)."""
+    (64-row pairs, a lone 32-row group, fewer than 8 rows: the float walk); big: with trees of
+    129..255 leaves too, whose positions the walk biases (derived.interval_bias: -127; paths
+    without a biased sweep walk the float tables)."""
     rng = np.random.default_rng(13)
     trees = [leaf_tree(0.5 if width == 1 else np.full(width, 0.5))]
-    for n_leaves in (2, 3, 7, 31, 63, 64, 100, 128):
+    for n_leaves in (2, 3, 7, 31, 63, 64, 100, 128) + ((129, 200, 255) if big else ()):
         trees.append(_unbalanced_tree(rng, n_leaves, 5))
-    trees.append(chain_tree(127, 5, rng))   # 128 leaves, depth 127
+    trees.append(chain_tree(254 if big else 127, 5, rng))   # 255 (128) leaves, as deep
     if width > 1:
         trees = [dataclasses.replace(t, value=rng.normal(size=(t.n_nodes, width))) for t in trees]
     if acc == "float32":
@@ -508,15 +511,51 @@ def test_bitvec_any_shape(isa, comparison, x, acc, width):
     f = Forest(trees=tuple(trees), n_features=5, n_outputs=width, tree_output=np.zeros(len(trees)),
                base_score=np.zeros(width), comparison=comparison, input_dtype=x, accumulate_dtype=acc,
                average=width > 1)
-    assert max(t.n_leaves for t in trees) == arrays_tables.BITVEC_MAX_LEAVES
+    assert max(t.n_leaves for t in trees) == (arrays_tables.BITVEC_MAX_LEAVES if big else 128)
     X = random_rows(f, 200)
     for block in (0, 5, 32, 96, 100):
         p = treecomp.compile(f, backend="arrays", layout="bitvec", isa=isa, block_rows=block)
         assert p._kernel.tables.meta["bitvec"]
+        assert p._kernel._bv_bias == (-127 if big else 0)
         _check(p, f, X)
-    big = f.replace(trees=f.trees + (_unbalanced_tree(rng, 129, 5),), tree_output=np.zeros(len(trees) + 1))
-    with pytest.raises(UnsupportedModelError, match="129 leaves"):
-        arrays_tables.flatten(big, "bitvec")
+    if big:
+        bigger = f.replace(trees=f.trees + (_unbalanced_tree(rng, 256, 5),), tree_output=np.zeros(len(trees) + 1))
+        with pytest.raises(UnsupportedModelError, match="256 leaves"):
+            arrays_tables.flatten(bigger, "bitvec")
+
+
+@pytest.mark.parametrize("isa", NATIVE)
+def test_interval_walk_of_255_leaf_trees_against_the_libraries(isa):
+    """LightGBM's num_leaves=255 (numeric, NaN, categorical splits; a multiclass model's class-
+    major margins) and HistGradientBoosting with max_leaf_nodes=200 and categories: trees of
+    129-255 leaves take the interval walk with biased positions (auto's layout), bit for bit
+    against the libraries for 1, 7, 40, 100 and 700 rows (was: the float walk, ~10x slower)."""
+    lgb = pytest.importorskip("lightgbm")
+    from sklearn.ensemble import HistGradientBoostingRegressor
+    rng = np.random.default_rng(29)
+    X = rng.normal(size=(6000, 12))
+    X[:, 11] = rng.integers(0, 20, len(X))
+    X[rng.random(X.shape) < 0.05] = np.nan
+    y = np.nan_to_num(X[:, 0]) * np.nan_to_num(X[:, 1]) + np.sin(3 * np.nan_to_num(X[:, 2])) \
+        + (np.nan_to_num(X[:, 11]) % 3) + rng.normal(size=len(X)) * 0.1
+    rows = np.vstack([rng.normal(size=(700, 12)), X[:300]])
+    rows[:700, 11] = rng.integers(-1, 25, 700)
+    rows[rng.random(rows.shape) < 0.05] = np.nan
+    params = {"num_leaves": 255, "min_data_in_leaf": 2, "min_sum_hessian_in_leaf": 0,
+              "verbose": -1, "num_threads": 1, "max_cat_to_onehot": 1}
+    reg = lgb.train(params, lgb.Dataset(X, y, categorical_feature=[11]), 6)
+    yc = rng.integers(0, 3, len(X))  # noise: every tree splits to its 255 leaves
+    clf = lgb.train({**params, "objective": "multiclass", "num_class": 3},
+                    lgb.Dataset(X, yc, categorical_feature=[11]), 3)
+    hgb = HistGradientBoostingRegressor(max_iter=4, max_leaf_nodes=200, min_samples_leaf=2,
+                                        categorical_features=[11], random_state=0).fit(X, y)
+    for model, predict in ((reg, reg.predict), (clf, clf.predict), (hgb, hgb.predict)):
+        f = treecomp.parse(model)
+        assert 128 < max(t.n_leaves for t in f.trees) <= 255
+        p = treecomp.compile(f, backend="arrays", isa=isa)
+        assert p._kernel._bitvec and p._kernel._bv_bias == -127
+        for n in (1, 7, 40, 100, len(rows)):
+            np.testing.assert_array_equal(p.predict(rows[:n]), predict(rows[:n]))
 
 
 @pytest.mark.parametrize("rule", ["nonneg", "trunc", "integral"])
@@ -606,8 +645,8 @@ def test_layout_choice_and_table_size():
     complete = _complete_tree(rng, 6, 5)
     sparse = chain_tree(8, 5, rng)  # depth 8, 9 leaves: 256 slots would be 28x its leaves
     f = random_forest(1, p_cat=0.5, n_trees=3)
-    # a 201-leaf tree rules out the byte walks: the float layouts are then chosen per tree
-    f = f.replace(trees=(complete, sparse) + f.trees[:1] + (chain_tree(200, 5, rng),),
+    # a 256-leaf tree rules out the byte walks: the float layouts are then chosen per tree
+    f = f.replace(trees=(complete, sparse) + f.trees[:1] + (chain_tree(255, 5, rng),),
                   tree_output=[0, 0, 0, 0])
     tab = arrays_tables.flatten(f, "auto")
     assert not tab.meta["quant"] and not tab.meta["bitvec"]
@@ -1358,7 +1397,7 @@ def test_auto_choice():
     cat = random_forest(1, n_trees=5, p_cat=0.3)  # <= 128 leaves: the interval walk
     assert arrays_tables.quant_eligible(cat) and backends.choose(cat) == "arrays"
     rng = np.random.default_rng(0)
-    big_cat = cat.replace(trees=cat.trees + (chain_tree(200, 6, rng),), tree_output=np.zeros(6))
+    big_cat = cat.replace(trees=cat.trees + (chain_tree(255, 6, rng),), tree_output=np.zeros(6))  # 256 leaves
     assert not arrays_tables.quant_eligible(big_cat) and backends.choose(big_cat) == "c"
     # the cost model: two trees over ~100 used features do not pay for quantising every row
     # (generated code wins); a hundred trees over the same features do

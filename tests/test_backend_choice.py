@@ -45,12 +45,12 @@ def test_arrays_path_is_the_layout_flatten_picks():
     "auto") without flattening: every variant, deep, sparse and mixed forests."""
     rng = np.random.default_rng(5)
     forests = [random_forest(s, **kw) for s, kw in enumerate(FOREST_VARIANTS.values())]
-    forests += [_forest(4, 10, 7, p_leaf=0.0), _forest(4, 10, 7, p_leaf=0.45),  # > 128 / <= 128 leaves
+    forests += [_forest(4, 10, 7, p_leaf=0.0), _forest(4, 10, 7, p_leaf=0.45),  # > 255 / <= 255 leaves
                 _forest(6, 8, 5, p_leaf=0.3), _forest(3, 12, 9, p_leaf=0.1),
                 _forest(5, 8, 5, p_leaf=0.1, input_dtype="float64"),
                 _forest(3, 11, 5, input_dtype="float64"),
                 _forest(3, 0, 4)]  # leaves only: "heap" (every forest with a split and numeric
-    # heaps of depth <= 8 is "quant", deeper ones of <= 128 leaves "bitvec")
+    # heaps of depth <= 8 is "quant", deeper ones of <= 255 leaves "bitvec")
     chain = random_forest(1, n_trees=3)
     forests.append(chain.replace(trees=chain.trees + (chain_tree(200, 6, rng),),
                                  tree_output=np.zeros(4, np.int32)))
@@ -107,7 +107,7 @@ def test_the_sparse_depth8_xgboost_model_takes_the_quantised_walk():
     f = treecomp.frontends.parse(m)
     depth = np.array([t.max_depth for t in f.trees])
     leaves = np.array([t.n_leaves for t in f.trees])
-    assert depth.max() == 8 and leaves.max() > arrays_tables.BITVEC_MAX_LEAVES
+    assert depth.max() == 8 and leaves.max() > arrays_tables.BITVEC_VS_QUANT_LEAVES
     assert (2 ** depth).sum() > np.maximum(64, 4 * leaves).sum()  # the old bound said no
     assert cost.arrays_path(f) == "quant" and _flatten_path(f) == "quant"
     p = treecomp.compile(m, backend="arrays")

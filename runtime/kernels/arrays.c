@@ -101,12 +101,12 @@ typedef struct {
   const uint8_t *q_leafb;       /* or NULL: leaves as byte planes, 4 or 8 (see tc_qleaf32/64) */
   const int64_t *q_leafb_off;   /* per tree: offset into q_leafb */
   int32_t q_w1;                 /* every tree's leaves are scalars (width 1) */
-  /* interval walk (quant_impl.c): compact trees of <= 128 leaves; h_qcol / h_qthr then hold
+  /* interval walk (quant_impl.c): compact trees of <= 255 leaves; h_qcol / h_qthr then hold
    * the compact nodes' columns and thresholds, each tree's nodes sorted by bv_lo1 */
   int32_t bitvec;
   const int64_t *bv_nint;       /* per tree: internal nodes */
-  const int8_t *bv_lo1;         /* per node: first leaf of its left subtree, minus 1 */
-  const int8_t *bv_hi;          /* per node: one past the last leaf of its left subtree */
+  const int8_t *bv_lo1;         /* per node: first leaf of its left subtree, minus 1 (+ bv_bias) */
+  const int8_t *bv_hi;          /* per node: one past the last leaf of its left subtree (+ bv_bias) */
   const void *bv_leaf;          /* accumulation dtype: leaf vectors in left-to-right order */
   const uint8_t *q_kind;        /* per column: 0 threshold bins, 1 category codes */
   const int32_t *h_qcat;        /* per node: its row of q_cat, or -1 (a numeric node) */
@@ -196,6 +196,10 @@ typedef struct {
   const uint8_t *bv_zcatd;
   const uint64_t *bv_zcatk;
   const int64_t *bv_zk0;
+  /* appended: the interval walk's bias (bv_lo1, bv_hi and the positions): 0 where every tree
+   * has <= 128 leaves, -127 where one has 129-255 (quant_impl.c, bvtree); the NEON unit's
+   * sweep takes unbiased tables only (else the float walk) */
+  int32_t bv_bias;
 } tc_tables;
 
 /* a deep-path record: 16 bytes, children as byte offsets into d_recs (no scaling in the walk);

@@ -880,7 +880,7 @@ TC_ATTR int32_t FN(run)(const tc_tables *T, const void *X, int32_t x_bits, int64
   const size_t n_xt = sizeof(TC_XT) == 4 && T->d_topd && !T->naive ? (size_t)(B * nf) : 0;
   const size_t n_buf = x_bits != (int32_t)(8 * sizeof(TC_XT)) ? (size_t)(B * nf) : 0;
   /* the byte walks: quantised heaps (any path), the interval walk (vector paths only) */
-  const int use_bv = T->bitvec && (TC_QVEC || TC_QARM);
+  const int use_bv = T->bitvec && (TC_QVEC || (TC_QARM && !T->bv_bias));
   /* a multiple of 32 (aligned_alloc's rule); plus 64 columns: the column mux (tc_qlevelc)
    * loads all of a power of two of columns, past the last group's own */
   const size_t qn = (T->quant || use_bv) && !T->naive && !FN(float_few)(T, n)

@@ -1298,10 +1298,12 @@ static inline __attribute__((always_inline)) TC_ATTR __m256i tc_cat_right(__m256
  * LightGBM batches of 20-70 rows 1.02x-1.04x: the shared call's prologue) */
 static inline __attribute__((always_inline)) TC_ATTR void tc_bvsweep_g(
     const uint8_t *q0, int64_t gs, const int32_t *co, const int8_t *tb, const int8_t *lo1,
-    const int8_t *hi, const int32_t *cat, const uint8_t *sets, int64_t nn, __m256i *out, const int G) {
+    const int8_t *hi, const int32_t *cat, const uint8_t *sets, int64_t nn, __m256i *out,
+    const int G, const int biased, int8_t bias) {
   __m256i p[4], r[4];
+  const __m256i off = _mm256_set1_epi8(-128);  /* biased: below every position */
 #pragma GCC unroll 4
-  for (int g = 0; g < G; ++g) p[g] = _mm256_setzero_si256();
+  for (int g = 0; g < G; ++g) p[g] = _mm256_set1_epi8(biased ? bias : 0);
   for (int64_t i = 0; i < nn; ++i) {
     if (cat[i] < 0) {
       const __m256i t = _mm256_set1_epi8(tb[i]);
@@ -1314,22 +1316,35 @@ static inline __attribute__((always_inline)) TC_ATTR void tc_bvsweep_g(
       for (int g = 0; g < G; ++g)
         r[g] = tc_cat_right(_mm256_load_si256((const __m256i *)(q0 + g * gs + TC_QCS * co[i])), st);
     }
-    /* lo <= pos  <=>  pos > lo - 1 (all values < 128: the signed compare is right) */
+    /* lo <= pos  <=>  pos > lo - 1 (signed bytes). Unbiased (<= 128 leaves) every value is
+     * in [-1, 127]: a masked-off 0 never raises pos (unsigned max); biased (129-255 leaves,
+     * see bvtree) positions are in [-127, 127]: the masked-off value is -128, by two blends
+     * (one off the chain through pos: the chain stays compare, blend, max) */
     const __m256i l = _mm256_set1_epi8(lo1[i]), h = _mm256_set1_epi8(hi[i]);
 #pragma GCC unroll 4
-    for (int g = 0; g < G; ++g)
-      p[g] = _mm256_max_epu8(p[g], _mm256_and_si256(_mm256_and_si256(r[g], h), _mm256_cmpgt_epi8(p[g], l)));
+    for (int g = 0; g < G; ++g) {
+      if (biased)
+        p[g] = _mm256_max_epi8(p[g], _mm256_blendv_epi8(off, _mm256_blendv_epi8(off, h, r[g]),
+                                                        _mm256_cmpgt_epi8(p[g], l)));
+      else
+        p[g] = _mm256_max_epu8(p[g], _mm256_and_si256(_mm256_and_si256(r[g], h), _mm256_cmpgt_epi8(p[g], l)));
+    }
   }
 #pragma GCC unroll 4
   for (int g = 0; g < G; ++g) out[g] = p[g];
 }
 static __attribute__((noinline)) TC_ATTR void tc_bvsweep(
     const uint8_t *q0, int64_t gs, const int32_t *co, const int8_t *tb, const int8_t *lo1,
-    const int8_t *hi, const int32_t *cat, const uint8_t *sets, int64_t nn, __m256i *out, int G) {
-  switch (G) {
-    case 4: tc_bvsweep_g(q0, gs, co, tb, lo1, hi, cat, sets, nn, out, 4); break;
-    case 2: tc_bvsweep_g(q0, gs, co, tb, lo1, hi, cat, sets, nn, out, 2); break;
-    default: tc_bvsweep_g(q0, gs, co, tb, lo1, hi, cat, sets, nn, out, 1); break;
+    const int8_t *hi, const int32_t *cat, const uint8_t *sets, int64_t nn, __m256i *out, int G,
+    int8_t bias) {
+  if (bias) switch (G) {
+    case 4: tc_bvsweep_g(q0, gs, co, tb, lo1, hi, cat, sets, nn, out, 4, 1, bias); break;
+    case 2: tc_bvsweep_g(q0, gs, co, tb, lo1, hi, cat, sets, nn, out, 2, 1, bias); break;
+    default: tc_bvsweep_g(q0, gs, co, tb, lo1, hi, cat, sets, nn, out, 1, 1, bias); break;
+  } else switch (G) {
+    case 4: tc_bvsweep_g(q0, gs, co, tb, lo1, hi, cat, sets, nn, out, 4, 0, 0); break;
+    case 2: tc_bvsweep_g(q0, gs, co, tb, lo1, hi, cat, sets, nn, out, 2, 0, 0); break;
+    default: tc_bvsweep_g(q0, gs, co, tb, lo1, hi, cat, sets, nn, out, 1, 0, 0); break;
   }
 }
 #endif
@@ -1558,11 +1573,12 @@ static inline __attribute__((always_inline)) TC_ATTR __mmask64 tc_zcat_right(__m
  * byte max (the AVX2 sweep's compare, and, compare, and, max) */
 static inline __attribute__((always_inline)) TC_ATTR void tc_zsweep_g(
     const uint8_t *q0, int64_t gs, const int32_t *co, const int8_t *tb, const int8_t *lo1,
-    const int8_t *hi, const int32_t *cat, const uint8_t *sets, int64_t nn, __m512i *out, const int G) {
+    const int8_t *hi, const int32_t *cat, const uint8_t *sets, int64_t nn, __m512i *out, const int G,
+    int8_t bias) {
   __m512i p[4];
   __mmask64 r[4];
 #pragma GCC unroll 4
-  for (int g = 0; g < G; ++g) p[g] = _mm512_setzero_si512();
+  for (int g = 0; g < G; ++g) p[g] = _mm512_set1_epi8(bias);
   for (int64_t i = 0; i < nn; ++i) {
     if (cat[i] < 0) {
       const __m512i t = _mm512_set1_epi8(tb[i]);
@@ -1573,22 +1589,23 @@ static inline __attribute__((always_inline)) TC_ATTR void tc_zsweep_g(
 #pragma GCC unroll 4
       for (int g = 0; g < G; ++g) r[g] = tc_zcat_right(tc_z64(q0 + g * gs, gs, (uint32_t)co[i]), st);
     }
-    /* lo <= pos  <=>  pos > lo - 1 (all values < 128: the signed compare is right) */
+    /* lo <= pos  <=>  pos > lo - 1 (biased signed bytes, see bvtree: signed max) */
     const __m512i l = _mm512_set1_epi8(lo1[i]), h = _mm512_set1_epi8(hi[i]);
 #pragma GCC unroll 4
     for (int g = 0; g < G; ++g)
-      p[g] = _mm512_mask_max_epu8(p[g], _mm512_mask_cmpgt_epi8_mask(r[g], p[g], l), p[g], h);
+      p[g] = _mm512_mask_max_epi8(p[g], _mm512_mask_cmpgt_epi8_mask(r[g], p[g], l), p[g], h);
   }
 #pragma GCC unroll 4
   for (int g = 0; g < G; ++g) out[g] = p[g];
 }
 static __attribute__((noinline)) TC_ATTR void tc_zsweep(
     const uint8_t *q0, int64_t gs, const int32_t *co, const int8_t *tb, const int8_t *lo1,
-    const int8_t *hi, const int32_t *cat, const uint8_t *sets, int64_t nn, __m512i *out, int G) {
+    const int8_t *hi, const int32_t *cat, const uint8_t *sets, int64_t nn, __m512i *out, int G,
+    int8_t bias) {
   switch (G) {
-    case 4: tc_zsweep_g(q0, gs, co, tb, lo1, hi, cat, sets, nn, out, 4); break;
-    case 2: tc_zsweep_g(q0, gs, co, tb, lo1, hi, cat, sets, nn, out, 2); break;
-    default: tc_zsweep_g(q0, gs, co, tb, lo1, hi, cat, sets, nn, out, 1); break;
+    case 4: tc_zsweep_g(q0, gs, co, tb, lo1, hi, cat, sets, nn, out, 4, bias); break;
+    case 2: tc_zsweep_g(q0, gs, co, tb, lo1, hi, cat, sets, nn, out, 2, bias); break;
+    default: tc_zsweep_g(q0, gs, co, tb, lo1, hi, cat, sets, nn, out, 1, bias); break;
   }
 }
 #endif
@@ -1915,20 +1932,22 @@ static TC_ATTR void AFN(qheap_vec)(const int32_t *co, const int8_t *tb, int D, c
 #undef TC_QHEAP_DEFINE
 #endif
 
-/* ---- the interval walk (trees of <= 128 leaves, any shape; see arrays_derived.py bitvec_tables) ----
+/* ---- the interval walk (trees of <= 255 leaves, any shape; see arrays_derived.py bitvec_tables) ----
  * Leaves are numbered left to right; a row going right at a node rules out the leaves of the
  * node's left subtree, an interval [lo, hi). The exit leaf is the first leaf no such interval
  * covers (QuickScorer's observation), so with the tree's nodes sorted by lo, one sweep finds it
  * for 32 rows at once: pos = 0; at each node, if the row goes right and lo <= pos, then
  * pos = max(pos, hi). Every node is evaluated (a byte compare, or a set lookup at categorical
  * nodes; no gathers); the
- * positions are bytes. */
+ * positions are signed bytes: as they are for trees of <= 128 leaves (lo - 1 >= -1), biased by
+ * bias = -127 (T->bv_bias) where a tree has 129-255 (pos starts at -127, lo - 1 and hi are
+ * biased alike, the leaf is pos + 127). */
 /* (Leaves from byte planes, as the heap walk takes them, measured here too: no change on HGB
  * or LightGBM, 1.01x / 1.00x; the sweep's dependency chain sets the pace.) */
 static inline __attribute__((always_inline)) TC_ATTR void FN(bvtree)(
     const int32_t *co, const int8_t *tb, const int8_t *lo1, const int8_t *hi, const int32_t *cat,
     const uint8_t *sets, int64_t nn, const uint8_t *qb, int64_t gs, int64_t nb, int32_t *lidx,
-    const TC_AT *lv, TC_AT *acc) {
+    const TC_AT *lv, TC_AT *acc, int8_t bias) {
   /* four 32-row groups at once where the block has them (interval-walk blocks are 4x a tree's
    * nodes: 256 rows for 63-leaf trees), else two, else one. The sweep is a dependency chain
    * through pos (compare, and, max per node): independent chains keep the vector units busy.
@@ -1941,24 +1960,27 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(bvtree)(
      * and, max is a shorter chain than the masked 512-bit one: a block of 8 rows twice as fast */
     __m256i p[2];
     const int G = nb > 32 ? 2 : 1;
-    tc_bvsweep(qb, 32, co, tb, lo1, hi, cat, sets, nn, p, G);
-    for (int k = 0; k < G; ++k) AFN(qleaves)(p[k], 32 * k, nb, lidx, lv, acc);
+    tc_bvsweep(qb, 32, co, tb, lo1, hi, cat, sets, nn, p, G, bias);
+    for (int k = 0; k < G; ++k)
+      AFN(qleaves)(_mm256_sub_epi8(p[k], _mm256_set1_epi8(bias)), 32 * k, nb, lidx, lv, acc);
     return;
   }
   /* 64-row groups (qb holds whole ones: run rounds the block up), 4, 2 or 1 at once */
   for (int64_t r = 0; r < nb;) {
     const int G = nb - r > 192 ? 4 : nb - r > 64 ? 2 : 1;
     __m512i p[4];
-    tc_zsweep(qb + (r >> 6) * gs, gs, co, tb, lo1, hi, cat, sets, nn, p, G);
-    for (int k = 0; k < G; ++k, r += 64) AFN(zleavesg)(p[k], r, nb, lidx, lv, acc);
+    tc_zsweep(qb + (r >> 6) * gs, gs, co, tb, lo1, hi, cat, sets, nn, p, G, bias);
+    for (int k = 0; k < G; ++k, r += 64)
+      AFN(zleavesg)(_mm512_sub_epi8(p[k], _mm512_set1_epi8(bias)), r, nb, lidx, lv, acc);
   }
   return;
 #endif
   for (int64_t r = 0; r < nb;) {
     const int G = nb - r > 96 ? 4 : nb - r > 32 ? 2 : 1;  /* groups holding a row: qb has them */
     __m256i p[4];
-    tc_bvsweep(qb + (r >> 5) * gs, gs, co, tb, lo1, hi, cat, sets, nn, p, G);
-    for (int k = 0; k < G; ++k, r += 32) AFN(qleaves)(p[k], r, nb, lidx, lv, acc);
+    tc_bvsweep(qb + (r >> 5) * gs, gs, co, tb, lo1, hi, cat, sets, nn, p, G, bias);
+    for (int k = 0; k < G; ++k, r += 32)
+      AFN(qleaves)(_mm256_sub_epi8(p[k], _mm256_set1_epi8(bias)), r, nb, lidx, lv, acc);
   }
 }
 
@@ -2324,7 +2346,7 @@ static TC_ATTR void FN(bvblock)(const tc_tables *T, const uint8_t *qb, int64_t g
     } else {
       const int64_t n0 = T->tree_node[t];
       FN(bvtree)(T->h_qcol + n0, T->h_qthr + n0, T->bv_lo1 + n0, T->bv_hi + n0, T->h_qcat + n0,
-                 T->q_cat, nn, qb, gs, nb, lidx, lv, fuse ? a : 0);
+                 T->q_cat, nn, qb, gs, nb, lidx, lv, fuse ? a : 0, (int8_t)T->bv_bias);
       if (fuse) continue;
     }
     FN(add_leaves)(lv, lidx, 0, nb, a, no, o, w);

@@ -226,7 +226,7 @@ ARRAYS_PATHS = ("quant", "bitvec", "heap", "compact", "records")
 def arrays_path(forest: Any) -> str:
     """The path the arrays backend's layout="auto" runs `forest` on (its tables.flatten rule):
     the byte walk tables.byte_walk picks, "quant" (numeric heaps of depth <= 8) or "bitvec"
-    (trees of <= 128 leaves), the faster by its measured rule where both can run (the cost
+    (trees of <= 255 leaves), the faster by its measured rule where both can run (the cost
     model's own "quant" and "bitvec" estimates are fitted against generated code, not against
     each other: on the 72 synthetic forests of bench/layout_ab-grid-2026-11-28.json where both
     walks ran they picked one over 10% slower 19 times, worst 3.1x; that rule: once, 1.12x),

@@ -310,9 +310,22 @@ def cat_byte_sets(A: dict[str, np.ndarray], nodes: np.ndarray) -> np.ndarray | N
     return out
 
 
+#: the interval walk's positions are signed bytes: lo - 1 >= -1 and hi <= 127 as they are for
+#: trees of up to this many leaves; trees of up to 255 leaves take them biased (interval_bias)
+INTERVAL_UNBIASED_LEAVES = 128
+
+
+def interval_bias(nleaf: np.ndarray) -> int:
+    """What the interval walk adds to its positions (bv_lo1, bv_hi, the sweep's start): 0 where
+    every tree has <= 128 leaves, else -127 (trees of <= 255 leaves: lo - 1 in [-128, 126],
+    positions in [-127, 127]; quant_impl.c's bvtree takes the leaf as pos + 127)."""
+    return 0 if not len(nleaf) or int(nleaf.max()) <= INTERVAL_UNBIASED_LEAVES else -127
+
+
 def bitvec_tables(A: dict[str, np.ndarray], order: np.ndarray | None = None) -> dict[str, np.ndarray]:
     """The interval walk's tables (quant_impl.c), derived from the (validated) compact tables
-    when loading; every tree has <= 128 leaves (positions, lo - 1 and hi fit a signed byte).
+    when loading; every tree has <= 255 leaves (positions, lo - 1 and hi fit a signed byte, as
+    they are up to 128 leaves, biased by interval_bias beyond: "bv_bias").
 
     Leaves are numbered left to right (in order); a node's left subtree holds the leaves
     [lo, hi). A row that goes right at a node cannot end in [lo, hi) (QuickScorer's leaf
@@ -370,7 +383,9 @@ def bitvec_tables(A: dict[str, np.ndarray], order: np.ndarray | None = None) -> 
         is_leaf = child < 0
         leaf_pos[loff[tree_of[is_leaf]] + ~child[is_leaf]] = lo[is_leaf] + (nl_left[is_leaf] if right else 0)
     del tree_of, is_leaf
-    bv_lo1, bv_hi = (lo[order] - 1).astype(np.int8), (lo + nl_left)[order].astype(np.int8)
+    bias = interval_bias(nleaf)
+    bv_lo1 = (lo[order] - 1 + bias).astype(np.int8)
+    bv_hi = ((lo + nl_left)[order] + bias).astype(np.int8)
     del lo, nl_left
     # leaf vectors to their positions (width w each; a one-leaf tree keeps its leaf 0)
     w = A["tree_width"].astype(np.int64)
@@ -378,7 +393,7 @@ def bitvec_tables(A: dict[str, np.ndarray], order: np.ndarray | None = None) -> 
     if T and (w == 1).all():  # (one value a leaf: leaf i of the tree at loff moves to loff + pos)
         leaf_pos += np.repeat(loff[:-1], nleaf)
         bv_leaf[leaf_pos] = A["leaf_values"]
-        return {"order": order, "bv_lo1": bv_lo1, "bv_hi": bv_hi, "bv_leaf": bv_leaf}
+        return {"order": order, "bv_lo1": bv_lo1, "bv_hi": bv_hi, "bv_leaf": bv_leaf, "bv_bias": bias}
     leaf_tree = np.repeat(np.arange(T), nleaf)
     iw = w[leaf_tree]
     voff = excl_cumsum(nleaf * w)[leaf_tree]
@@ -390,7 +405,7 @@ def bitvec_tables(A: dict[str, np.ndarray], order: np.ndarray | None = None) -> 
     dst = np.repeat(voff + leaf_pos * iw, iw) + j
     del voff, leaf_pos, iw, j
     bv_leaf[dst] = A["leaf_values"][src]
-    return {"order": order, "bv_lo1": bv_lo1, "bv_hi": bv_hi, "bv_leaf": bv_leaf}
+    return {"order": order, "bv_lo1": bv_lo1, "bv_hi": bv_hi, "bv_leaf": bv_leaf, "bv_bias": bias}
 
 
 def interval_masks(lo1: np.ndarray, hi: np.ndarray) -> np.ndarray:

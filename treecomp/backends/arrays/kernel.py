@@ -356,9 +356,13 @@ class ArraysKernel:
         self.sorts: dict[str, np.ndarray] = {}
         self._quant = quant_tables(A["h_ff"], A["h_thr"], stored=q_stored) if m.get("quant") else {}
         self._bitvec = {}
+        #: the interval walk's position bias (derived.interval_bias): nonzero for trees of
+        #: 129-255 leaves, which llvm-vec's sweep does not take (the walker runs them)
+        self._bv_bias = 0
         if m.get("bitvec"):  # the same column tables over the compact nodes, plus intervals
             bv = bitvec_tables(A, stored.get("bv_order"))
             order = bv.pop("order")
+            self._bv_bias = bv.pop("bv_bias")
             sets = cat_byte_sets(A, order)
             if sets is not None:  # else: category sets beyond the codes: the float walk
                 self._quant = quant_tables(A["c_ff"][order], A["c_thr"][order], sets,
@@ -372,7 +376,7 @@ class ArraysKernel:
         self._struct, self._tkind = None, 0
         self._vec = None
         auto = isa == "auto" or not strict_isa
-        if self.isa == "llvm-vec" and (m.get("quant") or self._bitvec):  # the byte walks
+        if self.isa == "llvm-vec" and (m.get("quant") or (self._bitvec and not self._bv_bias)):  # the byte walks
             try:
                 self._vec = vec.vec_kernel(m["x_dtype"], m["acc_dtype"])
             except CompileError:
@@ -589,7 +593,7 @@ class ArraysKernel:
                        q_ncols=len(q["q_feat"]) if q else 0,
                        q_w1=int(bool(np.all(A["tree_width"] == 1))), bitvec=int(bool(self._bitvec)),
                        d_nint=int(d_nint), q_cmux=cmux, q_cnan=int(cnan),
-                       bv_catw=bv_catw,
+                       bv_catw=bv_catw, bv_bias=self._bv_bias if self._bitvec else 0,
                        # the few-row walk's plain steps (arrays_impl.c, plain_trees)
                        c_plain=int(m["n_features"] <= 1 << 16 and bool(np.any(A["tree_layout"] == 1))
                                    and not np.any(A["c_ff"].view(np.uint32) & FF_CAT)))

@@ -28,7 +28,7 @@ Layouts, chosen per tree (option ``layout``; see runtime/kernels/arrays.c for th
   Measured on the 500-tree depth-6 XGBoost bench model: ~0.8 us/row vs ~2.5 for the float walk.
   Symmetric heaps (CatBoost's: one split a level) are flagged at load and walked one column a
   level on AVX-512 (derived.oblivious_heaps; docs/backends.md).
-- ``bitvec`` (the default for other forests of trees with <= 128 leaves, and for sparse
+- ``bitvec`` (the default for other forests of trees with <= 255 leaves, and for sparse
   depth-8 heaps over wide rows where it is faster: byte_walk; e.g. LightGBM's and
   HistGradientBoosting's, categorical splits included): compact tables plus, derived when
   loading, the same byte columns (category codes for categorical features, each categorical node
@@ -66,7 +66,11 @@ from ...passes import lowered_thresholds
 
 LAYOUTS = ("auto", "quant", "bitvec", "heap", "compact", "naive")
 #: most leaves per tree of the interval ("bitvec") walk: leaf positions are signed bytes
-BITVEC_MAX_LEAVES = 128
+#: (biased beyond 128 leaves: derived.interval_bias)
+BITVEC_MAX_LEAVES = 255
+#: layout="auto" weighs the interval walk against the quantised heap walk (quant_pays) for
+#: trees of up to this many leaves, as measured; beyond, heaps of <= 8 levels stay quantised
+BITVEC_VS_QUANT_LEAVES = 128
 #: deepest tree of the quantised walk (its row positions are bytes: 2^8 leaf slots)
 QUANT_MAX_DEPTH = 8
 #: layout="auto" uses the quantised walk when every tree is a heap at most this deep
@@ -234,7 +238,7 @@ def byte_walk(depth: Any, n_leaves: Any, n_used: int, has_categorical: bool, n_f
     if not len(d) or int(n.max()) <= 1:
         return None
     quant = not has_categorical and int(d.max()) <= min(heap_max_depth, QUANT_AUTO_DEPTH)
-    bitvec = int(n.max()) <= BITVEC_MAX_LEAVES
+    bitvec = int(n.max()) <= (BITVEC_VS_QUANT_LEAVES if quant else BITVEC_MAX_LEAVES)
     if quant and bitvec:
         wide = n_features > QUANT_VS_BITVEC_MAX_FEATURES
         return "quant" if wide or quant_pays(d, n, n_used) else "bitvec"

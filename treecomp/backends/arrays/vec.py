@@ -4,7 +4,8 @@ where no C kernel runs (no prebuilt one that matches and no C compiler), on any 
 What it runs: the same packed tables as the C kernel (kernel.ArraysKernel.pack_arrays, the
 ctypes struct native.CTables, whose field offsets this module reads), for the two byte-walk
 layouts: the quantised heap walk (``quant``: every tree a heap of depth <= 8) and the interval
-sweep (``bitvec``: trees of <= 128 leaves, categorical nodes included). Tables of other layouts
+sweep (``bitvec``: trees of <= 128 leaves, categorical nodes included; the C kernel's biased sweep
+of trees of 129-255 leaves is not here: those go to the walker). Tables of other layouts
 (float heaps, compact trees, naive) have no byte walk; ArraysKernel runs them through the
 llvmlite walker (walkers.py) instead.
 
