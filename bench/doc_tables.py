@@ -27,6 +27,7 @@ LABELS = {
     "et-multiclass": "sklearn ExtraTrees, 5 classes",
     "hgb-nan-cat": "sklearn HistGradientBoosting, NaN + categorical",
     "lgbm-binary": "LightGBM binary, 63 leaves",
+    "lgbm-255": "LightGBM binary, 255 leaves",
     "cb-binary": "CatBoost binary, depth 6",
     "xgb-d8-13": "XGBoost binary, depth 8, 13 features",
     "xgb-d8-28": "XGBoost binary, depth 8, 28 features",

@@ -437,6 +437,13 @@ SPECS: dict[str, CaseSpec] = {
         full=dict(n_trees=100, depth=8, n_features=2000, n_train=20000, n_test=10_000),
         quick=dict(n_trees=10, depth=8, n_features=2000, n_train=1000, n_test=2000),
         train=_xgb_binary, in_quick=False),
+    # LightGBM's num_leaves=255 (a common setting): trees of 129-255 leaves, which the
+    # interval walk took only from 2026-11-28 (before: the float walk, ~10x slower)
+    "lgbm-255": CaseSpec(
+        "LightGBM binary: {n_trees} trees, {leaves} leaves, {n_features} features", "lightgbm",
+        full=dict(n_trees=300, leaves=255, n_features=100, n_train=50000, n_test=50_000),
+        quick=dict(n_trees=10, leaves=255, n_features=100, n_train=10000, n_test=4000),
+        train=_lgbm_binary, in_quick=False),
     "et-deep-multiclass": CaseSpec(
         "scikit-learn ExtraTreesClassifier, {n_classes} classes: {n_trees} trees, depth {depth}", "sklearn",
         full=dict(n_trees=200, depth=12, n_classes=5, n_features=20, n_train=20000, n_test=100_000),
