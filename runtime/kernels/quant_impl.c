@@ -2746,6 +2746,12 @@ static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs
       return;
     }
 #endif
+#if TC_QARM
+    if (T->h_zt) {  /* NEON: every tree a heap of depth <= 6, 16 trees in lanes (quant_neon.c) */
+      FN(nrows_w1)(T, qb, gs, nb, ab);
+      return;
+    }
+#endif
     FN(qrows_w1)(T, qb, gs, nb, ab);
     return;
   }
