@@ -845,19 +845,65 @@ static inline __attribute__((always_inline)) TC_ATTR int64_t FN(nquant_col)(
   return r;
 }
 
+/* one row (its table q0:q1, q1 read only when wide) through the trees of h_zt, 16 at a time in
+ * lanes (tc_nlanes16); each tree's leaf value added in tree order, as qrows_w1 adds them (the
+ * same values, the same adds, the same order); margins at a. Inlined once per table width, so
+ * that the 64-byte walk keeps q1's four registers free (both in one loop spilled the mux's
+ * partials) */
+static inline __attribute__((always_inline)) TC_ATTR void FN(nrow1)(
+    const tc_tables *T, const uint8x16x4_t q0, const uint8x16x4_t q1, TC_AT *a, const int wide) {
+  const int64_t no = T->n_outputs, nt = T->n_trees;
+  const TC_AT *lv = (const TC_AT *)T->leaf_values;
+  TC_AT one = a[0];  /* one output: the margin in a register */
+  for (int64_t t = 0; t < nt; t += 16) {
+    const uint8_t *z = T->h_zt + 63 * 128 * (t >> 6) + 16 * ((t >> 4) & 3);
+    __asm__("" : "+r"(z)); /* the slots' loads as offsets from one register */
+    uint8x16_t k = tc_nlanes16(z, q0, q1, wide);
+    const int64_t *tl = T->tree_leaf + t;
+    if (nt - t >= 16) {
+      /* leaf = k >> (6 - depth), 16 trees by one USHL (a negative count shifts right) */
+      const int32_t *dp = T->tree_depth + t;
+      const uint16x8_t d0 = vuzp1q_u16(vreinterpretq_u16_s32(vld1q_s32(dp)),
+                                       vreinterpretq_u16_s32(vld1q_s32(dp + 4)));
+      const uint16x8_t d1 = vuzp1q_u16(vreinterpretq_u16_s32(vld1q_s32(dp + 8)),
+                                       vreinterpretq_u16_s32(vld1q_s32(dp + 12)));
+      k = vshlq_u8(k, vsubq_s8(vreinterpretq_s8_u8(vuzp1q_u8(vreinterpretq_u8_u16(d0),
+                                                             vreinterpretq_u8_u16(d1))),
+                               vdupq_n_s8(6)));
+      const uint64_t k0 = vgetq_lane_u64(vreinterpretq_u64_u8(k), 0);
+      const uint64_t k1 = vgetq_lane_u64(vreinterpretq_u64_u8(k), 1);
+      if (no == 1) {
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) one += lv[tl[j] + (int64_t)((k0 >> (8 * j)) & 0xFF)];
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) one += lv[tl[8 + j] + (int64_t)((k1 >> (8 * j)) & 0xFF)];
+      } else {
+        for (int j = 0; j < 8; ++j) a[T->tree_out[t + j]] += lv[tl[j] + (int64_t)((k0 >> (8 * j)) & 0xFF)];
+        for (int j = 0; j < 8; ++j) a[T->tree_out[t + 8 + j]] += lv[tl[8 + j] + (int64_t)((k1 >> (8 * j)) & 0xFF)];
+      }
+    } else {  /* the last trees (fewer than 16): the lanes past them are not read */
+      uint8_t kb[16];
+      vst1q_u8(kb, k);
+      for (int64_t j = 0; j < nt - t; ++j) {
+        const TC_AT v = lv[tl[j] + (kb[j] >> (6 - T->tree_depth[t + j]))];
+        if (no == 1) one += v;
+        else a[T->tree_out[t + j]] += v;
+      }
+    }
+  }
+  if (no == 1) a[0] = one;
+}
+
 /* few rows (below TC_QVEC_MIN), every tree a heap of depth <= 6 (h_zt): each row's bytes in a
  * 64- or 128-byte table (as quant_impl.c's zrows_w1: with the column mux the mux columns, then
  * the same with NaN's code made "left" for a merged column's NaN-left slots; else the row's
- * <= 128 columns), the trees 16 at a time in lanes (tc_nlanes16), then each tree's leaf value
- * added in tree order, as qrows_w1 adds them (the same values, the same adds, the same order) */
+ * <= 128 columns), then the trees 16 at a time in lanes (nrow1) */
 static TC_ATTR void FN(nrows_w1)(const tc_tables *T, const uint8_t *qb, int64_t gs, int64_t nb,
                                  TC_AT *ab) {
   const int C = T->q_cmux, NC = T->q_ncols;
   const int W = C ? C : 128, e = W < NC ? W : NC;
   /* a table past 64 bytes: merged NaN-left slots (index bit 6) or more than 64 columns */
   const int wide = C ? T->q_cnan != 0 : NC > 64;
-  const int64_t no = T->n_outputs, nt = T->n_trees;
-  const TC_AT *lv = (const TC_AT *)T->leaf_values;
   for (int64_t r = 0; r < nb; ++r) {
     const uint8_t *qg = qb + TC_QOFF(r);
     uint8_t row[128];
@@ -872,45 +918,8 @@ static TC_ATTR void FN(nrows_w1)(const tc_tables *T, const uint8_t *qb, int64_t 
       q1.val[2] = vbslq_u8(vceqq_u8(q0.val[2], nan), left, q0.val[2]);
       q1.val[3] = vbslq_u8(vceqq_u8(q0.val[3], nan), left, q0.val[3]);
     }
-    TC_AT *a = ab + r * no;
-    TC_AT one = a[0];  /* one output: the margin in a register */
-    for (int64_t t = 0; t < nt; t += 16) {
-      const uint8_t *z = T->h_zt + 63 * 128 * (t >> 6) + 16 * ((t >> 4) & 3);
-      __asm__("" : "+r"(z)); /* the slots' loads as offsets from one register */
-      uint8x16_t k = wide ? tc_nlanes16(z, q0, q1, 1) : tc_nlanes16(z, q0, q1, 0);
-      const int64_t *tl = T->tree_leaf + t;
-      if (nt - t >= 16) {
-        /* leaf = k >> (6 - depth), 16 trees by one USHL (a negative count shifts right) */
-        const int32_t *dp = T->tree_depth + t;
-        const uint16x8_t d0 = vuzp1q_u16(vreinterpretq_u16_s32(vld1q_s32(dp)),
-                                         vreinterpretq_u16_s32(vld1q_s32(dp + 4)));
-        const uint16x8_t d1 = vuzp1q_u16(vreinterpretq_u16_s32(vld1q_s32(dp + 8)),
-                                         vreinterpretq_u16_s32(vld1q_s32(dp + 12)));
-        k = vshlq_u8(k, vsubq_s8(vreinterpretq_s8_u8(vuzp1q_u8(vreinterpretq_u8_u16(d0),
-                                                               vreinterpretq_u8_u16(d1))),
-                                 vdupq_n_s8(6)));
-        const uint64_t k0 = vgetq_lane_u64(vreinterpretq_u64_u8(k), 0);
-        const uint64_t k1 = vgetq_lane_u64(vreinterpretq_u64_u8(k), 1);
-        if (no == 1) {
-#pragma GCC unroll 8
-          for (int j = 0; j < 8; ++j) one += lv[tl[j] + (int64_t)((k0 >> (8 * j)) & 0xFF)];
-#pragma GCC unroll 8
-          for (int j = 0; j < 8; ++j) one += lv[tl[8 + j] + (int64_t)((k1 >> (8 * j)) & 0xFF)];
-        } else {
-          for (int j = 0; j < 8; ++j) a[T->tree_out[t + j]] += lv[tl[j] + (int64_t)((k0 >> (8 * j)) & 0xFF)];
-          for (int j = 0; j < 8; ++j) a[T->tree_out[t + 8 + j]] += lv[tl[8 + j] + (int64_t)((k1 >> (8 * j)) & 0xFF)];
-        }
-      } else {  /* the last trees (fewer than 16): the lanes past them are not read */
-        uint8_t kb[16];
-        vst1q_u8(kb, k);
-        for (int64_t j = 0; j < nt - t; ++j) {
-          const TC_AT v = lv[tl[j] + (kb[j] >> (6 - T->tree_depth[t + j]))];
-          if (no == 1) one += v;
-          else a[T->tree_out[t + j]] += v;
-        }
-      }
-    }
-    if (no == 1) a[0] = one;
+    if (wide) FN(nrow1)(T, q0, q1, ab + r * T->n_outputs, 1);
+    else FN(nrow1)(T, q0, q1, ab + r * T->n_outputs, 0);
   }
 }
 
