@@ -894,7 +894,14 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(nrow1)(
   if (no == 1) a[0] = one;
 }
 
-/* few rows (below TC_QVEC_MIN), every tree a heap of depth <= 6 (h_zt): each row's bytes in a
+/* the rows below which a block of such a forest takes nrows_w1 rather than the 32-row heap walk
+ * (qheap_vec): bench/arm_cost.py, the 500-tree depth-6 XGBoost model, cycles a row, the heap
+ * walk -> nrows_w1 at 8 / 12 / 16 rows: Neoverse N1 (neon) 11,902 -> 6,016, 8,732 -> 5,974,
+ * 7,146 -> 5,955; V1 (sve, auto's pick there) 7,264 -> 4,777, 5,465 -> 4,748, 4,566 -> 4,733 */
+#ifndef TC_NROWS_MAX
+#define TC_NROWS_MAX 16
+#endif
+/* few rows (below TC_NROWS_MAX), every tree a heap of depth <= 6 (h_zt): each row's bytes in a
  * 64- or 128-byte table (as quant_impl.c's zrows_w1: with the column mux the mux columns, then
  * the same with NaN's code made "left" for a merged column's NaN-left slots; else the row's
  * <= 128 columns), then the trees 16 at a time in lanes (nrow1) */
