@@ -18,7 +18,11 @@ by default, SVE2). Per path (the `isa` forced at compile time):
    instructions, exec (nochain: every block execution is logged) how often each ran; the count
    is taken between two calls of tc_arrays_abi() (a marker) around one predict_raw of N rows,
    after a warm-up call of the same size. Instructions / N = instructions per row. A block that
-   exits early (an exception) would be over-counted: the kernel raises none.
+   exits early (an exception) would be over-counted: the kernel raises none. The count is the
+   whole call inside the kernel library (tc_arrays_predict's dispatch, run_*'s set-up and
+   quantiser, the walk), so `--rows 1` gives one single-row call, its fixed part included
+   (below 8 rows the few-row walks run); the Python call and the small-batch entry
+   (_tc_entry, another library) are outside the kernel's text and not counted.
 2. llvm-mca (LLVM 19 here; `llvm-mca -mtriple=aarch64 -mcpu=neoverse-n1 / neoverse-v1`)
    throughput of the blocks that ran: each block holding 99.5% of the executed instructions is
    given to llvm-mca alone (its branches dropped: llvm-mca needs no control flow; a block is one

@@ -2761,6 +2761,15 @@ static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs
     return;
   }
 #endif
+#if TC_QARM
+  /* NEON: every tree a heap of depth <= 6, a row 16 trees in lanes (quant_neon.c, nrows_w1),
+   * up to TC_NROWS_MAX - 1 rows (several outputs: from TC_QVEC_MIN rows the class-major margins,
+   * cs, and the heap walk) */
+  if (nb < TC_NROWS_MAX && T->q_w1 && !cs && T->h_zt) {
+    FN(nrows_w1)(T, qb, gs, nb, ab);
+    return;
+  }
+#endif
   if (nb < TC_QVEC_MIN && T->q_w1 && !cs) {
 #if TC_QVEC == 2
     if (T->h_zq) {

@@ -649,6 +649,58 @@ static TC_ATTR void tc_nxpose64(const double *x, int64_t nf, int64_t nb, float *
     }
   }
 }
+/* ---- one row, trees in lanes (the few-row walk: nrows_w1) -----------------------------------
+ * Sixteen trees a vector, a byte each, for forests whose every tree is a heap of depth <= 6
+ * (h_zt, the AVX-512 zlanes table: per group of 64 trees, slot s's 64 row-table indices at
+ * 128 s and their biased thresholds at 128 s + 64; a group's 16 trees j at + 16 j). Per level l
+ * the lanes' node bytes are muxed out of the level's 2^l slots by BSL under the earlier
+ * levels' decisions, both the row-table index and the threshold (tc_nwalk's order: nodes in
+ * bit-reversed order, level 0's mask first, so at most l + 1 partials are live and only the
+ * last select waits for level l - 1), then one lookup of the row's byte (TBL of four registers,
+ * 64 bytes; a second for a 128-byte table) and one signed compare: the level's decisions as
+ * byte masks. The six decisions are the leaf slot's six bits (SLI); a slot past a tree's
+ * depth holds index 0 and threshold 127, which no byte exceeds, so a tree of depth D < 6 ends
+ * at its leaf << (6 - D). Per 16 trees 2 x 63 loads, 2 x 57 BSLs and 6 lookups, against the
+ * portable walk's 6 dependent load chains per tree (qrows_w1). llvm-mca (LLVM 19) of the 16-tree
+ * loop with the leaf adds, float32, 64-byte table: Neoverse N1 115 cycles, V1 73 (the 500-tree
+ * depth-6 model's walk: ~3,600 / ~2,300 cycles a row against qrows_w1's 12,150 / 10,720). */
+TC_NI uint8x16_t tc_nrowlut(uint8x16x4_t q0, uint8x16x4_t q1, uint8x16_t c, const int wide) {
+  if (!wide) return vqtbl4q_u8(q0, c);  /* indices < 64 */
+  /* an index >= 64 is out of q0's range (0) and c ^ 64 < 64 in q1's; below 64 the reverse */
+  return vorrq_u8(vqtbl4q_u8(q0, c), vqtbl4q_u8(q1, veorq_u8(c, vdupq_n_u8(64))));
+}
+TC_NI uint8x16_t tc_nlanes16(const uint8_t *z, uint8x16x4_t q0, uint8x16x4_t q1, const int wide) {
+  uint8x16_t g[6];
+  uint8x16_t k = vdupq_n_u8(0);
+#pragma GCC unroll 6
+  for (int l = 0; l < 6; ++l) {
+    const int o = (1 << l) - 1, n = 1 << l;
+    uint8x16_t sc[7], st[7];
+#pragma GCC unroll 32
+    for (int i = 0; i < n; ++i) {
+      int j = 0;  /* the slot: i's l bits reversed */
+#pragma GCC unroll 6
+      for (int b = 0; b < 6; ++b)
+        if (b < l) j |= ((i >> b) & 1) << (l - 1 - b);
+      const uint8_t *s = z + 128 * (o + j);
+      uint8x16_t xc = vld1q_u8(s), xt = vld1q_u8(s + 64);
+      const int h = __builtin_ctz(~(unsigned)i);  /* i's low set bits: the merges due */
+#pragma GCC unroll 6
+      for (int b = 0; b < 6; ++b) {
+        if (b < h && b < l) {
+          xc = vbslq_u8(g[b], xc, sc[b]);
+          xt = vbslq_u8(g[b], xt, st[b]);
+        }
+      }
+      sc[h < l ? h : l] = xc;
+      st[h < l ? h : l] = xt;
+      if (i & 1) TC_NFENCE();
+    }
+    g[l] = vcgtq_s8(vreinterpretq_s8_u8(tc_nrowlut(q0, q1, sc[l], wide)), vreinterpretq_s8_u8(st[l]));
+    k = vsliq_n_u8(g[l], k, 1);  /* k = 2k + (went right) */
+  }
+  return k;
+}
 #undef TC_NI
 #endif /* TC_QNEON_ONCE */
 
@@ -791,6 +843,91 @@ static inline __attribute__((always_inline)) TC_ATTR int64_t FN(nquant_col)(
     q[(r >> 5) * gs + (r & 31)] = v != v ? nan_code : (uint8_t)(p ^ 0x80);
   }
   return r;
+}
+
+/* one row (its table q0:q1, q1 read only when wide) through the trees of h_zt, 16 at a time in
+ * lanes (tc_nlanes16); each tree's leaf value added in tree order, as qrows_w1 adds them (the
+ * same values, the same adds, the same order); margins at a. Inlined once per table width, so
+ * that the 64-byte walk keeps q1's four registers free (both in one loop spilled the mux's
+ * partials) */
+static inline __attribute__((always_inline)) TC_ATTR void FN(nrow1)(
+    const tc_tables *T, const uint8x16x4_t q0, const uint8x16x4_t q1, TC_AT *a, const int wide) {
+  const int64_t no = T->n_outputs, nt = T->n_trees;
+  const TC_AT *lv = (const TC_AT *)T->leaf_values;
+  TC_AT one = a[0];  /* one output: the margin in a register */
+  for (int64_t t = 0; t < nt; t += 16) {
+    const uint8_t *z = T->h_zt + 63 * 128 * (t >> 6) + 16 * ((t >> 4) & 3);
+    __asm__("" : "+r"(z)); /* the slots' loads as offsets from one register */
+    uint8x16_t k = tc_nlanes16(z, q0, q1, wide);
+    const int64_t *tl = T->tree_leaf + t;
+    if (nt - t >= 16) {
+      /* leaf = k >> (6 - depth), 16 trees by one USHL (a negative count shifts right) */
+      const int32_t *dp = T->tree_depth + t;
+      const uint16x8_t d0 = vuzp1q_u16(vreinterpretq_u16_s32(vld1q_s32(dp)),
+                                       vreinterpretq_u16_s32(vld1q_s32(dp + 4)));
+      const uint16x8_t d1 = vuzp1q_u16(vreinterpretq_u16_s32(vld1q_s32(dp + 8)),
+                                       vreinterpretq_u16_s32(vld1q_s32(dp + 12)));
+      k = vshlq_u8(k, vsubq_s8(vreinterpretq_s8_u8(vuzp1q_u8(vreinterpretq_u8_u16(d0),
+                                                             vreinterpretq_u8_u16(d1))),
+                               vdupq_n_s8(6)));
+      const uint64_t k0 = vgetq_lane_u64(vreinterpretq_u64_u8(k), 0);
+      const uint64_t k1 = vgetq_lane_u64(vreinterpretq_u64_u8(k), 1);
+      if (no == 1) {
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) one += lv[tl[j] + (int64_t)((k0 >> (8 * j)) & 0xFF)];
+#pragma GCC unroll 8
+        for (int j = 0; j < 8; ++j) one += lv[tl[8 + j] + (int64_t)((k1 >> (8 * j)) & 0xFF)];
+      } else {
+        for (int j = 0; j < 8; ++j) a[T->tree_out[t + j]] += lv[tl[j] + (int64_t)((k0 >> (8 * j)) & 0xFF)];
+        for (int j = 0; j < 8; ++j) a[T->tree_out[t + 8 + j]] += lv[tl[8 + j] + (int64_t)((k1 >> (8 * j)) & 0xFF)];
+      }
+    } else {  /* the last trees (fewer than 16): the lanes past them are not read */
+      uint8_t kb[16];
+      vst1q_u8(kb, k);
+      for (int64_t j = 0; j < nt - t; ++j) {
+        const TC_AT v = lv[tl[j] + (kb[j] >> (6 - T->tree_depth[t + j]))];
+        if (no == 1) one += v;
+        else a[T->tree_out[t + j]] += v;
+      }
+    }
+  }
+  if (no == 1) a[0] = one;
+}
+
+/* the rows below which a block of such a forest takes nrows_w1 rather than the 32-row heap walk
+ * (qheap_vec): bench/arm_cost.py, the 500-tree depth-6 XGBoost model, cycles a row, the heap
+ * walk -> nrows_w1 at 8 / 12 / 16 rows: Neoverse N1 (neon) 11,902 -> 6,016, 8,732 -> 5,974,
+ * 7,146 -> 5,955; V1 (sve, auto's pick there) 7,264 -> 4,777, 5,465 -> 4,748, 4,566 -> 4,733 */
+#ifndef TC_NROWS_MAX
+#define TC_NROWS_MAX 16
+#endif
+/* few rows (below TC_NROWS_MAX), every tree a heap of depth <= 6 (h_zt): each row's bytes in a
+ * 64- or 128-byte table (as quant_impl.c's zrows_w1: with the column mux the mux columns, then
+ * the same with NaN's code made "left" for a merged column's NaN-left slots; else the row's
+ * <= 128 columns), then the trees 16 at a time in lanes (nrow1) */
+static TC_ATTR void FN(nrows_w1)(const tc_tables *T, const uint8_t *qb, int64_t gs, int64_t nb,
+                                 TC_AT *ab) {
+  const int C = T->q_cmux, NC = T->q_ncols;
+  const int W = C ? C : 128, e = W < NC ? W : NC;
+  /* a table past 64 bytes: merged NaN-left slots (index bit 6) or more than 64 columns */
+  const int wide = C ? T->q_cnan != 0 : NC > 64;
+  for (int64_t r = 0; r < nb; ++r) {
+    const uint8_t *qg = qb + TC_QOFF(r);
+    uint8_t row[128];
+    memset(row, 0x80, sizeof row);  /* columns past the last: never selected */
+    for (int c = 0; c < e; ++c) row[c] = qg[(int64_t)c * TC_QR];
+    const uint8x16x4_t q0 = vld1q_u8_x4(row);
+    uint8x16x4_t q1 = vld1q_u8_x4(row + 64);
+    if (C) {
+      const uint8x16_t nan = vdupq_n_u8(0x7F), left = vdupq_n_u8(0x80);
+      q1.val[0] = vbslq_u8(vceqq_u8(q0.val[0], nan), left, q0.val[0]);
+      q1.val[1] = vbslq_u8(vceqq_u8(q0.val[1], nan), left, q0.val[1]);
+      q1.val[2] = vbslq_u8(vceqq_u8(q0.val[2], nan), left, q0.val[2]);
+      q1.val[3] = vbslq_u8(vceqq_u8(q0.val[3], nan), left, q0.val[3]);
+    }
+    if (wide) FN(nrow1)(T, q0, q1, ab + r * T->n_outputs, 1);
+    else FN(nrow1)(T, q0, q1, ab + r * T->n_outputs, 0);
+  }
 }
 
 /* the interval walk over one quantised block (quant_impl.c, bvblock and bvtree: the same

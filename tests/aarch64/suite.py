@@ -19,7 +19,7 @@ FAMILY_FILES = ("tests/test_backend_arrays.py",)
 #: one: about 3x the time). One or more per kernel walk, the cheapest that reach it: the float
 #: heap walk at every depth, the quantised byte walk (depths, many thresholds, float64
 #: thresholds), the interval sweep (bitvec), the row groups of both byte walks, the few-row
-#: walks (deep heaps, intervals), symmetric (oblivious) trees, degenerate trees. Left to the
+#: walks (deep heaps, intervals, heaps of depth <= 6 with 16 trees in NEON lanes), symmetric (oblivious) trees, degenerate trees. Left to the
 #: x86 lanes and `--all-families`: random_forests_bit_exact, few_rows_plain_walks,
 #: deep_path_bit_exact, byte_walks_several_outputs, quant_every_table_size,
 #: few_rows_eight_trees_at_once, quant_levels_wider_than_the_columns,
@@ -29,7 +29,7 @@ CI_FAMILIES = ("test_heap_every_depth", "test_quant_every_depth", "test_quant_ma
                "test_byte_walks_every_row_group", "test_few_rows_deep_heaps",
                "test_few_rows_interval_walk", "test_symmetric_heaps",
                "test_depth_1000_tree_and_single_leaves", "test_a_sparse_tree_keeps_the_byte_walk",
-               "test_quant_node_mux_over_many_columns")
+               "test_quant_node_mux_over_many_columns", "test_few_rows_trees_in_lanes")
 #: of those, the ones CI runs on the sve path too: the NEON source compiled with
 #: target("+sve") but for quant_sve.c's heap walk of depth <= 6 (by the node mux, vectors of 32
 #: bytes or more: QEMU's `max` runs SVE at 512 bits), so one family per walk checks what the
@@ -37,7 +37,8 @@ CI_FAMILIES = ("test_heap_every_depth", "test_quant_every_depth", "test_quant_ma
 #: its longest test)
 SVE_FAMILIES = ("test_heap_every_depth", "test_quant_every_depth", "test_bitvec_any_shape",
                 "test_few_rows_interval_walk", "test_depth_1000_tree_and_single_leaves",
-                "test_quant_node_mux_over_many_columns", "test_byte_walks_every_row_group")
+                "test_quant_node_mux_over_many_columns", "test_byte_walks_every_row_group",
+                "test_few_rows_trees_in_lanes")
 
 #: `max` with SVE's vectors at 128 and 256 bits (lane.CPUS): the host check (the vector length
 #: QEMU gives, and auto's pick: neon at 128 bits, where the SVE unit is the NEON code compiled
