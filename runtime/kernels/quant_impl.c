@@ -2007,6 +2007,28 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(bvtree)(
  * multiple of 64) */
 #define TC_CATW_MAX 1088
 #if TC_QVEC == 2
+/* a row's bytes of its first 128 columns (bin 0 past them) into row[128], the few-row interval
+ * walks' lookup table; with cr, the row's categorical decisions too: per category-code column,
+ * its code's row of catd (bv_catw bytes; bit k: categorical node k sends the code right) OR-ed
+ * into cr */
+static inline __attribute__((always_inline)) TC_ATTR void FN(zrowcats)(
+    const tc_tables *T, const uint8_t *qg, uint8_t *row, const uint8_t *catd, uint8_t *cr) {
+  const int e = T->q_ncols < 128 ? T->q_ncols : 128;
+  _mm512_storeu_si512((void *)row, _mm512_set1_epi8((char)0x80));
+  _mm512_storeu_si512((void *)(row + 64), _mm512_set1_epi8((char)0x80));
+  for (int c = 0; c < e; ++c) row[c] = qg[(int64_t)c * TC_QR];
+  if (!cr) return;
+  const int64_t W = T->bv_catw;
+  for (int64_t k = 0; k < W; k += 64) _mm512_store_si512((void *)(cr + k), _mm512_setzero_si512());
+  for (int c = 0, j = 0; c < e; ++c) {
+    if (!T->q_kind[c]) continue;
+    const uint8_t *d = catd + ((int64_t)j++ * 256 + row[c]) * W;
+    for (int64_t k = 0; k < W; k += 64)
+      _mm512_store_si512((void *)(cr + k), _mm512_or_si512(_mm512_load_si512((const void *)(cr + k)),
+                                                           _mm512_loadu_si512((const void *)(d + k))));
+  }
+}
+
 /* few rows, AVX-512, interval walk of trees of <= 64 leaves (bv_lmask; the other ISAs and
  * other forests walk the float node tables, compact_trees in arrays_impl.c): per tree one vpermi2b by the nodes' columns (h_qc7) picks the row's byte at each
  * of its <= 63 nodes and one compare with their thresholds gives every node's decision as a
@@ -2033,28 +2055,14 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(bvtree)(
 static inline __attribute__((always_inline)) TC_ATTR void FN(zbvrows_g)(
     const tc_tables *T, const uint8_t *qb, int64_t gs, int64_t nb, TC_AT *ab, const int cats) {
   const int64_t no = T->n_outputs, nt = T->n_trees;
-  const int NC = T->q_ncols;
   const TC_AT *lv = (const TC_AT *)T->bv_leaf;
   _Alignas(64) uint8_t cr[TC_CATW_MAX];  /* a row's categorical decisions (bv_catd) */
   for (int64_t r = 0; r < nb; ++r) {
     const uint8_t *qg = qb + TC_QOFF(r);
     uint8_t row[128];
-    _mm512_storeu_si512((void *)row, _mm512_set1_epi8((char)0x80));
-    _mm512_storeu_si512((void *)(row + 64), _mm512_set1_epi8((char)0x80));
-    for (int c = 0, e = NC < 128 ? NC : 128; c < e; ++c) row[c] = qg[(int64_t)c * TC_QR];
+    FN(zrowcats)(T, qg, row, T->bv_catd, cats ? cr : 0);
     const __m512i q0 = _mm512_loadu_si512((const void *)row);
     const __m512i q1 = _mm512_loadu_si512((const void *)(row + 64));
-    if (cats) {  /* the row's categorical decisions: per code column, its code's row OR-ed in */
-      const int64_t W = T->bv_catw;
-      for (int64_t k = 0; k < W; k += 64) _mm512_store_si512((void *)(cr + k), _mm512_setzero_si512());
-      for (int c = 0, j = 0, e = NC < 128 ? NC : 128; c < e; ++c) {
-        if (!T->q_kind[c]) continue;
-        const uint8_t *d = T->bv_catd + ((int64_t)j++ * 256 + row[c]) * W;
-        for (int64_t k = 0; k < W; k += 64)
-          _mm512_store_si512((void *)(cr + k), _mm512_or_si512(_mm512_load_si512((const void *)(cr + k)),
-                                                               _mm512_loadu_si512((const void *)(d + k))));
-      }
-    }
     TC_AT *a = ab + r * no;
     TC_AT one = a[0];  /* one output: the margin in a register */
     for (int64_t t = 0; t < nt; ++t) {
@@ -2136,7 +2144,6 @@ static inline __attribute__((always_inline)) TC_ATTR __m512i tc_zbvstep(__m512i 
 static inline __attribute__((always_inline)) TC_ATTR void FN(zbvlanes_g)(
     const tc_tables *T, const uint8_t *qb, int64_t gs, int64_t nb, TC_AT *ab, const int cats) {
   const int64_t no = T->n_outputs, nt = T->n_trees, ng = (nt + 63) >> 6;
-  const int NC = T->q_ncols;
   const TC_AT *lv = (const TC_AT *)T->bv_leaf;
   const uint8_t *zl = T->bv_zl;
   const int64_t *zo = T->bv_zlo;
@@ -2146,22 +2153,9 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zbvlanes_g)(
   for (int64_t r = 0; r < nb; ++r) {
     const uint8_t *qg = qb + TC_QOFF(r);
     uint8_t row[128];
-    _mm512_storeu_si512((void *)row, _mm512_set1_epi8((char)0x80));
-    _mm512_storeu_si512((void *)(row + 64), _mm512_set1_epi8((char)0x80));
-    for (int c = 0, e = NC < 128 ? NC : 128; c < e; ++c) row[c] = qg[(int64_t)c * TC_QR];
+    FN(zrowcats)(T, qg, row, T->bv_zcatd, cats ? cr : 0);
     const __m512i q0 = _mm512_loadu_si512((const void *)row);
     const __m512i q1 = _mm512_loadu_si512((const void *)(row + 64));
-    if (cats) {  /* the row's categorical decisions: per code column, its code's row OR-ed in */
-      const int64_t W = T->bv_catw;
-      for (int64_t k = 0; k < W; k += 64) _mm512_store_si512((void *)(cr + k), _mm512_setzero_si512());
-      for (int c = 0, j = 0, e = NC < 128 ? NC : 128; c < e; ++c) {
-        if (!T->q_kind[c]) continue;
-        const uint8_t *d = T->bv_zcatd + ((int64_t)j++ * 256 + row[c]) * W;
-        for (int64_t k = 0; k < W; k += 64)
-          _mm512_store_si512((void *)(cr + k), _mm512_or_si512(_mm512_load_si512((const void *)(cr + k)),
-                                                               _mm512_loadu_si512((const void *)(d + k))));
-      }
-    }
     /* slot i's categorical lanes' decisions: its bits [k0, k0 + popcount) of cr deposited at
      * its categorical lanes (their byte compares never fire: threshold 127) */
 #define TC_ZBVCAT(i)                                                                            \
