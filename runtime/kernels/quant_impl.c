@@ -2311,7 +2311,7 @@ static TC_ATTR void FN(bvblock)(const tc_tables *T, const uint8_t *qb, int64_t g
 #if TC_QVEC == 2
   /* (categorical decisions' rows: a whole number of vectors that the row's buffer holds) */
   const int catw_ok = !T->bv_catd || (T->bv_catw > 0 && T->bv_catw <= TC_CATW_MAX && !(T->bv_catw & 63));
-  if (nb < TC_BVLANES_MAX && T->bv_zl && T->q_w1 && !cs && (!T->bv_zcatd || (T->bv_catd && catw_ok))) {
+  if (nb < TC_BVLANES_MAX && T->bv_zl && !T->bv_bias && T->q_w1 && !cs && (!T->bv_zcatd || (T->bv_catd && catw_ok))) {
     /* few rows: 64 trees in lanes (zbvlanes) */
     FN(zbvlanes)(T, qb, gs, nb, ab);
     return;
@@ -2323,7 +2323,7 @@ static TC_ATTR void FN(bvblock)(const tc_tables *T, const uint8_t *qb, int64_t g
   }
 #endif
 #if TC_QVEC == 1
-  if (nb < TC_QBVLANES_MAX && T->bv_zl && !T->bv_zcatd && T->q_w1 && !cs && T->q_ncols <= 128) {
+  if (nb < TC_QBVLANES_MAX && T->bv_zl && !T->bv_bias && !T->bv_zcatd && T->q_w1 && !cs && T->q_ncols <= 128) {
     /* few rows: 32 trees in lanes (qbvlanes) */
     FN(qbvlanes)(T, qb, gs, nb, ab);
     return;

@@ -784,6 +784,8 @@ def interval_lanes(c7: np.ndarray, thr: np.ndarray, lo1: np.ndarray, hi: np.ndar
     decisions as category_rows gives them, numbered in (slot, lane) order instead: "bv_zcatd"
     (code_rows), "bv_zcatk" per slot the mask of its categorical lanes, "bv_zk0" per slot its
     first categorical node's number (a slot's are consecutive)."""
+    if len(lo1) and int(lo1.min()) < -1:  # positions biased (interval_bias): the walk starts at 0
+        raise ValueError("interval_lanes takes trees of <= 128 leaves (unbiased positions)")
     n = len(node)
     groups = (n + 63) // 64
     nint = nint.astype(np.int64)

@@ -562,11 +562,12 @@ class ArraysKernel:
                     else:
                         keep.update(rows)
                         bv_catw = len(rows["bv_catd"]) // (256 * int(np.sum(q["q_kind"] == 1)))
-            if self._bitvec and len(q["q_feat"]) <= ZROW_MAX_COLS \
+            if self._bitvec and not self._bv_bias and len(q["q_feat"]) <= ZROW_MAX_COLS \
                     and (not np.any(q["q_kind"]) or "bv_catd" in keep) \
                     and len(self.tree_node) >= BV_LANES_MIN_TREES and np.all(A["tree_width"] == 1):
                 # the AVX-512 one-row interval walk, 64 trees in lanes (quant_impl.c, zbvlanes;
-                # categorical nodes' decisions by code as bv_catd's, numbered in lane order)
+                # categorical nodes' decisions by code as bv_catd's, numbered in lane order);
+                # its positions start at 0: unbiased tables only (trees of <= 128 leaves)
                 lanes = interval_lanes(q["h_qcol"].astype(np.uint8), keep["h_qthr"],
                                        self._bitvec["bv_lo1"], self._bitvec["bv_hi"],
                                        self.tree_node, A["tree_nint"], q["h_qcat"], q["q_kind"],
