@@ -469,6 +469,24 @@ def test_bad_arguments_are_errors(tmp_path, capsys):
     assert "xgb-binary" in capsys.readouterr().out
 
 
+def test_compile_limit_stops_a_build_in_its_own_process(tmp_path, capsys):
+    """call_bounded runs another engine's in-process build (lleaves') in a forked process: its
+    result comes back, its error becomes a Skip naming it, and past the limit it is stopped."""
+    import math
+    import time
+    if bench_measure.fork_context() is None:
+        pytest.skip("no fork server on this platform: builds run unbounded")
+    assert bench_measure.call_bounded(math.sqrt, (4.0,), 60, "a root") == 2.0
+    with pytest.raises(bench_measure.Skip, match=r"^a root failed: ValueError: math domain error"):
+        bench_measure.call_bounded(math.sqrt, (-1.0,), 60, "a root")
+    t0 = time.perf_counter()
+    with pytest.raises(bench_measure.Skip, match=r"^a sleep did not finish in 1 s: stopped$"):
+        bench_measure.call_bounded(time.sleep, (60,), 1, "a sleep")
+    assert time.perf_counter() - t0 < 30
+    assert bench_runner.main(["--compile-limit", "0", "--out", str(tmp_path)]) == 2
+    assert "--compile-limit must be > 0" in capsys.readouterr().err
+
+
 def test_rows_around_thresholds_cover_both_sides():
     case = bench_cases.build_case("tiny", quick=True)
     import treecomp
@@ -527,6 +545,8 @@ def test_lleaves_on_a_new_llvmlite_names_the_pin(monkeypatch, tmp_path):
             raise AttributeError("module 'llvmlite.binding' has no attribute 'PassManagerBuilder'")
 
     monkeypatch.setitem(sys.modules, "lleaves", types.SimpleNamespace(Model=Model))
+    # the build runs here, not in a forked process (which would import the real lleaves)
+    monkeypatch.setattr(bench_measure, "fork_context", lambda: None)
     case = bench_cases.BenchCase("m", "m", None, np.zeros((4, 2), np.float32),
                                  library=types.SimpleNamespace(model_file=str(tmp_path / "m.txt"),
                                                                model=None))

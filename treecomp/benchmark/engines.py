@@ -46,7 +46,8 @@ from typing import Any
 
 import numpy as np
 
-from .measure import Settings, Skip, bounded_children, compile_in_subprocess, log, peak_rss
+from .measure import (Settings, Skip, bounded_children, call_bounded, compile_in_subprocess, log,
+                      peak_rss)
 
 # llvmlite < 0.45 (LLVM 15; lleaves needs it, see bench/compare-env.sh) parses the `ptr` type of
 # treecomp's LLVM IR only in contexts made after LLVMLITE_ENABLE_OPAQUE_POINTERS=1 was set, and
@@ -403,6 +404,33 @@ class OnnxRuntime(Strategy):
         return res
 
 
+def lleaves_build(model_file: str, obj: str, raw_score: bool, finline: bool) -> dict:
+    """lleaves' compile of `model_file` into the object file `obj` (which lleaves then loads as
+    its cache), run in a process of its own by :func:`_lleaves_bounded`: its figures."""
+    import lleaves
+    with peak_rss() as mem:
+        t0 = time.perf_counter()
+        lleaves.Model(model_file=model_file).compile(cache=obj, raw_score=raw_score,
+                                                     finline=finline)
+        compile_s = time.perf_counter() - t0
+    return {"compile_s": compile_s, "compile_rss_mib": mem["mib"]}
+
+
+def _lleaves_bounded(model_file: str, obj: Path, raw_score: bool, finline: bool,
+                     limit: float) -> dict:
+    """lleaves_build in a forked process, stopped after `limit` s (lleaves' LLVM build runs in
+    the calling thread and cannot be stopped there: a 255-leaf LightGBM model of 300 trees took
+    over 8 minutes)."""
+    try:
+        return call_bounded(lleaves_build, (str(model_file), str(obj), raw_score, finline), limit,
+                            "lleaves' compile" + (" (raw margins)" if raw_score else ""))
+    except Skip as exc:
+        if "PassManagerBuilder" in str(exc):
+            raise Skip(f"lleaves needs llvmlite<0.45 (installed: {dist_version('llvmlite')}): "
+                       f"{exc}; use bench/compare-env.sh") from None
+        raise
+
+
 class Lleaves(Strategy):
     """lleaves: LightGBM text models compiled through LLVM (llvmlite), in-process.
 
@@ -432,23 +460,17 @@ class Lleaves(Strategy):
         self.label = f"lleaves {dist_version('lleaves') or '?'}"
         self.lleaves, self.model_file = lleaves, lib.model_file
         self.obj = ctx.tmp / f"lleaves-{ctx.case.name}.o"
-        if self.obj.exists():
-            self.obj.unlink()                     # a cache hit would skip the compile
-        try:
-            with peak_rss() as mem:
-                t0 = time.perf_counter()
-                self.m = lleaves.Model(model_file=lib.model_file)
-                self.m.compile(cache=str(self.obj))
-                compile_s = time.perf_counter() - t0
-        except AttributeError as exc:
-            if "PassManagerBuilder" in str(exc):
-                raise Skip(f"lleaves needs llvmlite<0.45 (installed: {dist_version('llvmlite')}): "
-                           f"{exc}; use bench/compare-env.sh") from None
-            raise
+        self.obj_raw = ctx.tmp / f"lleaves-{ctx.case.name}-raw.o"
+        self.limit = ctx.settings.compile_timeout_s
+        for obj in (self.obj, self.obj_raw):
+            if obj.exists():
+                obj.unlink()                      # a cache hit would skip the compile
+        figs = _lleaves_bounded(lib.model_file, self.obj, False, True, self.limit)
+        self.m = lleaves.Model(model_file=lib.model_file)
+        self.m.compile(cache=str(self.obj))       # loads the object file the build wrote
         self.m_raw = None
         self.clf = hasattr(lib.model, "predict_proba")
-        return {"compile_s": compile_s, "compile_rss_mib": mem["mib"],
-                "artifact_bytes": self.obj.stat().st_size if self.obj.exists() else None}
+        return {**figs, "artifact_bytes": self.obj.stat().st_size if self.obj.exists() else None}
 
     def run(self, X, n_threads):
         return self.m.predict(X, n_jobs=n_threads)
@@ -457,9 +479,15 @@ class Lleaves(Strategy):
         res = {}
         if "raw" in kinds:
             if self.m_raw is None:
-                self.m_raw = self.lleaves.Model(model_file=self.model_file)
-                self.m_raw.compile(raw_score=True, finline=False)
-            res["raw"] = self.m_raw.predict(X, n_jobs=1)
+                try:
+                    _lleaves_bounded(self.model_file, self.obj_raw, True, False, self.limit)
+                    self.m_raw = self.lleaves.Model(model_file=self.model_file)
+                    self.m_raw.compile(cache=str(self.obj_raw), raw_score=True, finline=False)
+                except Skip as exc:
+                    log(f"  lleaves: no raw margins: {exc}")
+                    self.m_raw = False
+            if self.m_raw:
+                res["raw"] = self.m_raw.predict(X, n_jobs=1)
         p = self.run(X, 1)
         if "proba" in kinds and self.clf and p.ndim == 1:
             res["proba"] = np.vstack((1.0 - p, p)).transpose()  # LGBMClassifier's own layout

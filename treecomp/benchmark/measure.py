@@ -21,6 +21,9 @@ and the cold compile of a treecomp backend in a process of its own.
   refuses, a failed compile); the runner notes it as a skipped row, never a failure.
 - :func:`bounded_children`: a time limit on the processes another engine's build starts
   (TL2cgen's gcc), which the engine itself does not bound.
+- :func:`call_bounded`: a function run in a process forked from the fork server, with a time
+  limit (another engine's in-process build: lleaves' LLVM compile, which cannot be stopped
+  from its own thread).
 - :func:`core_clock`: the core's clock while busy, from a chain of dependent adds (one cycle
   each) timed on the thread's CPU clock, and the TSC's rate beside it on x86: what turns the
   report's ns/row into cycles (the guest has no perf cycle counters).
@@ -407,6 +410,50 @@ def compile_forked(ctx: Any, spec: dict, env: dict, cwd: str, timeout: float) ->
     finally:
         recv.close()
         proc.join()
+
+
+def _forked_call(fn: Callable[..., Any], args: tuple, conn: Any) -> None:
+    """fn(*args) in a process forked from the fork server (see call_bounded): sends its result,
+    or {"error": ...}."""
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, 1)
+    os.dup2(null, 2)
+    try:
+        conn.send(fn(*args))
+    except Exception as exc:  # noqa: BLE001 - the parent raises Skip with it
+        conn.send({"error": f"{type(exc).__name__}: {exc}"})
+    conn.close()
+
+
+def call_bounded(fn: Callable[..., Any], args: tuple, timeout: float, what: str) -> Any:
+    """fn(*args) (a module-level function; its arguments and result picklable) in a process
+    forked from the fork server, stopped after `timeout` s: its result, or Skip naming `what`
+    where it timed out, failed or died. Without a fork server it runs here, unbounded."""
+    ctx = fork_context()
+    if ctx is None:
+        try:
+            return fn(*args)
+        except Exception as exc:  # noqa: BLE001 - as from the forked process
+            raise Skip(f"{what} failed: {type(exc).__name__}: {exc}") from None
+    recv, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=_forked_call, args=(fn, args, send))
+    proc.start()
+    send.close()
+    try:
+        if not recv.poll(timeout):
+            proc.kill()
+            raise Skip(f"{what} did not finish in {timeout:.0f} s: stopped")
+        try:
+            res = recv.recv()
+        except EOFError:
+            proc.join()
+            raise Skip(f"{what} failed (its process exited with {proc.exitcode})") from None
+    finally:
+        recv.close()
+        proc.join()
+    if isinstance(res, dict) and "error" in res:
+        raise Skip(f"{what} failed: {res['error']}")
+    return res
 
 
 def compile_fresh(spec: dict, env: dict, cwd: str, timeout: float) -> dict:

@@ -333,7 +333,9 @@ def markdown(results: dict, plots: list[str]) -> str:
             "onnxruntime", "tl2cgen")
     libs = ", ".join(f"{k} {m[k]}" for k in keys if k in m)
     out = [f"# treecomp benchmark ({results['mode']} mode)", "",
-           f"- date: {m['date']}; wall time {results.get('wall_s', 0):.0f} s",
+           f"- date: {m['date']}; wall time {results.get('wall_s', 0):.0f} s"
+           + (f"; each engine's build of a model stopped after {results['compile_limit_s']:.0f} s"
+              if results.get("compile_limit_s") else ""),
            f"- CPU: {m['cpu']}, {m['cores']} cores; {m['platform']}",
            f"- Python {m['python']}; treecomp {m['treecomp']}; {libs}",
            f"- C compiler: {m.get('compiler') or 'none found'}", clock_line(results)]

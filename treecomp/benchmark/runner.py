@@ -61,6 +61,7 @@ from __future__ import annotations
 import argparse
 import concurrent.futures
 import contextlib
+import dataclasses
 import datetime as _dt
 import itertools
 import os
@@ -721,6 +722,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--strategies", help="comma-separated strategy names (see --list)")
     p.add_argument("--rows", type=int, help="test rows per case (default 100000; quick 8000)")
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
+    p.add_argument("--compile-limit", type=float, metavar="S", help="stop any engine's build of "
+                   "one model after S seconds (treecomp's backends, TL2cgen's gcc, lleaves); the "
+                   "row says so (default 1800; quick 300)")
     p.add_argument("--list", action="store_true", help="list cases and strategies, then exit")
     return p.parse_args(argv)
 
@@ -751,12 +755,17 @@ def main(argv: list[str] | None = None) -> int:
     if args.rows is not None and args.rows < 1:
         log("error: --rows must be >= 1")
         return 2
+    if args.compile_limit is not None and args.compile_limit <= 0:
+        log("error: --compile-limit must be > 0")
+        return 2
     settings = Settings.for_mode(args.quick)
+    if args.compile_limit is not None:
+        settings = dataclasses.replace(settings, compile_timeout_s=args.compile_limit)
     started = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="treecomp-bench-"))
     results: dict[str, Any] = {"mode": "quick" if args.quick else "full", "machine": machine(),
                                "batches": list(settings.batches), "cases": [], "skipped_cases": [],
-                               "setup": {}}
+                               "setup": {}, "compile_limit_s": settings.compile_timeout_s}
     clock = core_clock()
     results["machine"]["clock"] = clock
     if clock.get("ghz"):
