@@ -79,6 +79,15 @@ def _file_hash(path: Path) -> str:
     return hashlib.sha256((ROOT / path).read_bytes()).hexdigest()
 
 
+def _carries(path: Path, marks: tuple[bytes, ...]) -> bool:
+    """Whether the file at `path` exists and holds every byte string of `marks`."""
+    try:
+        data = path.read_bytes()
+    except OSError:
+        return False
+    return all(m in data for m in marks)
+
+
 def _c_compiler() -> list[str]:
     """$CC if set, else the compiler this Python was built with if it is on PATH, else cc."""
     env = os.environ.get("CC")
@@ -125,16 +134,17 @@ class BuildExt(build_ext):
 
     def _build_kernel(self, ext: Extension) -> None:
         out = Path(self.get_ext_fullpath(ext.name))
-        deps = [ROOT / s for s in ext.sources + list(ext.depends)] + [
-            ROOT / "setup.py", ROOT / "treecomp" / "toolchain.py"]
-        archive_ok = (out.parent / ARCHIVE).is_file() or _archiver() is None
-        if not self.force and out.is_file() and archive_ok \
-                and out.stat().st_mtime >= max(d.stat().st_mtime for d in deps):
+        source_hash, cflags = _kernel_source_hash(), " ".join(CFLAGS)
+        # up to date when the library and its archive carry these sources' hash and flags (the
+        # strings the kernel embeds, which treecomp checks at load): modification times are not
+        # enough (an edit during a build, or copies that keep old times, left a stale kernel)
+        marks = (source_hash.encode(), cflags.encode())
+        archive_ok = _archiver() is None or _carries(out.parent / ARCHIVE, marks)
+        if not self.force and _carries(out, marks) and archive_ok:
             print(f"{out} is up to date")
             return
         cc = _c_compiler()
-        flags = [*CFLAGS, f'-DTC_SOURCE_HASH="{_kernel_source_hash()}"',
-                 f'-DTC_BUILD_CFLAGS="{" ".join(CFLAGS)}"']
+        flags = [*CFLAGS, f'-DTC_SOURCE_HASH="{source_hash}"', f'-DTC_BUILD_CFLAGS="{cflags}"']
         out.parent.mkdir(parents=True, exist_ok=True)
         with tempfile.TemporaryDirectory(prefix="treecomp-kernel-") as tmp:
             objs = [str(Path(tmp) / f"tc_arrays_{i}.o") for i in range(KERNEL_PARTS)]
