@@ -825,9 +825,12 @@ static TC_ATTR int64_t FN(float_rows)(void) {
 #endif
 static TC_ATTR int FN(float_few)(const tc_tables *T, int64_t n) {
   if (!T->quant || T->naive || T->q_ncols < TC_FLOATFEW_MINCOLS || n >= FN(float_rows)()) return 0;
+  /* the trees' depths summed only up to the bound (a call of few rows on a model of many
+   * trees stops as soon as the float walk cannot pay) */
+  const int64_t lim = (int64_t)T->q_ncols * TC_FLOATFEW_COL;
   int64_t steps = 0;
-  for (int64_t t = 0; t < T->n_trees; ++t) steps += T->tree_depth[t];
-  if ((int64_t)T->q_ncols * TC_FLOATFEW_COL <= steps) return 0;
+  for (int64_t t = 0; t < T->n_trees; ++t)
+    if ((steps += T->tree_depth[t]) >= lim) return 0;
 #if TC_QVEC == 2
   if (n >= TC_ZQ_MINROWS && sizeof(TC_XT) == 4 && T->q_lvl && FN(zquant_pays)(T))
     return n * steps < (int64_t)T->q_ncols * TC_FLOATFEW_ZQ;
