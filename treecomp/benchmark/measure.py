@@ -83,7 +83,7 @@ class Settings:
                        exact_rows=4000, slow_budget_s=0.08, compile_timeout_s=300,
                        batches=(1, 64, 4096))
         return cls(quick=False, budget_s=0.6, latency_budget_s=0.15, min_reps=3, exact_rows=20000,
-                   slow_budget_s=1.0, compile_timeout_s=1800)
+                   slow_budget_s=1.0, compile_timeout_s=600)
 
 
 def timed(fn: Callable[[], Any], budget_s: float, min_reps: int = 3, max_reps: int = 100_000,

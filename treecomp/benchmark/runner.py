@@ -724,7 +724,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--no-plots", action="store_true", help="skip the PNG plots")
     p.add_argument("--compile-limit", type=float, metavar="S", help="stop any engine's build of "
                    "one model after S seconds (treecomp's backends, TL2cgen's gcc, lleaves); the "
-                   "row says so (default 1800; quick 300)")
+                   "row says so (default 600; quick 300)")
     p.add_argument("--list", action="store_true", help="list cases and strategies, then exit")
     return p.parse_args(argv)
 
