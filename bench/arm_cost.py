@@ -1,6 +1,8 @@
 """The arrays kernel's ARM paths, cost per row, estimated without ARM hardware and without
-QEMU's clock: `python bench/arm_cost.py [--rows N] [--isas scalar,neon,sve] [--dir STAGE]`
-(docs/benchmarks.md "ARM" gives the method and the figures).
+QEMU's clock: `python bench/arm_cost.py [--rows N] [--isas scalar,neon,sve] [--dir STAGE]
+[--call predict|shap]` (docs/benchmarks.md "ARM" gives the method and the figures). `--call shap`
+counts the SHAP kernel's rows instead of predict_raw (treecomp.shap.Explainer on the same model
+and rows as float64, the path forced by its isa; per-row SHAP cost of each ARM path).
 
 Model: the 500-tree depth-6 XGBoost binary bench model (treecomp.benchmark.cases "xgb-binary",
 full size, trained on the host and cached there; saved as XGBoost JSON), N of its test rows
@@ -66,12 +68,24 @@ import ctypes, json, sys
 import numpy as np
 import treecomp
 from treecomp.backends.arrays import native as an
-mode, model, rows, isa, n = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4], int(sys.argv[5])
+mode, model, rows, isa, n, call = sys.argv[1:5] + [int(sys.argv[5]), sys.argv[6]]
 X = np.ascontiguousarray(np.load(rows)[:n])
-p = treecomp.compile(model, backend="arrays", isa=isa)
-assert p._kernel.isa == isa, (p._kernel.isa, isa)
+if call == "shap":  # the SHAP kernel's rows (Predictor.contributions' work, bias column aside)
+    from treecomp.shap import Explainer
+    e = Explainer(treecomp.parse(model), isa=isa)
+    assert e.isa == isa, (e.isa, isa)
+    X64 = X.astype(np.float64)
+    contrib = np.zeros((n, e.forest.n_outputs, e.forest.n_features + 1))
+    def run():
+        contrib[...] = 0.0
+        e.rows(X64, contrib)
+        return contrib
+else:
+    p = treecomp.compile(model, backend="arrays", isa=isa)
+    assert p._kernel.isa == isa, (p._kernel.isa, isa)
+    run = lambda: p.predict_raw(X, n_threads=1)
 lib = an.native_library()
-p.predict_raw(X, n_threads=1)  # warm-up: every block translated, lazy tables built
+run()  # warm-up: every block translated, lazy tables built
 path = str(an.KERNEL_PATH)
 spans = []
 for line in open("/proc/self/maps"):
@@ -83,7 +97,7 @@ marker = ctypes.cast(lib.tc_arrays_abi, ctypes.c_void_p).value
 info = {"spans": spans, "marker": marker, "path": path, "isas": an.native_isas()}
 if mode == "count":
     lib.tc_arrays_abi()
-    out = p.predict_raw(X, n_threads=1)
+    out = run()
     lib.tc_arrays_abi()
     info["sum"] = float(np.sum(out, dtype=np.float64))
 print("ARMCOST " + json.dumps(info))
@@ -217,8 +231,8 @@ def mca_cycles(mca: str, body: list[str], cpu: str, cache: dict) -> float | None
 
 
 def measure(lane, stage: Path, work: Path, model: Path, rows: Path, isa: str, n: int,
-            mca: str, cover: float) -> dict:
-    args = [str(model), str(rows), isa, str(n)]
+            mca: str, cover: float, call: str = "predict") -> dict:
+    args = [str(model), str(rows), isa, str(n), call]
     info = guest_run(lane, stage, work, ["maps", *args])
     if isa not in info["isas"]:
         return {"isa": isa, "error": f"not offered here (supported: {info['isas']})"}
@@ -318,6 +332,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cover", type=float, default=0.995,
                     help="share of executed instructions whose blocks go to llvm-mca")
     ap.add_argument("--out", type=Path, help="write the results as JSON here")
+    ap.add_argument("--call", choices=("predict", "shap"), default="predict",
+                    help="what the counted call runs: predict_raw (default) or the SHAP kernel's "
+                    "rows (treecomp.shap.Explainer.rows, float64 rows: contributions' work)")
     a = ap.parse_args(argv)
     from tests.aarch64 import lane as lane_mod
     mca = find_mca()
@@ -327,10 +344,11 @@ def main(argv: list[str] | None = None) -> int:
     if not (stage / "treecomp").is_dir() or not list((stage / "treecomp").glob("_arrays_kernel*.so")):
         lane_mod.stage(lane, stage)
     model, rows, title = host_model(work, a.rows)
-    print(f"{title}; {a.rows} rows, one batch, one thread; qemu -cpu max; {mca}", flush=True)
+    print(f"{title}; {a.call}, {a.rows} rows, one batch, one thread; qemu -cpu max; {mca}",
+          flush=True)
     results = []
     for isa in a.isas.split(","):
-        r = measure(lane, stage, work, model, rows, isa, a.rows, mca, a.cover)
+        r = measure(lane, stage, work, model, rows, isa, a.rows, mca, a.cover, a.call)
         results.append(r)
         print(json.dumps(r), flush=True)
     base = next((r for r in results if r["isa"] == "scalar" and "error" not in r), None)
@@ -359,6 +377,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.out:
         a.out.write_text(json.dumps({"date": _dt.datetime.now(_dt.timezone.utc).isoformat(),
                                      "host": platform.node(), "model": title, "rows": a.rows,
+                                     "call": a.call,
                                      "results": results}, indent=1))
     return 0
 
