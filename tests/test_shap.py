@@ -270,7 +270,8 @@ def isa_paths() -> list[str]:
 
 
 def test_row_groups_every_isa_bitwise_equal_to_one_row_path(kernel):
-    """The several-row kernels (a row per vector lane: 4 with AVX2, 8 with AVX-512), forced one
+    """The several-row kernels (a row per vector lane: 4 with AVX2, NEON and SVE, 8 with
+    AVX-512; the aarch64 lane runs this test on its emulated host), forced one
     by one, against the one-row path bit for bit and the libraries within the bound: row counts
     around the groups (1, 7, 8, 9, 17), NaN rows, rows on thresholds, categories, several
     outputs, vector leaves, an averaged forest."""

@@ -41,10 +41,11 @@ Two ways, chosen per tree:
   down the tree and the value-weighted sums up it, so a row costs O(nodes x points) per tree
   against the recurrences' O(leaves x d^2). All its terms are products of positive factors
   except the (o - z) differences, so it keeps the recurrences' accuracy (measured above).
-The kernel runs a row at a time (isa "scalar", portable) or, on CPUs with AVX2 / AVX-512
-(chosen at run time as the arrays backend chooses its path), Linear TreeSHAP for 4 / 8 rows at
-once, a row per vector lane: the same arithmetic in the same order per lane, so the same bits
-given the same tables, 4-5x faster. Tables then lose to Linear TreeSHAP (TABLES): by default
+The kernel runs a row at a time (isa "scalar", portable) or, on CPUs with AVX2 / AVX-512 /
+NEON (chosen at run time as the arrays backend chooses its path; SVE runs the NEON code),
+Linear TreeSHAP for 4 / 8 / 4 rows at once, a row per vector lane: the same arithmetic in the
+same order per lane, so the same bits given the same tables, 4-5x faster on x86 (on ARM,
+1.3-1.9x cheaper by instruction-count estimates: docs/benchmarks.md). Tables then lose to Linear TreeSHAP (TABLES): by default
 only the one-row path uses them.
 reference_contributions runs the recurrences themselves.
 Paths are prepared with vectorised numpy steps, one per tree level (no recursion).
@@ -241,8 +242,9 @@ class Explainer:
     """A forest's SHAP tables, prepared once per Predictor (contributions below)."""
 
     def __init__(self, forest: Forest, isa: str = "auto", tables: bool | None = None):
-        """isa: the kernel's path, "scalar" (a row at a time), "avx2" or "avx512" (several rows
-        per group, a row per vector lane: the same values bit for bit, given the same tables),
+        """isa: the kernel's path, "scalar" (a row at a time), "avx2", "avx512", "neon" or "sve"
+        (several rows per group, a row per vector lane; "sve" runs the NEON code: the same
+        values bit for bit, given the same tables),
         or "auto" (the best this CPU runs, as the arrays backend's isa="auto" picks it).
         tables: per-pattern tables for the trees that qualify (default: TABLES)."""
         check_cover(forest)

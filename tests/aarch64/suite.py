@@ -51,7 +51,8 @@ SVE_VL_CPUS = ("max,sve128=on", "max,sve256=on")
 
 #: the guest pytest's selection per CPU model. `max` (NEON, SVE, SVE2: every path can be forced
 #: there): the install check, the kernel-path families, the library's refusal of the one real
-#: model file treecomp refuses for that reason, and the lane's checks (guest_checks.py: every
+#: model file treecomp refuses for that reason, the SHAP kernel's row groups on neon and sve
+#: against its one-row path bit for bit (and the libraries), and the lane's checks (guest_checks.py: every
 #: real model file on every native path, the zoo on every backend and path, compile -o model.so
 #: in a subprocess), and the LightGBM reader's number conversion (its wider-quotient path runs
 #: on a 113-bit long double here, x87's 64 bits on x86). `cortex-a72` (NEON only): the host
@@ -63,6 +64,7 @@ SELECTION = {
             "tests/test_realfiles.py::test_lightgbm_refuses_model_small_too",
             "tests/test_realfiles.py::test_every_real_file_is_covered",
             "tests/test_frontend_lightgbm.py::test_native_numbers_are_float_of_each_token",
+            "tests/test_shap.py::test_row_groups_every_isa_bitwise_equal_to_one_row_path",
             "tests/aarch64/guest_checks.py"],
     "cortex-a72": ["tests/aarch64/guest_checks.py", "-k", "emulated_host"],
     "max,sve128=on": ["tests/aarch64/guest_checks.py::test_emulated_host"],
