@@ -52,12 +52,13 @@ SVE_VL_CPUS = ("max,sve128=on", "max,sve256=on")
 #: the guest pytest's selection per CPU model. `max` (NEON, SVE, SVE2: every path can be forced
 #: there): the install check, the kernel-path families, the library's refusal of the one real
 #: model file treecomp refuses for that reason, the SHAP kernel's row groups on neon and sve
-#: against its one-row path bit for bit (and the libraries), and the lane's checks (guest_checks.py: every
-#: real model file on every native path, the zoo on every backend and path, compile -o model.so
-#: in a subprocess), and the LightGBM reader's number conversion (its wider-quotient path runs
-#: on a 113-bit long double here, x87's 64 bits on x86). `cortex-a72` (NEON only): the host
-#: check alone (detection without SVE: the kernel offers scalar and neon, auto picks neon);
-#: NEON's results are checked on `max` (the same code on any CPU with NEON)
+#: against its one-row path bit for bit (and the libraries), and the lane's checks
+#: (guest_checks.py: every real model file on every native path, the zoo on every backend and
+#: path, compile -o model.so in a subprocess), and the LightGBM reader's number conversion (its
+#: wider-quotient path runs on a 113-bit long double here, x87's 64 bits on x86).
+#: `cortex-a72` (NEON only): the host check alone (detection without SVE: the kernel offers
+#: scalar and neon, auto picks neon); NEON's results are checked on `max` (the same code on any
+#: CPU with NEON)
 SELECTION = {
     "max": ["tests/test_install.py::test_prebuilt_kernel_is_loaded",
             *FAMILY_FILES,
