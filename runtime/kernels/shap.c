@@ -375,7 +375,7 @@ int32_t tc_shap_rows_neon(const tc_shap_model *M, const double *X, int64_t n_row
 TC_EXPORT int32_t tc_shap_rows(const tc_shap_model *M, const double *X, int64_t n_rows, double *out,
                                int32_t isa) {
   if (isa < 0 || isa > TC_ISA_LAST || !(tc_arrays_isa_mask() >> isa & 1)) return -1;
-#if TC_ARM  /* 2 rows per group; the SVE path takes the NEON kernel (its lanes are 128 bits) */
+#if TC_ARM  /* 4 rows per group; the SVE path takes the NEON kernel (its lanes are 128 bits) */
   if (isa == TC_ISA_NEON || isa == TC_ISA_SVE) return tc_shap_rows_neon(M, X, n_rows, out);
 #endif
 #if TC_X86
