@@ -137,10 +137,13 @@ class BuildExt(build_ext):
         source_hash, cflags = _kernel_source_hash(), " ".join(CFLAGS)
         # up to date when the library and its archive carry these sources' hash and flags (the
         # strings the kernel embeds, which treecomp checks at load): modification times are not
-        # enough (an edit during a build, or copies that keep old times, left a stale kernel)
+        # enough (an edit during a build, or copies that keep old times, left a stale kernel);
+        # the link step, which the kernel does not record, is rebuilt when its recipe changed
         marks = (source_hash.encode(), cflags.encode())
         archive_ok = _archiver() is None or _carries(out.parent / ARCHIVE, marks)
-        if not self.force and _carries(out, marks) and archive_ok:
+        recipe = max((ROOT / f).stat().st_mtime for f in ("setup.py", "treecomp/toolchain.py"))
+        if not self.force and _carries(out, marks) and archive_ok \
+                and out.stat().st_mtime >= recipe:
             print(f"{out} is up to date")
             return
         cc = _c_compiler()
