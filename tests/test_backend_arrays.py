@@ -797,18 +797,22 @@ def test_few_rows_trees_in_lanes(isa, nf, both, no, acc, cmp):
     row walks 64 trees a vector (h_zt: the trees' slot bytes side by side, each level's decision
     selected by the earlier levels', shallower trees' missing slots always left), the last group
     padded, leaves added in tree order; a last group of < 32 trees and forests of < 32 trees
-    eight trees at a time. 1, 2, 13, 31, 32, 64, 65, 100 and 130 trees of depths 0-6; the
-    column mux with merged NaN twins (20, 30 features) or plain columns (80); several outputs;
-    float32 and float64 margins. Single rows and 1..15-row batches bit for bit against the
-    interpreter, rows on thresholds, +-1 ULP, NaN, -0.0, infinities."""
+    eight trees at a time. 1, 2, 13, 31, 32, 64, 65, 100 and 130 trees of depths 0-6, the
+    deepest 6, 4, 5, 3 or 1 (the lanes walk's levels: the deepest tree's, h_ztd, 3 at least;
+    the NEON walk's too); the column mux with merged NaN twins (20, 30 features) or plain
+    columns (80); several outputs; float32 and float64 margins. Single rows and 1..15-row
+    batches bit for bit against the interpreter, rows on thresholds, +-1 ULP, NaN, -0.0,
+    infinities."""
     rng = np.random.default_rng(37 + nf)
     mux = set()
+    deepest = {32: 4, 65: 5, 100: 3, 130: 1}
     for n_trees in (1, 2, 13, 31, 32, 64, 65, 100, 130):
-        depths = rng.integers(0, 7, n_trees)
-        depths[:min(n_trees, 2)] = 6
+        dmax = deepest.get(n_trees, 6)
+        depths = rng.integers(0, dmax + 1, n_trees)
+        depths[:min(n_trees, 2)] = dmax
         trees = []
         for d in depths:
-            t = leaf_tree(0.25) if d == 0 else _complete_tree(rng, int(d), nf, p_leaf=0.15 if d == 6 else 0.0)
+            t = leaf_tree(0.25) if d == 0 else _complete_tree(rng, int(d), nf, p_leaf=0.15 if d == dmax else 0.0)
             # thresholds on a grid: few per feature (one column each, the row table's 128 bytes)
             value = t.value.astype(np.float32).astype(np.float64) if acc == "float32" else t.value
             trees.append(dataclasses.replace(
@@ -826,6 +830,7 @@ def test_few_rows_trees_in_lanes(isa, nf, both, no, acc, cmp):
             assert "h_zt" not in k._keep
         else:
             assert "h_zt" in k._keep and len(k._keep["h_zt"]) == -(-n_trees // 64) * 63 * 128
+            assert k._struct.h_ztd == max(int(t.depths().max()) for t in trees) == dmax
         mux.add(k._struct.q_cmux > 0)
         _few_row_checks(p, f, X)
     assert mux == ({True} if nf <= 64 else {True, False})  # the column mux, and plain columns

@@ -200,6 +200,9 @@ typedef struct {
    * has <= 128 leaves, -127 where one has 129-255 (quant_impl.c, bvtree); the NEON unit's
    * sweep takes unbiased tables only (else the float walk) */
   int32_t bv_bias;
+  /* appended: with h_zt, the deepest tree's depth (0-6): the lanes walk's levels (quant_impl.c,
+   * zlanes); 0 without h_zt. Derived (arrays.py, pack_arrays). */
+  int32_t h_ztd;
 } tc_tables;
 
 /* a deep-path record: 16 bytes, children as byte offsets into d_recs (no scaling in the walk);

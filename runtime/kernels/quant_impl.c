@@ -2499,31 +2499,38 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zlanes_idx)(
 }
 #undef TC_ZIDX
 
-/* group g's leaf value indices (trees 64 g ..) into li, from the row's table q0:q1; between
- * the levels, TC_ZADD(k) adds the previous group's leaves up to its k-th (the adds' chain is
- * the walk's bound: the next group's permutes and selects fill the cycles between its adds) */
-#define TC_ZGROUP(g, li)                                                                        \
+/* group g's leaf value indices (trees 64 g ..) into li, from the row's table q0:q1, walking
+ * levels 0 .. DM - 1 only (DM >= every tree's depth: the levels below hold padding slots only,
+ * every tree's decision there "left", a zero bit); between the levels, TC_ZADD(k)
+ * adds the previous group's leaves up to its k-th (the adds' chain is the walk's bound: the
+ * next group's permutes and selects fill the cycles between its adds), at 4, 8, 16, 32, 48
+ * for DM 6 and as much earlier as DM is smaller */
+#define TC_ZSTEP(l, DM)                                                                         \
+  do {                                                                                          \
+    if ((DM) > (l)) {                                                                           \
+      TC_ZLEVEL(l);                                                                             \
+      TC_ZADD((4 << ((l) - 1 + 6 - (DM))) < 48 ? (4 << ((l) - 1 + 6 - (DM))) : 48);             \
+    } else {                                                                                    \
+      d[l] = _mm512_setzero_si512();                                                            \
+    }                                                                                           \
+  } while (0)
+#define TC_ZGROUP(g, li, DM)                                                                    \
   do {                                                                                          \
     const uint8_t *zt = T->h_zt + TC_ZT_GROUP * (g);                                            \
     __asm__("" : "+r"(zt)); /* its loads stay here (not hoisted out of the row loop, spilled) */ \
     __m512i d[6], v[16];                                                                        \
     d[0] = tc_zdec(zt, q0, q1);                                                                 \
-    TC_ZLEVEL(1);                                                                               \
-    TC_ZADD(4);                                                                                 \
-    TC_ZLEVEL(2);                                                                               \
-    TC_ZADD(8);                                                                                 \
-    TC_ZLEVEL(3);                                                                               \
-    TC_ZADD(16);                                                                                \
-    TC_ZLEVEL(4);                                                                               \
-    TC_ZADD(32);                                                                                \
-    TC_ZLEVEL(5);                                                                               \
-    TC_ZADD(48);                                                                                \
-    FN(zlanes_idx)(T, tc_zbits(d), 64 * (g), nt - 64 * (g) < 64 ? nt - 64 * (g) : 64, li);   \
+    TC_ZSTEP(1, DM);                                                                            \
+    TC_ZSTEP(2, DM);                                                                            \
+    TC_ZSTEP(3, DM);                                                                            \
+    TC_ZSTEP(4, DM);                                                                            \
+    TC_ZSTEP(5, DM);                                                                            \
+    FN(zlanes_idx)(T, tc_zbits(d), 64 * (g), nt - 64 * (g) < 64 ? nt - 64 * (g) : 64, li);      \
   } while (0)
 
-/* one row (its table q0:q1) through trees 0 .. nt - 1, 64 trees in a vector's lanes; margins at a */
-static inline __attribute__((always_inline)) TC_ATTR void FN(zlanes)(const tc_tables *T, __m512i q0,
-                                                                    __m512i q1, TC_AT *a, const int64_t nt) {
+/* = zlanes below, levels 0 .. DM - 1 (DM >= every tree's depth) */
+static inline __attribute__((always_inline)) TC_ATTR void FN(zlanes_d)(
+    const tc_tables *T, __m512i q0, __m512i q1, TC_AT *a, const int64_t nt, const int DM) {
   const int64_t no = T->n_outputs, ng = (nt + 63) >> 6;
   const TC_AT *lv = (const TC_AT *)T->leaf_values;
   _Alignas(64) int64_t li[2][64];
@@ -2541,7 +2548,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zlanes)(const tc_ta
       for (; j < e_; ++j) a[T->tree_out[t0 + j]] += lv[ix[j]];                                  \
   } while (0)
   for (int64_t g = 0; g <= ng; ++g) {
-    if (g < ng) TC_ZGROUP(g, li[g & 1]);
+    if (g < ng) TC_ZGROUP(g, li[g & 1], DM);
     const int64_t e_ = n;
     if (no == 1)
       for (; j < e_; ++j) one += lv[ix[j]];
@@ -2554,6 +2561,18 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zlanes)(const tc_ta
 }
 #undef TC_ZADD
 #undef TC_ZGROUP
+#undef TC_ZSTEP
+/* one row (its table q0:q1) through trees 0 .. nt - 1, 64 trees in a vector's lanes, as many
+ * levels as the deepest tree has (3 at least: a shallower forest is rare); margins at a */
+static inline __attribute__((always_inline)) TC_ATTR void FN(zlanes)(const tc_tables *T, __m512i q0,
+                                                                    __m512i q1, TC_AT *a, const int64_t nt) {
+  switch (T->h_ztd) {
+    case 0: case 1: case 2: case 3: FN(zlanes_d)(T, q0, q1, a, nt, 3); return;
+    case 4: FN(zlanes_d)(T, q0, q1, a, nt, 4); return;
+    case 5: FN(zlanes_d)(T, q0, q1, a, nt, 5); return;
+    default: FN(zlanes_d)(T, q0, q1, a, nt, 6); return;
+  }
+}
 
 /* few rows, AVX-512: a row's bytes in a 128-byte table (two vectors): with the column mux
  * (q_cmux <= 64, see tc_qlevelc) the mux columns, then the same with NaN's code 255 made 0 (a

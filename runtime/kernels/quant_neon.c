@@ -669,11 +669,14 @@ TC_NI uint8x16_t tc_nrowlut(uint8x16x4_t q0, uint8x16x4_t q1, uint8x16_t c, cons
   /* an index >= 64 is out of q0's range (0) and c ^ 64 < 64 in q1's; below 64 the reverse */
   return vorrq_u8(vqtbl4q_u8(q0, c), vqtbl4q_u8(q1, veorq_u8(c, vdupq_n_u8(64))));
 }
-TC_NI uint8x16_t tc_nlanes16(const uint8_t *z, uint8x16x4_t q0, uint8x16x4_t q1, const int wide) {
+/* levels 0 .. DM - 1 only (DM >= every tree's depth: the slots below are padding), so the
+ * leaf slot has DM bits */
+TC_NI uint8x16_t tc_nlanes16(const uint8_t *z, uint8x16x4_t q0, uint8x16x4_t q1, const int wide,
+                             const int DM) {
   uint8x16_t g[6];
   uint8x16_t k = vdupq_n_u8(0);
 #pragma GCC unroll 6
-  for (int l = 0; l < 6; ++l) {
+  for (int l = 0; l < DM; ++l) {
     const int o = (1 << l) - 1, n = 1 << l;
     uint8x16_t sc[7], st[7];
 #pragma GCC unroll 32
@@ -846,22 +849,23 @@ static inline __attribute__((always_inline)) TC_ATTR int64_t FN(nquant_col)(
 }
 
 /* one row (its table q0:q1, q1 read only when wide) through the trees of h_zt, 16 at a time in
- * lanes (tc_nlanes16); each tree's leaf value added in tree order, as qrows_w1 adds them (the
- * same values, the same adds, the same order); margins at a. Inlined once per table width, so
- * that the 64-byte walk keeps q1's four registers free (both in one loop spilled the mux's
- * partials) */
+ * lanes (tc_nlanes16, DM levels: the deepest tree's, 3 at least); each tree's leaf value added
+ * in tree order, as qrows_w1 adds them (the same values, the same adds, the same order);
+ * margins at a. Inlined once per table width and DM, so that the 64-byte walk keeps q1's four
+ * registers free (both in one loop spilled the mux's partials) */
 static inline __attribute__((always_inline)) TC_ATTR void FN(nrow1)(
-    const tc_tables *T, const uint8x16x4_t q0, const uint8x16x4_t q1, TC_AT *a, const int wide) {
+    const tc_tables *T, const uint8x16x4_t q0, const uint8x16x4_t q1, TC_AT *a, const int wide,
+    const int DM) {
   const int64_t no = T->n_outputs, nt = T->n_trees;
   const TC_AT *lv = (const TC_AT *)T->leaf_values;
   TC_AT one = a[0];  /* one output: the margin in a register */
   for (int64_t t = 0; t < nt; t += 16) {
     const uint8_t *z = T->h_zt + 63 * 128 * (t >> 6) + 16 * ((t >> 4) & 3);
     __asm__("" : "+r"(z)); /* the slots' loads as offsets from one register */
-    uint8x16_t k = tc_nlanes16(z, q0, q1, wide);
+    uint8x16_t k = tc_nlanes16(z, q0, q1, wide, DM);
     const int64_t *tl = T->tree_leaf + t;
     if (nt - t >= 16) {
-      /* leaf = k >> (6 - depth), 16 trees by one USHL (a negative count shifts right) */
+      /* leaf = k >> (DM - depth), 16 trees by one USHL (a negative count shifts right) */
       const int32_t *dp = T->tree_depth + t;
       const uint16x8_t d0 = vuzp1q_u16(vreinterpretq_u16_s32(vld1q_s32(dp)),
                                        vreinterpretq_u16_s32(vld1q_s32(dp + 4)));
@@ -869,7 +873,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(nrow1)(
                                        vreinterpretq_u16_s32(vld1q_s32(dp + 12)));
       k = vshlq_u8(k, vsubq_s8(vreinterpretq_s8_u8(vuzp1q_u8(vreinterpretq_u8_u16(d0),
                                                              vreinterpretq_u8_u16(d1))),
-                               vdupq_n_s8(6)));
+                               vdupq_n_s8(DM)));
       const uint64_t k0 = vgetq_lane_u64(vreinterpretq_u64_u8(k), 0);
       const uint64_t k1 = vgetq_lane_u64(vreinterpretq_u64_u8(k), 1);
       if (no == 1) {
@@ -885,7 +889,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(nrow1)(
       uint8_t kb[16];
       vst1q_u8(kb, k);
       for (int64_t j = 0; j < nt - t; ++j) {
-        const TC_AT v = lv[tl[j] + (kb[j] >> (6 - T->tree_depth[t + j]))];
+        const TC_AT v = lv[tl[j] + (kb[j] >> (DM - T->tree_depth[t + j]))];
         if (no == 1) one += v;
         else a[T->tree_out[t + j]] += v;
       }
@@ -925,8 +929,18 @@ static TC_ATTR void FN(nrows_w1)(const tc_tables *T, const uint8_t *qb, int64_t 
       q1.val[2] = vbslq_u8(vceqq_u8(q0.val[2], nan), left, q0.val[2]);
       q1.val[3] = vbslq_u8(vceqq_u8(q0.val[3], nan), left, q0.val[3]);
     }
-    if (wide) FN(nrow1)(T, q0, q1, ab + r * T->n_outputs, 1);
-    else FN(nrow1)(T, q0, q1, ab + r * T->n_outputs, 0);
+    TC_AT *a = ab + r * T->n_outputs;
+    switch (T->h_ztd * 2 + wide) {  /* the walk's levels: the deepest tree's (3 at least) */
+      case 8: FN(nrow1)(T, q0, q1, a, 0, 4); break;
+      case 9: FN(nrow1)(T, q0, q1, a, 1, 4); break;
+      case 10: FN(nrow1)(T, q0, q1, a, 0, 5); break;
+      case 11: FN(nrow1)(T, q0, q1, a, 1, 5); break;
+      case 12: FN(nrow1)(T, q0, q1, a, 0, 6); break;
+      case 13: FN(nrow1)(T, q0, q1, a, 1, 6); break;
+      default:
+        if (wide) FN(nrow1)(T, q0, q1, a, 1, 3);
+        else FN(nrow1)(T, q0, q1, a, 0, 3);
+    }
   }
 }
 

@@ -595,6 +595,8 @@ class ArraysKernel:
                        q_w1=int(bool(np.all(A["tree_width"] == 1))), bitvec=int(bool(self._bitvec)),
                        d_nint=int(d_nint), q_cmux=cmux, q_cnan=int(cnan),
                        bv_catw=bv_catw, bv_bias=self._bv_bias if self._bitvec else 0,
+                       # the lanes walk's levels (quant_impl.c, zlanes)
+                       h_ztd=int(A["tree_depth"].max(initial=0)) if "h_zt" in keep else 0,
                        # the few-row walk's plain steps (arrays_impl.c, plain_trees)
                        c_plain=int(m["n_features"] <= 1 << 16 and bool(np.any(A["tree_layout"] == 1))
                                    and not np.any(A["c_ff"].view(np.uint32) & FF_CAT)))
