@@ -6,7 +6,8 @@ and rows as float64, the path forced by its isa; per-row SHAP cost of each ARM p
 
 Model: the 500-tree depth-6 XGBoost binary bench model (treecomp.benchmark.cases "xgb-binary",
 full size, trained on the host and cached there; saved as XGBoost JSON), N of its test rows
-(float32, 50 features), one batch, one thread, raw margins (`predict_raw`).
+(float32, 50 features), one batch, one thread, raw margins (`predict_raw`); `--case NAME`
+another bench case's (XGBoost JSON, or treecomp's IR file for the other libraries' models).
 
 Host: the aarch64 lane's emulated arm64 Debian (tests/aarch64/lane.py: `lane.ensure()`, treecomp
 built there by its own setup.py with the cross gcc 12, -O2), QEMU's `-cpu max` (NEON, SVE 512-bit
@@ -124,14 +125,21 @@ def find_mca() -> str:
     raise SystemExit(f"no llvm-mca that knows {', '.join(CPUS)} (apt-get install llvm-19)")
 
 
-def host_model(work: Path, n: int) -> tuple[Path, Path, str]:
-    """The bench model as XGBoost JSON and its first n test rows as .npy, in `work`."""
+def host_model(work: Path, n: int, case: str = "xgb-binary") -> tuple[Path, Path, str]:
+    """The bench case's model (XGBoost's as XGBoost JSON, any other as treecomp's IR file, which
+    the guest reads without the library) and its first n test rows as .npy, in `work`."""
     import numpy as np
 
+    import treecomp
     from treecomp.benchmark import cases
-    c = cases.build_case("xgb-binary", n_rows=n, log=lambda s: print(s, flush=True))
-    model, rows = work / "model.json", work / "rows.npy"
-    c.model.get_booster().save_model(str(model))
+    c = cases.build_case(case, n_rows=n, log=lambda s: print(s, flush=True))
+    rows = work / "rows.npy"
+    if hasattr(c.model, "get_booster"):
+        model = work / "model.json"
+        c.model.get_booster().save_model(str(model))
+    else:
+        model = work / "model.tcir"
+        treecomp.parse(c.model).save(model)
     np.save(rows, np.ascontiguousarray(c.X, dtype=np.float32))
     return model, rows, c.title
 
@@ -327,6 +335,8 @@ def functions(lane, info: dict):
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", type=int, default=1024)
+    ap.add_argument("--case", default="xgb-binary",
+                    help="the bench case whose model is counted (treecomp.benchmark.cases)")
     ap.add_argument("--isas", default="scalar,neon,sve")
     ap.add_argument("--dir", type=Path, help="a staged treecomp (lane.stage; staged if empty)")
     ap.add_argument("--cover", type=float, default=0.995,
@@ -343,7 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     stage = a.dir or work / "stage"
     if not (stage / "treecomp").is_dir() or not list((stage / "treecomp").glob("_arrays_kernel*.so")):
         lane_mod.stage(lane, stage)
-    model, rows, title = host_model(work, a.rows)
+    model, rows, title = host_model(work, a.rows, a.case)
     print(f"{title}; {a.call}, {a.rows} rows, one batch, one thread; qemu -cpu max; {mca}",
           flush=True)
     results = []
