@@ -799,7 +799,7 @@ def test_few_rows_trees_in_lanes(isa, nf, both, no, acc, cmp):
     padded, leaves added in tree order; a last group of < 32 trees and forests of < 32 trees
     eight trees at a time. 1, 2, 13, 31, 32, 64, 65, 100 and 130 trees of depths 0-6, the
     deepest 6, 4, 5, 3 or 1 (the lanes walk's levels: the deepest tree's, h_ztd, 3 at least;
-    the NEON walk's too); the column mux with merged NaN twins (20, 30 features) or plain
+    the NEON walk's too; at depth 6 the last level from the trees' records, h_zr); the column mux with merged NaN twins (20, 30 features) or plain
     columns (80); several outputs; float32 and float64 margins. Single rows and 1..15-row
     batches bit for bit against the interpreter, rows on thresholds, +-1 ULP, NaN, -0.0,
     infinities."""
@@ -831,6 +831,8 @@ def test_few_rows_trees_in_lanes(isa, nf, both, no, acc, cmp):
         else:
             assert "h_zt" in k._keep and len(k._keep["h_zt"]) == -(-n_trees // 64) * 63 * 128
             assert k._struct.h_ztd == max(int(t.depths().max()) for t in trees) == dmax
+            # a depth-6 forest's last level from the trees' records (zrow_records)
+            assert ("h_zr" in k._keep) == (dmax == arrays_derived.ZREC_DEPTH == 6)
         mux.add(k._struct.q_cmux > 0)
         _few_row_checks(p, f, X)
     assert mux == ({True} if nf <= 64 else {True, False})  # the column mux, and plain columns

@@ -203,6 +203,11 @@ typedef struct {
   /* appended: with h_zt, the deepest tree's depth (0-6): the lanes walk's levels (quant_impl.c,
    * zlanes); 0 without h_zt. Derived (arrays.py, pack_arrays). */
   int32_t h_ztd;
+  /* appended: with h_zt and h_ztd 6, the lanes walk's last level and leaves (quant_impl.c,
+   * zlanes): per tree 32 records of 16 bytes (float32 leaves; 32 for float64): slot 31 + k's
+   * row-table index and biased threshold bytes, then leaf values (2k) and (2k + 1) >> (6 -
+   * depth) at 8; or NULL. Derived (arrays_derived.py, zrow_records). */
+  const uint8_t *h_zr;
 } tc_tables;
 
 /* a deep-path record: 16 bytes, children as byte offsets into d_recs (no scaling in the walk);

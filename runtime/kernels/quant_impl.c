@@ -2427,7 +2427,15 @@ static inline __attribute__((always_inline)) TC_ATTR __mmask64 FN(zslots)(
  * of eight). The leaf values are then added one by one in tree order (exactness), group g's
  * while group g + 1's decisions are computed. The table (arrays_derived.py, zrow_lanes): per
  * group of 64 trees (the last one padded) 63 slots of 128 bytes, the 64 trees' row-table
- * indices (h_qc7) then their biased thresholds (h_qthr; 127 where a tree has no such slot). */
+ * indices (h_qc7) then their biased thresholds (h_qthr; 127 where a tree has no such slot).
+ * Only the deepest tree's levels are walked (h_ztd). In a depth-6 forest the last level comes
+ * from each tree's records instead (h_zr, zrow_records: per level-5 node its slot's two bytes
+ * and the two leaf values it chooses between, 16 bytes): the vector walk takes levels 0-4 and
+ * each tree's add reads its record at the node they reach, one compare picking the leaf. What
+ * bounds one row is the bytes it brings from L2 (docs/internals/performance-notes.md, "Single
+ * rows: the lanes walk's floor": ~190 a tree at ~31 a cycle on Zen 4); the records bring ~126
+ * (levels 0-4's slots and one line): the 500-tree depth-6 XGBoost model's walk and adds
+ * 3,509 -> 2,912 cycles a row. */
 #define TC_ZT_GROUP (63 * 128)
 #define TC_ZLANES_TAIL 32
 #ifndef TC_ZLANES_ONCE
@@ -2514,51 +2522,79 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zlanes_idx)(
       d[l] = _mm512_setzero_si512();                                                            \
     }                                                                                           \
   } while (0)
-#define TC_ZGROUP(g, li, DM)                                                                    \
-  do {                                                                                          \
-    const uint8_t *zt = T->h_zt + TC_ZT_GROUP * (g);                                            \
+#define TC_ZGROUP(g, li, kb, DM, REC)                                                            \
+  do {                                                                                           \
+    const uint8_t *zt = T->h_zt + TC_ZT_GROUP * (g);                                             \
     __asm__("" : "+r"(zt)); /* its loads stay here (not hoisted out of the row loop, spilled) */ \
-    __m512i d[6], v[16];                                                                        \
-    d[0] = tc_zdec(zt, q0, q1);                                                                 \
-    TC_ZSTEP(1, DM);                                                                            \
-    TC_ZSTEP(2, DM);                                                                            \
-    TC_ZSTEP(3, DM);                                                                            \
-    TC_ZSTEP(4, DM);                                                                            \
-    TC_ZSTEP(5, DM);                                                                            \
-    FN(zlanes_idx)(T, tc_zbits(d), 64 * (g), nt - 64 * (g) < 64 ? nt - 64 * (g) : 64, li);      \
+    __m512i d[6], v[16];                                                                         \
+    d[0] = tc_zdec(zt, q0, q1);                                                                  \
+    TC_ZSTEP(1, (REC) ? (DM) - 1 : (DM));                                                        \
+    TC_ZSTEP(2, (REC) ? (DM) - 1 : (DM));                                                        \
+    TC_ZSTEP(3, (REC) ? (DM) - 1 : (DM));                                                        \
+    TC_ZSTEP(4, (REC) ? (DM) - 1 : (DM));                                                        \
+    TC_ZSTEP(5, (REC) ? (DM) - 1 : (DM));                                                        \
+    if (REC)                                                                                     \
+      _mm512_store_si512((void *)(kb), tc_zbits(d));                                             \
+    else                                                                                         \
+      FN(zlanes_idx)(T, tc_zbits(d), 64 * (g), nt - 64 * (g) < 64 ? nt - 64 * (g) : 64, li);     \
   } while (0)
 
-/* = zlanes below, levels 0 .. DM - 1 (DM >= every tree's depth) */
+/* the leaf value of a tree whose last level is node k, from its records r (h_zr) and the row's
+ * 128-byte table: the record's decision (x > thr, signed bytes: the sign of tc_zdec) picks the
+ * left or right leaf */
+static inline __attribute__((always_inline)) TC_ATTR TC_AT FN(zrecv)(const uint8_t *r, unsigned k,
+                                                                    const int8_t *row) {
+  const uint8_t *e = r + (size_t)k * (sizeof(TC_AT) == 4 ? 16 : 32);
+  TC_AT v;
+  memcpy(&v, e + 8 + (row[e[0]] > (int8_t)e[1] ? sizeof(TC_AT) : 0), sizeof v);
+  return v;
+}
+
+/* = zlanes below, levels 0 .. DM - 1 (DM >= every tree's depth); REC: the last level and the
+ * leaves from the trees' records (h_zr), the vector walk's levels one fewer */
 static inline __attribute__((always_inline)) TC_ATTR void FN(zlanes_d)(
-    const tc_tables *T, __m512i q0, __m512i q1, TC_AT *a, const int64_t nt, const int DM) {
+    const tc_tables *T, __m512i q0, __m512i q1, TC_AT *a, const int64_t nt, const int DM,
+    const int REC) {
   const int64_t no = T->n_outputs, ng = (nt + 63) >> 6;
   const TC_AT *lv = (const TC_AT *)T->leaf_values;
+  const uint8_t *zr = T->h_zr;
+  const int64_t RT = (sizeof(TC_AT) == 4 ? 16 : 32) << (DM - 1);  /* record bytes a tree */
   _Alignas(64) int64_t li[2][64];
+  _Alignas(64) uint8_t kb[2][64];
+  _Alignas(64) int8_t row[128];
+  if (REC) {
+    _mm512_store_si512((void *)row, q0);
+    _mm512_store_si512((void *)(row + 64), q1);
+  }
   TC_AT one = a[0];
   if (nt <= 0) return;
   const int64_t *ix = li[1];
+  const uint8_t *kp = kb[1];
   int64_t j = 0, n = 0, t0 = 0;
-  /* the adds of the previous group (ix, its n trees from t0) up to its k-th, in tree order */
+  /* tree t0 + j's leaf value, of the previous group */
+#define TC_ZV(j) ((REC) ? FN(zrecv)(zr + (t0 + (j)) * RT, (unsigned)kp[j] >> (7 - (DM)), row) : lv[ix[j]])
+  /* the adds of the previous group (its n trees from t0) up to its k-th, in tree order */
 #define TC_ZADD(k)                                                                              \
   do {                                                                                          \
     const int64_t e_ = n < (k) ? n : (k);                                                       \
     if (no == 1)                                                                                \
-      for (; j < e_; ++j) one += lv[ix[j]];                                                     \
+      for (; j < e_; ++j) one += TC_ZV(j);                                                      \
     else                                                                                        \
-      for (; j < e_; ++j) a[T->tree_out[t0 + j]] += lv[ix[j]];                                  \
+      for (; j < e_; ++j) a[T->tree_out[t0 + j]] += TC_ZV(j);                                   \
   } while (0)
   for (int64_t g = 0; g <= ng; ++g) {
-    if (g < ng) TC_ZGROUP(g, li[g & 1], DM);
+    if (g < ng) TC_ZGROUP(g, li[g & 1], kb[g & 1], DM, REC);
     const int64_t e_ = n;
     if (no == 1)
-      for (; j < e_; ++j) one += lv[ix[j]];
+      for (; j < e_; ++j) one += TC_ZV(j);
     else
-      for (; j < e_; ++j) a[T->tree_out[t0 + j]] += lv[ix[j]];
+      for (; j < e_; ++j) a[T->tree_out[t0 + j]] += TC_ZV(j);
     /* this group's leaves are added next, while the next group's are found */
-    ix = li[g & 1], j = 0, t0 = 64 * g, n = nt - t0 < 64 ? nt - t0 : 64;
+    ix = li[g & 1], kp = kb[g & 1], j = 0, t0 = 64 * g, n = nt - t0 < 64 ? nt - t0 : 64;
   }
   if (no == 1) a[0] = one;
 }
+#undef TC_ZV
 #undef TC_ZADD
 #undef TC_ZGROUP
 #undef TC_ZSTEP
@@ -2567,10 +2603,12 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zlanes_d)(
 static inline __attribute__((always_inline)) TC_ATTR void FN(zlanes)(const tc_tables *T, __m512i q0,
                                                                     __m512i q1, TC_AT *a, const int64_t nt) {
   switch (T->h_ztd) {
-    case 0: case 1: case 2: case 3: FN(zlanes_d)(T, q0, q1, a, nt, 3); return;
-    case 4: FN(zlanes_d)(T, q0, q1, a, nt, 4); return;
-    case 5: FN(zlanes_d)(T, q0, q1, a, nt, 5); return;
-    default: FN(zlanes_d)(T, q0, q1, a, nt, 6); return;
+    case 0: case 1: case 2: case 3: FN(zlanes_d)(T, q0, q1, a, nt, 3, 0); return;
+    case 4: FN(zlanes_d)(T, q0, q1, a, nt, 4, 0); return;
+    case 5: FN(zlanes_d)(T, q0, q1, a, nt, 5, 0); return;
+    default:  /* depth 6: the last level from the records where there are (h_zr) */
+      if (T->h_zr) FN(zlanes_d)(T, q0, q1, a, nt, 6, 1);
+      else FN(zlanes_d)(T, q0, q1, a, nt, 6, 0);
   }
 }
 

@@ -730,6 +730,45 @@ def zrow_slots(c7: np.ndarray, thr: np.ndarray, node: np.ndarray, depth: np.ndar
     return zq.reshape(-1)
 
 
+#: the lanes walk takes its last level from zrow_records' records in forests this deep (the
+#: deepest tree's depth; quant_impl.c, zlanes): one row of the 500-tree depth-6 XGBoost model,
+#: walk and adds 1.20x; 500 XGBoost trees of depth 5: 0.99x, of depth 4 / 3: 0.72x / 0.79x
+#: (bench/row_pieces.py's pieces, Zen 4, 2026-11-28)
+ZREC_DEPTH = 6
+
+
+def zrow_records(c7: np.ndarray, thr: np.ndarray, node: np.ndarray, depth: np.ndarray,
+                 leaf0: np.ndarray, values: np.ndarray, dm: int) -> np.ndarray:
+    """The lanes walk's last level with its leaves (quant_impl.c, zlanes with h_zr), for the
+    forests of zrow_lanes walked over dm levels (every tree's depth <= dm): per tree and node k
+    of level dm - 1 (heap slot 2^(dm - 1) - 1 + k), a record of 16 bytes (float32 leaf values;
+    32 for float64): the slot's row-table index (h_qc7) and biased threshold (h_qthr) in bytes 0
+    and 1 (0 and 127 past a tree's slots: always left), then the two leaf values the slot's
+    decision picks between, at 8 (left) and 8 + the value's size (right): leaf (2 k + d) >>
+    (dm - depth) of the tree's 2^depth in heap order. So one row reads per tree one record, one
+    cache line, for its last level and its leaf, not the level's slots for 64 trees and a line
+    of the tree's leaf table; 64-byte aligned, 2^(dm - 1) records a tree."""
+    n, K = len(node), 1 << (dm - 1)
+    isz = values.dtype.itemsize
+    rz = 16 if isz == 4 else 32
+    buf = np.zeros(n * K * rz + 64, np.uint8)
+    a = (-buf.ctypes.data) % 64
+    rec = buf[a:a + n * K * rz].reshape(n, K, rz)
+    k = np.arange(K, dtype=np.int64)
+    slot = (K - 1) + k
+    d = depth.astype(np.int64)
+    live = (node[:, None] >= 0) & (slot[None, :] < ((np.int64(1) << d) - 1)[:, None])
+    idx = np.where(live, node.astype(np.int64)[:, None] + slot[None, :], 0)
+    rec[:, :, 0] = np.where(live, c7[idx], 0)
+    rec[:, :, 1] = np.where(live, thr.view(np.uint8)[idx], 0x7F)
+    sh = (dm - d)[:, None]
+    base = leaf0.astype(np.int64)[:, None]
+    for side in (0, 1):
+        v = values[base + ((2 * k[None, :] + side) >> sh)]
+        rec[:, :, 8 + side * isz:8 + (side + 1) * isz] = v.view(np.uint8).reshape(n, K, isz)
+    return rec.reshape(-1)
+
+
 #: forests of fewer heaps walk one row eight trees at a time, not 64 in lanes (quant_impl.c,
 #: TC_ZLANES_TAIL: a last group of fewer than 32 trees does too); no table below this
 ZLANES_MIN_TREES = 32

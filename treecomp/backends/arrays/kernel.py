@@ -54,10 +54,10 @@ from ...ir import Forest, Head, Tree, head_of
 from ...native import PAIRS, kernel_error
 from . import native, so, vec, walkers
 from .derived import (BV_LANES_MIN_TREES, DEEP_TOP_MAX, HEAP_PAD, QCIX_MAX_COLS, QUANT_ARRAYS,
-                      ZLANES_MIN_TREES, ZROW_MAX_COLS, bitvec_tables, interval_lanes,
+                      ZLANES_MIN_TREES, ZREC_DEPTH, ZROW_MAX_COLS, bitvec_tables, interval_lanes,
                       cat_byte_sets, category_rows, deep_tables, interval_masks, leaf_planes,
                       merge_nan_columns,
-                      oblivious_heaps, quant_levels, quant_tables, zrow_lanes,
+                      oblivious_heaps, quant_levels, quant_tables, zrow_lanes, zrow_records,
                       zrow_slots)
 from .format import BACKEND, MAGIC, tables_from_bytes, tables_to_bytes, written_by  # noqa: F401 (MAGIC: the interface)
 from .native import NATIVE_ISAS, NODE32, NODE64, CTables, native_library
@@ -547,6 +547,11 @@ class ArraysKernel:
                     # every tree of depth <= 6: one row walks 64 trees a vector (zlanes)
                     keep["h_zt"] = zrow_lanes(keep["h_qc7"], keep["h_qthr"], self.tree_node,
                                               A["tree_depth"])
+                    if int(A["tree_depth"].max(initial=0)) == ZREC_DEPTH:
+                        # the last level and leaves as one record a tree and node (zlanes, h_zr)
+                        keep["h_zr"] = zrow_records(keep["h_qc7"], keep["h_qthr"], self.tree_node,
+                                                    A["tree_depth"], self.tree_leaf,
+                                                    A["leaf_values"], ZREC_DEPTH)
             if self._bitvec and len(q["q_feat"]) <= ZROW_MAX_COLS \
                     and int(A["tree_nleaf"].max()) <= 64:
                 # the AVX-512 few-row interval walk (quant_impl.c, zbvrows_w1): each node's

@@ -121,7 +121,8 @@ class CTables(ctypes.Structure):
                           ("bv_catw", ctypes.c_int64), ("bv_zl", ctypes.c_void_p),
                           ("bv_zlo", ctypes.c_void_p), ("bv_zcatd", ctypes.c_void_p),
                           ("bv_zcatk", ctypes.c_void_p), ("bv_zk0", ctypes.c_void_p),
-                          ("bv_bias", ctypes.c_int32), ("h_ztd", ctypes.c_int32)]
+                          ("bv_bias", ctypes.c_int32), ("h_ztd", ctypes.c_int32),
+                          ("h_zr", ctypes.c_void_p)]
 
 def kernel_parts() -> dict[str, str]:
     """The kernel's translation units (baseline + entry points, AVX2 or NEON, AVX-512 or SVE),
