@@ -848,6 +848,17 @@ static inline __attribute__((always_inline)) TC_ATTR int64_t FN(nquant_col)(
   return r;
 }
 
+/* the leaf value of a tree whose level-5 node is k, from its records r (h_zr; quant_impl.c,
+ * zrecv) and the row's 128-byte table: x > thr (signed bytes, as tc_nlanes16's compare) picks
+ * the right leaf */
+static inline __attribute__((always_inline)) TC_ATTR TC_AT FN(nrecv)(const uint8_t *r, unsigned k,
+                                                                    const int8_t *row) {
+  const uint8_t *e = r + (size_t)k * (sizeof(TC_AT) == 4 ? 16 : 32);
+  TC_AT v;
+  memcpy(&v, e + 8 + (row[e[0]] > (int8_t)e[1] ? sizeof(TC_AT) : 0), sizeof v);
+  return v;
+}
+
 /* one row (its table q0:q1, q1 read only when wide) through the trees of h_zt, 16 at a time in
  * lanes (tc_nlanes16, DM levels: the deepest tree's, 3 at least); each tree's leaf value added
  * in tree order, as qrows_w1 adds them (the same values, the same adds, the same order);
@@ -855,13 +866,30 @@ static inline __attribute__((always_inline)) TC_ATTR int64_t FN(nquant_col)(
  * registers free (both in one loop spilled the mux's partials) */
 static inline __attribute__((always_inline)) TC_ATTR void FN(nrow1)(
     const tc_tables *T, const uint8x16x4_t q0, const uint8x16x4_t q1, TC_AT *a, const int wide,
-    const int DM) {
+    const int DM, const int8_t *rowt) {
   const int64_t no = T->n_outputs, nt = T->n_trees;
   const TC_AT *lv = (const TC_AT *)T->leaf_values;
   TC_AT one = a[0];  /* one output: the margin in a register */
   for (int64_t t = 0; t < nt; t += 16) {
     const uint8_t *z = T->h_zt + 63 * 128 * (t >> 6) + 16 * ((t >> 4) & 3);
     __asm__("" : "+r"(z)); /* the slots' loads as offsets from one register */
+    if (rowt) {  /* depth 6 with records (h_zr): levels 0-4 in lanes, the last from a record */
+      uint8_t kb[16];
+      vst1q_u8(kb, tc_nlanes16(z, q0, q1, wide, 5));
+      const int64_t RT = 32 * (sizeof(TC_AT) == 4 ? 16 : 32);  /* record bytes a tree */
+      const uint8_t *r = T->h_zr + t * RT;
+      if (nt - t >= 16 && no == 1) {
+#pragma GCC unroll 16
+        for (int j = 0; j < 16; ++j) one += FN(nrecv)(r + j * RT, kb[j], rowt);
+      } else {
+        for (int64_t j = 0; j < 16 && j < nt - t; ++j) {
+          const TC_AT v = FN(nrecv)(r + j * RT, kb[j], rowt);
+          if (no == 1) one += v;
+          else a[T->tree_out[t + j]] += v;
+        }
+      }
+      continue;
+    }
     uint8x16_t k = tc_nlanes16(z, q0, q1, wide, DM);
     const int64_t *tl = T->tree_leaf + t;
     if (nt - t >= 16) {
@@ -930,16 +958,24 @@ static TC_ATTR void FN(nrows_w1)(const tc_tables *T, const uint8_t *qb, int64_t 
       q1.val[3] = vbslq_u8(vceqq_u8(q0.val[3], nan), left, q0.val[3]);
     }
     TC_AT *a = ab + r * T->n_outputs;
+    if (T->h_zr) {  /* depth 6 with records: the last level by the row's table in memory */
+      _Alignas(64) int8_t rowt[128];
+      vst1q_u8_x4((uint8_t *)rowt, q0);
+      vst1q_u8_x4((uint8_t *)rowt + 64, q1);
+      if (wide) FN(nrow1)(T, q0, q1, a, 1, 6, rowt);
+      else FN(nrow1)(T, q0, q1, a, 0, 6, rowt);
+      continue;
+    }
     switch (T->h_ztd * 2 + wide) {  /* the walk's levels: the deepest tree's (3 at least) */
-      case 8: FN(nrow1)(T, q0, q1, a, 0, 4); break;
-      case 9: FN(nrow1)(T, q0, q1, a, 1, 4); break;
-      case 10: FN(nrow1)(T, q0, q1, a, 0, 5); break;
-      case 11: FN(nrow1)(T, q0, q1, a, 1, 5); break;
-      case 12: FN(nrow1)(T, q0, q1, a, 0, 6); break;
-      case 13: FN(nrow1)(T, q0, q1, a, 1, 6); break;
+      case 8: FN(nrow1)(T, q0, q1, a, 0, 4, 0); break;
+      case 9: FN(nrow1)(T, q0, q1, a, 1, 4, 0); break;
+      case 10: FN(nrow1)(T, q0, q1, a, 0, 5, 0); break;
+      case 11: FN(nrow1)(T, q0, q1, a, 1, 5, 0); break;
+      case 12: FN(nrow1)(T, q0, q1, a, 0, 6, 0); break;
+      case 13: FN(nrow1)(T, q0, q1, a, 1, 6, 0); break;
       default:
-        if (wide) FN(nrow1)(T, q0, q1, a, 1, 3);
-        else FN(nrow1)(T, q0, q1, a, 0, 3);
+        if (wide) FN(nrow1)(T, q0, q1, a, 1, 3, 0);
+        else FN(nrow1)(T, q0, q1, a, 0, 3, 0);
     }
   }
 }
