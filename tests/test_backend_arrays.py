@@ -793,20 +793,21 @@ def test_few_rows_deep_heaps(isa, nf, both, c7):
                                                 (80, False, 1, "float64", "<="),
                                                 (30, True, 3, "float32", "<=")])
 def test_few_rows_trees_in_lanes(isa, nf, both, no, acc, cmp):
-    """Forests whose every tree is a heap of depth <= 6 (XGBoost's default depth): on AVX-512 a
-    row walks 64 trees a vector (h_zt: the trees' slot bytes side by side, each level's decision
-    selected by the earlier levels', shallower trees' missing slots always left), the last group
-    padded, leaves added in tree order; a last group of < 32 trees and forests of < 32 trees
-    eight trees at a time. 1, 2, 13, 31, 32, 64, 65, 100 and 130 trees of depths 0-6, the
-    deepest 6, 4, 5, 3 or 1 (the lanes walk's levels: the deepest tree's, h_ztd, 3 at least;
-    the NEON walk's too; at depth 6 the last level from the trees' records, h_zr); the column mux with merged NaN twins (20, 30 features) or plain
+    """Forests whose every tree is a heap of depth <= 8: on AVX-512 a row walks 64 trees a
+    vector (h_zt: the trees' slot bytes side by side, each level's decision selected by the
+    earlier levels', shallower trees' missing slots always left), the last group padded, leaves
+    added in tree order; a last group of < 32 trees and forests of < 32 trees eight trees at a
+    time (or one by one). 1, 2, 13, 31, 32, 40, 64, 65, 70, 100 and 130 trees, the deepest 6, 4,
+    7, 5, 8, 3 or 1 (the lanes walk's levels: the deepest tree's, h_ztd, 3 at least; at depth 6-8
+    the last level from the trees' records, h_zr; level 6 of a depth-8 forest depth first; the
+    NEON walk takes depth <= 6); the column mux with merged NaN twins (20, 30 features) or plain
     columns (80); several outputs; float32 and float64 margins. Single rows and 1..15-row
     batches bit for bit against the interpreter, rows on thresholds, +-1 ULP, NaN, -0.0,
     infinities."""
     rng = np.random.default_rng(37 + nf)
     mux = set()
-    deepest = {32: 4, 65: 5, 100: 3, 130: 1}
-    for n_trees in (1, 2, 13, 31, 32, 64, 65, 100, 130):
+    deepest = {32: 4, 40: 7, 65: 5, 70: 8, 100: 3, 130: 1}
+    for n_trees in (1, 2, 13, 31, 32, 40, 64, 65, 70, 100, 130):
         dmax = deepest.get(n_trees, 6)
         depths = rng.integers(0, dmax + 1, n_trees)
         depths[:min(n_trees, 2)] = dmax
@@ -829,16 +830,14 @@ def test_few_rows_trees_in_lanes(isa, nf, both, no, acc, cmp):
         if n_trees < arrays_derived.ZLANES_MIN_TREES:  # eight trees at a time
             assert "h_zt" not in k._keep
         else:
-            assert "h_zt" in k._keep and len(k._keep["h_zt"]) == -(-n_trees // 64) * 63 * 128
+            slots = 127 if dmax == 8 else 63
+            assert "h_zt" in k._keep and len(k._keep["h_zt"]) == -(-n_trees // 64) * slots * 128
             assert k._struct.h_ztd == max(int(t.depths().max()) for t in trees) == dmax
-            # a depth-6 forest's last level from the trees' records (zrow_records)
-            assert ("h_zr" in k._keep) == (dmax == arrays_derived.ZREC_DEPTH == 6)
+            # a depth 6-8 forest's last level from the trees' records (zrow_records)
+            assert ("h_zr" in k._keep) == (dmax >= arrays_derived.ZREC_DEPTH == 6)
         mux.add(k._struct.q_cmux > 0)
         _few_row_checks(p, f, X)
     assert mux == ({True} if nf <= 64 else {True, False})  # the column mux, and plain columns
-    # a tree of depth 7: no lanes (zrows_w1's groups of eight and windows)
-    g = f.replace(trees=f.trees + (_complete_tree(rng, 7, nf),), tree_output=np.arange(n_trees + 1) % no)
-    assert "h_zt" not in treecomp.compile(g, backend="arrays", layout="quant", isa=isa)._kernel._keep
 
 
 @pytest.mark.parametrize("isa", ISAS[:3])

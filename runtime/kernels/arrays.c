@@ -200,13 +200,14 @@ typedef struct {
    * has <= 128 leaves, -127 where one has 129-255 (quant_impl.c, bvtree); the NEON unit's
    * sweep takes unbiased tables only (else the float walk) */
   int32_t bv_bias;
-  /* appended: with h_zt, the deepest tree's depth (0-6): the lanes walk's levels (quant_impl.c,
-   * zlanes); 0 without h_zt. Derived (arrays.py, pack_arrays). */
+  /* appended: with h_zt, the deepest tree's depth (0-8): the lanes walk's levels (quant_impl.c,
+   * zlanes; h_zt's groups hold 127 slots where it is 8, else 63); 0 without h_zt. Derived
+   * (arrays.py, pack_arrays). */
   int32_t h_ztd;
-  /* appended: with h_zt and h_ztd 6, the lanes walk's last level and leaves (quant_impl.c,
-   * zlanes): per tree 32 records of 16 bytes (float32 leaves; 32 for float64): slot 31 + k's
-   * row-table index and biased threshold bytes, then leaf values (2k) and (2k + 1) >> (6 -
-   * depth) at 8; or NULL. Derived (arrays_derived.py, zrow_records). */
+  /* appended: with h_zt and h_ztd D >= 6, the lanes walk's last level and leaves (quant_impl.c,
+   * zlanes): per tree 2^(D - 1) records of 16 bytes (float32 leaves; 32 for float64): slot
+   * 2^(D - 1) - 1 + k's row-table index and biased threshold bytes, then leaf values (2k) and
+   * (2k + 1) >> (D - depth) at 8; or NULL. Derived (arrays_derived.py, zrow_records). */
   const uint8_t *h_zr;
 } tc_tables;
 

@@ -2412,7 +2412,7 @@ static inline __attribute__((always_inline)) TC_ATTR __mmask64 FN(zslots)(
   return _mm512_mask_cmpgt_epi8_mask(kn, x, _mm512_loadu_si512((const void *)(z + 64)));
 }
 
-/* ---- trees in lanes (one row, every tree a heap of depth <= 6: h_zt) -------------------------
+/* ---- trees in lanes (one row, every tree a heap of depth <= 8: h_zt) -------------------------
  * Sixty-four trees a vector, a byte each: per heap slot s (63 of them) one vpermi2b picks, for
  * each of the group's 64 trees, the row's byte of the column tree t reads at slot s (the
  * row's 128-byte table q0:q1 as in zslots) and one saturating subtract from the slot's
@@ -2435,8 +2435,13 @@ static inline __attribute__((always_inline)) TC_ATTR __mmask64 FN(zslots)(
  * bounds one row is the bytes it brings from L2 (docs/internals/performance-notes.md, "Single
  * rows: the lanes walk's floor": ~190 a tree at ~31 a cycle on Zen 4); the records bring ~126
  * (levels 0-4's slots and one line): the 500-tree depth-6 XGBoost model's walk and adds
- * 3,509 -> 2,912 cycles a row. */
+ * 3,509 -> 2,912 cycles a row. Forests of depth 7 and 8 walk the same way, levels 0-5 (0-6 in
+ * groups of 127 slots, level 6 depth first: TC_ZLEVEL6) in lanes and the last from records of
+ * 64 (128) nodes a tree: one row of 300 depth-8 XGBoost trees 3.2 -> 1.4 us, against the trees
+ * one by one through four 64-slot windows (below). */
 #define TC_ZT_GROUP (63 * 128)
+/* a group's slot bytes in a forest walked over DM levels: levels 0-5 (0-6 where DM is 8) */
+#define TC_ZTG(DM) (((DM) == 8 ? 127 : 63) * 128)
 #define TC_ZLANES_TAIL 32
 #ifndef TC_ZLANES_ONCE
 #define TC_ZLANES_ONCE
@@ -2460,6 +2465,16 @@ static inline __attribute__((always_inline)) TC_ATTR __m512i tc_zbits(const __m5
   L = _mm512_ternarylogic_epi32(L, _mm512_srli_epi16(d[4], 6), _mm512_set1_epi8(0x02), 0xF8);
   return _mm512_ternarylogic_epi32(L, _mm512_srli_epi16(d[5], 7), _mm512_set1_epi8(0x01), 0xF8);
 }
+/* the same for seven levels, level l's at bit 6 - l */
+static inline __attribute__((always_inline)) TC_ATTR __m512i tc_zbits7(const __m512i *d) {
+  __m512i L = _mm512_and_si512(_mm512_srli_epi16(d[0], 1), _mm512_set1_epi8(0x40));
+  L = _mm512_ternarylogic_epi32(L, _mm512_srli_epi16(d[1], 2), _mm512_set1_epi8(0x20), 0xF8);
+  L = _mm512_ternarylogic_epi32(L, _mm512_srli_epi16(d[2], 3), _mm512_set1_epi8(0x10), 0xF8);
+  L = _mm512_ternarylogic_epi32(L, _mm512_srli_epi16(d[3], 4), _mm512_set1_epi8(0x08), 0xF8);
+  L = _mm512_ternarylogic_epi32(L, _mm512_srli_epi16(d[4], 5), _mm512_set1_epi8(0x04), 0xF8);
+  L = _mm512_ternarylogic_epi32(L, _mm512_srli_epi16(d[5], 6), _mm512_set1_epi8(0x02), 0xF8);
+  return _mm512_ternarylogic_epi32(L, _mm512_srli_epi16(d[6], 7), _mm512_set1_epi8(0x01), 0xF8);
+}
 #endif
 /* level l's decisions (slots 2^l - 1 .. 2^(l + 1) - 2) from d[0 .. l - 1], the levels above:
  * node 2^l - 1 + k, k's bits (most significant first) those levels' decisions; selected by
@@ -2478,6 +2493,23 @@ static inline __attribute__((always_inline)) TC_ATTR __m512i tc_zbits(const __m5
     d[l] = v[0];                                                                                \
   } while (0)
 #endif
+/* level 6's decisions (slots 63 .. 126), depth first: slot j = bit-reversed i, each odd i
+ * merged with the partials its trailing ones name (level 0's decision first), so at most
+ * seven partials are live (breadth first, as TC_ZLEVEL, would hold 32 and spill) */
+#define TC_ZLEVEL6()                                                                             \
+  do {                                                                                           \
+    __m512i sc_[7];                                                                              \
+    _Pragma("GCC unroll 64") for (int i_ = 0; i_ < 64; ++i_) {                                   \
+      int j_ = 0;                                                                                \
+      _Pragma("GCC unroll 6") for (int b_ = 0; b_ < 6; ++b_) j_ |= ((i_ >> b_) & 1) << (5 - b_); \
+      __m512i x_ = tc_zdec(zt + 128 * (63 + j_), q0, q1);                                        \
+      const int h_ = __builtin_ctz(~(unsigned)i_);                                               \
+      _Pragma("GCC unroll 6") for (int b_ = 0; b_ < 6; ++b_)                                     \
+        if (b_ < h_) x_ = tc_zsel(d[b_], sc_[b_], x_);                                           \
+      sc_[h_ < 6 ? h_ : 6] = x_;                                                                 \
+    }                                                                                            \
+    d[6] = sc_[6];                                                                               \
+  } while (0)
 
 /* trees t0 .. t0 + n - 1 (n <= 64)'s leaf value indices into li from their six leaf bits L:
  * tree_leaf[t] + (bits >> (6 - depth)), 16 trees at a time (masked loads past n; all 64
@@ -2524,19 +2556,24 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zlanes_idx)(
   } while (0)
 #define TC_ZGROUP(g, li, kb, DM, REC)                                                            \
   do {                                                                                           \
-    const uint8_t *zt = T->h_zt + TC_ZT_GROUP * (g);                                             \
+    const uint8_t *zt = T->h_zt + TC_ZTG(DM) * (g);                                              \
     __asm__("" : "+r"(zt)); /* its loads stay here (not hoisted out of the row loop, spilled) */ \
-    __m512i d[6], v[16];                                                                         \
+    __m512i d[7], v[16];                                                                         \
     d[0] = tc_zdec(zt, q0, q1);                                                                  \
     TC_ZSTEP(1, (REC) ? (DM) - 1 : (DM));                                                        \
     TC_ZSTEP(2, (REC) ? (DM) - 1 : (DM));                                                        \
     TC_ZSTEP(3, (REC) ? (DM) - 1 : (DM));                                                        \
     TC_ZSTEP(4, (REC) ? (DM) - 1 : (DM));                                                        \
     TC_ZSTEP(5, (REC) ? (DM) - 1 : (DM));                                                        \
-    if (REC)                                                                                     \
+    if ((DM) == 8) {                                                                             \
+      TC_ZLEVEL6();                                                                              \
+      TC_ZADD(48);                                                                               \
+      _mm512_store_si512((void *)(kb), tc_zbits7(d));                                            \
+    } else if (REC) {                                                                            \
       _mm512_store_si512((void *)(kb), tc_zbits(d));                                             \
-    else                                                                                         \
+    } else {                                                                                     \
       FN(zlanes_idx)(T, tc_zbits(d), 64 * (g), nt - 64 * (g) < 64 ? nt - 64 * (g) : 64, li);     \
+    }                                                                                            \
   } while (0)
 
 /* the leaf value of a tree whose last level is node k, from its records r (h_zr) and the row's
@@ -2572,7 +2609,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zlanes_d)(
   const uint8_t *kp = kb[1];
   int64_t j = 0, n = 0, t0 = 0;
   /* tree t0 + j's leaf value, of the previous group */
-#define TC_ZV(j) ((REC) ? FN(zrecv)(zr + (t0 + (j)) * RT, (unsigned)kp[j] >> (7 - (DM)), row) : lv[ix[j]])
+#define TC_ZV(j) ((REC) ? FN(zrecv)(zr + (t0 + (j)) * RT, (unsigned)kp[j] >> ((DM) == 8 ? 0 : 7 - (DM)), row) : lv[ix[j]])
   /* the adds of the previous group (its n trees from t0) up to its k-th, in tree order */
 #define TC_ZADD(k)                                                                              \
   do {                                                                                          \
@@ -2606,9 +2643,12 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zlanes)(const tc_ta
     case 0: case 1: case 2: case 3: FN(zlanes_d)(T, q0, q1, a, nt, 3, 0); return;
     case 4: FN(zlanes_d)(T, q0, q1, a, nt, 4, 0); return;
     case 5: FN(zlanes_d)(T, q0, q1, a, nt, 5, 0); return;
-    default:  /* depth 6: the last level from the records where there are (h_zr) */
+    case 6:  /* the last level from the records where there are (h_zr) */
       if (T->h_zr) FN(zlanes_d)(T, q0, q1, a, nt, 6, 1);
       else FN(zlanes_d)(T, q0, q1, a, nt, 6, 0);
+      return;
+    case 7: FN(zlanes_d)(T, q0, q1, a, nt, 7, 1); return;  /* (zrow1: with h_zr only) */
+    default: FN(zlanes_d)(T, q0, q1, a, nt, 8, 1); return;
   }
 }
 
@@ -2649,7 +2689,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zrow1)(
      * slots however few trees it holds: one tree of the 500-tree model alone, kernel, 0.21 us
      * that way against 0.28 in lanes) */
     int64_t t = 0;
-    if (T->h_zt) {
+    if (T->h_zt && (T->h_ztd <= 6 || T->h_zr)) {
       t = nt - ((nt & 63) < TC_ZLANES_TAIL ? (nt & 63) : 0);
       FN(zlanes)(T, q0, q1, a, t);
       if (t == nt) return;
@@ -2816,7 +2856,7 @@ static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs
   /* NEON: every tree a heap of depth <= 6, a row 16 trees in lanes (quant_neon.c, nrows_w1),
    * up to TC_NROWS_MAX - 1 rows (several outputs: from TC_QVEC_MIN rows the class-major margins,
    * cs, and the heap walk) */
-  if (nb < TC_NROWS_MAX && T->q_w1 && !cs && T->h_zt) {
+  if (nb < TC_NROWS_MAX && T->q_w1 && !cs && T->h_zt && T->h_ztd <= 6) {
     FN(nrows_w1)(T, qb, gs, nb, ab);
     return;
   }

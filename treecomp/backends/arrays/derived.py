@@ -730,11 +730,13 @@ def zrow_slots(c7: np.ndarray, thr: np.ndarray, node: np.ndarray, depth: np.ndar
     return zq.reshape(-1)
 
 
-#: the lanes walk takes its last level from zrow_records' records in forests this deep (the
-#: deepest tree's depth; quant_impl.c, zlanes): one row of the 500-tree depth-6 XGBoost model,
-#: walk and adds 1.20x; 500 XGBoost trees of depth 5: 0.99x, of depth 4 / 3: 0.72x / 0.79x
-#: (bench/row_pieces.py's pieces, Zen 4, 2026-11-28)
+#: the lanes walk takes its last level from zrow_records' records in forests at least this deep
+#: (the deepest tree's depth, up to 8; quant_impl.c, zlanes): one row of the 500-tree depth-6
+#: XGBoost model, walk and adds 1.20x; 500 XGBoost trees of depth 5: 0.99x, of depth 4 / 3:
+#: 0.72x / 0.79x (bench/row_pieces.py's pieces, Zen 4, 2026-11-28)
 ZREC_DEPTH = 6
+#: the deepest forests the lanes walk takes (levels 0-6 in lanes, level 7 from records)
+ZLANES_MAX_DEPTH = 8
 
 
 def zrow_records(c7: np.ndarray, thr: np.ndarray, node: np.ndarray, depth: np.ndarray,
@@ -774,20 +776,23 @@ def zrow_records(c7: np.ndarray, thr: np.ndarray, node: np.ndarray, depth: np.nd
 ZLANES_MIN_TREES = 32
 
 
-def zrow_lanes(c7: np.ndarray, thr: np.ndarray, node: np.ndarray, depth: np.ndarray) -> np.ndarray:
+def zrow_lanes(c7: np.ndarray, thr: np.ndarray, node: np.ndarray, depth: np.ndarray,
+               nslots: int = 63) -> np.ndarray:
     """The one-row walk with 64 trees in a vector's lanes (quant_impl.c, zlanes), for forests
     whose every tree is a heap of depth <= 6: per group of 64 consecutive trees (the last one
     padded), 63 slots of 128 bytes, 64-byte aligned: slot s's row-table index (h_qc7) for each
     of the group's 64 trees, then their biased thresholds (h_qthr). A slot past a tree's
     2^depth - 1 (and every slot of a padding lane) holds index 0 and threshold 127, which no
-    byte exceeds: the row goes left there, so a tree of depth D < 6 ends at its leaf << (6 - D)."""
+    byte exceeds: the row goes left there, so a tree of depth D < 6 ends at its leaf << (6 - D).
+    nslots: a group's slots, 63 (levels 0-5) or 127 (levels 0-6, for forests of depth 8, whose
+    last level comes from zrow_records)."""
     n = len(node)
     groups = (n + 63) // 64
-    buf = np.zeros(groups * 63 * 128 + 64, np.uint8)
+    buf = np.zeros(groups * nslots * 128 + 64, np.uint8)
     a = (-buf.ctypes.data) % 64
-    zt = buf[a:a + groups * 63 * 128].reshape(groups, 63, 2, 64)
+    zt = buf[a:a + groups * nslots * 128].reshape(groups, nslots, 2, 64)
     zt[:, :, 1, :] = 0x7F
-    s = np.arange(63)
+    s = np.arange(nslots)
     live = (node[:, None] >= 0) & (s[None, :] < ((np.int64(1) << depth.astype(np.int64)) - 1)[:, None])
     idx = np.where(live, node.astype(np.int64)[:, None] + s[None, :], 0)
     t = np.arange(n)

@@ -54,7 +54,8 @@ from ...ir import Forest, Head, Tree, head_of
 from ...native import PAIRS, kernel_error
 from . import native, so, vec, walkers
 from .derived import (BV_LANES_MIN_TREES, DEEP_TOP_MAX, HEAP_PAD, QCIX_MAX_COLS, QUANT_ARRAYS,
-                      ZLANES_MIN_TREES, ZREC_DEPTH, ZROW_MAX_COLS, bitvec_tables, interval_lanes,
+                      ZLANES_MAX_DEPTH, ZLANES_MIN_TREES, ZREC_DEPTH, ZROW_MAX_COLS,
+                      bitvec_tables, interval_lanes,
                       cat_byte_sets, category_rows, deep_tables, interval_masks, leaf_planes,
                       merge_nan_columns,
                       oblivious_heaps, quant_levels, quant_tables, zrow_lanes, zrow_records,
@@ -543,15 +544,17 @@ class ArraysKernel:
                     keep["h_zq8"] = zrow_slots(keep["h_qc7"], keep["h_qthr"], self.tree_node,
                                                A["tree_depth"], heap & (A["tree_depth"] > 6),
                                                (0, 63, 127, 191))
-                elif len(heap) >= ZLANES_MIN_TREES and np.all(heap) and np.all(A["tree_width"] == 1):
-                    # every tree of depth <= 6: one row walks 64 trees a vector (zlanes)
+                dmax = int(A["tree_depth"].max(initial=0))
+                if len(heap) >= ZLANES_MIN_TREES and np.all(heap) and np.all(A["tree_width"] == 1) \
+                        and dmax <= ZLANES_MAX_DEPTH:
+                    # every tree of depth <= 8: one row walks 64 trees a vector (zlanes)
                     keep["h_zt"] = zrow_lanes(keep["h_qc7"], keep["h_qthr"], self.tree_node,
-                                              A["tree_depth"])
-                    if int(A["tree_depth"].max(initial=0)) == ZREC_DEPTH:
+                                              A["tree_depth"], 127 if dmax == 8 else 63)
+                    if dmax >= ZREC_DEPTH:
                         # the last level and leaves as one record a tree and node (zlanes, h_zr)
                         keep["h_zr"] = zrow_records(keep["h_qc7"], keep["h_qthr"], self.tree_node,
                                                     A["tree_depth"], self.tree_leaf,
-                                                    A["leaf_values"], ZREC_DEPTH)
+                                                    A["leaf_values"], dmax)
             if self._bitvec and len(q["q_feat"]) <= ZROW_MAX_COLS \
                     and int(A["tree_nleaf"].max()) <= 64:
                 # the AVX-512 few-row interval walk (quant_impl.c, zbvrows_w1): each node's
