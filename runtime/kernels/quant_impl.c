@@ -49,6 +49,17 @@
 #define TC_QCS (TC_QR / 32)
 #define TC_QOFF(r) (((r) >> TC_QSH) * gs + ((r) & (TC_QR - 1)))
 #endif
+/* the leaf value of a tree whose last level is node k, from its records r (h_zr: the one-row
+ * lanes walks, zlanes here and quant_neon.c's nrow1) and the row's 128-byte table: the
+ * record's decision (x > thr, signed bytes: the sign of tc_zdec, the compare of tc_nlanes16)
+ * picks the left or right leaf */
+static inline __attribute__((always_inline)) TC_ATTR TC_AT FN(zrecv)(const uint8_t *r, unsigned k,
+                                                                    const int8_t *row) {
+  const uint8_t *e = r + (size_t)k * (sizeof(TC_AT) == 4 ? 16 : 32);
+  TC_AT v;
+  memcpy(&v, e + 8 + (row[e[0]] > (int8_t)e[1] ? sizeof(TC_AT) : 0), sizeof v);
+  return v;
+}
 #if TC_QARM  /* aarch64: the NEON (and SVE) byte kernels, same layout as AVX2's */
 #include "kernels/quant_neon.c"
 #endif
@@ -2455,26 +2466,19 @@ static inline __attribute__((always_inline)) TC_ATTR __m512i tc_zdec(const uint8
 static inline __attribute__((always_inline)) TC_ATTR __m512i tc_zsel(__m512i d, __m512i l, __m512i r) {
   return _mm512_ternarylogic_epi32(l, r, d, 0xD8);  /* l is often dead: no copy */
 }
-/* the six levels' decisions (sign bits) as the leaf's six bits, level l's at bit 5 - l (a 16-bit
- * shift keeps each byte's bit 7 in its byte; the mask drops what came from the other byte) */
-static inline __attribute__((always_inline)) TC_ATTR __m512i tc_zbits(const __m512i *d) {
-  __m512i L = _mm512_and_si512(_mm512_srli_epi16(d[0], 2), _mm512_set1_epi8(0x20));
-  L = _mm512_ternarylogic_epi32(L, _mm512_srli_epi16(d[1], 3), _mm512_set1_epi8(0x10), 0xF8);
-  L = _mm512_ternarylogic_epi32(L, _mm512_srli_epi16(d[2], 4), _mm512_set1_epi8(0x08), 0xF8);
-  L = _mm512_ternarylogic_epi32(L, _mm512_srli_epi16(d[3], 5), _mm512_set1_epi8(0x04), 0xF8);
-  L = _mm512_ternarylogic_epi32(L, _mm512_srli_epi16(d[4], 6), _mm512_set1_epi8(0x02), 0xF8);
-  return _mm512_ternarylogic_epi32(L, _mm512_srli_epi16(d[5], 7), _mm512_set1_epi8(0x01), 0xF8);
+/* the first n levels' decisions (sign bits; n = 6 or 7) as a byte's low bits, level l's at bit
+ * n - 1 - l (a 16-bit shift keeps each byte's bit 7 in its byte; the mask drops what came from
+ * the other byte) */
+static inline __attribute__((always_inline)) TC_ATTR __m512i tc_zbitsn(const __m512i *d, const int n) {
+  __m512i L = _mm512_and_si512(_mm512_srli_epi16(d[0], 8 - n), _mm512_set1_epi8((char)(1 << (n - 1))));
+#pragma GCC unroll 6
+  for (int l = 1; l < n; ++l)
+    L = _mm512_ternarylogic_epi32(L, _mm512_srli_epi16(d[l], 8 - n + l),
+                                  _mm512_set1_epi8((char)(1 << (n - 1 - l))), 0xF8);
+  return L;
 }
-/* the same for seven levels, level l's at bit 6 - l */
-static inline __attribute__((always_inline)) TC_ATTR __m512i tc_zbits7(const __m512i *d) {
-  __m512i L = _mm512_and_si512(_mm512_srli_epi16(d[0], 1), _mm512_set1_epi8(0x40));
-  L = _mm512_ternarylogic_epi32(L, _mm512_srli_epi16(d[1], 2), _mm512_set1_epi8(0x20), 0xF8);
-  L = _mm512_ternarylogic_epi32(L, _mm512_srli_epi16(d[2], 3), _mm512_set1_epi8(0x10), 0xF8);
-  L = _mm512_ternarylogic_epi32(L, _mm512_srli_epi16(d[3], 4), _mm512_set1_epi8(0x08), 0xF8);
-  L = _mm512_ternarylogic_epi32(L, _mm512_srli_epi16(d[4], 5), _mm512_set1_epi8(0x04), 0xF8);
-  L = _mm512_ternarylogic_epi32(L, _mm512_srli_epi16(d[5], 6), _mm512_set1_epi8(0x02), 0xF8);
-  return _mm512_ternarylogic_epi32(L, _mm512_srli_epi16(d[6], 7), _mm512_set1_epi8(0x01), 0xF8);
-}
+#define tc_zbits(d) tc_zbitsn((d), 6)
+#define tc_zbits7(d) tc_zbitsn((d), 7)
 #endif
 /* level l's decisions (slots 2^l - 1 .. 2^(l + 1) - 2) from d[0 .. l - 1], the levels above:
  * node 2^l - 1 + k, k's bits (most significant first) those levels' decisions; selected by
@@ -2575,17 +2579,6 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zlanes_idx)(
       FN(zlanes_idx)(T, tc_zbits(d), 64 * (g), nt - 64 * (g) < 64 ? nt - 64 * (g) : 64, li);     \
     }                                                                                            \
   } while (0)
-
-/* the leaf value of a tree whose last level is node k, from its records r (h_zr) and the row's
- * 128-byte table: the record's decision (x > thr, signed bytes: the sign of tc_zdec) picks the
- * left or right leaf */
-static inline __attribute__((always_inline)) TC_ATTR TC_AT FN(zrecv)(const uint8_t *r, unsigned k,
-                                                                    const int8_t *row) {
-  const uint8_t *e = r + (size_t)k * (sizeof(TC_AT) == 4 ? 16 : 32);
-  TC_AT v;
-  memcpy(&v, e + 8 + (row[e[0]] > (int8_t)e[1] ? sizeof(TC_AT) : 0), sizeof v);
-  return v;
-}
 
 /* = zlanes below, levels 0 .. DM - 1 (DM >= every tree's depth); REC: the last level and the
  * leaves from the trees' records (h_zr), the vector walk's levels one fewer */

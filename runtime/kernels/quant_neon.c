@@ -848,17 +848,6 @@ static inline __attribute__((always_inline)) TC_ATTR int64_t FN(nquant_col)(
   return r;
 }
 
-/* the leaf value of a tree whose level-5 node is k, from its records r (h_zr; quant_impl.c,
- * zrecv) and the row's 128-byte table: x > thr (signed bytes, as tc_nlanes16's compare) picks
- * the right leaf */
-static inline __attribute__((always_inline)) TC_ATTR TC_AT FN(nrecv)(const uint8_t *r, unsigned k,
-                                                                    const int8_t *row) {
-  const uint8_t *e = r + (size_t)k * (sizeof(TC_AT) == 4 ? 16 : 32);
-  TC_AT v;
-  memcpy(&v, e + 8 + (row[e[0]] > (int8_t)e[1] ? sizeof(TC_AT) : 0), sizeof v);
-  return v;
-}
-
 /* one row (its table q0:q1, q1 read only when wide) through the trees of h_zt, 16 at a time in
  * lanes (tc_nlanes16, DM levels: the deepest tree's, 3 at least); each tree's leaf value added
  * in tree order, as qrows_w1 adds them (the same values, the same adds, the same order);
@@ -880,10 +869,10 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(nrow1)(
       const uint8_t *r = T->h_zr + t * RT;
       if (nt - t >= 16 && no == 1) {
 #pragma GCC unroll 16
-        for (int j = 0; j < 16; ++j) one += FN(nrecv)(r + j * RT, kb[j], rowt);
+        for (int j = 0; j < 16; ++j) one += FN(zrecv)(r + j * RT, kb[j], rowt);
       } else {
         for (int64_t j = 0; j < 16 && j < nt - t; ++j) {
-          const TC_AT v = FN(nrecv)(r + j * RT, kb[j], rowt);
+          const TC_AT v = FN(zrecv)(r + j * RT, kb[j], rowt);
           if (no == 1) one += v;
           else a[T->tree_out[t + j]] += v;
         }
