@@ -779,8 +779,8 @@ ZLANES_MIN_TREES = 32
 def zrow_lanes(c7: np.ndarray, thr: np.ndarray, node: np.ndarray, depth: np.ndarray,
                nslots: int = 63) -> np.ndarray:
     """The one-row walk with 64 trees in a vector's lanes (quant_impl.c, zlanes), for forests
-    whose every tree is a heap of depth <= 6: per group of 64 consecutive trees (the last one
-    padded), 63 slots of 128 bytes, 64-byte aligned: slot s's row-table index (h_qc7) for each
+    whose every tree is a heap of depth <= 8 (ZLANES_MAX_DEPTH): per group of 64 consecutive
+    trees (the last one padded), nslots slots of 128 bytes, 64-byte aligned: slot s's row-table index (h_qc7) for each
     of the group's 64 trees, then their biased thresholds (h_qthr). A slot past a tree's
     2^depth - 1 (and every slot of a padding lane) holds index 0 and threshold 127, which no
     byte exceeds: the row goes left there, so a tree of depth D < 6 ends at its leaf << (6 - D).
