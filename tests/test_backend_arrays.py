@@ -800,7 +800,7 @@ def test_few_rows_trees_in_lanes(isa, nf, both, no, acc, cmp):
     time (or one by one). 1, 2, 13, 31, 32, 40, 64, 65, 70, 100 and 130 trees, the deepest 6, 4,
     7, 5, 8, 3 or 1 (the lanes walk's levels: the deepest tree's, h_ztd, 3 at least; at depth 6-8
     the last level from the trees' records, h_zr; level 6 of a depth-8 forest depth first; the
-    NEON walk takes depth <= 6); the column mux with merged NaN twins (20, 30 features) or plain
+    NEON walk's the same way); the column mux with merged NaN twins (20, 30 features) or plain
     columns (80); several outputs; float32 and float64 margins. Single rows and 1..15-row
     batches bit for bit against the interpreter, rows on thresholds, +-1 ULP, NaN, -0.0,
     infinities."""

@@ -2846,10 +2846,10 @@ static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs
   }
 #endif
 #if TC_QARM
-  /* NEON: every tree a heap of depth <= 6, a row 16 trees in lanes (quant_neon.c, nrows_w1),
-   * up to TC_NROWS_MAX - 1 rows (several outputs: from TC_QVEC_MIN rows the class-major margins,
-   * cs, and the heap walk) */
-  if (nb < TC_NROWS_MAX && T->q_w1 && !cs && T->h_zt && T->h_ztd <= 6) {
+  /* NEON: every tree a heap of depth <= 8 (7, 8: with records), a row 16 trees in lanes
+   * (quant_neon.c, nrows_w1), up to TC_NROWS_MAX - 1 rows (several outputs: from TC_QVEC_MIN
+   * rows the class-major margins, cs, and the heap walk) */
+  if (nb < TC_NROWS_MAX && T->q_w1 && !cs && T->h_zt && (T->h_ztd <= 6 || T->h_zr)) {
     FN(nrows_w1)(T, qb, gs, nb, ab);
     return;
   }

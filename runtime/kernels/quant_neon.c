@@ -669,27 +669,27 @@ TC_NI uint8x16_t tc_nrowlut(uint8x16x4_t q0, uint8x16x4_t q1, uint8x16_t c, cons
   /* an index >= 64 is out of q0's range (0) and c ^ 64 < 64 in q1's; below 64 the reverse */
   return vorrq_u8(vqtbl4q_u8(q0, c), vqtbl4q_u8(q1, veorq_u8(c, vdupq_n_u8(64))));
 }
-/* levels 0 .. DM - 1 only (DM >= every tree's depth: the slots below are padding), so the
- * leaf slot has DM bits */
+/* levels 0 .. DM - 1 only (DM <= 7; DM >= every tree's depth, or the walk's levels before the
+ * records' level: the slots below are padding), so the leaf slot has DM bits */
 TC_NI uint8x16_t tc_nlanes16(const uint8_t *z, uint8x16x4_t q0, uint8x16x4_t q1, const int wide,
                              const int DM) {
-  uint8x16_t g[6];
+  uint8x16_t g[7];
   uint8x16_t k = vdupq_n_u8(0);
-#pragma GCC unroll 6
+#pragma GCC unroll 7
   for (int l = 0; l < DM; ++l) {
     const int o = (1 << l) - 1, n = 1 << l;
-    uint8x16_t sc[7], st[7];
-#pragma GCC unroll 32
+    uint8x16_t sc[8], st[8];
+#pragma GCC unroll 64
     for (int i = 0; i < n; ++i) {
       int j = 0;  /* the slot: i's l bits reversed */
-#pragma GCC unroll 6
-      for (int b = 0; b < 6; ++b)
+#pragma GCC unroll 7
+      for (int b = 0; b < 7; ++b)
         if (b < l) j |= ((i >> b) & 1) << (l - 1 - b);
       const uint8_t *s = z + 128 * (o + j);
       uint8x16_t xc = vld1q_u8(s), xt = vld1q_u8(s + 64);
       const int h = __builtin_ctz(~(unsigned)i);  /* i's low set bits: the merges due */
-#pragma GCC unroll 6
-      for (int b = 0; b < 6; ++b) {
+#pragma GCC unroll 7
+      for (int b = 0; b < 7; ++b) {
         if (b < h && b < l) {
           xc = vbslq_u8(g[b], xc, sc[b]);
           xt = vbslq_u8(g[b], xt, st[b]);
@@ -860,12 +860,14 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(nrow1)(
   const TC_AT *lv = (const TC_AT *)T->leaf_values;
   TC_AT one = a[0];  /* one output: the margin in a register */
   for (int64_t t = 0; t < nt; t += 16) {
-    const uint8_t *z = T->h_zt + 63 * 128 * (t >> 6) + 16 * ((t >> 4) & 3);
+    /* a group's slots: levels 0-5 (0-6 in a depth-8 forest) */
+    const uint8_t *z = T->h_zt + (DM == 8 ? 127 : 63) * 128 * (t >> 6) + 16 * ((t >> 4) & 3);
     __asm__("" : "+r"(z)); /* the slots' loads as offsets from one register */
-    if (rowt) {  /* depth 6 with records (h_zr): levels 0-4 in lanes, the last from a record */
+    if (rowt) {  /* depth 6-8 with records (h_zr): levels 0 .. DM - 2 in lanes, the last from a
+                  * record */
       uint8_t kb[16];
-      vst1q_u8(kb, tc_nlanes16(z, q0, q1, wide, 5));
-      const int64_t RT = 32 * (sizeof(TC_AT) == 4 ? 16 : 32);  /* record bytes a tree */
+      vst1q_u8(kb, tc_nlanes16(z, q0, q1, wide, DM - 1));
+      const int64_t RT = (sizeof(TC_AT) == 4 ? 16 : 32) << (DM - 1);  /* record bytes a tree */
       const uint8_t *r = T->h_zr + t * RT;
       if (nt - t >= 16 && no == 1) {
 #pragma GCC unroll 16
@@ -947,12 +949,18 @@ static TC_ATTR void FN(nrows_w1)(const tc_tables *T, const uint8_t *qb, int64_t 
       q1.val[3] = vbslq_u8(vceqq_u8(q0.val[3], nan), left, q0.val[3]);
     }
     TC_AT *a = ab + r * T->n_outputs;
-    if (T->h_zr) {  /* depth 6 with records: the last level by the row's table in memory */
+    if (T->h_zr) {  /* depth 6-8 with records: the last level by the row's table in memory */
       _Alignas(64) int8_t rowt[128];
       vst1q_u8_x4((uint8_t *)rowt, q0);
       vst1q_u8_x4((uint8_t *)rowt + 64, q1);
-      if (wide) FN(nrow1)(T, q0, q1, a, 1, 6, rowt);
-      else FN(nrow1)(T, q0, q1, a, 0, 6, rowt);
+      switch (T->h_ztd * 2 + wide) {
+        case 12: FN(nrow1)(T, q0, q1, a, 0, 6, rowt); break;
+        case 13: FN(nrow1)(T, q0, q1, a, 1, 6, rowt); break;
+        case 14: FN(nrow1)(T, q0, q1, a, 0, 7, rowt); break;
+        case 15: FN(nrow1)(T, q0, q1, a, 1, 7, rowt); break;
+        case 16: FN(nrow1)(T, q0, q1, a, 0, 8, rowt); break;
+        default: FN(nrow1)(T, q0, q1, a, 1, 8, rowt);
+      }
       continue;
     }
     switch (T->h_ztd * 2 + wide) {  /* the walk's levels: the deepest tree's (3 at least) */
