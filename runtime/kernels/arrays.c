@@ -207,7 +207,8 @@ typedef struct {
   /* appended: with h_zt and h_ztd D >= 6, the lanes walk's last level and leaves (quant_impl.c,
    * zlanes): per tree 2^(D - 1) records of 16 bytes (float32 leaves; 32 for float64): slot
    * 2^(D - 1) - 1 + k's row-table index and biased threshold bytes, then leaf values (2k) and
-   * (2k + 1) >> (D - depth) at 8; or NULL. Derived (arrays_derived.py, zrow_records). */
+   * (2k + 1) >> (D - depth) at 8; or NULL (then a forest of depth >= 6 does not take the lanes
+   * walks). Derived (arrays_derived.py, zrow_records). */
   const uint8_t *h_zr;
 } tc_tables;
 

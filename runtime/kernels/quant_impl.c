@@ -2450,7 +2450,6 @@ static inline __attribute__((always_inline)) TC_ATTR __mmask64 FN(zslots)(
  * groups of 127 slots, level 6 depth first: TC_ZLEVEL6) in lanes and the last from records of
  * 64 (128) nodes a tree: one row of 300 depth-8 XGBoost trees 3.2 -> 1.4 us, against the trees
  * one by one through four 64-slot windows (below). */
-#define TC_ZT_GROUP (63 * 128)
 /* a group's slot bytes in a forest walked over DM levels: levels 0-5 (0-6 where DM is 8) */
 #define TC_ZTG(DM) (((DM) == 8 ? 127 : 63) * 128)
 #define TC_ZLANES_TAIL 32
@@ -2601,8 +2600,11 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zlanes_d)(
   const int64_t *ix = li[1];
   const uint8_t *kp = kb[1];
   int64_t j = 0, n = 0, t0 = 0;
-  /* tree t0 + j's leaf value, of the previous group */
-#define TC_ZV(j) ((REC) ? FN(zrecv)(zr + (t0 + (j)) * RT, (unsigned)kp[j] >> ((DM) == 8 ? 0 : 7 - (DM)), row) : lv[ix[j]])
+  /* tree t0 + j's leaf value, of the previous group (its record at the node of kp's bits:
+   * DM - 1 levels at bits 5 .. 7 - DM, or 6 .. 0 for DM 8) */
+#define TC_ZV(j)                                                                                \
+  ((REC) ? FN(zrecv)(zr + (t0 + (j)) * RT, (unsigned)kp[j] >> ((DM) == 8 ? 0 : 7 - (DM)), row) \
+         : lv[ix[j]])
   /* the adds of the previous group (its n trees from t0) up to its k-th, in tree order */
 #define TC_ZADD(k)                                                                              \
   do {                                                                                          \
@@ -2636,11 +2638,9 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zlanes)(const tc_ta
     case 0: case 1: case 2: case 3: FN(zlanes_d)(T, q0, q1, a, nt, 3, 0); return;
     case 4: FN(zlanes_d)(T, q0, q1, a, nt, 4, 0); return;
     case 5: FN(zlanes_d)(T, q0, q1, a, nt, 5, 0); return;
-    case 6:  /* the last level from the records where there are (h_zr) */
-      if (T->h_zr) FN(zlanes_d)(T, q0, q1, a, nt, 6, 1);
-      else FN(zlanes_d)(T, q0, q1, a, nt, 6, 0);
-      return;
-    case 7: FN(zlanes_d)(T, q0, q1, a, nt, 7, 1); return;  /* (zrow1: with h_zr only) */
+    /* depth 6-8: the last level from the records (zrow1 comes here only with h_zr) */
+    case 6: FN(zlanes_d)(T, q0, q1, a, nt, 6, 1); return;
+    case 7: FN(zlanes_d)(T, q0, q1, a, nt, 7, 1); return;
     default: FN(zlanes_d)(T, q0, q1, a, nt, 8, 1); return;
   }
 }
@@ -2682,7 +2682,7 @@ static inline __attribute__((always_inline)) TC_ATTR void FN(zrow1)(
      * slots however few trees it holds: one tree of the 500-tree model alone, kernel, 0.21 us
      * that way against 0.28 in lanes) */
     int64_t t = 0;
-    if (T->h_zt && (T->h_ztd <= 6 || T->h_zr)) {
+    if (T->h_zt && (T->h_ztd < 6 || T->h_zr)) {
       t = nt - ((nt & 63) < TC_ZLANES_TAIL ? (nt & 63) : 0);
       FN(zlanes)(T, q0, q1, a, t);
       if (t == nt) return;
@@ -2849,7 +2849,7 @@ static TC_ATTR void FN(qblock)(const tc_tables *T, const uint8_t *qb, int64_t gs
   /* NEON: every tree a heap of depth <= 8 (7, 8: with records), a row 16 trees in lanes
    * (quant_neon.c, nrows_w1), up to TC_NROWS_MAX - 1 rows (several outputs: from TC_QVEC_MIN
    * rows the class-major margins, cs, and the heap walk) */
-  if (nb < TC_NROWS_MAX && T->q_w1 && !cs && T->h_zt && (T->h_ztd <= 6 || T->h_zr)) {
+  if (nb < TC_NROWS_MAX && T->q_w1 && !cs && T->h_zt && (T->h_ztd < 6 || T->h_zr)) {
     FN(nrows_w1)(T, qb, gs, nb, ab);
     return;
   }

@@ -669,27 +669,27 @@ TC_NI uint8x16_t tc_nrowlut(uint8x16x4_t q0, uint8x16x4_t q1, uint8x16_t c, cons
   /* an index >= 64 is out of q0's range (0) and c ^ 64 < 64 in q1's; below 64 the reverse */
   return vorrq_u8(vqtbl4q_u8(q0, c), vqtbl4q_u8(q1, veorq_u8(c, vdupq_n_u8(64))));
 }
-/* levels 0 .. DM - 1 only (DM <= 7; DM >= every tree's depth, or the walk's levels before the
- * records' level: the slots below are padding), so the leaf slot has DM bits */
+/* levels 0 .. DM - 1 only (DM <= 7 where called; DM >= every tree's depth, or the walk's levels
+ * before the records' level: the slots below are padding), so the leaf slot has DM bits */
 TC_NI uint8x16_t tc_nlanes16(const uint8_t *z, uint8x16x4_t q0, uint8x16x4_t q1, const int wide,
                              const int DM) {
-  uint8x16_t g[7];
+  uint8x16_t g[8];  /* (sized for DM 8 too: nrow1's DM 8 copy compiles a walk it never runs) */
   uint8x16_t k = vdupq_n_u8(0);
 #pragma GCC unroll 7
   for (int l = 0; l < DM; ++l) {
     const int o = (1 << l) - 1, n = 1 << l;
-    uint8x16_t sc[8], st[8];
+    uint8x16_t sc[9], st[9];
 #pragma GCC unroll 64
     for (int i = 0; i < n; ++i) {
       int j = 0;  /* the slot: i's l bits reversed */
-#pragma GCC unroll 7
-      for (int b = 0; b < 7; ++b)
+#pragma GCC unroll 8
+      for (int b = 0; b < 8; ++b)
         if (b < l) j |= ((i >> b) & 1) << (l - 1 - b);
       const uint8_t *s = z + 128 * (o + j);
       uint8x16_t xc = vld1q_u8(s), xt = vld1q_u8(s + 64);
       const int h = __builtin_ctz(~(unsigned)i);  /* i's low set bits: the merges due */
-#pragma GCC unroll 7
-      for (int b = 0; b < 7; ++b) {
+#pragma GCC unroll 8
+      for (int b = 0; b < 8; ++b) {
         if (b < h && b < l) {
           xc = vbslq_u8(g[b], xc, sc[b]);
           xt = vbslq_u8(g[b], xt, st[b]);
@@ -968,9 +968,7 @@ static TC_ATTR void FN(nrows_w1)(const tc_tables *T, const uint8_t *qb, int64_t 
       case 9: FN(nrow1)(T, q0, q1, a, 1, 4, 0); break;
       case 10: FN(nrow1)(T, q0, q1, a, 0, 5, 0); break;
       case 11: FN(nrow1)(T, q0, q1, a, 1, 5, 0); break;
-      case 12: FN(nrow1)(T, q0, q1, a, 0, 6, 0); break;
-      case 13: FN(nrow1)(T, q0, q1, a, 1, 6, 0); break;
-      default:
+      default:  /* (depth 6 and deeper come with records: above) */
         if (wide) FN(nrow1)(T, q0, q1, a, 1, 3, 0);
         else FN(nrow1)(T, q0, q1, a, 0, 3, 0);
     }
